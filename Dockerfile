@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# One image for every Waystation process: `waystation api` (default), `waystation worker`,
+# `waystation migrate`. docker-compose.yml picks the command per service.
+
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+COPY . .
+RUN pip install .
+
+FROM python:3.11-slim
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    WAYSTATION_API_HOST=0.0.0.0 \
+    WAYSTATION_API_PORT=8000 \
+    WAYSTATION_DATA_DIR=/home/waystation/.waystation
+RUN groupadd --system --gid 10001 waystation \
+    && useradd --system --uid 10001 --gid waystation --create-home \
+       --home-dir /home/waystation waystation
+COPY --from=build /opt/venv /opt/venv
+USER waystation
+WORKDIR /home/waystation
+EXPOSE 8000
+CMD ["waystation", "api"]

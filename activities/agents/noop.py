@@ -1,0 +1,12 @@
+"""A backend that answers at once with an empty output: for benchmarks of the machinery."""
+
+from __future__ import annotations
+
+from activities.agents.base import AgentRequest, AgentResponse
+
+
+class NoopBackend:
+    name = "noop"
+
+    async def run(self, request: AgentRequest) -> AgentResponse:
+        return AgentResponse(output={"task": request.task}, model="noop")

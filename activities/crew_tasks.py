@@ -1,0 +1,82 @@
+"""Runs one crew task through the agent backend and records its own progress events.
+
+The task writes its started / completed / failed events itself, rather than the workflow
+scheduling one activity per event: that spends Temporal events sparingly and puts the
+"started" row in Postgres the moment the work begins. Keys come from the workflow (plus the
+attempt number for failures), so a retried attempt finds its first rows instead of doubling.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+from activities.agents import AgentBackend, AgentRequest
+from persistence.events import append_events
+from persistence.writes import EventWrite
+
+
+class CrewTaskInput(BaseModel):
+    run_id: UUID
+    event_key: str
+    phase: int
+    crew: str
+    task: str
+    agent: str
+    instructions: str
+    context: dict[str, Any] = Field(default_factory=dict)
+    feedback: str | None = None
+    progress_pct_started: int
+    progress_pct_done: int
+
+
+class CrewTaskResult(BaseModel):
+    output: dict[str, Any]
+    duration_ms: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class CrewTaskActivities:
+    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend) -> None:
+        self._pool = pool
+        self._backend = backend
+
+    def _event(self, task: CrewTaskInput, suffix: str, status: str, **fields: Any) -> EventWrite:
+        return EventWrite(event_key=f"{task.event_key}:{suffix}", type=f"task.{status}",
+                          phase=task.phase, crew=task.crew, task=task.task, agent=task.agent,
+                          status=status, **fields)
+
+    async def _append(self, task: CrewTaskInput, event: EventWrite) -> None:
+        async with self._pool.acquire() as conn:
+            await append_events(conn, task.run_id, [event])
+
+    @activity.defn(name="run_crew_task")
+    async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
+        await self._append(task, self._event(task, "started", "started",
+                                             progress_pct=task.progress_pct_started))
+        started = time.monotonic()
+        try:
+            response = await self._backend.run(AgentRequest(
+                crew=task.crew, task=task.task, agent=task.agent,
+                instructions=task.instructions, context=task.context, feedback=task.feedback))
+        except Exception as error:
+            attempt = activity.info().attempt
+            await self._append(task, self._event(
+                task, f"failed:{attempt}", "failed",
+                error_message=f"{type(error).__name__}: {error}",
+                duration_ms=int((time.monotonic() - started) * 1000)))
+            raise
+        duration_ms = int((time.monotonic() - started) * 1000)
+        await self._append(task, self._event(
+            task, "completed", "completed", progress_pct=task.progress_pct_done,
+            output=response.output, duration_ms=duration_ms))
+        return CrewTaskResult(output=response.output, duration_ms=duration_ms,
+                              input_tokens=response.input_tokens,
+                              output_tokens=response.output_tokens, cost_usd=response.cost_usd)

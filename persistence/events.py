@@ -1,0 +1,29 @@
+"""Repository functions for `run_events` (appends go through persistence.writes)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+import asyncpg
+
+from persistence.models import EventRow
+from persistence.queries import sql
+
+if TYPE_CHECKING:
+    from persistence.writes import EventWrite
+
+
+async def append_events(
+    conn: asyncpg.Connection, run_id: UUID, events: list[EventWrite]
+) -> dict[str, int]:
+    rows = await conn.fetch(sql("append_events"), run_id,
+                            [e.model_dump(mode="json") for e in events])
+    return {r["out_key"]: r["out_seq"] for r in rows}
+
+
+async def list_events(
+    conn: asyncpg.Connection, run_id: UUID, *, after_seq: int, limit: int
+) -> list[EventRow]:
+    records = await conn.fetch(sql("list_events"), run_id, after_seq, limit)
+    return [EventRow.from_record(r) for r in records]

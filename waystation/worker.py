@@ -1,0 +1,61 @@
+"""The Temporal worker: every workflow and activity of Waystation on one task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import asyncpg
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.agents import AgentBackend, backend_named
+from activities.crew_tasks import CrewTaskActivities
+from activities.read_model import ReadModelActivities
+from persistence.db import create_pool
+from waystation.database import resolve_database_url
+from waystation.settings import Settings
+from waystation.temporal_client import connect_temporal
+from workflows.validation import ValidationRun
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = [ValidationRun]
+
+
+def build_worker(
+    client: Client, pool: asyncpg.Pool, *, task_queue: str, backend: AgentBackend,
+    max_cached_workflows: int = 1000,
+) -> Worker:
+    crew = CrewTaskActivities(pool, backend)
+    read_model = ReadModelActivities(pool)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=[crew.run_crew_task, read_model.record],
+        max_cached_workflows=max_cached_workflows,
+    )
+
+
+def agent_backend(settings: Settings) -> AgentBackend:
+    return backend_named(settings.agent_backend, base_url=settings.openai_base_url,
+                         api_key=settings.openai_api_key, model=settings.openai_model)
+
+
+async def run_worker(settings: Settings) -> None:
+    """Run until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    client = await connect_temporal(settings)
+    pool = await create_pool(resolve_database_url(settings))
+    worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
+                          backend=agent_backend(settings),
+                          max_cached_workflows=settings.worker_max_cached_workflows)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("worker polling task queue %s", settings.temporal_task_queue)
+    async with worker:
+        await stop.wait()
+    await pool.close()

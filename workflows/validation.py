@@ -1,0 +1,371 @@
+"""ValidationRun: five phases of crew work with human gates between them (seed 000).
+
+The workflow history is the checkpoint: there is no resume code. A gate waits on a durable
+timer and a condition, so a run that waits a week for a human holds no worker and no cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Literal
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.crew_tasks import CrewTaskActivities, CrewTaskInput
+    from persistence.models import GateOption
+    from persistence.writes import RunStateWrite
+    from workflows import search_attributes as sa
+    from workflows.gates import (
+        SYSTEM_DECIDER,
+        DecisionInput,
+        GateBook,
+        GateSpec,
+        GateView,
+        OpenGate,
+        ReopenInput,
+    )
+    from workflows.recorder import RunRecorder
+    from workflows.validation_gates import gate_spec, reopen_error
+    from workflows.validation_models import (
+        ValidationRunInput,
+        ValidationRunResult,
+        ValidationRunState,
+    )
+    from workflows.validation_phases import PHASE_COUNT, PHASES, PhaseDef, TaskDef
+
+WORKFLOW_ID_PREFIX = "validation-"
+TASK_TIMEOUT = timedelta(minutes=10)
+TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+KIND = "validation"
+
+NextStep = Literal["next", "rerun", "end"]
+
+
+def validation_workflow_id(run_id: object) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{run_id}"
+
+
+@workflow.defn(name="ValidationRun")
+class ValidationRun:
+    @workflow.init
+    def __init__(self, arg: ValidationRunInput) -> None:
+        self._arg = arg
+        self._state = ValidationRunState(
+            run_id=arg.run_id, owner=arg.owner, project_id=arg.input.project_id,
+            entrepreneur_input=arg.input.entrepreneur_input)
+        self._gates = GateBook()
+        self._recorder = RunRecorder(arg.run_id)
+        self._reopen: str | None = None
+        self._ending: str | None = None
+
+    # --- the run -----------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: ValidationRunInput) -> ValidationRunResult:
+        self._state.started_at = workflow.now()
+        try:
+            await self._recorder.write(
+                events=[self._recorder.event("run.started", "run.started", status="running",
+                                             progress_pct=0)],
+                run=self._run_state())
+            index = 0
+            while index < PHASE_COUNT:
+                phase = PHASES[index]
+                await self._run_phase(phase)
+                step: NextStep = "next"
+                if phase.checkpoint in arg.input.gates:
+                    step = await self._ask(phase)
+                if step == "end":
+                    await self._fail(self._ending or "the run was ended at a gate")
+                if step == "next":
+                    index += 1
+            return await self._complete()
+        except asyncio.CancelledError:
+            await self._record_cancel()
+            raise
+        except ActivityError as error:
+            cause = error.cause.message if error.cause else str(error)
+            await self._fail(f"{error.activity_type or 'activity'} failed: {cause}")
+            raise  # unreachable: _fail raises
+
+    async def _run_phase(self, phase: PhaseDef) -> None:
+        s = self._state
+        attempt = s.phase_attempts.get(phase.number, 0) + 1
+        s.phase_attempts[phase.number] = attempt
+        s.current_phase, s.phase_name, s.status = phase.number, phase.name, "running"
+        prefix = f"p{phase.number}.a{attempt}"
+        self._show(f"phase {phase.number} · {phase.name} · attempt {attempt}")
+        await self._recorder.write(
+            events=[self._recorder.event(f"{prefix}.started", "phase.started",
+                                         phase=phase.number, status="started",
+                                         progress_pct=self._pct(phase, 0))],
+            run=self._run_state())
+        for i, task in enumerate(phase.tasks):
+            result = await workflow.execute_activity_method(
+                CrewTaskActivities.run_crew_task,
+                CrewTaskInput(
+                    run_id=s.run_id, event_key=f"{prefix}.{task.task}", phase=phase.number,
+                    crew=task.crew, task=task.task, agent=task.agent,
+                    instructions=task.instructions, context=self._context(task),
+                    feedback=s.feedback.get(phase.number),
+                    progress_pct_started=self._pct(phase, i),
+                    progress_pct_done=self._pct(phase, i + 1)),
+                start_to_close_timeout=TASK_TIMEOUT, retry_policy=TASK_RETRY,
+                summary=f"{task.crew} · {task.task}")
+            if task.fills:
+                setattr(s, task.fills, result.output)
+            s.cost_usd += result.cost_usd
+            s.tokens += result.input_tokens + result.output_tokens
+        await self._recorder.write(
+            events=[self._recorder.event(f"{prefix}.completed", "phase.completed",
+                                         phase=phase.number, status="completed",
+                                         progress_pct=self._pct(phase, len(phase.tasks)))],
+            run=self._run_state(),
+            snapshot=(f"phase {phase.number} completed", phase.number, self._dump()))
+
+    # --- gates ---------------------------------------------------------------------------
+
+    async def _ask(self, phase: PhaseDef) -> NextStep:
+        """Open the phase's gate and wait for its outcome, re-opening it when asked to."""
+        while True:
+            spec = gate_spec(phase, self._state, self._arg.input)
+            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in)
+            self._reopen = None
+            self._state.hitl_state, self._state.status = spec.checkpoint_name, "paused"
+            await self._recorder.write(
+                open_gate=gate.open_write(),
+                events=[self._recorder.event(
+                    f"gate.{gate.request_id}.opened", "gate.opened", phase=phase.number,
+                    status="pending", output={"checkpoint_name": spec.checkpoint_name,
+                                              "request_id": str(gate.request_id),
+                                              "expires_at": gate.expires_at.isoformat()})],
+                run=self._run_state(),
+                snapshot=(f"gate {spec.checkpoint_name}", phase.number, self._dump()))
+            # Only now may decisions be accepted: the request row exists to be closed.
+            self._gates.open = gate
+            self._show(f"phase {phase.number} · {phase.name} · waiting for decision "
+                       f"{spec.checkpoint_name} until {gate.expires_at:%Y-%m-%d %H:%M} UTC")
+            try:
+                await workflow.wait_condition(
+                    lambda g=gate: g.decision is not None or self._reopen is not None,
+                    timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
+            except TimeoutError:
+                pass
+            if gate.decision is not None:
+                await workflow.wait_condition(lambda g=gate: g.recorded)
+                return self._apply(phase, gate)
+            if self._reopen is not None:
+                self._gates.close("superseded")
+                continue  # the new request supersedes this one in the read model too
+            step = await self._expire(phase, gate)
+            if step is not None:
+                return step
+
+    async def _expire(self, phase: PhaseDef, gate: OpenGate) -> NextStep | None:
+        """Close an expired gate by its policy; None means: paused, then re-opened."""
+        spec = gate.spec
+        if spec.expiry_policy == "default" and spec.default_option:
+            gate.decision = DecisionInput(
+                checkpoint_name=spec.checkpoint_name, decision=spec.default_option,
+                decided_by=SYSTEM_DECIDER,
+                feedback=f"expired after {spec.expires_in}; default option applied")
+            gate.decided_at = workflow.now()
+        self._state.hitl_state = None
+        self._state.status = "paused" if spec.expiry_policy == "pause" else "running"
+        self._gates.close("expired")
+        self._record_decision_in_state(gate, "expired")
+        await self._recorder.write(
+            close_gate=gate.close_write("expired"),
+            events=[self._recorder.event(
+                f"gate.{gate.request_id}.expired", "gate.expired", phase=phase.number,
+                status="expired", output={"checkpoint_name": spec.checkpoint_name,
+                                          "policy": spec.expiry_policy,
+                                          "decision": gate.decision.decision
+                                          if gate.decision else None})],
+            run=self._run_state())
+        if spec.expiry_policy == "default" and gate.decision is not None:
+            return self._apply(phase, gate)
+        if spec.expiry_policy == "fail":
+            self._ending = f"checkpoint {spec.checkpoint_name} expired with no decision"
+            return "end"
+        self._show(f"phase {phase.number} · {phase.name} · decision {spec.checkpoint_name} "
+                   "expired; paused until it is re-opened")
+        await workflow.wait_condition(lambda: self._reopen is not None)
+        return None
+
+    def _apply(self, phase: PhaseDef, gate: OpenGate) -> NextStep:
+        """What a decision does to the run."""
+        assert gate.decision is not None
+        d, s = gate.decision, self._state
+        if d.decision == "reject":
+            if s.phase_attempts[phase.number] > self._arg.input.max_phase_retries:
+                self._ending = (f"phase {phase.number} ({phase.name}) rejected "
+                                f"{s.phase_attempts[phase.number]} times")
+                return "end"
+            s.retry_count += 1
+            s.feedback[phase.number] = d.feedback or "rejected without feedback"
+            return "rerun"
+        if d.decision.startswith("segment_"):
+            chosen = next(o for o in gate.spec.options if o.value == d.decision)
+            s.target_segment = chosen.label
+            s.feedback[phase.number] = d.feedback or f"focus on {chosen.label}"
+            return "rerun"
+        if d.decision == "override_proceed":
+            s.override_proceed = True
+        return "next"
+
+    def _record_decision_in_state(self, gate: OpenGate, status: str) -> None:
+        d = gate.decision
+        self._state.decisions.append({
+            "checkpoint_name": gate.spec.checkpoint_name, "request_id": str(gate.request_id),
+            "status": status, "decision": d.decision if d else None,
+            "feedback": d.feedback if d else None, "decided_by": d.decided_by if d else None,
+            "decided_at": gate.decided_at.isoformat() if gate.decided_at else None})
+
+    # --- messages ------------------------------------------------------------------------
+
+    @workflow.update
+    async def decide(self, decision: DecisionInput) -> GateView:
+        """Decide the pending gate; refused by the validator unless it can be applied."""
+        if (earlier := self._gates.is_repeat(decision)) is not None:
+            return earlier
+        return await self._take_decision(decision)
+
+    @decide.validator
+    def _validate_decide(self, decision: DecisionInput) -> None:
+        self._gates.validate(decision)
+
+    @workflow.signal
+    async def decide_signal(self, decision: DecisionInput) -> None:
+        """Fire-and-forget decision; one that cannot be applied is logged and dropped."""
+        try:
+            self._gates.validate(decision)
+        except ApplicationError as refused:
+            workflow.logger.warning("decision signal dropped: %s", refused.message)
+            return
+        if self._gates.is_repeat(decision) is None:
+            await self._take_decision(decision)
+
+    async def _take_decision(self, decision: DecisionInput) -> GateView:
+        gate = self._gates.accept(decision)
+        status = gate.status_for(decision.decision)
+        view = self._gates.close(status)
+        self._record_decision_in_state(gate, status)
+        self._state.hitl_state, self._state.status = None, "running"
+        await self._recorder.write(
+            close_gate=gate.close_write(status),
+            events=[self._recorder.event(
+                f"gate.{gate.request_id}.decided", "gate.decided", phase=gate.spec.phase,
+                status=status, output={"checkpoint_name": gate.spec.checkpoint_name,
+                                       "decision": decision.decision,
+                                       "decided_by": decision.decided_by,
+                                       "feedback": decision.feedback})],
+            run=self._run_state())
+        gate.recorded = True
+        return view
+
+    @workflow.update
+    async def reopen(self, request: ReopenInput) -> GateView:
+        """Open a fresh request for a checkpoint that expired or whose request is stale."""
+        self._reopen = request.checkpoint_name
+        await workflow.wait_condition(
+            lambda: self._gates.open is not None
+            and self._gates.open.spec.checkpoint_name == request.checkpoint_name
+            and self._reopen is None)
+        assert self._gates.open is not None
+        return self._gates.open.view("pending")
+
+    @reopen.validator
+    def _validate_reopen(self, request: ReopenInput) -> None:
+        if (message := reopen_error(self._gates, self._state, request)) is not None:
+            raise ApplicationError(message, type="GateNotPending")
+
+    @workflow.query
+    def state(self) -> ValidationRunState:
+        return self._state
+
+    @workflow.query
+    def pending_gate(self) -> GateSpec | None:
+        return self._gates.open.spec if self._gates.open else None
+
+    # --- endings -------------------------------------------------------------------------
+
+    async def _complete(self) -> ValidationRunResult:
+        s = self._state
+        rec = s.pivot_recommendation or {}
+        s.final_decision = str(rec.get("decision", "proceed"))
+        s.decision_rationale = rec.get("rationale")
+        s.status, s.completed_at = "completed", workflow.now()
+        result = ValidationRunResult(run_id=s.run_id, status="completed",
+                                     final_decision=s.final_decision,
+                                     pivot_recommendation=s.pivot_recommendation)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._recorder.write(
+            events=[self._recorder.event("run.completed", "run.completed", status="completed",
+                                         progress_pct=100,
+                                         output={"final_decision": s.final_decision})],
+            run=self._run_state(result=result.model_dump(mode="json")),
+            snapshot=("completed", s.current_phase, self._dump()))
+        self._show(f"completed · final decision: {s.final_decision}")
+        return result
+
+    async def _fail(self, message: str) -> None:
+        s = self._state
+        s.status, s.error_message, s.completed_at = "failed", message, workflow.now()
+        s.hitl_state = None
+        await self._recorder.write(
+            events=[self._recorder.event("run.failed", "run.failed", status="failed",
+                                         error_message=message)],
+            run=self._run_state(),
+            snapshot=("failed", s.current_phase, self._dump()))
+        self._show(f"failed · {message}")
+        raise ApplicationError(message, type="RunFailed", non_retryable=True)
+
+    async def _record_cancel(self) -> None:
+        s = self._state
+        if self._gates.open is not None:
+            gate = self._gates.open
+            self._gates.close("superseded")
+            await self._recorder.write(close_gate=gate.close_write("superseded"))
+        s.status, s.hitl_state, s.completed_at = "canceled", None, workflow.now()
+        await self._recorder.write(
+            events=[self._recorder.event("run.canceled", "run.canceled", status="canceled")],
+            run=self._run_state(),
+            snapshot=("canceled", s.current_phase, self._dump()))
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _run_state(self, result: dict | None = None) -> RunStateWrite:
+        s = self._state
+        workflow.upsert_search_attributes([
+            sa.STATUS.value_set(s.status), sa.PHASE.value_set(s.current_phase),
+            sa.AWAITING_HUMAN.value_set(s.hitl_state is not None)])
+        return RunStateWrite(status=s.status, current_phase=s.current_phase,  # type: ignore[arg-type]
+                             phase_name=s.phase_name, hitl_state=s.hitl_state, result=result,
+                             error_message=s.error_message)
+
+    def _context(self, task: TaskDef) -> dict:
+        s = self._state
+        context: dict = {"entrepreneur_input": s.entrepreneur_input}
+        if s.target_segment:
+            context["target_segment"] = s.target_segment
+        if task.task == "recommend_pivot":
+            for field in ("desirability_signal", "feasibility_signal", "viability_signal"):
+                context[field] = (getattr(s, field) or {}).get("signal")
+        return context
+
+    def _pct(self, phase: PhaseDef, tasks_done: int) -> int:
+        return int(100 * (phase.number + tasks_done / len(phase.tasks)) / PHASE_COUNT)
+
+    def _dump(self) -> dict:
+        return self._state.model_dump(mode="json")
+
+    def _show(self, details: str) -> None:
+        workflow.set_current_details(details)
+
+
+__all__ = ["ValidationRun", "validation_workflow_id", "KIND", "GateOption"]

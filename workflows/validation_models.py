@@ -1,0 +1,84 @@
+"""Inputs, state and result of a validation run (seed 000's ValidationRunState)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.validation_phases import CHECKPOINTS
+
+Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
+
+
+class ValidationInput(BaseModel):
+    """What a user submits to start a validation run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entrepreneur_input: str = Field(min_length=10, max_length=10_000,
+                                    description="The idea, in the founder's words.")
+    project_id: str | None = Field(None, max_length=200)
+    gates: list[Checkpoint] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(CHECKPOINTS)[:3],
+        description="Checkpoints at which the run stops for a human decision.")
+    gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)
+    expiry_policy: Literal["pause", "fail", "default"] = Field(
+        "pause", description="What an expired gate does: pause the run, fail it, or apply "
+                             "the recommended option as decided by the system.")
+    max_phase_retries: int = Field(2, ge=0, le=5,
+                                   description="How often a rejected phase is re-run.")
+
+
+class ValidationRunInput(BaseModel):
+    run_id: UUID
+    owner: str
+    input: ValidationInput
+
+
+class ValidationRunState(BaseModel):
+    run_id: UUID
+    owner: str
+    project_id: str | None = None
+    current_phase: int = 0
+    phase_name: str = "onboarding"
+    status: str = "running"
+    hitl_state: str | None = None
+    entrepreneur_input: str
+
+    founders_brief: dict[str, Any] | None = None
+    customer_profile: dict[str, Any] | None = None
+    value_map: dict[str, Any] | None = None
+    fit_assessment: dict[str, Any] | None = None
+    desirability_evidence: dict[str, Any] | None = None
+    desirability_signal: dict[str, Any] | None = None
+    feasibility_evidence: dict[str, Any] | None = None
+    feasibility_signal: dict[str, Any] | None = None
+    viability_evidence: dict[str, Any] | None = None
+    viability_signal: dict[str, Any] | None = None
+    pivot_recommendation: dict[str, Any] | None = None
+    final_decision: str | None = None
+    decision_rationale: str | None = None
+
+    target_segment: str | None = None
+    override_proceed: bool = False
+    phase_attempts: dict[int, int] = Field(default_factory=dict)
+    feedback: dict[int, str] = Field(default_factory=dict)
+    decisions: list[dict[str, Any]] = Field(default_factory=list)
+    cost_usd: float = 0.0
+    tokens: int = 0
+
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    error_message: str | None = None
+    retry_count: int = 0
+
+
+class ValidationRunResult(BaseModel):
+    run_id: UUID
+    status: Literal["completed", "failed"]
+    final_decision: str | None
+    pivot_recommendation: dict[str, Any] | None = None
+    error_message: str | None = None
