@@ -8,7 +8,10 @@ attempt number for failures), so a retried attempt finds its first rows instead 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
@@ -19,6 +22,27 @@ from temporalio import activity
 from activities.agents import AgentBackend, AgentRequest
 from persistence.events import append_events
 from persistence.writes import EventWrite
+
+# How often a running crew task tells Temporal it is alive. The workflow sets a heartbeat
+# timeout a few times longer, so a task whose worker died is retried within seconds rather
+# than after its start-to-close timeout (the SDK throttles the actual sends to 0.8x that).
+HEARTBEAT_EVERY_SECONDS = 2.0
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+
+    beater = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        beater.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beater
 
 
 class CrewTaskInput(BaseModel):
@@ -59,6 +83,10 @@ class CrewTaskActivities:
 
     @activity.defn(name="run_crew_task")
     async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
+        async with _heartbeating():
+            return await self._run(task)
+
+    async def _run(self, task: CrewTaskInput) -> CrewTaskResult:
         await self._append(task, self._event(task, "started", "started",
                                              progress_pct=task.progress_pct_started))
         started = time.monotonic()

@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     )
     openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     worker_max_cached_workflows: int = Field(
         1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
     )

@@ -15,21 +15,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
 from waystation.settings import Settings
-
-WAYSTATION_KIND = SearchAttributeKey.for_keyword("WaystationKind")
-WAYSTATION_STATUS = SearchAttributeKey.for_keyword("WaystationStatus")
-WAYSTATION_PHASE = SearchAttributeKey.for_int("WaystationPhase")
-WAYSTATION_OWNER = SearchAttributeKey.for_keyword("WaystationOwner")
-WAYSTATION_AWAITING_HUMAN = SearchAttributeKey.for_bool("WaystationAwaitingHuman")
+from workflows import search_attributes
 
 # Workflows upsert these; the dev server registers them at start (see devstack.py).
-SEARCH_ATTRIBUTES: tuple[SearchAttributeKey, ...] = (
-    WAYSTATION_KIND,
-    WAYSTATION_STATUS,
-    WAYSTATION_PHASE,
-    WAYSTATION_OWNER,
-    WAYSTATION_AWAITING_HUMAN,
-)
+SEARCH_ATTRIBUTES: tuple[SearchAttributeKey, ...] = search_attributes.ALL
 
 # The dev server's --search-attribute flag spells types in CLI form.
 _CLI_TYPE_NAMES = {

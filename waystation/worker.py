@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from datetime import timedelta
 
 import asyncpg
 from temporalio.client import Client
@@ -27,6 +28,7 @@ WORKFLOWS = [ValidationRun]
 def build_worker(
     client: Client, pool: asyncpg.Pool, *, task_queue: str, backend: AgentBackend,
     max_cached_workflows: int = 1000,
+    sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
 ) -> Worker:
     crew = CrewTaskActivities(pool, backend)
     read_model = ReadModelActivities(pool)
@@ -36,12 +38,14 @@ def build_worker(
         workflows=WORKFLOWS,
         activities=[crew.run_crew_task, read_model.record],
         max_cached_workflows=max_cached_workflows,
+        sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
     )
 
 
 def agent_backend(settings: Settings) -> AgentBackend:
-    return backend_named(settings.agent_backend, base_url=settings.openai_base_url,
-                         api_key=settings.openai_api_key, model=settings.openai_model)
+    return backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
+                         base_url=settings.openai_base_url, api_key=settings.openai_api_key,
+                         model=settings.openai_model)
 
 
 async def run_worker(settings: Settings) -> None:

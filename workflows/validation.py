@@ -39,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
 
 WORKFLOW_ID_PREFIX = "validation-"
 TASK_TIMEOUT = timedelta(minutes=10)
+# Crew tasks heartbeat while they run: a task whose worker died is retried after this,
+# not after TASK_TIMEOUT.
+TASK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 KIND = "validation"
 
@@ -114,7 +117,8 @@ class ValidationRun:
                     feedback=s.feedback.get(phase.number),
                     progress_pct_started=self._pct(phase, i),
                     progress_pct_done=self._pct(phase, i + 1)),
-                start_to_close_timeout=TASK_TIMEOUT, retry_policy=TASK_RETRY,
+                start_to_close_timeout=TASK_TIMEOUT, heartbeat_timeout=TASK_HEARTBEAT_TIMEOUT,
+                retry_policy=TASK_RETRY,
                 summary=f"{task.crew} · {task.task}")
             if task.fills:
                 setattr(s, task.fills, result.output)

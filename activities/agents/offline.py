@@ -7,6 +7,7 @@ stable, and a demo reads like a real validation run.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
@@ -134,7 +135,14 @@ _TASKS: dict[str, Callable[[AgentRequest, random.Random], dict[str, Any]]] = {
 class OfflineBackend:
     name = "offline"
 
+    def __init__(self, delay_ms: int = 0) -> None:
+        # An optional pause before answering: realistic demo pacing, and a window in which
+        # a test can kill the worker mid-task.
+        self.delay_ms = delay_ms
+
     async def run(self, request: AgentRequest) -> AgentResponse:
+        if self.delay_ms > 0:
+            await asyncio.sleep(self.delay_ms / 1000)
         seed_text = json.dumps(request.model_dump(), sort_keys=True, default=str)
         rng = random.Random(hashlib.sha256(seed_text.encode()).digest())
         make = _TASKS.get(request.task)

@@ -7,9 +7,9 @@ from activities.agents.noop import NoopBackend
 from activities.agents.offline import OfflineBackend
 
 
-def backend_named(name: str, **options: str | None) -> AgentBackend:
+def backend_named(name: str, *, delay_ms: int = 0, **options: str | None) -> AgentBackend:
     if name == "offline":
-        return OfflineBackend()
+        return OfflineBackend(delay_ms=delay_ms)
     if name == "noop":
         return NoopBackend()
     if name == "openai":

@@ -1,0 +1,61 @@
+"""Shared route dependencies, created once in the app's lifespan and read from app.state."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+from uuid import UUID
+
+import asyncpg
+from fastapi import Depends, Header, Request
+from temporalio.client import Client
+
+from api.auth import User, authenticate, can_access
+from api.errors import ApiError, unavailable
+from api.temporal_gateway import TemporalGateway
+from persistence import runs as runs_repo
+from persistence.models import RunRow
+from waystation.settings import Settings
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+    pool: asyncpg.Pool = request.app.state.pool
+    try:
+        conn = await pool.acquire(timeout=10)
+    except (OSError, asyncpg.PostgresConnectionError, TimeoutError) as error:
+        raise unavailable(f"database is unavailable: {error}") from error
+    try:
+        yield conn
+    finally:
+        await pool.release(conn)
+
+
+async def get_temporal(request: Request) -> Client:
+    gateway: TemporalGateway = request.app.state.temporal
+    return await gateway.client()
+
+
+def get_user(request: Request,
+             authorization: Annotated[str | None, Header(include_in_schema=False)] = None) -> User:
+    return authenticate(request.app.state.settings.jwt_secret, authorization)
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+Conn = Annotated[asyncpg.Connection, Depends(get_conn)]
+TemporalClient = Annotated[Client, Depends(get_temporal)]
+CurrentUser = Annotated[User, Depends(get_user)]
+
+
+async def get_visible_run(run_id: UUID, user: CurrentUser, conn: Conn) -> RunRow:
+    """The run, if the caller may see it; another user's run is indistinguishable from none."""
+    run = await runs_repo.get_run(conn, run_id)
+    if run is None or not can_access(user, run):
+        raise ApiError(404, "run_not_found", f"run {run_id} not found")
+    return run
+
+
+VisibleRun = Annotated[RunRow, Depends(get_visible_run)]

