@@ -90,10 +90,22 @@ class CrewTaskActivities:
         await self._append(task, self._event(task, "started", "started",
                                              progress_pct=task.progress_pct_started))
         started = time.monotonic()
+
+        async def report(percent: int, note: str) -> None:
+            # Keyed by the task's percent, so a retried attempt re-reporting the same point
+            # finds the first row rather than adding a second one.
+            percent = max(0, min(100, percent))
+            span = task.progress_pct_done - task.progress_pct_started
+            await self._append(task, self._event(
+                task, f"progress:{percent}", "in_progress",
+                progress_pct=task.progress_pct_started + span * percent // 100,
+                output={"task_pct": percent, "note": note}))
+
         try:
             response = await self._backend.run(AgentRequest(
                 crew=task.crew, task=task.task, agent=task.agent,
-                instructions=task.instructions, context=task.context, feedback=task.feedback))
+                instructions=task.instructions, context=task.context, feedback=task.feedback),
+                report)
         except Exception as error:
             attempt = activity.info().attempt
             await self._append(task, self._event(

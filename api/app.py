@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+import asyncpg
+from fastapi import FastAPI
 
-from api.errors import error_response, install_error_handlers
-from api.routes import decisions, health, runs
+from api.errors import install_error_handlers
+from api.event_hub import EventHub
+from api.limits import BodyLimits
+from api.routes import decisions, health, runs, streams
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-_BODY_METHODS = {"POST", "PUT", "PATCH"}
-
 
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = resolve_database_url(settings)
         app.state.settings = settings
-        app.state.pool = await create_pool(resolve_database_url(settings), min_size=1,
-                                           max_size=20)
+        app.state.pool = await create_pool(url, min_size=1, max_size=20)
         app.state.temporal = TemporalGateway(lambda: connect_temporal(settings))
+        app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
+                                       subscriber_capacity=settings.sse_client_buffer)
+        await app.state.event_hub.start()
         try:
             yield
         finally:
+            await app.state.event_hub.stop()
             await app.state.pool.close()
 
     app = FastAPI(
@@ -37,31 +42,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    app.middleware("http")(_limit_bodies(settings.max_body_bytes))
-    for module in (runs, decisions, health):
+    app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
+    for module in (runs, decisions, streams, health):
         app.include_router(module.router)
     return app
-
-
-def _limit_bodies(max_bytes: int) -> Callable[..., Awaitable[Response]]:
-    """Refuse oversize and non-JSON bodies before any route reads them."""
-
-    async def middleware(request: Request,
-                         call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method not in _BODY_METHODS:
-            return await call_next(request)
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-            return error_response(413, "payload_too_large",
-                                  f"request body exceeds {max_bytes} bytes")
-        body = await request.body()  # cached by Starlette for the route to read again
-        if len(body) > max_bytes:
-            return error_response(413, "payload_too_large",
-                                  f"request body exceeds {max_bytes} bytes")
-        content_type = request.headers.get("content-type", "")
-        if body and content_type.split(";")[0].strip().lower() != "application/json":
-            return error_response(415, "unsupported_media_type",
-                                  "request body must be application/json")
-        return await call_next(request)
-
-    return middleware

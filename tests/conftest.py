@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -22,7 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from persistence.db import create_pool
-from persistence.embedded import embedded_database_url
+from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
 from waystation.temporal_client import register_search_attributes
 from workflows import search_attributes
@@ -40,13 +40,18 @@ def _binary(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def database_url() -> str:
-    """A fresh database on the embedded server (or on DATABASE_URL's server), migrated."""
+def database_url() -> Iterator[str]:
+    """The embedded server in a temporary folder (or DATABASE_URL's server)."""
     base = os.environ.get("DATABASE_URL")
-    if base is None:
-        pgdata = Path(tempfile.mkdtemp(prefix="waystation-test-pg-")) / "pgdata"
-        base = embedded_database_url(pgdata)
-    return base
+    if base is not None:
+        yield base
+        return
+    folder = Path(tempfile.mkdtemp(prefix="waystation-test-pg-"))
+    try:
+        yield embedded_database_url(folder / "pgdata")
+    finally:
+        stop_embedded(folder / "pgdata")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session")

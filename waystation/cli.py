@@ -150,13 +150,6 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_id(created: dict[str, Any]) -> str:
-    for key in ("run_id", "id"):
-        if created.get(key):
-            return str(created[key])
-    raise SystemExit(f"unexpected response from POST /runs: {created}")
-
-
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     import httpx
 
@@ -176,7 +169,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         if response.status_code >= 400:
             print(f"POST /runs failed: {response.status_code} {response.text}", file=sys.stderr)
             return 1
-        run_id = _run_id(response.json())
+        run_id = response.json()["run_id"]
         print(f"started run {run_id}; waiting for it to reach a human checkpoint...", flush=True)
         run = _poll_until_checkpoint(http, f"{api}/runs/{run_id}")
 
@@ -187,11 +180,15 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
     print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/validation-{run_id}")
     print(f"Events:          {api}/runs/{run_id}/events")
-    checkpoint = run.get("hitl_state")
+    checkpoint = run.get("pending_checkpoint")
     if not checkpoint:
         print("The run did not stop at a checkpoint.")
         return 0 if run.get("status") == "completed" else 1
-    print(f"Checkpoint:      {checkpoint}")
+    pending = run.get("pending_decision") or {}
+    print(f"Checkpoint:      {checkpoint} — {pending.get('title', '')}")
+    options = ", ".join(o["value"] for o in pending.get("options", []))
+    print(f"Options:         {options} (recommended: {pending.get('recommended_option')})")
+    print(f"Inbox:           curl -H 'Authorization: Bearer {token}' {api}/decisions")
     print()
     print("Decide it with:")
     print(
@@ -211,7 +208,7 @@ def _poll_until_checkpoint(http: Any, url: str) -> dict[str, Any]:
         # 404 right after creation is possible if the read model lags: keep polling.
         if response.status_code == 200:
             run = response.json()
-            if run.get("hitl_state") or run.get("status") in TERMINAL_STATUSES:
+            if run.get("pending_checkpoint") or run.get("status") in TERMINAL_STATUSES:
                 return run
         time.sleep(1.0)
     raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s waiting on {url}: {run}")

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     jwt_secret: str = Field(
         DEV_JWT_SECRET, validation_alias=AliasChoices("WAYSTATION_JWT_SECRET", "JWT_SECRET")
     )
+    sse_heartbeat_seconds: float = Field(
+        15.0, gt=0, validation_alias="WAYSTATION_SSE_HEARTBEAT_SECONDS")
+    sse_client_buffer: int = Field(10_000, ge=10, validation_alias="WAYSTATION_SSE_CLIENT_BUFFER")
     max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
 
     # Runtime

@@ -64,6 +64,7 @@ class ValidationRun:
         self._recorder = RunRecorder(arg.run_id)
         self._reopen: str | None = None
         self._ending: str | None = None
+        self._visible: tuple[str, int, bool] | None = None
 
     # --- the run -----------------------------------------------------------------------
 
@@ -345,9 +346,13 @@ class ValidationRun:
 
     def _run_state(self, result: dict | None = None) -> RunStateWrite:
         s = self._state
-        workflow.upsert_search_attributes([
-            sa.STATUS.value_set(s.status), sa.PHASE.value_set(s.current_phase),
-            sa.AWAITING_HUMAN.value_set(s.hitl_state is not None)])
+        visible = (s.status, s.current_phase, s.hitl_state is not None)
+        if visible != self._visible:
+            # Only on change: each upsert is an event in the workflow's history.
+            self._visible = visible
+            workflow.upsert_search_attributes([
+                sa.STATUS.value_set(s.status), sa.PHASE.value_set(s.current_phase),
+                sa.AWAITING_HUMAN.value_set(s.hitl_state is not None)])
         return RunStateWrite(status=s.status, current_phase=s.current_phase,  # type: ignore[arg-type]
                              phase_name=s.phase_name, hitl_state=s.hitl_state, result=result,
                              error_message=s.error_message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -26,7 +27,12 @@ class AgentResponse(BaseModel):
     model: str = ""
 
 
+# A backend may report how far along it is while it works: (percent of the task, a note).
+ProgressReporter = Callable[[int, str], Awaitable[None]]
+
+
 class AgentBackend(Protocol):
     name: str
 
-    async def run(self, request: AgentRequest) -> AgentResponse: ...
+    async def run(self, request: AgentRequest,
+                  progress: ProgressReporter | None = None) -> AgentResponse: ...

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from activities.agents.base import AgentRequest, AgentResponse
+from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
 
 
 class NoopBackend:
     name = "noop"
 
-    async def run(self, request: AgentRequest) -> AgentResponse:
+    async def run(self, request: AgentRequest,
+                  progress: ProgressReporter | None = None) -> AgentResponse:
         return AgentResponse(output={"task": request.task}, model="noop")

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from activities.agents.base import AgentRequest, AgentResponse
+from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
 
 _STOPWORDS = {
     "a", "an", "and", "the", "for", "to", "of", "in", "on", "with", "that", "who", "is", "are",
@@ -140,9 +140,14 @@ class OfflineBackend:
         # a test can kill the worker mid-task.
         self.delay_ms = delay_ms
 
-    async def run(self, request: AgentRequest) -> AgentResponse:
+    async def run(self, request: AgentRequest,
+                  progress: ProgressReporter | None = None) -> AgentResponse:
         if self.delay_ms > 0:
-            await asyncio.sleep(self.delay_ms / 1000)
+            # Work in three steps and say so, as a real crew reports while it thinks.
+            for percent, note in ((33, "researching"), (66, "drafting"), (100, "reviewing")):
+                await asyncio.sleep(self.delay_ms / 3000)
+                if progress is not None:
+                    await progress(percent, note)
         seed_text = json.dumps(request.model_dump(), sort_keys=True, default=str)
         rng = random.Random(hashlib.sha256(seed_text.encode()).digest())
         make = _TASKS.get(request.task)

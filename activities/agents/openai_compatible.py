@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from activities.agents.base import AgentRequest, AgentResponse
+from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
 
 
 class OpenAICompatibleBackend:
@@ -17,7 +17,8 @@ class OpenAICompatibleBackend:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=120)
 
-    async def run(self, request: AgentRequest) -> AgentResponse:
+    async def run(self, request: AgentRequest,
+                  progress: ProgressReporter | None = None) -> AgentResponse:
         system = (f"You are the {request.agent} of the {request.crew} crew. "
                   "Answer with one JSON object only.")
         user = json.dumps({"task": request.task, "instructions": request.instructions,

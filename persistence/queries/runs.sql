@@ -46,3 +46,4 @@ UPDATE runs SET
 -- The API could not start the workflow: the run will never move, so say so.
 UPDATE runs SET status = 'failed', error_message = $2, updated_at = now(), completed_at = now()
  WHERE id = $1 AND status = 'pending';
+

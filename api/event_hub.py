@@ -1,0 +1,204 @@
+"""Fans committed events out to live streams: one LISTEN connection per API process.
+
+Postgres is the source of truth; a notification is only a wake-up. For each run that has
+subscribers the hub reads new rows once and hands them to every subscriber's bounded queue.
+A subscriber sends strictly `last_sent + 1` next and reads any gap from `run_events` itself,
+so a missed notification, a listener reconnect or an API restart loses nothing and never
+sends an event twice. A subscriber whose queue overflows is told to reconnect and dropped,
+so a slow client never holds up writers or other clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from uuid import UUID
+
+import asyncpg
+
+from persistence import events as events_repo
+from persistence.models import EventRow
+
+log = logging.getLogger(__name__)
+
+EVENTS_CHANNEL = "waystation_events"
+GATES_CHANNEL = "waystation_gates"
+FETCH_PAGE = 1000
+
+
+@dataclass(eq=False)
+class RunSubscription:
+    run_id: UUID
+    capacity: int
+    queue: asyncio.Queue[EventRow] = field(default_factory=asyncio.Queue)
+    overflowed: bool = False
+
+    def push(self, event: EventRow) -> None:
+        if self.overflowed:
+            return
+        if self.queue.qsize() >= self.capacity:
+            self.overflowed = True
+            self.queue.put_nowait(event)  # wakes the reader so it sees the overflow
+            return
+        self.queue.put_nowait(event)
+
+
+@dataclass(eq=False)
+class InboxSubscription:
+    owner: str | None  # None: every owner (service role)
+    queue: asyncio.Queue[dict] = field(default_factory=asyncio.Queue)
+
+
+@dataclass(eq=False)
+class _RunChannel:
+    fetched_seq: int
+    subscribers: set[RunSubscription] = field(default_factory=set)
+    dirty: bool = False
+    pump: asyncio.Task[None] | None = None
+
+
+class EventHub:
+    def __init__(self, pool: asyncpg.Pool, connect: Callable[[], asyncpg.Connection], *,
+                 subscriber_capacity: int = 10_000) -> None:
+        self._pool = pool
+        self._connect = connect
+        self._capacity = subscriber_capacity
+        self._channels: dict[UUID, _RunChannel] = {}
+        self._inboxes: set[InboxSubscription] = set()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+        self._lost = asyncio.Event()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._supervisor = asyncio.create_task(self._keep_listening())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._listening.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        if self._supervisor:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        for channel in self._channels.values():
+            if channel.pump:
+                channel.pump.cancel()
+
+    @property
+    def listening(self) -> bool:
+        return self._listening.is_set()
+
+    async def _keep_listening(self) -> None:
+        backoff = 0.1
+        while True:
+            conn = None
+            try:
+                conn = await self._connect()
+                self._lost.clear()
+                conn.add_termination_listener(lambda _c: self._lost.set())
+                await conn.add_listener(EVENTS_CHANNEL, self._on_event)
+                await conn.add_listener(GATES_CHANNEL, self._on_gate)
+                self._listening.set()
+                backoff = 0.1
+                log.info("listening for %s and %s", EVENTS_CHANNEL, GATES_CHANNEL)
+                # Whatever was committed while nobody listened is read now.
+                self._resync_all()
+                while not self._lost.is_set() and not conn.is_closed():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._lost.wait(), timeout=1.0)
+                log.warning("listening connection lost; reconnecting")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                log.warning("cannot listen for events (%s); retrying in %.1fs", error, backoff)
+            finally:
+                self._listening.clear()
+                if conn is not None and not conn.is_closed():
+                    conn.terminate()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _resync_all(self) -> None:
+        for run_id in list(self._channels):
+            self._wake(run_id)
+        for inbox in self._inboxes:
+            inbox.queue.put_nowait({"resync": True})
+
+    # --- notifications -------------------------------------------------------------------
+
+    def _on_event(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            run_id = UUID(json.loads(payload)["run_id"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring malformed event notification %r", payload)
+            return
+        self._wake(run_id)
+
+    def _on_gate(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            change = json.loads(payload)
+        except ValueError:
+            return
+        for inbox in self._inboxes:
+            if inbox.owner is None or inbox.owner == change.get("owner"):
+                inbox.queue.put_nowait(change)
+
+    def _wake(self, run_id: UUID) -> None:
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return
+        channel.dirty = True
+        if channel.pump is None or channel.pump.done():
+            channel.pump = asyncio.create_task(self._pump(run_id, channel))
+
+    async def _pump(self, run_id: UUID, channel: _RunChannel) -> None:
+        """Read new rows once for all of a run's subscribers."""
+        while channel.dirty and channel.subscribers:
+            channel.dirty = False
+            try:
+                async with self._pool.acquire() as conn:
+                    rows = await events_repo.list_events(conn, run_id,
+                                                         after_seq=channel.fetched_seq,
+                                                         limit=FETCH_PAGE)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                # Subscribers catch up from the table themselves on their next heartbeat.
+                log.warning("cannot read events of run %s: %s", run_id, error)
+                return
+            for row in rows:
+                for subscriber in list(channel.subscribers):
+                    subscriber.push(row)
+            if rows:
+                channel.fetched_seq = rows[-1].seq
+            if len(rows) == FETCH_PAGE:
+                channel.dirty = True
+
+    # --- subscriptions -------------------------------------------------------------------
+
+    def subscribe_run(self, run_id: UUID, from_seq: int) -> RunSubscription:
+        subscription = RunSubscription(run_id=run_id, capacity=self._capacity)
+        channel = self._channels.get(run_id)
+        if channel is None:
+            channel = self._channels[run_id] = _RunChannel(fetched_seq=from_seq)
+        channel.subscribers.add(subscription)
+        return subscription
+
+    def unsubscribe_run(self, subscription: RunSubscription) -> None:
+        channel = self._channels.get(subscription.run_id)
+        if channel is None:
+            return
+        channel.subscribers.discard(subscription)
+        if not channel.subscribers:
+            if channel.pump:
+                channel.pump.cancel()
+            del self._channels[subscription.run_id]
+
+    def subscribe_inbox(self, owner: str | None) -> InboxSubscription:
+        subscription = InboxSubscription(owner=owner)
+        self._inboxes.add(subscription)
+        return subscription
+
+    def unsubscribe_inbox(self, subscription: InboxSubscription) -> None:
+        self._inboxes.discard(subscription)

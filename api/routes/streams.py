@@ -1,0 +1,169 @@
+"""Server-Sent Events: a run's events live, and the caller's decision inbox.
+
+    curl -N -H "Authorization: Bearer $TOKEN" localhost:8000/runs/$RUN/events/stream
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+from uuid import UUID
+
+import asyncpg
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from api.deps import CurrentUser, VisibleRun
+from api.errors import ApiError
+from api.event_hub import EventHub, InboxSubscription, RunSubscription
+from api.schemas import DecisionView, EventView
+from persistence import events as events_repo
+from persistence import gates as gates_repo
+from persistence import runs as runs_repo
+from persistence.models import TERMINAL_RUN_STATUSES, EventRow
+
+router = APIRouter(tags=["streams"])
+
+TERMINAL_EVENT_TYPES = {"run.completed", "run.failed", "run.canceled"}
+CATCH_UP_PAGE = 500
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                  "Connection": "keep-alive"}
+SSE_RESPONSES = {200: {"content": {"text/event-stream": {}},
+                       "description": "An event stream; each event's `id` is its seq."}}
+
+
+def sse(event: str, data: object, event_id: int | None = None) -> bytes:
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines += [f"event: {event}", f"data: {json.dumps(data, default=str)}"]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
+    if last_event_id is None:
+        return after_seq or 0
+    if not last_event_id.strip().isdigit():
+        raise ApiError(422, "invalid_request", "Last-Event-ID must be a non-negative integer seq")
+    return int(last_event_id)
+
+
+@router.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
+            responses=SSE_RESPONSES)
+async def stream_run_events(
+    request: Request, run: VisibleRun,
+    after_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=20)] = None,
+) -> StreamingResponse:
+    """The run's events after `Last-Event-ID` (or `after_seq`) in seq order, then live ones;
+    ends with an `end` event once the run has finished."""
+    start = _resume_point(last_event_id, after_seq)
+    hub: EventHub = request.app.state.event_hub
+    subscription = hub.subscribe_run(run.id, from_seq=run.last_seq)
+    heartbeat = request.app.state.settings.sse_heartbeat_seconds
+    return StreamingResponse(
+        _run_stream(request.app.state.pool, hub, subscription, start, heartbeat),
+        media_type="text/event-stream", headers=STREAM_HEADERS)
+
+
+async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, last_sent: int,
+                      heartbeat: float) -> AsyncIterator[bytes]:
+    try:
+        yield b"retry: 1000\n\n"
+        while True:
+            # Catch up from the table: the only way events are read in order, without gaps.
+            while True:
+                async with pool.acquire() as conn:
+                    rows = await events_repo.list_events(conn, sub.run_id, after_seq=last_sent,
+                                                         limit=CATCH_UP_PAGE)
+                for row in rows:
+                    yield _event_frame(row)
+                    last_sent = row.seq
+                    if row.type in TERMINAL_EVENT_TYPES:
+                        yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                        return
+                if len(rows) < CATCH_UP_PAGE:
+                    break
+            if await _finished_without_end_event(pool, sub, last_sent):
+                yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                return
+            # Live: take what the hub hands over; a gap means "catch up from the table".
+            while True:
+                try:
+                    row = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
+                except TimeoutError:
+                    yield b": heartbeat\n\n"
+                    break  # and look at the table, in case a notification was missed
+                if sub.overflowed:
+                    yield sse("overflow", {"reason": "client too slow; reconnect with "
+                                                     "Last-Event-ID", "last_seq": last_sent})
+                    return
+                if row.seq <= last_sent:
+                    continue
+                if row.seq > last_sent + 1:
+                    break
+                yield _event_frame(row)
+                last_sent = row.seq
+                if row.type in TERMINAL_EVENT_TYPES:
+                    yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                    return
+    finally:
+        hub.unsubscribe_run(sub)
+
+
+def _event_frame(row: EventRow) -> bytes:
+    return sse(row.type, EventView.of(row).model_dump(mode="json"), event_id=row.seq)
+
+
+async def _finished_without_end_event(pool: asyncpg.Pool, sub: RunSubscription,
+                                      last_sent: int) -> bool:
+    """A run that ended with no terminal event (it never started) must still end streams."""
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, sub.run_id)
+    return run is not None and run.status in TERMINAL_RUN_STATUSES and run.last_seq <= last_sent
+
+
+@router.get("/decisions/stream", response_class=StreamingResponse, responses=SSE_RESPONSES)
+async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResponse:
+    """The caller's inbox, live: `decision.pending` for each open request (all of them first),
+    then `decision.pending` / `decision.closed` as requests open and close."""
+    hub: EventHub = request.app.state.event_hub
+    subscription = hub.subscribe_inbox(user.owner_filter)
+    heartbeat = request.app.state.settings.sse_heartbeat_seconds
+    return StreamingResponse(
+        _inbox_stream(request.app.state.pool, hub, subscription, heartbeat),
+        media_type="text/event-stream", headers=STREAM_HEADERS)
+
+
+async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscription,
+                        heartbeat: float) -> AsyncIterator[bytes]:
+    try:
+        yield b"retry: 1000\n\n"
+        yield await _inbox_snapshot(pool, sub)
+        while True:
+            try:
+                change = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
+            except TimeoutError:
+                yield b": heartbeat\n\n"
+                continue
+            if change.get("resync"):
+                yield await _inbox_snapshot(pool, sub)
+                continue
+            async with pool.acquire() as conn:
+                gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
+            if gate is None:
+                continue
+            kind = "decision.pending" if gate.status == "pending" else "decision.closed"
+            yield sse(kind, DecisionView.of(gate).model_dump(mode="json"))
+    finally:
+        hub.unsubscribe_inbox(sub)
+
+
+async def _inbox_snapshot(pool: asyncpg.Pool, sub: InboxSubscription) -> bytes:
+    async with pool.acquire() as conn:
+        pending = await gates_repo.list_inbox(conn, owner=sub.owner, status="pending",
+                                              limit=500)
+    frames = [sse("decision.pending", DecisionView.of(g).model_dump(mode="json"))
+              for g in reversed(pending)]
+    frames.append(sse("decision.snapshot_done", {"pending": len(pending)}))
+    return b"".join(frames)

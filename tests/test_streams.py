@@ -1,0 +1,204 @@
+"""Live SSE streams through a real HTTP server (uvicorn), fed by LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest_asyncio
+import uvicorn
+
+from activities.agents import backend_named
+from api.app import create_app
+from api.auth import issue_token
+from tests.helpers import IDEA, eventually
+from tests.sse_client import SseEvent, sse_events
+from waystation.settings import Settings
+from waystation.worker import build_worker
+
+SECRET = "stream-secret-0123456789-0123456789-abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveApi:
+    """A real uvicorn server that a test can stop and start again on the same port."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        config = uvicorn.Config(create_app(self.settings), host="127.0.0.1", port=self.port,
+                                log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        await eventually(lambda: asyncio.sleep(0, self._server.started))
+
+    async def stop(self) -> None:
+        assert self._server is not None and self._task is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
+
+
+@pytest_asyncio.fixture
+async def live(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[LiveApi]:
+    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
+                        temporal_task_queue=task_queue, sse_heartbeat_seconds=1.0,
+                        temporal_address=dev_env.client.service_client.config.target_host)
+    api = LiveApi(settings)
+    await api.start()
+    async with build_worker(dev_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline", delay_ms=30)):
+        yield api
+        await api.stop()
+
+
+def auth(user: str = "alice") -> dict[str, str]:
+    return {"Authorization": f"Bearer {issue_token(SECRET, user)}"}
+
+
+async def start_run(http: httpx.AsyncClient, user: str = "alice", **fields) -> str:
+    response = await http.post("/runs", headers=auth(user), json={
+        "kind": "validation", "input": {"entrepreneur_input": IDEA, **fields}})
+    assert response.status_code == 201, response.text
+    return response.json()["run_id"]
+
+
+async def read_stream(http: httpx.AsyncClient, run_id: str, *, headers: dict | None = None,
+                      params: dict | None = None, stop_after: int | None = None,
+                      user: str = "alice") -> list[SseEvent]:
+    got: list[SseEvent] = []
+    async with http.stream("GET", f"/runs/{run_id}/events/stream", params=params,
+                           headers={**auth(user), **(headers or {})}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for event in sse_events(response):
+            got.append(event)
+            if event.event == "end" or (stop_after and len(got) >= stop_after):
+                break
+    return got
+
+
+def seqs(events: list[SseEvent]) -> list[int]:
+    return [e.id for e in events if e.id is not None]
+
+
+async def test_finished_run_stream_sends_all_events_then_ends(live):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        run_id = await start_run(http, gates=[])
+        events = await asyncio.wait_for(read_stream(http, run_id), timeout=60)
+        assert events[-1].event == "end"
+        assert seqs(events) == list(range(1, len(seqs(events)) + 1))
+        assert events[-2].event == "run.completed"
+        # The stream is exactly the table.
+        table = (await http.get(f"/runs/{run_id}/events?limit=1000",
+                                headers=auth())).json()["events"]
+        assert [e["seq"] for e in table] == seqs(events)
+        assert any(e.event == "task.in_progress" for e in events)
+        # Opened again after the end: the same events, and the end again.
+        again = await asyncio.wait_for(read_stream(http, run_id), timeout=30)
+        assert seqs(again) == seqs(events) and again[-1].event == "end"
+
+
+async def test_reconnect_with_last_event_id_gets_missing_events_exactly_once(live):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        run_id = await start_run(http, gates=[])
+        first = await read_stream(http, run_id, stop_after=7)  # cut mid-stream
+        last = seqs(first)[-1]
+        rest = await asyncio.wait_for(
+            read_stream(http, run_id, headers={"Last-Event-ID": str(last)}), timeout=60)
+        combined = seqs(first) + seqs(rest)
+        assert combined == list(range(1, len(combined) + 1))
+        assert rest[-1].event == "end"
+        by_query = await read_stream(http, run_id, params={"after_seq": last})
+        assert seqs(by_query) == seqs(rest)
+
+
+async def test_live_events_arrive_while_run_progresses(live):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        run_id = await start_run(http, gates=["approve_founders_brief"])
+
+        async def waiting() -> bool:
+            run = (await http.get(f"/runs/{run_id}", headers=auth())).json()
+            return run["pending_checkpoint"] == "approve_founders_brief"
+        await eventually(waiting)
+        reader = asyncio.create_task(read_stream(http, run_id))
+        await asyncio.sleep(0.3)
+        decided = await http.post(f"/runs/{run_id}/decisions/approve_founders_brief",
+                                  headers=auth(), json={"decision": "approve"})
+        assert decided.status_code == 200
+        events = await asyncio.wait_for(reader, timeout=60)
+        assert seqs(events) == list(range(1, len(seqs(events)) + 1))
+        types = [e.event for e in events]
+        assert "gate.decided" in types and types[-2:] == ["run.completed", "end"]
+
+
+async def test_other_users_stream_is_404_and_bad_resume_is_422(live):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        run_id = await start_run(http, gates=[])
+        other = await http.get(f"/runs/{run_id}/events/stream", headers=auth("mallory"))
+        assert other.status_code == 404
+        missing = await http.get(f"/runs/{uuid.uuid4()}/events/stream", headers=auth())
+        assert missing.status_code == 404
+        bad = await http.get(f"/runs/{run_id}/events/stream",
+                             headers={**auth(), "Last-Event-ID": "abc"})
+        assert bad.status_code == 422
+        assert (await http.get(f"/runs/{run_id}/events/stream")).status_code == 401
+
+
+async def test_api_restart_mid_run_loses_nothing_for_reconnecting_client(live):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        run_id = await start_run(http, gates=[])
+        first = await read_stream(http, run_id, stop_after=5)
+    await live.stop()
+    await asyncio.sleep(1.0)  # the run goes on writing while no API is up
+    await live.start()
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        rest = await asyncio.wait_for(read_stream(
+            http, run_id, headers={"Last-Event-ID": str(seqs(first)[-1])}), timeout=60)
+    combined = seqs(first) + seqs(rest)
+    assert combined == list(range(1, len(combined) + 1)) and rest[-1].event == "end"
+
+
+async def test_decision_inbox_stream_shows_pending_and_closed(live):
+    user = f"inbox-{uuid.uuid4().hex[:6]}"
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        seen: list[SseEvent] = []
+
+        async def follow() -> None:
+            async with http.stream("GET", "/decisions/stream", headers=auth(user)) as response:
+                assert response.status_code == 200
+                async for event in sse_events(response):
+                    seen.append(event)
+                    if event.event == "decision.closed":
+                        return
+        follower = asyncio.create_task(follow())
+        await eventually(lambda: asyncio.sleep(0, any(
+            e.event == "decision.snapshot_done" for e in seen)))
+        run_id = await start_run(http, user=user, gates=["approve_founders_brief"])
+        await eventually(lambda: asyncio.sleep(0, any(
+            e.event == "decision.pending" for e in seen)), timeout=30)
+        pending = next(e for e in seen if e.event == "decision.pending")
+        assert pending.data["run_id"] == run_id
+        assert pending.data["checkpoint_name"] == "approve_founders_brief"
+        response = await http.post(f"/runs/{run_id}/decisions/approve_founders_brief",
+                                   headers=auth(user), json={"decision": "approve"})
+        assert response.status_code == 200
+        await asyncio.wait_for(follower, timeout=30)
+        closed = seen[-1]
+        assert closed.data["status"] == "approved" and closed.data["run_id"] == run_id
+        # Someone else's inbox never saw it.
+        others = (await http.get("/decisions", headers=auth("mallory"))).json()["decisions"]
+        assert run_id not in {d["run_id"] for d in others}
