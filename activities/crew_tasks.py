@@ -21,7 +21,7 @@ from temporalio import activity
 
 from activities.agents import AgentBackend, AgentRequest
 from persistence.events import append_events
-from persistence.writes import EventWrite
+from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
 
 # How often a running crew task tells Temporal it is alive. The workflow sets a heartbeat
 # timeout a few times longer, so a task whose worker died is retried within seconds rather
@@ -57,6 +57,9 @@ class CrewTaskInput(BaseModel):
     feedback: str | None = None
     progress_pct_started: int
     progress_pct_done: int
+    # Bookkeeping the workflow staged (the phase starting, the last one's snapshot): applied
+    # in the same transaction as this task's "started" event.
+    prelude: ReadModelWrite | None = None
 
 
 class CrewTaskResult(BaseModel):
@@ -87,8 +90,11 @@ class CrewTaskActivities:
             return await self._run(task)
 
     async def _run(self, task: CrewTaskInput) -> CrewTaskResult:
-        await self._append(task, self._event(task, "started", "started",
-                                             progress_pct=task.progress_pct_started))
+        started_event = self._event(task, "started", "started",
+                                    progress_pct=task.progress_pct_started)
+        first = ReadModelWrite(run_id=task.run_id, events=[started_event])
+        async with self._pool.acquire() as conn:
+            await apply_write(conn, merge_writes(task.prelude, first) if task.prelude else first)
         started = time.monotonic()
 
         async def report(percent: int, note: str) -> None:

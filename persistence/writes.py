@@ -78,9 +78,17 @@ class ReadModelWrite(BaseModel):
     run_id: UUID
     events: list[EventWrite] = Field(default_factory=list)
     run: RunStateWrite | None = None
-    snapshot: SnapshotWrite | None = None
+    snapshots: list[SnapshotWrite] = Field(default_factory=list)
     open_gate: GateOpenWrite | None = None
     close_gate: GateCloseWrite | None = None
+
+
+def merge_writes(first: ReadModelWrite, then: ReadModelWrite) -> ReadModelWrite:
+    """One write doing `first` and then `then` (the later run state wins)."""
+    return ReadModelWrite(
+        run_id=first.run_id, events=first.events + then.events, run=then.run or first.run,
+        snapshots=first.snapshots + then.snapshots,
+        open_gate=then.open_gate or first.open_gate, close_gate=then.close_gate or first.close_gate)
 
 
 async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[str, int]:
@@ -102,7 +110,7 @@ async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[s
             await conn.execute(sql("update_run_progress"), write.run_id, run.status,
                                run.current_phase, run.phase_name, run.hitl_state, run.result,
                                run.error_message)
-        if (snap := write.snapshot) is not None:
+        for snap in write.snapshots:
             await conn.execute(sql("insert_snapshot"), write.run_id, snap.step_ordinal,
                                snap.label, snap.phase, snap.state)
         if not write.events:

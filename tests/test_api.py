@@ -228,3 +228,25 @@ async def test_healthz(api):
     response = await api.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "ok", "temporal": "ok"}
+
+
+async def test_temporal_unreachable_is_503_with_retry_after_and_nothing_started(
+        migrated_url, pool):
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    app = create_app(Settings(database_url=migrated_url, jwt_secret=SECRET,
+                              temporal_address=dead))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            response = await client.post("/runs", headers=auth("offline-user"), json={
+                "kind": "validation", "input": {"entrepreneur_input": IDEA}})
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"]
+            assert response.json()["error"]["code"] == "unavailable"
+            health = await client.get("/healthz")
+            assert health.status_code == 503 and health.json()["temporal"] == "unavailable"
+            runs = (await client.get("/runs", headers=auth("offline-user"))).json()["runs"]
+            assert all(r["status"] == "failed" for r in runs)

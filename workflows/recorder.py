@@ -1,9 +1,11 @@
 """Writes a run's read model from inside a workflow: one recorder for every run kind.
 
-Every write is a local activity: it is short, and it is persisted with the workflow task that
-follows it, so a crash before then re-runs it; the writes are idempotent for exactly that reason
-(see persistence.writes). Event keys and snapshot ordinals are derived from workflow state,
-so a replay produces the same keys.
+Writes that need not be visible at once (a phase starting or completing, its snapshot) are
+*staged* and travel with the next write that must happen anyway: the first event of the next
+crew task (applied by that activity in the same transaction) or the next local activity. That
+spends one Temporal round trip where there would be three. Everything the recorder writes is
+idempotent (see persistence.writes), so a retried activity or a replay may apply it again.
+Event keys and snapshot ordinals come from workflow state, so a replay produces the same keys.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         ReadModelWrite,
         RunStateWrite,
         SnapshotWrite,
+        merge_writes,
     )
 
 RECORD_TIMEOUT = timedelta(seconds=30)
@@ -31,46 +34,67 @@ RECORD_TIMEOUT = timedelta(seconds=30)
 RECORD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                            maximum_interval=timedelta(seconds=10))
 
+Snapshot = tuple[str, int | None, dict[str, Any]]
+
 
 class RunRecorder:
     def __init__(self, run_id: UUID) -> None:
         self.run_id = run_id
         self._snapshots = 0
+        self._staged: ReadModelWrite | None = None
 
     def event(self, key: str, type: str, **fields: Any) -> EventWrite:
         return EventWrite(event_key=key, type=type, **fields)
+
+    def _build(self, events: list[EventWrite] | None, run: RunStateWrite | None,
+               snapshot: Snapshot | None, open_gate: GateOpenWrite | None = None,
+               close_gate: GateCloseWrite | None = None) -> ReadModelWrite:
+        snapshots = []
+        if snapshot is not None:
+            self._snapshots += 1
+            label, phase, state = snapshot
+            snapshots.append(SnapshotWrite(step_ordinal=self._snapshots, label=label,
+                                           phase=phase, state=state))
+        return ReadModelWrite(run_id=self.run_id, events=events or [], run=run,
+                              snapshots=snapshots, open_gate=open_gate, close_gate=close_gate)
+
+    def stage(self, *, events: list[EventWrite] | None = None, run: RunStateWrite | None = None,
+              snapshot: Snapshot | None = None) -> None:
+        """Queue a write to go out with the next one."""
+        write = self._build(events, run, snapshot)
+        self._staged = merge_writes(self._staged, write) if self._staged else write
+
+    def take_staged(self) -> ReadModelWrite | None:
+        """Hand the queued write to an activity that applies it with its own first write."""
+        staged, self._staged = self._staged, None
+        return staged
 
     async def write(
         self,
         *,
         events: list[EventWrite] | None = None,
         run: RunStateWrite | None = None,
-        snapshot: tuple[str, int | None, dict[str, Any]] | None = None,
+        snapshot: Snapshot | None = None,
         open_gate: GateOpenWrite | None = None,
         close_gate: GateCloseWrite | None = None,
     ) -> None:
-        snapshot_write = None
-        if snapshot is not None:
-            self._snapshots += 1
-            label, phase, state = snapshot
-            snapshot_write = SnapshotWrite(step_ordinal=self._snapshots, label=label, phase=phase,
-                                           state=state)
+        """Write now (with anything staged), as a local activity: short, and persisted with
+        the workflow task that follows it, so a crash before then simply re-runs it."""
+        write = self._build(events, run, snapshot, open_gate, close_gate)
+        staged = self.take_staged()
+        if staged is not None:
+            write = merge_writes(staged, write)
         await workflow.execute_local_activity_method(
-            ReadModelActivities.record,
-            ReadModelWrite(run_id=self.run_id, events=events or [], run=run,
-                           snapshot=snapshot_write, open_gate=open_gate, close_gate=close_gate),
-            start_to_close_timeout=RECORD_TIMEOUT,
-            retry_policy=RECORD_RETRY,
-            summary=_summary(events, run, open_gate, close_gate),
-        )
+            ReadModelActivities.record, write,
+            start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
+            summary=_summary(write))
 
 
-def _summary(events: list[EventWrite] | None, run: RunStateWrite | None,
-             open_gate: GateOpenWrite | None, close_gate: GateCloseWrite | None) -> str:
-    if open_gate:
-        return f"open gate {open_gate.checkpoint_name}"
-    if close_gate:
-        return f"close gate ({close_gate.status})"
-    if events:
-        return f"record {events[0].type}"
-    return f"record status {run.status}" if run else "record"
+def _summary(write: ReadModelWrite) -> str:
+    if write.open_gate:
+        return f"open gate {write.open_gate.checkpoint_name}"
+    if write.close_gate:
+        return f"close gate ({write.close_gate.status})"
+    if write.events:
+        return f"record {write.events[-1].type}"
+    return f"record status {write.run.status}" if write.run else "record"

@@ -72,7 +72,7 @@ class ValidationRun:
     async def run(self, arg: ValidationRunInput) -> ValidationRunResult:
         self._state.started_at = workflow.now()
         try:
-            await self._recorder.write(
+            self._recorder.stage(
                 events=[self._recorder.event("run.started", "run.started", status="running",
                                              progress_pct=0)],
                 run=self._run_state())
@@ -103,7 +103,7 @@ class ValidationRun:
         s.current_phase, s.phase_name, s.status = phase.number, phase.name, "running"
         prefix = f"p{phase.number}.a{attempt}"
         self._show(f"phase {phase.number} · {phase.name} · attempt {attempt}")
-        await self._recorder.write(
+        self._recorder.stage(
             events=[self._recorder.event(f"{prefix}.started", "phase.started",
                                          phase=phase.number, status="started",
                                          progress_pct=self._pct(phase, 0))],
@@ -117,7 +117,8 @@ class ValidationRun:
                     instructions=task.instructions, context=self._context(task),
                     feedback=s.feedback.get(phase.number),
                     progress_pct_started=self._pct(phase, i),
-                    progress_pct_done=self._pct(phase, i + 1)),
+                    progress_pct_done=self._pct(phase, i + 1),
+                    prelude=self._recorder.take_staged()),
                 start_to_close_timeout=TASK_TIMEOUT, heartbeat_timeout=TASK_HEARTBEAT_TIMEOUT,
                 retry_policy=TASK_RETRY,
                 summary=f"{task.crew} · {task.task}")
@@ -125,7 +126,7 @@ class ValidationRun:
                 setattr(s, task.fills, result.output)
             s.cost_usd += result.cost_usd
             s.tokens += result.input_tokens + result.output_tokens
-        await self._recorder.write(
+        self._recorder.stage(
             events=[self._recorder.event(f"{prefix}.completed", "phase.completed",
                                          phase=phase.number, status="completed",
                                          progress_pct=self._pct(phase, len(phase.tasks)))],

@@ -1,0 +1,1 @@
+"""Benchmarks of Waystation's machinery against raw Temporal baselines."""
