@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,8 +18,8 @@ class ValidationRunCreate(BaseModel):
     input: ValidationInput
 
 
-# Later run kinds join this union, discriminated by `kind`.
-RunCreate = ValidationRunCreate
+# Every run kind's request joins this union, discriminated by `kind`.
+RunCreate = Annotated[ValidationRunCreate, Field(discriminator="kind")]
 
 
 class RunCreated(BaseModel):

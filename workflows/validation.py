@@ -16,20 +16,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.crew_tasks import CrewTaskActivities, CrewTaskInput
-    from persistence.models import GateOption
+    from persistence.models import GateStatus, RunStatus
     from persistence.writes import RunStateWrite
     from workflows import search_attributes as sa
-    from workflows.gates import (
-        SYSTEM_DECIDER,
-        DecisionInput,
-        GateBook,
-        GateSpec,
-        GateView,
-        OpenGate,
-        ReopenInput,
-    )
+    from workflows.gated import GatedWorkflow
+    from workflows.gates import OpenGate
     from workflows.recorder import RunRecorder
-    from workflows.validation_gates import gate_spec, reopen_error
+    from workflows.validation_gates import gate_spec
     from workflows.validation_models import (
         ValidationRunInput,
         ValidationRunResult,
@@ -53,16 +46,14 @@ def validation_workflow_id(run_id: object) -> str:
 
 
 @workflow.defn(name="ValidationRun")
-class ValidationRun:
+class ValidationRun(GatedWorkflow):
     @workflow.init
     def __init__(self, arg: ValidationRunInput) -> None:
         self._arg = arg
         self._state = ValidationRunState(
             run_id=arg.run_id, owner=arg.owner, project_id=arg.input.project_id,
             entrepreneur_input=arg.input.entrepreneur_input)
-        self._gates = GateBook()
-        self._recorder = RunRecorder(arg.run_id)
-        self._reopen: str | None = None
+        self._init_gates(RunRecorder(arg.run_id))
         self._ending: str | None = None
         self._visible: tuple[str, int, bool] | None = None
 
@@ -136,72 +127,13 @@ class ValidationRun:
     # --- gates ---------------------------------------------------------------------------
 
     async def _ask(self, phase: PhaseDef) -> NextStep:
-        """Open the phase's gate and wait for its outcome, re-opening it when asked to."""
-        while True:
-            spec = gate_spec(phase, self._state, self._arg.input)
-            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in)
-            self._reopen = None
-            self._state.hitl_state, self._state.status = spec.checkpoint_name, "paused"
-            await self._recorder.write(
-                open_gate=gate.open_write(),
-                events=[self._recorder.event(
-                    f"gate.{gate.request_id}.opened", "gate.opened", phase=phase.number,
-                    status="pending", output={"checkpoint_name": spec.checkpoint_name,
-                                              "request_id": str(gate.request_id),
-                                              "expires_at": gate.expires_at.isoformat()})],
-                run=self._run_state(),
-                snapshot=(f"gate {spec.checkpoint_name}", phase.number, self._dump()))
-            # Only now may decisions be accepted: the request row exists to be closed.
-            self._gates.open = gate
-            self._show(f"phase {phase.number} · {phase.name} · waiting for decision "
-                       f"{spec.checkpoint_name} until {gate.expires_at:%Y-%m-%d %H:%M} UTC")
-            try:
-                await workflow.wait_condition(
-                    lambda g=gate: g.decision is not None or self._reopen is not None,
-                    timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
-            except TimeoutError:
-                pass
-            if gate.decision is not None:
-                await workflow.wait_condition(lambda g=gate: g.recorded)
-                return self._apply(phase, gate)
-            if self._reopen is not None:
-                self._gates.close("superseded")
-                continue  # the new request supersedes this one in the read model too
-            step = await self._expire(phase, gate)
-            if step is not None:
-                return step
-
-    async def _expire(self, phase: PhaseDef, gate: OpenGate) -> NextStep | None:
-        """Close an expired gate by its policy; None means: paused, then re-opened."""
-        spec = gate.spec
-        if spec.expiry_policy == "default" and spec.default_option:
-            gate.decision = DecisionInput(
-                checkpoint_name=spec.checkpoint_name, decision=spec.default_option,
-                decided_by=SYSTEM_DECIDER,
-                feedback=f"expired after {spec.expires_in}; default option applied")
-            gate.decided_at = workflow.now()
-        self._state.hitl_state = None
-        self._state.status = "paused" if spec.expiry_policy == "pause" else "running"
-        self._gates.close("expired")
-        self._record_decision_in_state(gate, "expired")
-        await self._recorder.write(
-            close_gate=gate.close_write("expired"),
-            events=[self._recorder.event(
-                f"gate.{gate.request_id}.expired", "gate.expired", phase=phase.number,
-                status="expired", output={"checkpoint_name": spec.checkpoint_name,
-                                          "policy": spec.expiry_policy,
-                                          "decision": gate.decision.decision
-                                          if gate.decision else None})],
-            run=self._run_state())
-        if spec.expiry_policy == "default" and gate.decision is not None:
-            return self._apply(phase, gate)
-        if spec.expiry_policy == "fail":
-            self._ending = f"checkpoint {spec.checkpoint_name} expired with no decision"
+        outcome = await self.ask_human(
+            lambda: gate_spec(phase, self._state, self._arg.input),
+            where=f"phase {phase.number} · {phase.name}")
+        if outcome.decision is None:
+            self._ending = f"checkpoint {phase.checkpoint} expired with no decision"
             return "end"
-        self._show(f"phase {phase.number} · {phase.name} · decision {spec.checkpoint_name} "
-                   "expired; paused until it is re-opened")
-        await workflow.wait_condition(lambda: self._reopen is not None)
-        return None
+        return self._apply(phase, outcome.gate)
 
     def _apply(self, phase: PhaseDef, gate: OpenGate) -> NextStep:
         """What a decision does to the run."""
@@ -224,7 +156,7 @@ class ValidationRun:
             s.override_proceed = True
         return "next"
 
-    def _record_decision_in_state(self, gate: OpenGate, status: str) -> None:
+    def _on_gate_closed(self, gate: OpenGate, status: GateStatus) -> None:
         d = gate.decision
         self._state.decisions.append({
             "checkpoint_name": gate.spec.checkpoint_name, "request_id": str(gate.request_id),
@@ -232,71 +164,9 @@ class ValidationRun:
             "feedback": d.feedback if d else None, "decided_by": d.decided_by if d else None,
             "decided_at": gate.decided_at.isoformat() if gate.decided_at else None})
 
-    # --- messages ------------------------------------------------------------------------
-
-    @workflow.update
-    async def decide(self, decision: DecisionInput) -> GateView:
-        """Decide the pending gate; refused by the validator unless it can be applied."""
-        if (earlier := self._gates.is_repeat(decision)) is not None:
-            return earlier
-        return await self._take_decision(decision)
-
-    @decide.validator
-    def _validate_decide(self, decision: DecisionInput) -> None:
-        self._gates.validate(decision)
-
-    @workflow.signal
-    async def decide_signal(self, decision: DecisionInput) -> None:
-        """Fire-and-forget decision; one that cannot be applied is logged and dropped."""
-        try:
-            self._gates.validate(decision)
-        except ApplicationError as refused:
-            workflow.logger.warning("decision signal dropped: %s", refused.message)
-            return
-        if self._gates.is_repeat(decision) is None:
-            await self._take_decision(decision)
-
-    async def _take_decision(self, decision: DecisionInput) -> GateView:
-        gate = self._gates.accept(decision)
-        status = gate.status_for(decision.decision)
-        view = self._gates.close(status)
-        self._record_decision_in_state(gate, status)
-        self._state.hitl_state, self._state.status = None, "running"
-        await self._recorder.write(
-            close_gate=gate.close_write(status),
-            events=[self._recorder.event(
-                f"gate.{gate.request_id}.decided", "gate.decided", phase=gate.spec.phase,
-                status=status, output={"checkpoint_name": gate.spec.checkpoint_name,
-                                       "decision": decision.decision,
-                                       "decided_by": decision.decided_by,
-                                       "feedback": decision.feedback})],
-            run=self._run_state())
-        gate.recorded = True
-        return view
-
-    @workflow.update
-    async def reopen(self, request: ReopenInput) -> GateView:
-        """Open a fresh request for a checkpoint that expired or whose request is stale."""
-        self._reopen = request.checkpoint_name
-        await workflow.wait_condition(
-            lambda: self._gates.open is not None
-            and self._gates.open.spec.checkpoint_name == request.checkpoint_name
-            and self._reopen is None)
-        assert self._gates.open is not None
-        return self._gates.open.view("pending")
-
-    @reopen.validator
-    def _validate_reopen(self, request: ReopenInput) -> None:
-        if (message := reopen_error(self._gates, self._state, request)) is not None:
-            raise ApplicationError(message, type="GateNotPending")
-
     @workflow.query
     def state(self) -> ValidationRunState:
         return self._state
-
-    @workflow.query
-    def pending_gate(self) -> GateSpec | None:
-        return self._gates.open.spec if self._gates.open else None
 
     # --- endings -------------------------------------------------------------------------
 
@@ -333,10 +203,7 @@ class ValidationRun:
 
     async def _record_cancel(self) -> None:
         s = self._state
-        if self._gates.open is not None:
-            gate = self._gates.open
-            self._gates.close("superseded")
-            await self._recorder.write(close_gate=gate.close_write("superseded"))
+        await self.close_open_gate("superseded")
         s.status, s.hitl_state, s.completed_at = "canceled", None, workflow.now()
         await self._recorder.write(
             events=[self._recorder.event("run.canceled", "run.canceled", status="canceled")],
@@ -344,6 +211,9 @@ class ValidationRun:
             snapshot=("canceled", s.current_phase, self._dump()))
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
+        self._state.hitl_state, self._state.status = waiting_on, status
 
     def _run_state(self, result: dict | None = None) -> RunStateWrite:
         s = self._state
@@ -378,4 +248,4 @@ class ValidationRun:
         workflow.set_current_details(details)
 
 
-__all__ = ["ValidationRun", "validation_workflow_id", "KIND", "GateOption"]
+__all__ = ["ValidationRun", "validation_workflow_id", "KIND"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from persistence.models import GateOption
-from workflows.gates import GateBook, GateSpec, ReopenInput
+from workflows.gates import GateSpec
 from workflows.validation_models import ValidationInput, ValidationRunState
 from workflows.validation_phases import PhaseDef, segment_option, signal_of
 
@@ -59,17 +59,3 @@ def gate_spec(phase: PhaseDef, state: ValidationRunState, run_input: ValidationI
         expiry_policy=run_input.expiry_policy,
         default_option=recommended if run_input.expiry_policy == "default" else None)
 
-
-def reopen_error(gates: GateBook, state: ValidationRunState, request: ReopenInput) -> str | None:
-    """Why `request` cannot re-open its checkpoint now, or None when it can."""
-    if gates.open is not None:
-        if gates.open.spec.checkpoint_name != request.checkpoint_name:
-            return (f"checkpoint {request.checkpoint_name!r} is not open; the run waits on "
-                    f"{gates.open.spec.checkpoint_name!r}")
-        if gates.open.decision is not None:
-            return f"checkpoint {request.checkpoint_name!r} was already decided"
-        return None
-    last = gates.closed.get(request.checkpoint_name)
-    if last is None or last.status != "expired" or state.status != "paused":
-        return f"checkpoint {request.checkpoint_name!r} is neither pending nor expired"
-    return None

@@ -17,8 +17,8 @@ from api.schemas import DecisionList, DecisionRequest, DecisionView
 from persistence import gates as gates_repo
 from persistence.models import TERMINAL_RUN_STATUSES, GateStatus, RunRow
 from workflows import gates as gate_errors
+from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput, ReopenInput
-from workflows.validation import ValidationRun
 
 router = APIRouter(tags=["decisions"])
 
@@ -66,7 +66,7 @@ async def decide(run: VisibleRun, checkpoint_name: Checkpoint, body: DecisionReq
         checkpoint_name, str(latest.id), user.name, body.decision, body.feedback or "",
         idempotency_key or ""]).encode()).hexdigest()[:32]
     view = await _update(temporal, run, checkpoint_name, lambda handle: handle.execute_update(
-        ValidationRun.decide, decision, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
+        GatedWorkflow.decide, decision, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     decided = await gates_repo.get_gate(conn, view.request_id)
     assert decided is not None, "the workflow records the decision before answering"
     return DecisionView.of(decided)
@@ -78,7 +78,7 @@ async def reopen(run: VisibleRun, checkpoint_name: Checkpoint, user: CurrentUser
     """Open a fresh request for an expired (or stale pending) checkpoint."""
     await _checkpoint_request(conn, run, checkpoint_name)
     view = await _update(temporal, run, checkpoint_name, lambda handle: handle.execute_update(
-        ValidationRun.reopen, ReopenInput(checkpoint_name=checkpoint_name,
+        GatedWorkflow.reopen, ReopenInput(checkpoint_name=checkpoint_name,
                                           requested_by=user.name),
         rpc_timeout=UPDATE_RPC_TIMEOUT))
     opened = await gates_repo.get_gate(conn, view.request_id)

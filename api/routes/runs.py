@@ -6,7 +6,7 @@ import base64
 import binascii
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Query, Response
@@ -46,7 +46,7 @@ async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: T
     input_json = body.input.model_dump(mode="json")
     run, created = await runs_repo.create_run(
         conn, run_id=run_id, kind=body.kind, owner=user.name, group_id=None,
-        workflow_id=run_kinds.workflow_id_for(body.kind, run_id),
+        workflow_id=run_kinds.kind_named(body.kind).workflow_id(run_id),
         idempotency_key=idempotency_key, input=input_json)
     if not created:
         if run.kind != body.kind or run.input != input_json:
@@ -55,7 +55,7 @@ async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: T
         response.headers["Idempotent-Replayed"] = "true"
     if created or run.status == "pending":
         try:
-            await run_kinds.start_workflow(temporal, settings.temporal_task_queue, run)
+            await run_kinds.kind_named(run.kind).start(temporal, settings.temporal_task_queue, run)
         except RPCError as error:
             if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
                 # Nobody can retry this exact run: record that it never started.
@@ -68,13 +68,16 @@ async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: T
 @router.get("", response_model=RunPage)
 async def list_runs(
     user: CurrentUser, conn: Conn,
-    kind: Literal["validation"] | None = None,
+    kind: Annotated[str | None, Query(max_length=50)] = None,
     status: RunStatus | None = None,
     awaiting_human: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> RunPage:
     """The caller's runs, newest first, filtered and paginated by cursor."""
+    if kind is not None and kind not in run_kinds.KINDS:
+        raise ApiError(422, "invalid_request",
+                       f"kind: unknown run kind {kind!r}; one of {', '.join(run_kinds.KINDS)}")
     runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
                                      awaiting_human=awaiting_human, limit=limit + 1,
                                      before=_decode_cursor(cursor) if cursor else None)

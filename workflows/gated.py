@@ -1,0 +1,221 @@
+"""The human-gate handlers and waiting loop, shared by every workflow that asks a human.
+
+A workflow class inherits `GatedWorkflow`, calls `_init_gates` in its `__init__`, provides
+the few hooks at the bottom (its visible state), and calls `ask_human`. It then answers the
+`decide` Update (validated before anything is written), the `decide_signal` Signal and the
+`reopen` Update exactly like every other run kind, so the API and the Web UI need not know
+which kind of run they talk to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from persistence.models import GateStatus, RunStatus
+    from persistence.writes import RunStateWrite
+    from workflows.gates import (
+        GATE_NOT_PENDING,
+        SYSTEM_DECIDER,
+        DecisionInput,
+        GateBook,
+        GateSpec,
+        GateView,
+        OpenGate,
+        ReopenInput,
+    )
+    from workflows.recorder import RunRecorder
+
+
+@dataclass
+class GateOutcome:
+    gate: OpenGate
+    status: GateStatus
+    # None only when the gate expired under the `fail` policy.
+    decision: DecisionInput | None
+
+
+class GatedWorkflow:
+    _gates: GateBook
+    _recorder: RunRecorder
+    _reopen: str | None
+    _paused_at: str | None
+
+    def _init_gates(self, recorder: RunRecorder) -> None:
+        self._gates = GateBook()
+        self._recorder = recorder
+        self._reopen = None
+        self._paused_at = None
+
+    # --- asking --------------------------------------------------------------------------
+
+    async def ask_human(self, make_spec: Callable[[], GateSpec], *, where: str) -> GateOutcome:
+        """Open a gate and wait for its outcome, re-opening it when asked to.
+
+        `make_spec` is called for every (re-)opening, so a re-opened request shows the
+        current state; `where` prefixes the Web UI's current details ("phase 1 · discovery").
+        """
+        while True:
+            spec = make_spec()
+            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in)
+            self._reopen, self._paused_at = None, None
+            self._set_gate_state(spec.checkpoint_name, "paused")
+            await self._recorder.write(
+                open_gate=gate.open_write(),
+                events=[self._gate_event(gate, "opened", "pending",
+                                         expires_at=gate.expires_at.isoformat())],
+                run=self._run_state(),
+                snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self._dump()))
+            # Only now may decisions be accepted: the request row exists to be closed.
+            self._gates.open = gate
+            workflow.set_current_details(
+                f"{where} · waiting for decision {spec.checkpoint_name} until "
+                f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
+            try:
+                await workflow.wait_condition(
+                    lambda g=gate: g.decision is not None or self._reopen is not None,
+                    timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
+            except TimeoutError:
+                pass
+            if gate.decision is not None:
+                await workflow.wait_condition(lambda g=gate: g.recorded)
+                return GateOutcome(gate, gate.status_for(gate.decision.decision), gate.decision)
+            if self._reopen is not None:
+                self._gates.close("superseded")
+                continue  # the new request supersedes this one in the read model too
+            outcome = await self._expire(gate, where)
+            if outcome is not None:
+                return outcome
+
+    async def _expire(self, gate: OpenGate, where: str) -> GateOutcome | None:
+        """Close an expired gate by its policy; None means: paused, then re-opened."""
+        spec = gate.spec
+        if spec.expiry_policy == "default" and spec.default_option:
+            gate.decision = DecisionInput(
+                checkpoint_name=spec.checkpoint_name, decision=spec.default_option,
+                decided_by=SYSTEM_DECIDER,
+                feedback=f"expired after {spec.expires_in}; default option applied")
+            gate.decided_at = workflow.now()
+        self._set_gate_state(None, "paused" if spec.expiry_policy == "pause" else "running")
+        self._gates.close("expired")
+        self._on_gate_closed(gate, "expired")
+        await self._recorder.write(
+            close_gate=gate.close_write("expired"),
+            events=[self._gate_event(gate, "expired", "expired", policy=spec.expiry_policy,
+                                     decision=gate.decision.decision if gate.decision else None)],
+            run=self._run_state())
+        if spec.expiry_policy == "default" and gate.decision is not None:
+            return GateOutcome(gate, "expired", gate.decision)
+        if spec.expiry_policy == "fail":
+            return GateOutcome(gate, "expired", None)
+        self._paused_at = spec.checkpoint_name
+        workflow.set_current_details(f"{where} · decision {spec.checkpoint_name} expired; "
+                                     "paused until it is re-opened")
+        await workflow.wait_condition(lambda: self._reopen is not None)
+        return None
+
+    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):  # type: ignore[no-untyped-def]
+        return self._recorder.event(
+            f"gate.{gate.request_id}.{what}", f"gate.{what}", phase=gate.spec.phase,
+            status=status, output={"checkpoint_name": gate.spec.checkpoint_name,
+                                   "request_id": str(gate.request_id), **output})
+
+    async def close_open_gate(self, status: GateStatus) -> None:
+        """Close whatever request is open (the run is being canceled or is ending)."""
+        if self._gates.open is not None:
+            gate = self._gates.open
+            self._gates.close(status)
+            await self._recorder.write(close_gate=gate.close_write(status))
+
+    # --- messages ------------------------------------------------------------------------
+
+    @workflow.update
+    async def decide(self, decision: DecisionInput) -> GateView:
+        """Decide the pending gate; refused by the validator unless it can be applied."""
+        if (earlier := self._gates.is_repeat(decision)) is not None:
+            return earlier
+        return await self._take_decision(decision)
+
+    @decide.validator
+    def _validate_decide(self, decision: DecisionInput) -> None:
+        self._gates.validate(decision)
+
+    @workflow.signal
+    async def decide_signal(self, decision: DecisionInput) -> None:
+        """Fire-and-forget decision; one that cannot be applied is logged and dropped."""
+        try:
+            self._gates.validate(decision)
+        except ApplicationError as refused:
+            workflow.logger.warning("decision signal dropped: %s", refused.message)
+            return
+        if self._gates.is_repeat(decision) is None:
+            await self._take_decision(decision)
+
+    async def _take_decision(self, decision: DecisionInput) -> GateView:
+        # accept() and close() run before the first await, so a racing second decision
+        # already sees this one and is refused.
+        gate = self._gates.accept(decision)
+        status = gate.status_for(decision.decision)
+        view = self._gates.close(status)
+        self._on_gate_closed(gate, status)
+        self._set_gate_state(None, "running")
+        await self._recorder.write(
+            close_gate=gate.close_write(status),
+            events=[self._gate_event(gate, "decided", status, decision=decision.decision,
+                                     decided_by=decision.decided_by,
+                                     feedback=decision.feedback)],
+            run=self._run_state())
+        gate.recorded = True
+        return view
+
+    @workflow.update
+    async def reopen(self, request: ReopenInput) -> GateView:
+        """Open a fresh request for a checkpoint that expired or whose request is stale."""
+        self._reopen = request.checkpoint_name
+        await workflow.wait_condition(
+            lambda: self._gates.open is not None
+            and self._gates.open.spec.checkpoint_name == request.checkpoint_name
+            and self._reopen is None)
+        assert self._gates.open is not None
+        return self._gates.open.view("pending")
+
+    @reopen.validator
+    def _validate_reopen(self, request: ReopenInput) -> None:
+        open_gate = self._gates.open
+        if open_gate is not None:
+            if open_gate.spec.checkpoint_name != request.checkpoint_name:
+                raise ApplicationError(
+                    f"checkpoint {request.checkpoint_name!r} is not open; the run waits on "
+                    f"{open_gate.spec.checkpoint_name!r}", type=GATE_NOT_PENDING)
+            if open_gate.decision is not None:
+                raise ApplicationError(
+                    f"checkpoint {request.checkpoint_name!r} was already decided",
+                    type=GATE_NOT_PENDING)
+            return
+        if self._paused_at != request.checkpoint_name:
+            raise ApplicationError(
+                f"checkpoint {request.checkpoint_name!r} is neither pending nor expired",
+                type=GATE_NOT_PENDING)
+
+    @workflow.query
+    def pending_gate(self) -> GateSpec | None:
+        return self._gates.open.spec if self._gates.open else None
+
+    # --- hooks each gated workflow provides ----------------------------------------------
+
+    def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
+        raise NotImplementedError
+
+    def _run_state(self) -> RunStateWrite:
+        raise NotImplementedError
+
+    def _dump(self) -> dict:
+        raise NotImplementedError
+
+    def _on_gate_closed(self, gate: OpenGate, status: GateStatus) -> None:
+        """Keep the outcome in the workflow's own state, if it wants to."""
