@@ -1,4 +1,4 @@
-"""Replays recorded ValidationRun histories against the current workflow code.
+"""Replays every recorded workflow history against the current workflow code.
 
 A run can wait at a gate for a week, so histories written by older code are replayed by newer
 code as a matter of course. Every file in tests/histories (recorded by
@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows.validation import ValidationRun
+from waystation.worker import WORKFLOWS
 
 HISTORIES = {p.stem: p.read_text() for p in
              sorted((Path(__file__).resolve().parent / "histories").glob("*.json"))}
@@ -30,7 +30,7 @@ def test_histories_are_recorded() -> None:
 async def test_history_replays_deterministically(name: str) -> None:
     # The workflow never reads its own id, so the file name stands in for it.
     history = WorkflowHistory.from_json(name, HISTORIES[name])
-    replayer = Replayer(workflows=[ValidationRun], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
     # Raises on nondeterminism (and on any workflow task failure during the replay).
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
