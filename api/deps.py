@@ -45,7 +45,7 @@ def get_user(request: Request,
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-Conn = Annotated[asyncpg.Connection, Depends(get_conn)]
+Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 TemporalClient = Annotated[Client, Depends(get_temporal)]
 CurrentUser = Annotated[User, Depends(get_user)]
 

@@ -202,3 +202,30 @@ async def test_decision_inbox_stream_shows_pending_and_closed(live):
         # Someone else's inbox never saw it.
         others = (await http.get("/decisions", headers=auth("mallory"))).json()["decisions"]
         assert run_id not in {d["run_id"] for d in others}
+
+
+async def test_open_streams_do_not_hold_database_connections(live):
+    """More open streams than the API's pool has connections: every stream gets its events
+    and plain requests still answer, because a stream borrows a connection only per read."""
+    clients = 30  # the API pool holds 20
+    limits = httpx.Limits(max_connections=clients + 5)
+    async with httpx.AsyncClient(base_url=live.url, timeout=30, limits=limits) as http:
+        run_id = await start_run(http, gates=["approve_founders_brief"])
+
+        async def waiting() -> bool:
+            run = (await http.get(f"/runs/{run_id}", headers=auth())).json()
+            return run["pending_checkpoint"] == "approve_founders_brief"
+        await eventually(waiting)
+        readers = [asyncio.create_task(read_stream(http, run_id)) for _ in range(clients)]
+        await asyncio.sleep(1.0)
+        assert not any(r.done() for r in readers)
+        answered = await asyncio.wait_for(http.get(f"/runs/{run_id}", headers=auth()), 5)
+        assert answered.status_code == 200
+        decided = await asyncio.wait_for(http.post(
+            f"/runs/{run_id}/decisions/approve_founders_brief", headers=auth(),
+            json={"decision": "approve"}), 10)
+        assert decided.status_code == 200
+        streams = await asyncio.wait_for(asyncio.gather(*readers), timeout=60)
+        expected = seqs(streams[0])
+        assert expected == list(range(1, len(expected) + 1))
+        assert all(seqs(s) == expected and s[-1].event == "end" for s in streams)
