@@ -1,0 +1,1 @@
+"""Batch jobs: strict templates, item loading, and the activities that run items."""

@@ -1,0 +1,139 @@
+"""Strict, sandboxed prompt templates for pipeline steps (seed 002's bug, made impossible).
+
+Templates come from users, so they render in Jinja2's sandbox, and with `StrictUndefined`: a
+reference to a missing item field or step output raises an error that names the reference
+(`outputs.summarize`), so a literal placeholder can never reach an agent. Everything that can
+be checked without an item is checked when the job is submitted: syntax, the names a template
+may use (`item`, `outputs`), and that every `outputs.X` names an earlier step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
+from jinja2.exceptions import SecurityError, UndefinedError
+from jinja2.sandbox import SandboxedEnvironment
+
+ALLOWED_NAMES = frozenset({"item", "outputs"})
+# Branch conditions may also look at the step's own output.
+BRANCH_NAMES = ALLOWED_NAMES | {"output"}
+
+
+class TemplateProblem(ValueError):
+    """A template that cannot be used (submit time) or rendered for an item (run time)."""
+
+
+class Scope(dict):
+    """A dict that knows its dotted path, so a missing key is reported as `item.text`."""
+
+    def __init__(self, path: str, values: Mapping[str, Any]) -> None:
+        super().__init__({k: _wrap(f"{path}.{k}", v) for k, v in values.items()})
+        self.path = path
+
+
+def _wrap(path: str, value: Any) -> Any:
+    return Scope(path, value) if isinstance(value, Mapping) else value
+
+
+class _NamedUndefined(StrictUndefined):
+    """StrictUndefined whose message names the full reference, e.g. `outputs.grade`."""
+
+    def _fail_with_undefined_error(self, *args: Any, **kwargs: Any) -> Any:
+        owner = self._undefined_obj
+        if isinstance(owner, Scope):
+            raise UndefinedError(f"{owner.path}.{self._undefined_name} is undefined")
+        if self._undefined_hint is None and self._undefined_name is not None:
+            raise UndefinedError(f"{self._undefined_name} is undefined")
+        return super()._fail_with_undefined_error(*args, **kwargs)
+
+    # Every use of an undefined value fails, including printing and truth tests.
+    __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error  # type: ignore[assignment]
+
+
+_ENV = SandboxedEnvironment(undefined=_NamedUndefined, autoescape=False,
+                            keep_trailing_newline=True)
+
+
+@lru_cache(maxsize=512)
+def _compiled(source: str) -> Any:
+    return _ENV.from_string(source)
+
+
+@lru_cache(maxsize=512)
+def _compiled_expression(source: str) -> Any:
+    return _ENV.compile_expression(source, undefined_to_none=False)
+
+
+def _context(item: Mapping[str, Any], outputs: Mapping[str, Any],
+             output: Any = None) -> dict[str, Any]:
+    context = {"item": Scope("item", item), "outputs": Scope("outputs", outputs)}
+    if output is not None:
+        context["output"] = _wrap("output", output)
+    return context
+
+
+def render(source: str, item: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
+    """Render a step's prompt; TemplateProblem names whatever was missing."""
+    try:
+        return str(_compiled(source).render(_context(item, outputs)))
+    except (UndefinedError, SecurityError, TypeError) as error:
+        raise TemplateProblem(str(error)) from error
+
+
+def evaluate(condition: str, item: Mapping[str, Any], outputs: Mapping[str, Any],
+             output: Any) -> bool:
+    """A branch condition's truth for this item and output."""
+    try:
+        return bool(_compiled_expression(condition)(**_context(item, outputs, output)))
+    except (UndefinedError, SecurityError, TypeError) as error:
+        raise TemplateProblem(str(error)) from error
+
+
+# --- submit-time checks ----------------------------------------------------------------------
+
+def check_template(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
+    """Refuse a template that could never render correctly; the message names the problem."""
+    try:
+        tree = _ENV.parse(source)
+    except TemplateSyntaxError as error:
+        raise TemplateProblem(f"syntax error on line {error.lineno}: {error.message}") from error
+    _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
+
+
+def check_condition(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
+    try:
+        tree = _ENV.parse(f"{{{{ {source} }}}}")
+    except TemplateSyntaxError as error:
+        raise TemplateProblem(f"syntax error in condition: {error.message}") from error
+    _check_names(tree, BRANCH_NAMES, earlier_steps, all_steps)
+
+
+def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[str],
+                 all_steps: list[str]) -> None:
+    # Names a template assigns itself ({% set %}, loop variables) are its own business.
+    assigned = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    for name in tree.find_all(nodes.Name):
+        if name.ctx == "load" and name.name not in allowed | assigned:
+            raise TemplateProblem(
+                f"unknown name {name.name!r}; a template may use {', '.join(sorted(allowed))}")
+    for step in _referenced_outputs(tree):
+        if step not in all_steps:
+            raise TemplateProblem(f"outputs.{step} refers to no step of this job")
+        if step not in earlier:
+            raise TemplateProblem(f"outputs.{step} is not an earlier step's output")
+
+
+def _referenced_outputs(tree: nodes.Template) -> list[str]:
+    found = []
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        target = node.node
+        if not (isinstance(target, nodes.Name) and target.name == "outputs"):
+            continue
+        if isinstance(node, nodes.Getattr):
+            found.append(node.attr)
+        elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+            found.append(node.arg.value)
+    return found

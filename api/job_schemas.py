@@ -1,0 +1,112 @@
+"""Request and response models of batch jobs and their items."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
+from workflows.batch_models import BatchInput
+
+UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
+
+
+class BatchRunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["batch"]
+    input: BatchInput
+
+
+class JobView(BaseModel):
+    job_id: UUID
+    run_id: UUID
+    name: str
+    status: str
+    error_message: str | None
+    total_units: int
+    max_workers: int
+    counts: dict[str, int] = Field(description="Items by status.")
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    test_unit_id: UUID | None
+    steps: list[str]
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+
+    @classmethod
+    def of(cls, job: JobRow, counts: list[StatusCount]) -> JobView:
+        return cls(
+            job_id=job.id, run_id=job.run_id, name=job.name, status=job.status,
+            error_message=job.error_message, total_units=job.total_units,
+            max_workers=job.max_workers, counts={c.status: c.count for c in counts},
+            cost_usd=round(sum(c.cost_usd for c in counts), 6),
+            input_tokens=sum(c.input_tokens for c in counts),
+            output_tokens=sum(c.output_tokens for c in counts),
+            test_unit_id=job.test_unit_id, steps=[s["name"] for s in job.spec["steps"]],
+            created_at=job.created_at, started_at=job.started_at,
+            completed_at=job.completed_at)
+
+
+class ItemView(BaseModel):
+    item_id: UUID
+    job_id: UUID
+    ordinal: int
+    status: UnitStatus
+    payload: Any
+    result: Any
+    error: str | None
+    retry_count: int
+    path: list[str] = Field(description="The steps this item took, in order.")
+    rendered_prompt: str | None
+    conversation: list[Any]
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    execution_ms: int | None
+
+    @classmethod
+    def of(cls, unit: UnitRow) -> ItemView:
+        return cls(item_id=unit.id, **unit.model_dump(exclude={"id"}))
+
+
+class ItemPage(BaseModel):
+    items: list[ItemView]
+    next_cursor: str | None
+
+
+class OutputView(BaseModel):
+    item_id: UUID
+    step: str
+    step_index: int
+    output: Any
+    rendered_prompt: str
+    next_step: str | None
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    duration_ms: int | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: OutputRow) -> OutputView:
+        return cls(item_id=row.unit_id, **row.model_dump(exclude={"unit_id", "executions"}))
+
+
+class ItemOutputs(BaseModel):
+    item_id: UUID
+    path: list[str]
+    outputs: list[OutputView]
+
+
+class JobControlAccepted(BaseModel):
+    job_id: UUID
+    status: Literal["paused", "running"]
+    in_flight: int

@@ -1,0 +1,201 @@
+"""Repository functions for batch jobs: `jobs`, `work_units` and `item_outputs`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel, field_validator
+
+from persistence.models import Row
+from persistence.queries import sql
+
+# Items go in this many per statement: one round trip each, small enough to stay fast.
+INSERT_CHUNK = 2000
+
+
+class JobRow(Row):
+    id: UUID
+    run_id: UUID
+    name: str
+    status: str
+    spec: dict[str, Any]
+    total_units: int
+    max_workers: int
+    test_unit_id: UUID | None
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    owner: str
+    error_message: str | None
+
+
+class UnitRow(Row):
+    id: UUID
+    job_id: UUID
+    ordinal: int
+    status: str
+    payload: Any
+    result: Any
+    error: str | None
+    retry_count: int
+    path: list[str]
+    rendered_prompt: str | None
+    conversation: list[Any]
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    execution_ms: int | None
+
+    @field_validator("cost_usd", mode="before")
+    @classmethod
+    def _float(cls, value: Decimal | float) -> float:
+        return float(value)
+
+
+class OutputRow(Row):
+    unit_id: UUID
+    step: str
+    step_index: int
+    output: Any
+    rendered_prompt: str
+    next_step: str | None
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    duration_ms: int | None
+    executions: int
+    created_at: datetime
+
+    @field_validator("cost_usd", mode="before")
+    @classmethod
+    def _float(cls, value: Decimal | float) -> float:
+        return float(value)
+
+
+class StatusCount(BaseModel):
+    status: str
+    count: int
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+
+
+class StartedUnit(BaseModel):
+    id: UUID
+    status: str
+    payload: Any
+    error: str | None
+    started_at: datetime
+    outputs: dict[str, Any]
+
+
+class StepOutputWrite(BaseModel):
+    unit_id: UUID
+    step: str
+    step_index: int
+    output: Any
+    rendered_prompt: str
+    next_step: str | None
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    duration_ms: int
+    attempt: int
+    item_done: bool
+    execution_ms: int
+
+
+# --- writes (activities) ----------------------------------------------------------------------
+
+async def insert_job(conn: asyncpg.Connection, job_id: UUID, *, name: str,
+                     spec: dict[str, Any], max_workers: int) -> None:
+    await conn.execute(sql("insert_job"), job_id, name, spec, max_workers)
+
+
+async def run_items(conn: asyncpg.Connection, run_id: UUID) -> list[Any]:
+    return await conn.fetchval(sql("run_items"), run_id) or []
+
+
+async def insert_units(conn: asyncpg.Connection, job_id: UUID, first_ordinal: int,
+                       payloads: list[Any]) -> None:
+    await conn.execute(sql("insert_work_units"), job_id, first_ordinal, payloads)
+
+
+async def set_total(conn: asyncpg.Connection, job_id: UUID, total: int, test_first: bool) -> None:
+    await conn.execute(sql("set_job_total"), job_id, total, test_first)
+
+
+async def job_total(conn: asyncpg.Connection, job_id: UUID) -> int:
+    return await conn.fetchval(sql("job_total"), job_id) or 0
+
+
+async def job_spec(conn: asyncpg.Connection, job_id: UUID) -> dict[str, Any] | None:
+    return await conn.fetchval(sql("job_spec"), job_id)
+
+
+async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int,
+                     retries: int) -> StartedUnit | None:
+    record = await conn.fetchrow(sql("start_unit"), job_id, ordinal, retries)
+    return StartedUnit.model_validate(dict(record)) if record else None
+
+
+async def record_step_output(conn: asyncpg.Connection, w: StepOutputWrite) -> None:
+    turn = {"step": w.step, "prompt": w.rendered_prompt, "output": w.output}
+    await conn.execute(
+        sql("record_step_output"), w.unit_id, w.step, w.step_index, w.output,
+        w.rendered_prompt, w.next_step, Decimal(str(w.cost_usd)), w.input_tokens,
+        w.output_tokens, w.duration_ms, [turn], w.attempt - 1, w.execution_ms, w.item_done)
+
+
+async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
+    await conn.execute(sql("finish_unit_on_stored_path"), unit_id)
+
+
+async def fail_unit(conn: asyncpg.Connection, unit_id: UUID, *, final: bool, error: str,
+                    retries: int) -> None:
+    await conn.execute(sql("fail_unit"), unit_id, "failed" if final else "retrying", error,
+                       retries)
+
+
+# --- reads (API) -------------------------------------------------------------------------------
+
+async def get_job(conn: asyncpg.Connection, job_id: UUID) -> JobRow | None:
+    record = await conn.fetchrow(sql("get_job"), job_id)
+    return JobRow.from_record(record) if record else None
+
+
+async def unit_counts(conn: asyncpg.Connection, job_id: UUID) -> list[StatusCount]:
+    return [StatusCount(status=r["status"], count=r["n"], cost_usd=float(r["cost_usd"]),
+                        input_tokens=r["input_tokens"], output_tokens=r["output_tokens"])
+            for r in await conn.fetch(sql("job_unit_counts"), job_id)]
+
+
+async def list_units(conn: asyncpg.Connection, job_id: UUID, *, status: str | None,
+                     after_ordinal: int, limit: int) -> list[UnitRow]:
+    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit)
+    return [UnitRow.from_record(r) for r in records]
+
+
+async def get_unit(conn: asyncpg.Connection, unit_id: UUID) -> tuple[UnitRow, UUID] | None:
+    record = await conn.fetchrow(sql("get_unit"), unit_id)
+    if record is None:
+        return None
+    values = dict(record)
+    run_id = values.pop("run_id")
+    return UnitRow.model_validate(values), run_id
+
+
+async def list_outputs(conn: asyncpg.Connection, unit_id: UUID) -> list[OutputRow]:
+    return [OutputRow.from_record(r) for r in await conn.fetch(sql("list_unit_outputs"), unit_id)]
+
+
+async def get_output(conn: asyncpg.Connection, unit_id: UUID, step: str) -> OutputRow | None:
+    record = await conn.fetchrow(sql("get_unit_output"), unit_id, step)
+    return OutputRow.from_record(record) if record else None

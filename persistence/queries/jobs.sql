@@ -1,0 +1,113 @@
+-- name: insert_job
+-- Creates a run's job once (a retried prepare finds it); its status starts as the run's.
+INSERT INTO jobs (id, run_id, name, status, spec, max_workers)
+SELECT r.id, r.id, $2, r.status, $3, $4 FROM runs r WHERE r.id = $1
+ON CONFLICT (id) DO NOTHING;
+
+-- name: run_items
+-- The items a user gave inline with a batch run (kept in the run's input).
+SELECT input->'items' AS items FROM runs WHERE id = $1;
+
+-- name: insert_work_units
+-- Inserts a chunk of items from ordinal $2 on; items already stored keep their first copy.
+INSERT INTO work_units (job_id, ordinal, payload)
+SELECT $1, $2 + t.ord::int - 1, t.value
+  FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS t(value, ord)
+ON CONFLICT (job_id, ordinal) DO NOTHING;
+
+-- name: set_job_total
+-- Records how many items the job has, and its test unit, once they are all stored.
+UPDATE jobs SET total_units = $2,
+                test_unit_id = CASE WHEN $3 THEN (SELECT id FROM work_units
+                                                    WHERE job_id = $1 AND ordinal = 0)
+                               END
+ WHERE id = $1;
+
+-- name: job_total
+-- The item count of a prepared job (0 until every item is stored).
+SELECT total_units FROM jobs WHERE id = $1;
+
+-- name: job_spec
+-- A job's pipeline, which item activities load once per process.
+SELECT spec FROM jobs WHERE id = $1;
+
+-- name: start_unit
+-- Marks an item running (unless finished) and returns it with every stored step output.
+WITH u AS (
+    UPDATE work_units
+       SET status = CASE WHEN status IN ('completed', 'failed') THEN status ELSE 'running' END,
+           started_at = COALESCE(started_at, now()),
+           retry_count = GREATEST(retry_count, $3)
+     WHERE job_id = $1 AND ordinal = $2
+    RETURNING id, status, payload, error, started_at
+)
+SELECT u.*,
+       (SELECT COALESCE(jsonb_object_agg(o.step, o.output), '{}'::jsonb)
+          FROM item_outputs o WHERE o.unit_id = u.id) AS outputs
+  FROM u;
+
+-- name: record_step_output
+-- Stores one step's output and folds it into the item; $14 ends the item as completed.
+WITH ins AS (
+    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
+                              cost_usd, input_tokens, output_tokens, duration_ms)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    ON CONFLICT (unit_id, step) DO UPDATE SET executions = item_outputs.executions + 1
+    RETURNING (xmax = 0) AS inserted
+)
+UPDATE work_units w SET
+    path = CASE WHEN i.inserted THEN w.path || $2::text ELSE w.path END,
+    rendered_prompt = $5,
+    conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb ELSE w.conversation END,
+    cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
+    input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
+    output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
+    result = $4,
+    status = CASE WHEN $14 THEN 'completed' ELSE w.status END,
+    error = CASE WHEN $14 THEN NULL ELSE w.error END,
+    completed_at = CASE WHEN $14 THEN now() ELSE w.completed_at END,
+    execution_ms = CASE WHEN $14 THEN $13 ELSE w.execution_ms END,
+    retry_count = GREATEST(w.retry_count, $12)
+  FROM ins i
+ WHERE w.id = $1;
+
+-- name: finish_unit_on_stored_path
+-- Completes an item whose last step was stored before a crash cut the item short.
+UPDATE work_units SET status = 'completed', completed_at = COALESCE(completed_at, now())
+ WHERE id = $1 AND status <> 'completed';
+
+-- name: fail_unit
+-- Records a failed attempt: 'retrying' while attempts remain, 'failed' for good.
+UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_count, $4),
+                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END
+ WHERE id = $1 AND status <> 'completed';
+
+-- name: get_job
+-- One job with its run's owner and status (authorization and the job view).
+SELECT j.*, r.owner, r.error_message FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = $1;
+
+-- name: job_unit_counts
+-- Items, cost and tokens of a job by item status.
+SELECT status, count(*) AS n, COALESCE(sum(cost_usd), 0) AS cost_usd,
+       COALESCE(sum(input_tokens), 0) AS input_tokens,
+       COALESCE(sum(output_tokens), 0) AS output_tokens
+  FROM work_units WHERE job_id = $1 GROUP BY status;
+
+-- name: list_units
+-- A page of a job's items in ordinal order; NULL status matches all; $3 is the keyset cursor.
+SELECT * FROM work_units
+ WHERE job_id = $1 AND ($2::text IS NULL OR status = $2) AND ordinal > $3
+ ORDER BY ordinal
+ LIMIT $4;
+
+-- name: get_unit
+-- One item with the run it belongs to (for authorization).
+SELECT w.*, j.run_id FROM work_units w JOIN jobs j ON j.id = w.job_id WHERE w.id = $1;
+
+-- name: list_unit_outputs
+-- An item's step outputs in the order the steps ran.
+SELECT * FROM item_outputs WHERE unit_id = $1 ORDER BY created_at, step_index;
+
+-- name: get_unit_output
+-- One step's output of an item.
+SELECT * FROM item_outputs WHERE unit_id = $1 AND step = $2;

@@ -1,0 +1,235 @@
+"""BatchJob logic on the time-skipping server, with the real read model in Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from activities.agents import AgentRequest
+from persistence import events as events_repo
+from persistence import jobs as jobs_repo
+from persistence import runs as runs_repo
+from tests.batch_helpers import ScriptedBackend, new_batch_run
+from tests.helpers import eventually
+from waystation.worker import build_worker
+from workflows.batch import BatchJob, batch_workflow_id
+from workflows.batch_models import BatchRunInput, BatchRunResult, PauseInput
+from workflows.gates import DecisionInput
+
+
+@pytest_asyncio.fixture
+async def run_with() -> AsyncIterator:
+    """Start a worker with a given backend; stopped at the end of the test."""
+    stack: list = []
+
+    async def start_worker(env: WorkflowEnvironment, pool: asyncpg.Pool, task_queue: str,
+                           backend: ScriptedBackend) -> None:
+        worker = build_worker(env.client, pool, task_queue=task_queue, backend=backend)
+        await worker.__aenter__()
+        stack.append(worker)
+    yield start_worker
+    for worker in stack:
+        await worker.__aexit__(None, None, None)
+
+
+async def start(client: Client, arg: BatchRunInput, task_queue: str) -> WorkflowHandle:
+    return await client.start_workflow(BatchJob.run, arg, id=batch_workflow_id(arg.run_id),
+                                       task_queue=task_queue)
+
+
+async def units(pool: asyncpg.Pool, job_id: uuid.UUID) -> list[jobs_repo.UnitRow]:
+    async with pool.acquire() as conn:
+        return await jobs_repo.list_units(conn, job_id, status=None, after_ordinal=-1,
+                                          limit=10_000)
+
+
+async def outputs(pool: asyncpg.Pool, unit_id: uuid.UUID) -> dict[str, jobs_repo.OutputRow]:
+    async with pool.acquire() as conn:
+        return {o.step: o for o in await jobs_repo.list_outputs(conn, unit_id)}
+
+
+PIPELINE = [
+    {"name": "summarize", "template": "Summarize: {{ item.text }}",
+     "branches": [{"when": "item.score < 5", "goto": "end"}]},
+    {"name": "grade", "template": "Grade this summary: {{ outputs.summarize.text }}"},
+]
+
+
+async def test_pipeline_branches_and_records_outputs(time_env, pool, task_queue, run_with):
+    backend = ScriptedBackend()
+    await run_with(time_env, pool, task_queue, backend)
+    items = [{"text": f"posting {i}", "score": i} for i in range(8)]
+    arg = await new_batch_run(pool, items=items, steps=PIPELINE, max_workers=3, round_size=3)
+    result: BatchRunResult = await (await start(time_env.client, arg, task_queue)).result()
+    assert (result.status, result.total, result.completed, result.failed) == ("completed", 8, 8, 0)
+
+    rows = await units(pool, arg.run_id)
+    assert [u.path for u in rows] == [["summarize"]] * 5 + [["summarize", "grade"]] * 3
+    assert all(u.status == "completed" and u.completed_at for u in rows)
+    high = await outputs(pool, rows[7].id)
+    assert high["grade"].rendered_prompt == "Grade this summary: summarize: Summarize: posting 7"
+    assert high["summarize"].next_step == "grade" and high["grade"].next_step is None
+    assert rows[7].cost_usd == pytest.approx(0.002) and rows[7].input_tokens > 0
+    assert [t["step"] for t in rows[7].conversation] == ["summarize", "grade"]
+    # Continued as new twice (rounds of 3), and the event log stayed small.
+    async with pool.acquire() as conn:
+        events = await events_repo.list_events(conn, arg.run_id, after_seq=0, limit=1000)
+        run = await runs_repo.get_run(conn, arg.run_id)
+    types = [e.type for e in events]
+    assert types[0] == "job.started" and types[-1] == "job.completed"
+    assert {"job.round.1", "job.round.2"} <= {e.event_key for e in events}
+    assert run is not None and run.status == "completed"
+    assert len(events) < 30
+
+
+async def test_seed_002_outputs_come_from_the_store_and_missing_ones_fail(
+        time_env, pool, task_queue, run_with):
+    """Seed 002's bug: the grade step ran with `{conversation_3341_output}` after a reload.
+
+    Here the worker 'forgets' between steps (grade fails once after summarize was stored, so
+    the retry reloads the item), and one path skips summarize altogether: the retried grade
+    renders from the stored summary, and the skipped one fails naming `outputs.summarize`,
+    with no prompt ever sent that still holds a placeholder.
+    """
+    def rule(request: AgentRequest, n: int) -> dict:
+        if request.task == "grade" and n == 1:
+            raise RuntimeError("worker lost its memory between waves")
+        return {"text": f"{request.task} of [{request.instructions}]"}
+
+    backend = ScriptedBackend(rule)
+    await run_with(time_env, pool, task_queue, backend)
+    steps = [
+        {"name": "triage", "template": "Triage {{ item.text }}",
+         "branches": [{"when": "item.skip", "goto": "grade"}]},
+        {"name": "summarize", "template": "Summarize {{ item.text }}"},
+        {"name": "grade", "template": "Grade this summary: {{ outputs.summarize.text }}"},
+    ]
+    items = [{"text": "python dev role", "skip": False}, {"text": "rust role", "skip": True}]
+    arg = await new_batch_run(pool, items=items, steps=steps, max_retries=2,
+                              retry_initial_seconds=0.1, failure_threshold=0.5)
+    result = await (await start(time_env.client, arg, task_queue)).result()
+    assert (result.completed, result.failed) == (1, 1)
+
+    good, skipped = await units(pool, arg.run_id)
+    graded = (await outputs(pool, good.id))["grade"]
+    assert graded.rendered_prompt == ("Grade this summary: summarize of "
+                                      "[Summarize python dev role]")
+    assert good.retry_count == 1 and good.path == ["triage", "summarize", "grade"]
+    # The retry did not run the stored steps again.
+    assert backend.calls[("summarize", str(good.id))] == 1
+    assert backend.calls[("triage", str(good.id))] == 1
+
+    assert skipped.status == "failed" and skipped.path == ["triage"]
+    assert skipped.error == "outputs.summarize is undefined"
+    assert skipped.retry_count == 0  # a template error is not retried
+    for request in backend.requests:
+        assert "{" not in request.instructions and "outputs." not in request.instructions
+
+
+async def test_item_retries_then_fails_and_threshold_fails_the_job(
+        time_env, pool, task_queue, run_with):
+    def rule(request: AgentRequest, n: int) -> dict:
+        if "bad" in request.instructions:
+            raise RuntimeError(f"boom {n}")
+        return {"text": "ok"}
+
+    await run_with(time_env, pool, task_queue, ScriptedBackend(rule))
+    steps = [{"name": "work", "template": "Do {{ item.id }}"}]
+    arg = await new_batch_run(pool, items=[{"id": "a"}, {"id": "bad-1"}, {"id": "c"},
+                                           {"id": "d"}],
+                              steps=steps, max_retries=2, retry_initial_seconds=0.05,
+                              failure_threshold=0.25)
+    result = await (await start(time_env.client, arg, task_queue)).result()
+    assert (result.status, result.completed, result.failed) == ("completed", 3, 1)
+    failed = [u for u in await units(pool, arg.run_id) if u.status == "failed"]
+    assert len(failed) == 1 and failed[0].retry_count == 2
+    assert failed[0].error == "RuntimeError: boom 3"
+
+    many = await new_batch_run(pool, items=[{"id": f"bad-{i}"} for i in range(3)] + [{"id": "x"}],
+                               steps=steps, max_retries=0, failure_threshold=0.25,
+                               max_workers=1)
+    handle = await start(time_env.client, many, task_queue)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert "more than the failure threshold" in str(failure.value.cause)
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, many.run_id)
+        job = await jobs_repo.get_job(conn, many.run_id)
+    assert run is not None and run.status == "failed" and job is not None
+    assert job.status == "failed"
+    # The job stopped starting items once the threshold was crossed.
+    assert [u.status for u in await units(pool, many.run_id)][-1] == "pending"
+
+
+@pytest.mark.parametrize("decision", ["proceed", "abort"])
+async def test_failed_test_item_waits_at_a_gate(time_env, pool, task_queue, run_with, decision):
+    def rule(request: AgentRequest, n: int) -> dict:
+        if "first" in request.instructions:
+            raise RuntimeError("the prompt is wrong")
+        return {"text": "ok"}
+
+    backend = ScriptedBackend(rule)
+    await run_with(time_env, pool, task_queue, backend)
+    items = [{"id": "first"}] + [{"id": f"n{i}"} for i in range(4)]
+    arg = await new_batch_run(pool, items=items, steps=[{"name": "w", "template": "{{ item.id }}"}],
+                              test_first=True, max_retries=0, failure_threshold=0.5)
+    handle = await start(time_env.client, arg, task_queue)
+
+    async def waiting() -> bool:
+        async with pool.acquire() as conn:
+            run = await runs_repo.get_run(conn, arg.run_id)
+        return run is not None and run.hitl_state == "test_unit_failed"
+    await eventually(waiting)
+    assert len(backend.requests) == 1  # nothing but the test item ran
+    view = await handle.execute_update(BatchJob.decide, DecisionInput(
+        checkpoint_name="test_unit_failed", decision=decision, decided_by="alice"))
+    assert view.status == ("approved" if decision == "proceed" else "rejected")
+    if decision == "proceed":
+        result = await handle.result()
+        assert (result.completed, result.failed) == (4, 1)
+    else:
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert len(backend.requests) == 1
+
+
+async def test_pause_resume_and_cancel(time_env, pool, task_queue, run_with):
+    backend = ScriptedBackend(delay=0.05)
+    await run_with(time_env, pool, task_queue, backend)
+    steps = [{"name": "w", "template": "{{ item.id }}"}]
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(30)], steps=steps,
+                              max_workers=2)
+    handle = await start(time_env.client, arg, task_queue)
+    await eventually(lambda: asyncio.sleep(0, len(backend.requests) >= 2))
+    paused = await handle.execute_update(BatchJob.pause, PauseInput(requested_by="alice"))
+    assert paused.status == "paused"
+    await asyncio.sleep(0.3)
+    calls = len(backend.requests)
+    await asyncio.sleep(0.3)
+    assert len(backend.requests) == calls < 30  # nothing new starts while paused
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, arg.run_id)
+    assert run is not None and run.status == "paused"
+    await handle.execute_update(BatchJob.resume, PauseInput(requested_by="alice"))
+    result = await handle.result()
+    assert result.completed == 30
+
+    second = await new_batch_run(pool, items=[{"id": i} for i in range(30)], steps=steps,
+                                 max_workers=1)
+    handle = await start(time_env.client, second, task_queue)
+    await eventually(lambda: asyncio.sleep(0, len(backend.requests) >= 33))
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, second.run_id)
+        job = await jobs_repo.get_job(conn, second.run_id)
+    assert run is not None and run.status == "canceled"
+    assert job is not None and job.status == "canceled"

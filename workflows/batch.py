@@ -1,0 +1,339 @@
+"""BatchJob: many items through a pipeline of steps, with bounded concurrency (seeds 002, 004).
+
+Items, their outputs and their state live in Postgres; the workflow only counts. It runs the
+items in rounds of `round_size` ordinals (1,000) and continues as new between rounds, so its history
+stays under 10,000 events whatever the item count. At most `max_workers` item activities are
+in flight; each retries with backoff (`max_retries`), and an item that still fails is marked
+failed while the job goes on, until failed items exceed `failure_threshold`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.batch.items import (
+        ITEM_FAILED,
+        TEMPLATE_ERROR,
+        BatchActivities,
+        ItemInput,
+        PrepareJobInput,
+    )
+    from persistence.models import GateOption, RunStatus
+    from persistence.writes import RunStateWrite
+    from workflows import search_attributes as sa
+    from workflows.batch_models import (
+        BatchProgress,
+        BatchRunInput,
+        BatchRunResult,
+        PauseInput,
+        PauseResult,
+    )
+    from workflows.gated import GatedWorkflow
+    from workflows.gates import GateSpec
+    from workflows.recorder import RunRecorder
+
+WORKFLOW_ID_PREFIX = "batch-"
+KIND = "batch"
+PREPARE_TIMEOUT = timedelta(minutes=30)
+PREPARE_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
+ITEM_TIMEOUT = timedelta(minutes=10)
+# Items heartbeat while they run: one whose worker died is retried after this.
+ITEM_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# run_events stays bounded however many items: about this many progress events per job,
+# and item.failed events for the first few failures only (the rest are in the counts).
+PROGRESS_EVENTS = 20
+FAILURE_EVENTS = 20
+TEST_GATE = "test_unit_failed"
+JOB_NOT_RUNNING = "JobNotRunning"
+
+
+def batch_workflow_id(run_id: object) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{run_id}"
+
+
+@workflow.defn(name="BatchJob")
+class BatchJob(GatedWorkflow):
+    @workflow.init
+    def __init__(self, arg: BatchRunInput) -> None:
+        self._arg = arg
+        self._spec = arg.spec
+        self._p = arg.progress or BatchProgress()
+        self._init_gates(RunRecorder(arg.run_id, snapshots_taken=self._p.snapshots_taken))
+        self._status: RunStatus = "paused" if self._p.paused else "running"
+        self._hitl: str | None = None
+        self._error: str | None = None
+        self._in_flight = 0
+        self._stop: str | None = None
+        self._lock = asyncio.Lock()
+        self._visible: tuple[str, bool] | None = None
+
+    # --- the job ---------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: BatchRunInput) -> BatchRunResult:
+        p = self._p
+        try:
+            if arg.progress is None:
+                await self._prepare()
+            if self._spec.test_first and not p.test_done and p.total > 0:
+                await self._test_item()
+            await self._round()
+            if self._stop is not None:
+                await self._fail(self._stop)
+            if p.next_ordinal < p.total:
+                await self._continue_as_new()
+            return await self._complete()
+        except asyncio.CancelledError:
+            await self._record_cancel()
+            raise
+        except ActivityError as error:
+            cause = error.cause.message if error.cause else str(error)
+            await self._fail(f"{error.activity_type or 'activity'} failed: {cause}")
+            raise  # unreachable: _fail raises
+
+    async def _prepare(self) -> None:
+        self._show("storing items")
+        await self._recorder.write(
+            events=[self._recorder.event("job.started", "job.started", status="running",
+                                         progress_pct=0, output={"name": self._spec.name})],
+            run=self._run_state())
+        prepared = await workflow.execute_activity_method(
+            BatchActivities.prepare_job, PrepareJobInput(run_id=self._arg.run_id,
+                                                         spec=self._spec),
+            start_to_close_timeout=PREPARE_TIMEOUT, heartbeat_timeout=PREPARE_HEARTBEAT_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=5), summary="store items")
+        self._p.total = prepared.total
+        self._recorder.stage(events=[self._recorder.event(
+            "job.prepared", "job.prepared", status="running", progress_pct=0,
+            output={"total": prepared.total})])
+
+    async def _test_item(self) -> None:
+        """Run item 0 alone; if it fails, a human decides whether the rest should run."""
+        p = self._p
+        p.next_ordinal = 1
+        self._show("test item")
+        error = await self._item(0)
+        p.test_done = True
+        if error is None:
+            return
+        outcome = await self.ask_human(lambda: self._test_gate(error), where="test item")
+        if outcome.decision is None or outcome.decision.decision == "abort":
+            await self._fail(f"aborted after the test item failed: {error}")
+
+    def _test_gate(self, error: str) -> GateSpec:
+        return GateSpec(
+            checkpoint_name=TEST_GATE, phase=0, title=f"Test item of {self._spec.name} failed",
+            description=f"Item 0 failed: {error}. Run the other {self._p.total - 1} items "
+                        "anyway, or abort the job?",
+            context={"item_ordinal": 0, "error": error, "total": self._p.total},
+            options=[GateOption(value="proceed", label="Proceed with all items"),
+                     GateOption(value="abort", label="Abort the job")],
+            recommended_option="abort", rejecting_options=["abort"],
+            expires_in=timedelta(seconds=self._spec.gate_timeout_seconds),
+            expiry_policy="pause")
+
+    async def _round(self) -> None:
+        """Run up to round_size items, at most max_workers at a time.
+
+        Each item costs about six history events (its activity plus a workflow task), so a
+        round of 1,000 keeps one run's history well under 10,000 events.
+        """
+        p = self._p
+        end = min(p.total, p.next_ordinal + self._arg.round_size)
+        self._show(f"items {p.next_ordinal}–{end} of {p.total}")
+        running: list[asyncio.Task[str | None]] = []
+        while p.next_ordinal < end and self._stop is None:
+            await workflow.wait_condition(
+                lambda: self._stop is not None
+                or (not p.paused and self._in_flight < self._spec.max_workers))
+            if self._stop is not None:
+                break
+            running.append(asyncio.create_task(self._item(p.next_ordinal)))
+            p.next_ordinal += 1
+        await workflow.wait_condition(lambda: self._in_flight == 0)
+        del running
+
+    async def _item(self, ordinal: int) -> str | None:
+        """Run one item; returns None when it completed, else its error."""
+        p, spec = self._p, self._spec
+        self._in_flight += 1
+        try:
+            await workflow.execute_activity_method(
+                BatchActivities.run_item,
+                ItemInput(job_id=self._arg.run_id, ordinal=ordinal,
+                          max_retries=spec.max_retries, prelude=self._recorder.take_staged()),
+                start_to_close_timeout=ITEM_TIMEOUT, heartbeat_timeout=ITEM_HEARTBEAT_TIMEOUT,
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=spec.retry_initial_seconds),
+                    backoff_coefficient=2.0, maximum_attempts=spec.max_retries + 1,
+                    non_retryable_error_types=[TEMPLATE_ERROR, ITEM_FAILED]),
+                summary=f"item {ordinal}")
+            p.completed += 1
+            return None
+        except ActivityError as failure:
+            error = failure.cause.message if failure.cause else str(failure)
+            self._item_failed(ordinal, error)
+            return error
+        finally:
+            self._in_flight -= 1
+            self._report_progress()
+
+    def _item_failed(self, ordinal: int, error: str) -> None:
+        p = self._p
+        p.failed += 1
+        if p.failures_reported < FAILURE_EVENTS:
+            p.failures_reported += 1
+            self._recorder.stage(events=[self._recorder.event(
+                f"item.{ordinal}.failed", "item.failed", status="failed", error_message=error,
+                output={"ordinal": ordinal, "failed": p.failed})])
+        if p.failed > self._spec.failure_threshold * p.total and self._stop is None:
+            self._stop = (f"{p.failed} of {p.total} items failed, more than the failure "
+                          f"threshold of {self._spec.failure_threshold:.0%}")
+
+    def _report_progress(self) -> None:
+        p = self._p
+        every = max(1, p.total // PROGRESS_EVENTS)
+        bucket = (p.completed + p.failed) // every
+        if bucket > p.progress_reported:
+            p.progress_reported = bucket
+            # Staged: it rides on the next item activity rather than costing a write of its own.
+            self._recorder.stage(events=[self._progress_event(f"job.progress.{bucket}")])
+
+    def _progress_event(self, key: str):  # type: ignore[no-untyped-def]
+        p = self._p
+        return self._recorder.event(
+            key, "job.progress", status=self._status, progress_pct=self._pct(),
+            output={"total": p.total, "completed": p.completed, "failed": p.failed})
+
+    async def _continue_as_new(self) -> None:
+        p = self._p
+        p.rounds += 1
+        # Flush what is staged: it would be lost with this run's memory.
+        await self._recorder.write(events=[self._progress_event(f"job.round.{p.rounds}")],
+                                   run=self._run_state())
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        p.snapshots_taken = self._recorder.snapshots_taken
+        workflow.continue_as_new(BatchRunInput(run_id=self._arg.run_id, owner=self._arg.owner,
+                                               spec=self._spec, progress=p,
+                                               round_size=self._arg.round_size))
+
+    # --- pause and resume --------------------------------------------------------------------
+
+    @workflow.update
+    async def pause(self, request: PauseInput) -> PauseResult:
+        """Stop starting items; those in flight finish. The job waits, costing nothing."""
+        async with self._lock:
+            self._p.paused, self._status = True, "paused"
+            self._p.pauses += 1
+            await self._recorder.write(
+                events=[self._recorder.event(f"job.paused.{self._p.pauses}", "job.paused",
+                                             status="paused", progress_pct=self._pct(),
+                                             output={"by": request.requested_by})],
+                run=self._run_state())
+            self._show(f"paused by {request.requested_by}")
+        return PauseResult(status="paused", in_flight=self._in_flight)
+
+    @pause.validator
+    def _validate_pause(self, request: PauseInput) -> None:
+        if self._p.paused:
+            raise ApplicationError("the job is already paused", type=JOB_NOT_RUNNING)
+        if self._hitl is not None:
+            raise ApplicationError(f"the job waits for decision {self._hitl}",
+                                   type=JOB_NOT_RUNNING)
+
+    @workflow.update
+    async def resume(self, request: PauseInput) -> PauseResult:
+        async with self._lock:
+            self._p.paused, self._status = False, "running"
+            await self._recorder.write(
+                events=[self._recorder.event(f"job.resumed.{self._p.pauses}", "job.resumed",
+                                             status="running", progress_pct=self._pct(),
+                                             output={"by": request.requested_by})],
+                run=self._run_state())
+            self._show(f"resumed by {request.requested_by}")
+        return PauseResult(status="running", in_flight=self._in_flight)
+
+    @resume.validator
+    def _validate_resume(self, request: PauseInput) -> None:
+        if not self._p.paused:
+            raise ApplicationError("the job is not paused", type=JOB_NOT_RUNNING)
+
+    @workflow.query
+    def progress(self) -> BatchProgress:
+        return self._p
+
+    # --- endings -----------------------------------------------------------------------------
+
+    def _result(self, status: str) -> BatchRunResult:
+        p = self._p
+        return BatchRunResult(run_id=self._arg.run_id, status=status, total=p.total,
+                              completed=p.completed, failed=p.failed)
+
+    async def _complete(self) -> BatchRunResult:
+        self._status = "completed"
+        result = self._result("completed")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._recorder.write(
+            events=[self._recorder.event("job.completed", "job.completed", status="completed",
+                                         progress_pct=100, output=result.model_dump(mode="json"))],
+            run=self._run_state(result=result.model_dump(mode="json")),
+            snapshot=("completed", 0, self._dump()))
+        self._show(f"completed · {self._p.completed} done, {self._p.failed} failed")
+        return result
+
+    async def _fail(self, message: str) -> None:
+        self._status, self._error, self._hitl = "failed", message, None
+        await self._recorder.write(
+            events=[self._recorder.event("job.failed", "job.failed", status="failed",
+                                         error_message=message, progress_pct=self._pct())],
+            run=self._run_state(result=self._result("failed").model_dump(mode="json")),
+            snapshot=("failed", 0, self._dump()))
+        self._show(f"failed · {message}")
+        raise ApplicationError(message, type="RunFailed", non_retryable=True)
+
+    async def _record_cancel(self) -> None:
+        await self.close_open_gate("superseded")
+        self._status, self._hitl = "canceled", None
+        await self._recorder.write(
+            events=[self._recorder.event("job.canceled", "job.canceled", status="canceled",
+                                         progress_pct=self._pct())],
+            run=self._run_state(), snapshot=("canceled", 0, self._dump()))
+
+    # --- hooks and helpers -------------------------------------------------------------------
+
+    def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
+        self._hitl = waiting_on
+        self._status = "paused" if self._p.paused and status == "running" else status
+
+    def _run_state(self, result: dict | None = None) -> RunStateWrite:
+        visible = (self._status, self._hitl is not None)
+        if visible != self._visible:
+            # Only on change: each upsert is an event in the workflow's history.
+            self._visible = visible
+            workflow.upsert_search_attributes([
+                sa.STATUS.value_set(self._status),
+                sa.AWAITING_HUMAN.value_set(self._hitl is not None)])
+        return RunStateWrite(status=self._status, current_phase=0,
+                             phase_name=f"items {self._p.completed + self._p.failed}"
+                                        f"/{self._p.total}",
+                             hitl_state=self._hitl, result=result, error_message=self._error)
+
+    def _dump(self) -> dict:
+        return {"status": self._status, "progress": self._p.model_dump(mode="json"),
+                "spec": {"name": self._spec.name, "steps": [s.name for s in self._spec.steps]}}
+
+    def _pct(self) -> int:
+        p = self._p
+        return 100 * (p.completed + p.failed) // p.total if p.total else 0
+
+    def _show(self, details: str) -> None:
+        workflow.set_current_details(f"{self._spec.name} · {details}")
+
+
+__all__ = ["BatchJob", "batch_workflow_id", "KIND"]

@@ -1,0 +1,75 @@
+"""Inputs, state and result of a batch job workflow (seeds 002 and 004).
+
+`BatchInput` is what a user submits; `BatchJobSpec` (activities.batch.spec) is the same
+without the items: items go to Postgres, never into workflow history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, Field, model_validator
+
+from activities.batch.spec import END, BatchJobSpec, Branch, StepDef
+
+
+class BatchInput(BatchJobSpec):
+    """What a user submits: the spec plus items inline, or `items_path`."""
+
+    items: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BatchInput:
+        if (self.items is None) == (self.items_path is None):
+            raise ValueError("give exactly one of items and items_path")
+        return self
+
+    def spec(self) -> BatchJobSpec:
+        return BatchJobSpec.model_validate(self.model_dump(exclude={"items"}))
+
+
+class BatchProgress(BaseModel):
+    """What the job workflow carries across continue-as-new."""
+
+    total: int = 0
+    next_ordinal: int = 0
+    completed: int = 0
+    failed: int = 0
+    test_done: bool = False
+    paused: bool = False
+    failures_reported: int = 0
+    progress_reported: int = 0
+    snapshots_taken: int = 0
+    rounds: int = 0
+    pauses: int = 0
+
+
+class BatchRunInput(BaseModel):
+    run_id: UUID
+    owner: str
+    spec: BatchJobSpec
+    progress: BatchProgress | None = None
+    # Items per workflow run before it continues as new (small in tests).
+    round_size: int = Field(1000, ge=1, le=1500)
+
+
+class BatchRunResult(BaseModel):
+    run_id: UUID
+    status: str
+    total: int
+    completed: int
+    failed: int
+
+
+class PauseInput(BaseModel):
+    requested_by: str
+
+
+class PauseResult(BaseModel):
+    status: str
+    in_flight: int
+
+
+__all__ = ["END", "BatchInput", "BatchJobSpec", "BatchProgress", "BatchRunInput",
+           "BatchRunResult", "Branch", "PauseInput", "PauseResult", "StepDef"]
