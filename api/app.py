@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import asyncpg
 from fastapi import FastAPI
@@ -11,15 +12,19 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BodyLimits
-from api.routes import decisions, health, runs, streams
+from api.routes import decisions, graphs, health, items, jobs, runs, streams
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
-def create_app(settings: Settings) -> FastAPI:
+
+def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = None) -> FastAPI:
+    """The app; with a tracer provider (see waystation.telemetry), a server span per request."""
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = resolve_database_url(settings)
@@ -43,6 +48,10 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
-    for module in (runs, decisions, streams, health):
+    for module in (runs, decisions, streams, health, graphs, jobs, items):
         app.include_router(module.router)
+    if tracer_provider is not None:
+        from waystation.telemetry import instrument_app
+
+        instrument_app(app, tracer_provider)
     return app

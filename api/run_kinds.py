@@ -21,6 +21,13 @@ from temporalio.common import (
 
 from persistence.models import RunRow
 from workflows import search_attributes as sa
+from workflows.batch import WORKFLOW_ID_PREFIX as BATCH_PREFIX
+from workflows.batch import BatchJob
+from workflows.batch_models import BatchInput, BatchRunInput
+from workflows.mobile import WORKFLOW_ID_PREFIX as MOBILE_PREFIX
+from workflows.mobile import WORKFLOW_TASK_TIMEOUT as MOBILE_TASK_TIMEOUT
+from workflows.mobile import MobileAgentRun
+from workflows.mobile_models import MobileAgentRunInput, MobileInput
 from workflows.validation import WORKFLOW_ID_PREFIX as VALIDATION_PREFIX
 from workflows.validation import ValidationRun
 from workflows.validation_models import ValidationInput, ValidationRunInput
@@ -62,9 +69,39 @@ async def _start_validation(client: Client, task_queue: str, run: RunRow) -> Non
                        f"expiry policy: {run_input.expiry_policy}")
 
 
+async def _start_batch(client: Client, task_queue: str, run: RunRow) -> None:
+    job = BatchInput.model_validate(run.input)
+    source = f"{len(job.items)} items" if job.items is not None else job.items_path
+    # The items stay in the run's row: the workflow gets the spec only, and a prepare
+    # activity copies the items to work_units.
+    await client.start_workflow(
+        BatchJob.run, BatchRunInput(run_id=run.id, owner=run.owner, spec=job.spec()),
+        id=run.workflow_id, task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        search_attributes=initial_search_attributes(run),
+        static_summary=f"Batch job for {run.owner}: {_summary(job.name)}",
+        static_details=f"run {run.id} · {source} · steps: "
+                       f"{' → '.join(s.name for s in job.steps)} · "
+                       f"max_workers {job.max_workers}, max_retries {job.max_retries}")
+
+
+async def _start_mobile(client: Client, task_queue: str, run: RunRow) -> None:
+    run_input = MobileInput.model_validate(run.input)
+    await client.start_workflow(
+        MobileAgentRun.run, MobileAgentRunInput(run_id=run.id, owner=run.owner, input=run_input),
+        id=run.workflow_id, task_queue=task_queue, task_timeout=MOBILE_TASK_TIMEOUT,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        search_attributes=initial_search_attributes(run),
+        static_summary=f"Explore {run_input.app_package} ({run_input.driver}) for {run.owner}",
+        static_details=f"run {run.id} · up to {run_input.max_steps} steps · policy "
+                       f"{run_input.policy} · sensitive actions: {run_input.sensitive_actions}")
+
+
 KINDS: dict[str, RunKind] = {
     kind.name: kind for kind in [
         RunKind("validation", VALIDATION_PREFIX, _start_validation),
+        RunKind("batch", BATCH_PREFIX, _start_batch),
+        RunKind("mobile_agent", MOBILE_PREFIX, _start_mobile),
     ]
 }
 

@@ -8,7 +8,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.job_schemas import BatchRunCreate
 from persistence.models import EventRow, GateOption, GateRow, GateStatus, RunRow, RunStatus
+from workflows.mobile_models import MobileInput
 from workflows.validation_models import ValidationInput
 
 
@@ -19,7 +21,14 @@ class ValidationRunCreate(BaseModel):
 
 
 # Every run kind's request joins this union, discriminated by `kind`.
-RunCreate = Annotated[ValidationRunCreate, Field(discriminator="kind")]
+class MobileRunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["mobile_agent"]
+    input: MobileInput
+
+
+RunCreate = Annotated[ValidationRunCreate | BatchRunCreate | MobileRunCreate,
+                      Field(discriminator="kind")]
 
 
 class RunCreated(BaseModel):

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", choices=("user", "service"), default="user")
     token.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds")
 
+    simulator = sub.add_parser("simulator", parents=[common], help="the offline app simulator")
+    simulator.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
+        "list", help="print the bundled sample apps' packages, one a line")
     demo = sub.add_parser("demo", parents=[common], help="start a validation run and show it")
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
@@ -126,9 +129,12 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from waystation.telemetry import configure_tracing
 
     settings = _with_database_url(settings)
-    uvicorn.run(create_app(settings), host=settings.api_host, port=settings.api_port)
+    provider = configure_tracing(settings, "waystation-api")
+    uvicorn.run(create_app(settings, tracer_provider=provider),
+                host=settings.api_host, port=settings.api_port)
     return 0
 
 
@@ -214,6 +220,13 @@ def _poll_until_checkpoint(http: Any, url: str) -> dict[str, Any]:
     raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s waiting on {url}: {run}")
 
 
+def cmd_simulator_list() -> int:
+    from activities.mobile.simulator.driver import bundled_packages
+
+    print("\n".join(bundled_packages()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_flags_to_env(args)
@@ -224,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_token(settings, args)
     if command == "demo":
         return cmd_demo(settings, args)
+    if command == "simulator":
+        return cmd_simulator_list()
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip

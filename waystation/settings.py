@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -52,11 +53,17 @@ class Settings(BaseSettings):
     )
     openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
+    artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     worker_max_cached_workflows: int = Field(
         1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
     )
-    otel_exporter: str = Field("none", validation_alias="WAYSTATION_OTEL_EXPORTER")
+    otel_exporter: Literal["none", "console", "otlp"] = Field(
+        "none", validation_alias="WAYSTATION_OTEL_EXPORTER")
+    # Defaults to the process's role (waystation-api, waystation-worker).
+    otel_service_name: str | None = Field(
+        None, validation_alias=AliasChoices("WAYSTATION_OTEL_SERVICE_NAME", "OTEL_SERVICE_NAME"))
 
     @model_validator(mode="after")
     def _refuse_dev_secret_outside_dev(self) -> Settings:
@@ -69,6 +76,10 @@ class Settings(BaseSettings):
     @cached_property
     def data_path(self) -> Path:
         return self.data_dir.expanduser()
+
+    @property
+    def artifact_path(self) -> Path:
+        return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
     @property
     def embedded_pgdata(self) -> Path:

@@ -38,10 +38,15 @@ Snapshot = tuple[str, int | None, dict[str, Any]]
 
 
 class RunRecorder:
-    def __init__(self, run_id: UUID) -> None:
+    def __init__(self, run_id: UUID, *, snapshots_taken: int = 0) -> None:
         self.run_id = run_id
-        self._snapshots = 0
+        # A run that continued as new carries its count on, so ordinals never repeat.
+        self._snapshots = snapshots_taken
         self._staged: ReadModelWrite | None = None
+
+    @property
+    def snapshots_taken(self) -> int:
+        return self._snapshots
 
     def event(self, key: str, type: str, **fields: Any) -> EventWrite:
         return EventWrite(event_key=key, type=type, **fields)

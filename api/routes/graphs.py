@@ -1,0 +1,112 @@
+"""The screen graph: per app (accumulated over runs) and per run; coverage; artifacts.
+
+Authorization: a run's graph follows the run (its owner or the service role). An app's graph
+and coverage, and artifacts (content-addressed, shared by every run that saw the same bytes),
+describe the app rather than anybody's run, so any authenticated user may read them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
+
+from activities.mobile.artifacts import LocalArtifactStore
+from api import graph_render
+from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
+from api.errors import ApiError
+from persistence import graph as graph_repo
+from workflows.mobile_models import PACKAGE_PATTERN
+
+router = APIRouter(tags=["screen graph"])
+
+Format = Literal["json", "dot", "mermaid", "html", "utg"]
+Package = Annotated[str, Path(pattern=PACKAGE_PATTERN, max_length=200)]
+_MEDIA = {"dot": "text/vnd.graphviz", "mermaid": "text/plain",
+          "utg": "application/javascript"}
+
+
+def _graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[str, Any]],
+                **extra: Any) -> dict[str, Any]:
+    return {
+        "app_package": package, **extra,
+        "screens": [{k: (str(v) if k == "first_run_id" and v else v) for k, v in s.items()}
+                    for s in screens],
+        "edges": [{"id": e["id"], "from": e["from_screen_id"], "to": e["to_screen_id"],
+                   "action_id": e["action_id"], "count": e["count"],
+                   "action": {"selector": e["selector"], "kind": e["action_kind"],
+                              "label": e["action_label"]},
+                   "first_seen_at": e["first_seen_at"], "last_seen_at": e["last_seen_at"]}
+                  for e in edges],
+    }
+
+
+def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any) -> Any:
+    if fmt == "json":
+        return graph
+    if fmt == "dot":
+        return PlainTextResponse(graph_render.to_dot(graph), media_type=_MEDIA["dot"])
+    if fmt == "mermaid":
+        return PlainTextResponse(graph_render.to_mermaid(graph), media_type=_MEDIA["mermaid"])
+    store = LocalArtifactStore(settings.artifact_path)
+    if fmt == "utg":
+        return PlainTextResponse(graph_render.to_utg_js(
+            graph, lambda sha: str(request.url_for("get_artifact", sha256=sha))),
+            media_type=_MEDIA["utg"])
+
+    def screenshot(sha: str) -> bytes | None:
+        path = store.path(sha)
+        return path.read_bytes() if path else None
+    return HTMLResponse(graph_render.to_html(graph, screenshot))
+
+
+@router.get("/apps/{package}/graph")
+async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: SettingsDep,
+                    request: Request, format: Format = "json") -> Any:
+    """An app's screen graph over all runs: JSON, DOT, Mermaid, an HTML picture, utg.js."""
+    screens, edges = await graph_repo.app_graph(conn, package)
+    if not screens:
+        raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
+    return _render(_graph_json(package, screens, edges), format, request, settings)
+
+
+@router.get("/runs/{run_id}/graph")
+async def run_graph(run: VisibleRun, conn: Conn, settings: SettingsDep, request: Request,
+                    format: Format = "json") -> Any:
+    """The part of the app's graph one run saw, with edge counts within the run."""
+    if run.kind != "mobile_agent":
+        raise ApiError(404, "graph_not_found", f"run {run.id} is not a mobile_agent run")
+    screens, edges = await graph_repo.run_graph(conn, run.id)
+    graph = _graph_json(run.input["app_package"], screens, edges, run_id=str(run.id))
+    return _render(graph, format, request, settings)
+
+
+@router.get("/apps/{package}/coverage")
+async def app_coverage(package: Package, user: CurrentUser, conn: Conn) -> dict[str, Any]:
+    """Activity coverage, screens, edges, tried and unexplored actions, discovery per run."""
+    report = await graph_repo.coverage(conn, package)
+    if report["screens"] == 0:
+        raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
+    return report
+
+
+@router.get("/runs/{run_id}/artifacts")
+async def run_artifacts(run: VisibleRun, conn: Conn, request: Request,
+                        step: Annotated[int | None, Query(ge=0)] = None) -> dict[str, Any]:
+    """The screenshots and hierarchies a run stored, with their download URLs."""
+    rows = await graph_repo.run_artifacts(conn, run.id, step)
+    return {"run_id": str(run.id), "artifacts": [
+        {**r, "url": str(request.url_for("get_artifact", sha256=r["sha256"]))} for r in rows]}
+
+
+@router.get("/artifacts/{sha256}", name="get_artifact")
+async def get_artifact(sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
+                       user: CurrentUser, conn: Conn, settings: SettingsDep) -> Response:
+    """One stored artifact by its content address."""
+    kind = await graph_repo.artifact_kind(conn, sha256)
+    path = LocalArtifactStore(settings.artifact_path).path(sha256)
+    if kind is None or path is None:
+        raise ApiError(404, "artifact_not_found", f"artifact {sha256} not found")
+    return FileResponse(path, media_type=kind,
+                        headers={"Cache-Control": "private, max-age=31536000, immutable"})

@@ -1,0 +1,202 @@
+"""The screen graph: one step's write (idempotent under retry) and the reads the API needs.
+
+`record_step` first claims the step's outcome row: a retried step finds it and changes
+nothing (visit and edge counts are not counted twice); two concurrent attempts of one step
+serialise on that row's key, and the second reads what the first wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel, Field
+
+from persistence.queries import sql
+
+
+class ScreenWrite(BaseModel):
+    activity: str
+    layout_hash: str
+    content_hash: str
+    phash: int | None = None
+    screenshot_sha: str | None = None
+    hierarchy_sha: str | None = None
+    label: str = ""
+
+
+class ActionWrite(BaseModel):
+    selector: str
+    kind: str
+    label: str = ""
+    row_group: str | None = None
+    row_index: int | None = None
+    sensitive: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.selector}"
+
+
+class ArtifactWrite(BaseModel):
+    kind: str
+    sha256: str
+    content_type: str
+    size_bytes: int
+
+
+class StepGraphWrite(BaseModel):
+    run_id: UUID
+    step: int
+    app_package: str
+    screen: ScreenWrite | None = None  # None when the step ended outside the app
+    actions: list[ActionWrite] = Field(default_factory=list)
+    from_screen_id: int | None = None
+    action_id: int | None = None
+    foreign_package: str | None = None
+    transitional: bool = False
+    artifacts: list[ArtifactWrite] = Field(default_factory=list)
+
+
+class StepGraphResult(BaseModel):
+    screen_id: int | None
+    new_screen: bool
+    new_edge: bool
+    edge_id: int | None = None
+    action_ids: dict[str, int] = Field(default_factory=dict)  # ActionWrite.key -> id
+    replayed: bool = False
+
+
+async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphResult:
+    """Apply one step's graph write; call inside the caller's transaction."""
+    claimed = await conn.fetchval(sql("claim_step_outcome"), w.run_id, w.step, w.app_package)
+    if claimed is None:
+        return await _recorded(conn, w)
+    for artifact in w.artifacts:
+        await conn.execute(sql("insert_artifact"), w.run_id, w.step, artifact.kind,
+                           artifact.sha256, artifact.content_type, artifact.size_bytes)
+    screen_id, new_screen, edge_id, new_edge = None, False, None, False
+    action_ids: dict[str, int] = {}
+    if w.screen is not None:
+        s = w.screen
+        row = await conn.fetchrow(sql("upsert_screen"), w.app_package, s.activity,
+                                  s.layout_hash, s.content_hash, s.phash, s.screenshot_sha,
+                                  s.hierarchy_sha, s.label, w.run_id, w.step)
+        screen_id, new_screen = row["id"], row["inserted"]
+        action_ids = await _upsert_actions(conn, screen_id, w.actions)
+        if w.from_screen_id is not None and w.action_id is not None:
+            edge = await conn.fetchrow(sql("upsert_edge"), w.app_package, w.from_screen_id,
+                                       w.action_id, screen_id, w.run_id)
+            edge_id, new_edge = edge["id"], edge["inserted"]
+    await conn.execute(sql("complete_step_outcome"), w.run_id, w.step, screen_id,
+                       w.from_screen_id, w.action_id, edge_id, new_screen, new_edge,
+                       w.foreign_package, w.transitional)
+    return StepGraphResult(screen_id=screen_id, new_screen=new_screen, new_edge=new_edge,
+                           edge_id=edge_id, action_ids=action_ids)
+
+
+async def _upsert_actions(conn: asyncpg.Connection, screen_id: int,
+                          actions: list[ActionWrite]) -> dict[str, int]:
+    if actions:
+        await conn.execute(
+            sql("insert_actions"), screen_id, [a.selector for a in actions],
+            [a.kind for a in actions], [a.label for a in actions],
+            [a.row_group for a in actions], [a.row_index for a in actions],
+            [a.sensitive for a in actions])
+    rows = await conn.fetch(sql("screen_actions"), screen_id)
+    return {f"{r['kind']}:{r['selector']}": r["id"] for r in rows}
+
+
+async def _recorded(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphResult:
+    """A retried step: the first attempt's outcome, if the device still shows that screen.
+
+    A device action cannot be taken back, so a retry (after a crash, say) may look at another
+    screen than the first attempt did. Then the screen it sees is recorded, without a visit
+    and without an edge (which action led here is unknown), so the graph stays true.
+    """
+    row = await conn.fetchrow(sql("get_step_outcome"), w.run_id, w.step)
+    screen_id = row["screen_id"]
+    if w.screen is None:
+        return StepGraphResult(screen_id=None, new_screen=False, new_edge=False, replayed=True)
+    s = w.screen
+    seen = await conn.fetchval(sql("screen_by_key"), w.app_package, s.activity, s.layout_hash)
+    if seen is not None and seen == screen_id:
+        return StepGraphResult(screen_id=screen_id, new_screen=row["new_screen"],
+                               new_edge=row["new_edge"], edge_id=row["edge_id"],
+                               action_ids=await _upsert_actions(conn, screen_id, w.actions),
+                               replayed=True)
+    new_screen = False
+    if seen is None:
+        seen = await conn.fetchval(sql("insert_screen_quietly"), w.app_package, s.activity,
+                                   s.layout_hash, s.content_hash, s.phash, s.screenshot_sha,
+                                   s.hierarchy_sha, s.label, w.run_id, w.step)
+        new_screen = seen is not None
+        if seen is None:  # inserted concurrently by another run
+            seen = await conn.fetchval(sql("screen_by_key"), w.app_package, s.activity,
+                                       s.layout_hash)
+    return StepGraphResult(screen_id=seen, new_screen=new_screen, new_edge=False,
+                           action_ids=await _upsert_actions(conn, seen, w.actions),
+                           replayed=True)
+
+
+async def upsert_app(conn: asyncpg.Connection, package: str, activities: list[str]) -> None:
+    await conn.execute(sql("upsert_app"), package, activities)
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+async def app_graph(conn: asyncpg.Connection, package: str
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    screens = [dict(r) for r in await conn.fetch(sql("app_screens"), package)]
+    edges = [dict(r) for r in await conn.fetch(sql("app_edges"), package)]
+    return screens, edges
+
+
+async def run_graph(conn: asyncpg.Connection, run_id: UUID
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    screens = [dict(r) for r in await conn.fetch(sql("run_screens"), run_id)]
+    edges = [dict(r) for r in await conn.fetch(sql("run_edges"), run_id)]
+    return screens, edges
+
+
+async def coverage(conn: asyncpg.Connection, package: str) -> dict[str, Any]:
+    app = await conn.fetchrow(sql("get_app"), package)
+    screens, edges = await app_graph(conn, package)
+    counts = dict(await conn.fetchrow(sql("app_action_counts"), package))
+    declared = list(app["declared_activities"]) if app else []
+    reached = sorted({s["activity"] for s in screens})
+    discovery: dict[str, list[dict[str, int]]] = {}
+    for r in await conn.fetch(sql("app_discovery"), package):
+        discovery.setdefault(str(r["run_id"]), []).append(
+            {"from_step": r["bucket"] * 100, "steps": r["steps"],
+             "new_screens": r["new_screens"]})
+    return {
+        "app_package": package, "declared_activities": declared,
+        "reached_activities": reached,
+        "activity_coverage": (len(set(reached) & set(declared)) / len(declared)
+                              if declared else None),
+        "screens": len(screens), "edges": len(edges),
+        "effective_edges": sum(1 for e in edges if e["from_screen_id"] != e["to_screen_id"]),
+        "actions_discovered": counts["discovered"], "actions_tried": counts["tried"],
+        "actions_effective": counts["effective"], "actions_ineffective": counts["ineffective"],
+        "unexplored_actions": counts["discovered"] - counts["tried"],
+        "frontier_screens": counts["frontier_screens"],
+        "new_screens_per_100_steps": discovery,
+    }
+
+
+async def similar_screens(conn: asyncpg.Connection, package: str, phash: int,
+                          max_bits: int = 4) -> list[tuple[int, int]]:
+    rows = await conn.fetch(sql("similar_screens"), package, phash, max_bits)
+    return [(r["id"], r["distance"]) for r in rows]
+
+
+async def run_artifacts(conn: asyncpg.Connection, run_id: UUID,
+                        step: int | None) -> list[dict[str, Any]]:
+    return [dict(r) for r in await conn.fetch(sql("list_run_artifacts"), run_id, step)]
+
+
+async def artifact_kind(conn: asyncpg.Connection, sha256: str) -> str | None:
+    return await conn.fetchval(sql("artifact_content_type"), sha256)

@@ -1,0 +1,135 @@
+-- name: claim_step_outcome
+-- Claims a step's outcome row; nothing returned means the step was already recorded (a retry).
+INSERT INTO graph_persistence_outcomes (run_id, step, app_package) VALUES ($1, $2, $3)
+ON CONFLICT (run_id, step) DO NOTHING
+RETURNING step;
+
+-- name: get_step_outcome
+-- The recorded outcome of one step.
+SELECT * FROM graph_persistence_outcomes WHERE run_id = $1 AND step = $2;
+
+-- name: upsert_screen
+-- A screen is found by its key; a new one is inserted, a known one counts one more visit.
+INSERT INTO screens (app_package, activity, layout_hash, content_hash, phash, screenshot_sha,
+                     hierarchy_sha, label, first_run_id, first_step)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (app_package, activity, layout_hash)
+DO UPDATE SET visit_count = screens.visit_count + 1, last_seen_at = now()
+RETURNING id, (xmax = 0) AS inserted;
+
+-- name: insert_actions
+-- The actionable elements of a screen; those already known are kept as they are.
+INSERT INTO actions (screen_id, selector, kind, label, row_group, row_index, sensitive)
+SELECT $1, a.selector, a.kind, a.label, a.row_group, a.row_index, a.sensitive
+  FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::boolean[])
+       AS a (selector, kind, label, row_group, row_index, sensitive)
+ON CONFLICT (screen_id, selector, kind) DO NOTHING;
+
+-- name: screen_actions
+-- Every action of a screen.
+SELECT id, selector, kind FROM actions WHERE screen_id = $1;
+
+-- name: upsert_edge
+-- Screen --action--> screen; seen again, it counts once more.
+INSERT INTO edges (app_package, from_screen_id, action_id, to_screen_id, first_run_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (from_screen_id, action_id, to_screen_id)
+DO UPDATE SET count = edges.count + 1, last_seen_at = now()
+RETURNING id, (xmax = 0) AS inserted;
+
+-- name: complete_step_outcome
+-- Fills in the claimed outcome row.
+UPDATE graph_persistence_outcomes
+   SET screen_id = $3, from_screen_id = $4, action_id = $5, edge_id = $6, new_screen = $7,
+       new_edge = $8, foreign_package = $9, transitional = $10
+ WHERE run_id = $1 AND step = $2;
+
+-- name: insert_artifact
+-- A run's artifact of one step; its bytes live in the content-addressed store.
+INSERT INTO run_artifacts (run_id, step, kind, sha256, content_type, size_bytes)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (run_id, step, kind) DO NOTHING;
+
+-- name: upsert_app
+-- The activities an app declares (its manifest), for activity coverage.
+INSERT INTO apps (app_package, declared_activities) VALUES ($1, $2)
+ON CONFLICT (app_package) DO UPDATE SET declared_activities = EXCLUDED.declared_activities,
+                                        updated_at = now();
+
+-- name: get_app
+-- One app's declared activities.
+SELECT * FROM apps WHERE app_package = $1;
+
+-- name: app_screens
+-- Every screen of an app.
+SELECT * FROM screens WHERE app_package = $1 ORDER BY id;
+
+-- name: app_edges
+-- Every edge of an app, with the action that makes it.
+SELECT e.*, a.selector, a.kind AS action_kind, a.label AS action_label
+  FROM edges e JOIN actions a ON a.id = e.action_id
+ WHERE e.app_package = $1 ORDER BY e.id;
+
+-- name: run_screens
+-- The screens a run saw.
+SELECT * FROM screens WHERE id IN (
+    SELECT screen_id FROM graph_persistence_outcomes WHERE run_id = $1) ORDER BY id;
+
+-- name: run_edges
+-- The edges a run walked, counted within the run.
+SELECT e.id, e.app_package, e.from_screen_id, e.action_id, e.to_screen_id,
+       count(*) AS count, min(o.created_at) AS first_seen_at, max(o.created_at) AS last_seen_at,
+       a.selector, a.kind AS action_kind, a.label AS action_label
+  FROM graph_persistence_outcomes o
+  JOIN edges e ON e.id = o.edge_id JOIN actions a ON a.id = e.action_id
+ WHERE o.run_id = $1
+ GROUP BY e.id, a.id ORDER BY e.id;
+
+-- name: app_action_counts
+-- Actions of an app: discovered, tried (by any run), effective (led to another screen).
+WITH a AS (SELECT a.id, a.screen_id FROM actions a JOIN screens s ON s.id = a.screen_id
+            WHERE s.app_package = $1),
+     e AS (SELECT action_id, bool_or(to_screen_id <> from_screen_id) AS effective
+             FROM edges WHERE app_package = $1 GROUP BY action_id),
+     t AS (SELECT DISTINCT action_id FROM graph_persistence_outcomes
+            WHERE app_package = $1 AND action_id IS NOT NULL)
+SELECT count(*) AS discovered, count(t.action_id) AS tried,
+       count(*) FILTER (WHERE e.effective) AS effective,
+       count(*) FILTER (WHERE NOT e.effective) AS ineffective,
+       count(DISTINCT a.screen_id) FILTER (WHERE t.action_id IS NULL) AS frontier_screens
+  FROM a LEFT JOIN e ON e.action_id = a.id LEFT JOIN t ON t.action_id = a.id;
+
+-- name: app_discovery
+-- New screens per 100 steps, per run of the app.
+SELECT run_id, step / 100 AS bucket, count(*) AS steps,
+       count(*) FILTER (WHERE new_screen) AS new_screens,
+       min(created_at) AS started_at
+  FROM graph_persistence_outcomes WHERE app_package = $1
+ GROUP BY run_id, step / 100 ORDER BY started_at, bucket;
+
+-- name: similar_screens
+-- Screens of an app whose screenshot is within $3 bits of a perceptual hash.
+SELECT id, bit_count((phash # $2)::bit(64)) AS distance FROM screens
+ WHERE app_package = $1 AND phash IS NOT NULL AND bit_count((phash # $2)::bit(64)) <= $3
+ ORDER BY distance, id;
+
+-- name: list_run_artifacts
+-- A run's artifacts, by step ($2 NULL: every step).
+SELECT step, kind, sha256, content_type, size_bytes, created_at FROM run_artifacts
+ WHERE run_id = $1 AND ($2::int IS NULL OR step = $2) ORDER BY step, kind LIMIT 10000;
+
+-- name: artifact_content_type
+-- The content type of a stored artifact, if any run stored it.
+SELECT content_type FROM run_artifacts WHERE sha256 = $1 LIMIT 1;
+
+-- name: screen_by_key
+-- A screen by its key (app, activity, layout hash).
+SELECT id FROM screens WHERE app_package = $1 AND activity = $2 AND layout_hash = $3;
+
+-- name: insert_screen_quietly
+-- Records a screen seen by a retried step without counting a visit (the first attempt did).
+INSERT INTO screens (app_package, activity, layout_hash, content_hash, phash, screenshot_sha,
+                     hierarchy_sha, label, first_run_id, first_step)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (app_package, activity, layout_hash) DO NOTHING
+RETURNING id;

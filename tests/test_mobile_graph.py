@@ -1,0 +1,84 @@
+"""Graph writes are idempotent under retry, and concurrent retries of a step serialise."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from persistence import graph
+from tests.mobile_helpers import new_mobile_run
+
+PKG = "com.example.retry"
+
+
+def _write(run_id, step: int, layout: str, *, from_screen=None, action=None):
+    return graph.StepGraphWrite(
+        run_id=run_id, step=step, app_package=PKG,
+        screen=graph.ScreenWrite(activity=".Main", layout_hash=layout, content_hash="c",
+                                 phash=-5, label="Main"),
+        actions=[graph.ActionWrite(selector="Button#go", kind="tap", label="Go"),
+                 graph.ActionWrite(selector="back", kind="back", label="back")],
+        from_screen_id=from_screen, action_id=action,
+        artifacts=[graph.ArtifactWrite(kind="screenshot", sha256="a" * 64,
+                                       content_type="image/png", size_bytes=3)])
+
+
+async def _record(pool: asyncpg.Pool, write: graph.StepGraphWrite) -> graph.StepGraphResult:
+    async with pool.acquire() as conn, conn.transaction():
+        return await graph.record_step(conn, write)
+
+
+async def test_retried_steps_write_once(pool):
+    arg = await new_mobile_run(pool, app_package=PKG)
+    first = await _record(pool, _write(arg.run_id, 1, "L1"))
+    assert first.new_screen and not first.replayed
+    go = first.action_ids["tap:Button#go"]
+    second = _write(arg.run_id, 2, "L2", from_screen=first.screen_id, action=go)
+    # The same step three times, two of them at once: one outcome, one visit, one edge.
+    results = [await _record(pool, second)]
+    results += await asyncio.gather(_record(pool, second), _record(pool, second))
+    assert sum(not r.replayed for r in results) == 1
+    assert all(r.screen_id == results[0].screen_id and r.new_screen and r.new_edge
+               for r in results)
+    assert results[1].action_ids == results[0].action_ids
+    async with pool.acquire() as conn:
+        visits = await conn.fetchval("SELECT sum(visit_count) FROM screens WHERE app_package=$1",
+                                     PKG)
+        edges = await conn.fetch("SELECT count FROM edges WHERE app_package = $1", PKG)
+        outcomes = await conn.fetchval("SELECT count(*) FROM graph_persistence_outcomes "
+                                       "WHERE run_id = $1", arg.run_id)
+        artifacts = await conn.fetchval("SELECT count(*) FROM run_artifacts WHERE run_id = $1",
+                                        arg.run_id)
+        similar = await graph.similar_screens(conn, PKG, -5)
+    assert visits == 2 and [e["count"] for e in edges] == [1] and outcomes == 2
+    assert artifacts == 2 and len(similar) == 2 and similar[0][1] == 0
+
+
+async def test_graph_accumulates_across_runs(pool):
+    a = await new_mobile_run(pool, app_package=PKG)
+    b = await new_mobile_run(pool, app_package=PKG)
+    first = await _record(pool, _write(a.run_id, 1, "X1"))
+    again = await _record(pool, _write(b.run_id, 1, "X1"))
+    assert first.screen_id == again.screen_id and first.new_screen and not again.new_screen
+    async with pool.acquire() as conn:
+        run_screens, _ = await graph.run_graph(conn, b.run_id)
+    assert [s["id"] for s in run_screens] == [first.screen_id]
+
+
+async def test_retry_that_sees_another_screen_records_it_without_an_edge(pool):
+    arg = await new_mobile_run(pool, app_package=PKG)
+    first = await _record(pool, _write(arg.run_id, 1, "R1"))
+    go = first.action_ids["tap:Button#go"]
+    await _record(pool, _write(arg.run_id, 2, "R2", from_screen=first.screen_id, action=go))
+    # The worker died after step 2's first attempt; the device now shows another screen.
+    retry = await _record(pool, _write(arg.run_id, 2, "R3", from_screen=first.screen_id,
+                                       action=go))
+    assert retry.replayed and retry.new_screen and not retry.new_edge
+    assert "tap:Button#go" in retry.action_ids
+    async with pool.acquire() as conn:
+        edges = await conn.fetch("SELECT to_screen_id FROM edges WHERE from_screen_id = $1",
+                                 first.screen_id)
+        visits = await conn.fetchval("SELECT visit_count FROM screens WHERE id = $1",
+                                     retry.screen_id)
+    assert [e["to_screen_id"] for e in edges] != [retry.screen_id] and visits == 1
