@@ -20,8 +20,9 @@ from uuid import UUID
 
 import asyncpg
 
+from api.schemas import EventView
+from api.sse import LiveEvent
 from persistence import events as events_repo
-from persistence.models import EventRow
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,10 @@ FETCH_PAGE = 1000
 class RunSubscription:
     run_id: UUID
     capacity: int
-    queue: asyncio.Queue[EventRow] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[LiveEvent] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
 
-    def push(self, event: EventRow) -> None:
+    def push(self, event: LiveEvent) -> None:
         if self.overflowed:
             return
         if self.queue.qsize() >= self.capacity:
@@ -72,6 +73,9 @@ class EventHub:
         self._supervisor: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self._lost = asyncio.Event()
+        # How events reached subscribers: straight from notifications, or by reading the table.
+        self.delivered_inline = 0
+        self.table_reads = 0
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -131,11 +135,35 @@ class EventHub:
 
     def _on_event(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:
-            run_id = UUID(json.loads(payload)["run_id"])
+            note = json.loads(payload)
+            run_id = UUID(note["run_id"])
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring malformed event notification %r", payload)
             return
-        self._wake(run_id)
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return
+        if not self._deliver_inline(channel, note):
+            self._wake(run_id)
+
+    def _deliver_inline(self, channel: _RunChannel, note: dict) -> bool:
+        """Hand the rows a notification carries straight to the subscribers, when they are
+        exactly the next ones; anything else (rows too big to carry, a gap, a read in
+        progress) is read from the table instead."""
+        rows = note.get("events")
+        if (not rows or channel.dirty or (channel.pump is not None and not channel.pump.done())
+                or note.get("first") != channel.fetched_seq + 1):
+            return False
+        try:
+            events = [LiveEvent.of(EventView.model_validate(row)) for row in rows]
+        except ValueError:
+            return False
+        for event in events:
+            for subscriber in list(channel.subscribers):
+                subscriber.push(event)
+        channel.fetched_seq = events[-1].seq
+        self.delivered_inline += len(events)
+        return True
 
     def _on_gate(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:
@@ -158,6 +186,7 @@ class EventHub:
         """Read new rows once for all of a run's subscribers."""
         while channel.dirty and channel.subscribers:
             channel.dirty = False
+            self.table_reads += 1
             try:
                 async with self._pool.acquire() as conn:
                     rows = await events_repo.list_events(conn, run_id,
@@ -168,8 +197,9 @@ class EventHub:
                 log.warning("cannot read events of run %s: %s", run_id, error)
                 return
             for row in rows:
+                event = LiveEvent.of(EventView.of(row))
                 for subscriber in list(channel.subscribers):
-                    subscriber.push(row)
+                    subscriber.push(event)
             if rows:
                 channel.fetched_seq = rows[-1].seq
             if len(rows) == FETCH_PAGE:

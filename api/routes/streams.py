@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 from uuid import UUID
@@ -19,6 +18,7 @@ from api.deps import CurrentUser, VisibleRun
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.schemas import DecisionView, EventView
+from api.sse import LiveEvent, sse
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -32,12 +32,6 @@ STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                   "Connection": "keep-alive"}
 SSE_RESPONSES = {200: {"content": {"text/event-stream": {}},
                        "description": "An event stream; each event's `id` is its seq."}}
-
-
-def sse(event: str, data: object, event_id: int | None = None) -> bytes:
-    lines = [f"id: {event_id}"] if event_id is not None else []
-    lines += [f"event: {event}", f"data: {json.dumps(data, default=str)}"]
-    return ("\n".join(lines) + "\n\n").encode()
 
 
 def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
@@ -76,12 +70,17 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
                 async with pool.acquire() as conn:
                     rows = await events_repo.list_events(conn, sub.run_id, after_seq=last_sent,
                                                          limit=CATCH_UP_PAGE)
+                frames = []
                 for row in rows:
-                    yield _event_frame(row)
+                    frames.append(_event_frame(row))
                     last_sent = row.seq
                     if row.type in TERMINAL_EVENT_TYPES:
-                        yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                        frames.append(sse("end", {"run_id": str(sub.run_id),
+                                                  "last_seq": last_sent}))
+                        yield b"".join(frames)
                         return
+                if frames:
+                    yield b"".join(frames)
                 if len(rows) < CATCH_UP_PAGE:
                     break
             if await _finished_without_end_event(pool, sub, last_sent):
@@ -90,7 +89,7 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
             # Live: take what the hub hands over; a gap means "catch up from the table".
             while True:
                 try:
-                    row = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
+                    first = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
                 except TimeoutError:
                     yield b": heartbeat\n\n"
                     break  # and look at the table, in case a notification was missed
@@ -98,21 +97,41 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
                     yield sse("overflow", {"reason": "client too slow; reconnect with "
                                                      "Last-Event-ID", "last_seq": last_sent})
                     return
-                if row.seq <= last_sent:
-                    continue
-                if row.seq > last_sent + 1:
-                    break
-                yield _event_frame(row)
-                last_sent = row.seq
-                if row.type in TERMINAL_EVENT_TYPES:
-                    yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                # Whatever else is queued goes out in the same write: a busy run costs one
+                # send per wake-up, not one per event.
+                batch, ended, gap = [], False, False
+                for event in _drain(sub.queue, first):
+                    if event.seq <= last_sent:
+                        continue
+                    if event.seq > last_sent + 1:
+                        gap = True
+                        break
+                    batch.append(event.frame)
+                    last_sent = event.seq
+                    if event.type in TERMINAL_EVENT_TYPES:
+                        batch.append(sse("end", {"run_id": str(sub.run_id),
+                                                 "last_seq": last_sent}))
+                        ended = True
+                        break
+                if batch:
+                    yield b"".join(batch)
+                if ended:
                     return
+                if gap:
+                    break
     finally:
         hub.unsubscribe_run(sub)
 
 
+def _drain(queue: asyncio.Queue[LiveEvent], first: LiveEvent) -> list[LiveEvent]:
+    events = [first]
+    while len(events) < CATCH_UP_PAGE and not queue.empty():
+        events.append(queue.get_nowait())
+    return events
+
+
 def _event_frame(row: EventRow) -> bytes:
-    return sse(row.type, EventView.of(row).model_dump(mode="json"), event_id=row.seq)
+    return LiveEvent.of(EventView.of(row)).frame
 
 
 async def _finished_without_end_event(pool: asyncpg.Pool, sub: RunSubscription,

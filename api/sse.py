@@ -1,0 +1,29 @@
+"""Server-Sent Events framing, and the frame of one run event (built once, sent to many)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from api.schemas import EventView
+
+
+def sse(event: str, data: object, event_id: int | None = None) -> bytes:
+    lines = [f"id: {event_id}"] if event_id is not None else []
+    lines += [f"event: {event}", f"data: {json.dumps(data, default=str)}"]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """A run event ready to send: its seq and type for the stream's bookkeeping, and its
+    frame, encoded once however many clients receive it."""
+
+    seq: int
+    type: str
+    frame: bytes
+
+    @classmethod
+    def of(cls, view: EventView) -> LiveEvent:
+        return cls(seq=view.seq, type=view.type,
+                   frame=sse(view.type, view.model_dump(mode="json"), event_id=view.seq))
