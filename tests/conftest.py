@@ -85,8 +85,10 @@ async def pool(migrated_url: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture(scope="module")
 async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server per test module: the server stops skipping time while any
+    activity is outstanding, so one module's leftovers must not hold up another's 7 days."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=_binary("temporal-test-server"))
