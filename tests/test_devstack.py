@@ -213,6 +213,7 @@ def test_up_restarts_killed_worker_and_stops_cleanly(
     assert new_worker.ppid() == proc.pid
     assert "worker" in new_worker.cmdline()
     assert _healthz(api_url), "the API should be unaffected by the worker's death"
+    _demo_reaches_a_gate_and_a_decision_moves_it_on(data_dir, api_url)
 
     proc.send_signal(signal.SIGINT)
     try:
@@ -231,3 +232,30 @@ def test_up_restarts_killed_worker_and_stops_cleanly(
     # State that must survive a restart stays on disk.
     assert (data_dir / "temporal.sqlite").exists()
     assert (data_dir / "pgdata").is_dir()
+
+
+def _demo_reaches_a_gate_and_a_decision_moves_it_on(data_dir: Path, api_url: str) -> None:
+    """`waystation demo` follows the run's stream to its first gate; deciding it with a dev
+    token moves the run on to the next one."""
+    env = {**os.environ, "WAYSTATION_DATA_DIR": str(data_dir),
+           "WAYSTATION_API_PORT": api_url.rsplit(":", 1)[1]}
+    demo = subprocess.run([sys.executable, "-m", "waystation", "demo"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "gate.opened" in demo.stdout and "task.completed" in demo.stdout, demo.stdout
+    assert "Checkpoint:      approve_founders_brief" in demo.stdout, demo.stdout
+    run_id = demo.stdout.split("Run id:", 1)[1].split()[0]
+    token = subprocess.run([sys.executable, "-m", "waystation", "token", "--user", "dev"],
+                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    decided = httpx.post(f"{api_url}/runs/{run_id}/decisions/approve_founders_brief",
+                         headers=headers, json={"decision": "approve"}, timeout=30)
+    assert decided.status_code == 200, decided.text
+
+    def at_next_gate() -> bool:
+        run = httpx.get(f"{api_url}/runs/{run_id}", headers=headers, timeout=5).json()
+        return run["pending_checkpoint"] == "approve_vpc_completion"
+    deadline = time.monotonic() + 60
+    while not at_next_gate():
+        assert time.monotonic() < deadline, "the run did not reach its second gate"
+        time.sleep(0.5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -19,7 +20,6 @@ DEMO_IDEA = (
     "with a dashboard to track consumption and reorder automatically."
 )
 DEMO_TIMEOUT_S = 180.0
-TERMINAL_STATUSES = ("completed", "failed", "canceled")
 
 
 # ---------------------------------------------------------------- flags -> environment
@@ -176,8 +176,8 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
             print(f"POST /runs failed: {response.status_code} {response.text}", file=sys.stderr)
             return 1
         run_id = response.json()["run_id"]
-        print(f"started run {run_id}; waiting for it to reach a human checkpoint...", flush=True)
-        run = _poll_until_checkpoint(http, f"{api}/runs/{run_id}")
+        print(f"started run {run_id}; its events until it asks a human:", flush=True)
+        run = _follow_until_checkpoint(http, api, run_id)
 
     ns = settings.temporal_namespace
     ui = f"http://127.0.0.1:{settings.temporal_ui_port}"
@@ -186,6 +186,8 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
     print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/validation-{run_id}")
     print(f"Events:          {api}/runs/{run_id}/events")
+    print(f"Live:            curl -N -H 'Authorization: Bearer {token}' "
+          f"{api}/runs/{run_id}/events/stream")
     checkpoint = run.get("pending_checkpoint")
     if not checkpoint:
         print("The run did not stop at a checkpoint.")
@@ -206,18 +208,31 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _poll_until_checkpoint(http: Any, url: str) -> dict[str, Any]:
+def _follow_until_checkpoint(http: Any, api: str, run_id: str) -> dict[str, Any]:
+    """Print the run's live events (its SSE stream) until it asks a human or ends."""
+    import httpx
+
     deadline = time.monotonic() + DEMO_TIMEOUT_S
-    run: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        response = http.get(url)
-        # 404 right after creation is possible if the read model lags: keep polling.
-        if response.status_code == 200:
-            run = response.json()
-            if run.get("pending_checkpoint") or run.get("status") in TERMINAL_STATUSES:
-                return run
-        time.sleep(1.0)
-    raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s waiting on {url}: {run}")
+    url = f"{api}/runs/{run_id}/events/stream"
+    print(f"following {url}\n", flush=True)
+    event = ""
+    # A read waits at most a few heartbeats; the stream itself may last minutes.
+    with http.stream("GET", url, timeout=httpx.Timeout(10.0, read=60.0)) as response:
+        if response.status_code != 200:
+            raise SystemExit(f"GET {url}: {response.status_code} {response.read().decode()}")
+        for line in response.iter_lines():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s following {url}")
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: ") and event not in ("", "end"):
+                data = json.loads(line.removeprefix("data: "))
+                where = "/".join(x for x in (data.get("crew"), data.get("task")) if x)
+                pct = f" {data['progress_pct']}%" if data.get("progress_pct") is not None else ""
+                print(f"  #{data['seq']:<4} {event:<20} {where}{pct}", flush=True)
+            if line == "" and event in ("gate.opened", "end"):
+                break
+    return http.get(f"{api}/runs/{run_id}").json()
 
 
 def cmd_simulator_list() -> int:
