@@ -90,6 +90,7 @@ class StatusCount(BaseModel):
 class StartedUnit(BaseModel):
     id: UUID
     status: str
+    previous_status: str
     payload: Any
     error: str | None
     started_at: datetime
@@ -140,9 +141,9 @@ async def job_spec(conn: asyncpg.Connection, job_id: UUID) -> dict[str, Any] | N
     return await conn.fetchval(sql("job_spec"), job_id)
 
 
-async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int,
-                     retries: int) -> StartedUnit | None:
-    record = await conn.fetchrow(sql("start_unit"), job_id, ordinal, retries)
+async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int, retries: int, *,
+                     run_retrying: bool) -> StartedUnit | None:
+    record = await conn.fetchrow(sql("start_unit"), job_id, ordinal, retries, run_retrying)
     return StartedUnit.model_validate(dict(record)) if record else None
 
 

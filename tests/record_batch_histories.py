@@ -65,6 +65,15 @@ async def pipeline_continue_as_new(env: WorkflowEnvironment, pool: asyncpg.Pool
     return await _start(env, arg)
 
 
+async def slices_with_retry(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """Slices of three items; one item fails in its slice and is retried alone."""
+    items = [{"text": f"t{i}", "short": True} for i in range(12)]
+    items[4] = {"text": "fails", "short": True}
+    arg = await new_batch_run(pool, items=items, steps=STEPS, max_workers=1,
+                              retry_initial_seconds=0.1)
+    return await _start(env, arg)
+
+
 async def test_gate_proceed(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
     items = [{"text": t, "short": False} for t in ("broken", "a", "b")]
     arg = await new_batch_run(pool, items=items, steps=STEPS, test_first=True, max_retries=0,
@@ -93,6 +102,7 @@ async def pause_resume(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workflow
 
 CASES: dict[str, Case] = {
     "pipeline_continue_as_new": pipeline_continue_as_new,
+    "slices_with_retry": slices_with_retry,
     "test_gate_proceed": test_gate_proceed,
     "pause_resume": pause_resume,
 }

@@ -13,10 +13,17 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
+from activities.batch import items as batch_items
 from persistence import events as events_repo
 from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
-from tests.batch_helpers import ScriptedBackend, new_batch_run
+from tests.batch_helpers import (
+    ScriptedBackend,
+    activity_counts,
+    carried_work,
+    chain,
+    new_batch_run,
+)
 from tests.helpers import eventually
 from waystation.worker import build_worker
 from workflows.batch import BatchJob, batch_workflow_id
@@ -233,3 +240,126 @@ async def test_pause_resume_and_cancel(time_env, pool, task_queue, run_with):
         job = await jobs_repo.get_job(conn, second.run_id)
     assert run is not None and run.status == "canceled"
     assert job is not None and job.status == "canceled"
+
+
+async def test_failed_item_in_a_slice_is_retried_alone_then_marked_failed(
+        time_env, pool, task_queue, run_with):
+    def rule(request: AgentRequest, n: int) -> dict:
+        if "bad" in request.instructions:
+            raise RuntimeError(f"boom {n}")
+        if "flaky" in request.instructions and n == 1:
+            raise RuntimeError("once")
+        return {"text": "ok"}
+
+    backend = ScriptedBackend(rule)
+    await run_with(time_env, pool, task_queue, backend)
+    items = [{"id": f"n{i}"} for i in range(16)]
+    items[5], items[9] = {"id": "bad"}, {"id": "flaky"}
+    # 16 items for one worker: slices of four.
+    arg = await new_batch_run(pool, items=items, steps=[{"name": "w", "template": "{{ item.id }}"}],
+                              max_workers=1, max_retries=2, retry_initial_seconds=0.05,
+                              failure_threshold=0.5)
+    handle = await start(time_env.client, arg, task_queue)
+    result = await handle.result()
+    assert (result.completed, result.failed) == (15, 1)
+
+    rows = await units(pool, arg.run_id)
+    assert rows[5].status == "failed" and rows[5].retry_count == 2
+    assert rows[5].error == "RuntimeError: boom 3"
+    assert rows[9].status == "completed" and rows[9].retry_count == 1
+    assert all(u.status == "completed" and u.retry_count == 0
+               for i, u in enumerate(rows) if i not in (5, 9))
+    # Only the two failed items ran again, each alone; the others ran once, in slices.
+    assert sorted(backend.calls.values()) == [1] * 14 + [2, 3]
+    counts = await activity_counts(time_env.client, handle)
+    assert counts["run_batch_slice"] == 4 and counts["run_batch_item"] == 2
+    assert backend.most_running == 1
+
+
+async def test_slices_never_exceed_max_workers_and_hand_back_what_they_did_not_reach(
+        time_env, pool, task_queue, run_with, monkeypatch):
+    # No time for a second item: every slice runs one item and hands the rest back.
+    monkeypatch.setattr(batch_items, "SLICE_BUDGET_SECONDS", 0.0)
+    backend = ScriptedBackend(delay=0.01)
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(40)],
+                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=3)
+    handle = await start(time_env.client, arg, task_queue)
+    assert (await handle.result()).completed == 40
+    assert sorted(backend.calls.values()) == [1] * 40
+    assert backend.most_running <= 3
+    assert (await activity_counts(time_env.client, handle))["run_batch_slice"] == 40
+    assert all(u.status == "completed" for u in await units(pool, arg.run_id))
+
+
+async def test_a_failing_slice_falls_back_to_single_items(time_env, pool, task_queue, run_with,
+                                                          monkeypatch):
+    async def broken(*args: object) -> None:
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(batch_items.BatchActivities, "_slice_item", broken)
+    backend = ScriptedBackend()
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
+                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=1)
+    handle = await start(time_env.client, arg, task_queue)
+    assert (await handle.result()).completed == 8
+    assert sorted(backend.calls.values()) == [1] * 8
+    # Slices of two, each tried SLICE_RETRY's three times (retries are not history events).
+    counts = await activity_counts(time_env.client, handle)
+    assert counts["run_batch_slice"] == 4 and counts["run_batch_item"] == 8
+
+
+async def test_history_budget_continues_as_new_with_queued_work(time_env, pool, task_queue,
+                                                                run_with):
+    def rule(request: AgentRequest, n: int) -> dict:
+        if "bad" in request.instructions and n == 1:
+            raise RuntimeError("once")
+        return {"text": "ok"}
+
+    backend = ScriptedBackend(rule)
+    await run_with(time_env, pool, task_queue, backend)
+    items = [{"id": f"bad{i}" if i % 3 == 0 else f"n{i}"} for i in range(24)]
+    arg = await new_batch_run(pool, items=items, steps=[{"name": "w", "template": "{{ item.id }}"}],
+                              max_workers=2, max_retries=1, retry_initial_seconds=0.05,
+                              history_budget=40)
+    handle = await start(time_env.client, arg, task_queue)
+    result = await handle.result()
+    assert (result.completed, result.failed) == (24, 0)
+    assert sorted(backend.calls.values()) == [1] * 16 + [2] * 8
+    async with pool.acquire() as conn:
+        rounds = await conn.fetchval(
+            "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'job.progress' "
+            "AND event_key LIKE 'job.round.%'", arg.run_id)
+    assert rounds >= 2  # one round of 24 items, cut into several runs by the budget
+    runs = await chain(time_env.client, handle)
+    assert len(runs) == rounds + 1
+    # Some run ended with retries still queued: the next one ran them.
+    assert any(carried_work(h)["retries"] for h in runs)
+
+
+async def test_a_database_error_in_a_slice_fails_the_slice_not_the_item(
+        time_env, pool, task_queue, run_with, monkeypatch):
+    record = jobs_repo.record_step_output
+    broken = {"times": 0}
+
+    async def flaky_record(conn: asyncpg.Connection, write: jobs_repo.StepOutputWrite) -> None:
+        if broken["times"] == 0:
+            broken["times"] += 1
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed")
+        await record(conn, write)
+
+    monkeypatch.setattr(batch_items.jobs_repo, "record_step_output", flaky_record)
+    backend = ScriptedBackend()
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
+                              steps=[{"name": "w", "template": "{{ item.id }}"}],
+                              max_workers=1, max_retries=0)
+    handle = await start(time_env.client, arg, task_queue)
+    result = await handle.result()
+    # No retries allowed, yet nothing failed: the slice was tried again, not the item failed.
+    assert (result.completed, result.failed) == (8, 0)
+    assert broken["times"] == 1
+    rows = await units(pool, arg.run_id)
+    assert all(u.status == "completed" and u.retry_count == 0 for u in rows)
+    assert "run_batch_item" not in await activity_counts(time_env.client, handle)

@@ -46,8 +46,8 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=[crew.run_crew_task, read_model.record, batch.prepare_job, batch.run_item,
-                    mobile.explore_step],
+        activities=[crew.run_crew_task, read_model.record, batch.prepare_job, batch.run_slice,
+                    batch.run_item, mobile.explore_step],
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
     )

@@ -1,16 +1,21 @@
 """BatchJob: many items through a pipeline of steps, with bounded concurrency (seeds 002, 004).
 
-Items, their outputs and their state live in Postgres; the workflow only counts. It runs the
-items in rounds of `round_size` ordinals (1,000) and continues as new between rounds, so its history
-stays under 10,000 events whatever the item count. At most `max_workers` item activities are
-in flight; each retries with backoff (`max_retries`), and an item that still fails is marked
-failed while the job goes on, until failed items exceed `failure_threshold`.
+Items, their outputs and their state live in Postgres; the workflow only counts. Items run in
+*slices* of consecutive ordinals, one activity each, sequential inside, so at most
+`max_workers` items run at once. A slice reports the items that failed; each is retried
+alone (`run_batch_item`, with backoff, `max_retries`), and an item that still fails is marked
+failed while the job goes on, until failed items exceed `failure_threshold`. The workflow runs
+rounds of `round_size` ordinals and continues as new between them (or earlier, when its
+history reaches `history_budget`, 7,000 events), so its history stays under 10,000 events
+whatever the item count.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -19,10 +24,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.batch.items import (
         ITEM_FAILED,
+        SLICE_BUDGET_SECONDS,
         TEMPLATE_ERROR,
         BatchActivities,
         ItemInput,
         PrepareJobInput,
+        SliceInput,
+        SliceResult,
     )
     from persistence.models import GateOption, RunStatus
     from persistence.writes import RunStateWrite
@@ -31,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         BatchProgress,
         BatchRunInput,
         BatchRunResult,
+        ItemRange,
+        ItemRetry,
         PauseInput,
         PauseResult,
     )
@@ -43,8 +53,18 @@ KIND = "batch"
 PREPARE_TIMEOUT = timedelta(minutes=30)
 PREPARE_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 ITEM_TIMEOUT = timedelta(minutes=10)
-# Items heartbeat while they run: one whose worker died is retried after this.
+# A slice starts no item after its budget, so it lasts at most that plus one item.
+SLICE_TIMEOUT = ITEM_TIMEOUT + timedelta(seconds=SLICE_BUDGET_SECONDS)
+# Items and slices heartbeat while they run: one whose worker died is retried after this.
 ITEM_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# A slice fails only when its worker or the database does (item failures are reported, not
+# raised). After these tries its items run one by one, each with the item retry policy.
+SLICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3,
+                          non_retryable_error_types=[ITEM_FAILED])
+# Slices: about this many per worker and round (a short tail when a round ends), at most
+# MAX_SLICE_ITEMS items each (a paused job stops within one slice).
+SLICES_PER_WORKER = 4
+MAX_SLICE_ITEMS = 50
 # run_events stays bounded however many items: about this many progress events per job,
 # and item.failed events for the first few failures only (the rest are in the counts).
 PROGRESS_EVENTS = 20
@@ -55,6 +75,11 @@ JOB_NOT_RUNNING = "JobNotRunning"
 
 def batch_workflow_id(run_id: object) -> str:
     return f"{WORKFLOW_ID_PREFIX}{run_id}"
+
+
+def slice_size(items: int, workers: int) -> int:
+    """Items per slice for a round of `items`: several slices per worker, none too long."""
+    return max(1, min(MAX_SLICE_ITEMS, -(-items // (workers * SLICES_PER_WORKER))))
 
 
 @workflow.defn(name="BatchJob")
@@ -72,6 +97,8 @@ class BatchJob(GatedWorkflow):
         self._stop: str | None = None
         self._lock = asyncio.Lock()
         self._visible: tuple[str, bool] | None = None
+        # Slices and item retries in flight (held so they are not garbage collected).
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- the job ---------------------------------------------------------------------------
 
@@ -86,7 +113,7 @@ class BatchJob(GatedWorkflow):
             await self._round()
             if self._stop is not None:
                 await self._fail(self._stop)
-            if p.next_ordinal < p.total:
+            if p.next_ordinal < p.total or p.ranges or p.retries:
                 await self._continue_as_new()
             return await self._complete()
         except asyncio.CancelledError:
@@ -118,7 +145,12 @@ class BatchJob(GatedWorkflow):
         p = self._p
         p.next_ordinal = 1
         self._show("test item")
-        error = await self._item(0)
+        self._in_flight += 1
+        try:
+            error = await self._item(0)
+        finally:
+            self._in_flight -= 1
+        self._report_progress()
         p.test_done = True
         if error is None:
             return
@@ -139,39 +171,100 @@ class BatchJob(GatedWorkflow):
             expiry_policy="pause")
 
     async def _round(self) -> None:
-        """Run up to round_size items, at most max_workers at a time.
-
-        Each item costs about six history events (its activity plus a workflow task), so a
-        round of 1,000 keeps one run's history well under 10,000 events.
-        """
-        p = self._p
+        """Run up to round_size items in slices, at most max_workers activities at a time."""
+        p, workers = self._p, self._spec.max_workers
         end = min(p.total, p.next_ordinal + self._arg.round_size)
+        size = slice_size(end - p.next_ordinal, workers)
         self._show(f"items {p.next_ordinal}–{end} of {p.total}")
-        running: list[asyncio.Task[str | None]] = []
-        while p.next_ordinal < end and self._stop is None:
+
+        def has_work() -> bool:
+            # Past the budget the run starts nothing new and continues as new (the hard limit
+            # is far above: each activity in flight adds about six events before the run ends).
+            return (workflow.info().get_current_history_length() < self._arg.history_budget
+                    and bool(p.retries or p.ranges or p.next_ordinal < end))
+
+        while self._stop is None:
             await workflow.wait_condition(
                 lambda: self._stop is not None
-                or (not p.paused and self._in_flight < self._spec.max_workers))
-            if self._stop is not None:
+                or (self._in_flight == 0 and not has_work())
+                or (has_work() and not p.paused and self._in_flight < workers))
+            if self._stop is not None or not has_work():
                 break
-            running.append(asyncio.create_task(self._item(p.next_ordinal)))
-            p.next_ordinal += 1
+            self._launch(self._next_work(end, size))
         await workflow.wait_condition(lambda: self._in_flight == 0)
-        del running
 
-    async def _item(self, ordinal: int) -> str | None:
-        """Run one item; returns None when it completed, else its error."""
-        p, spec = self._p, self._spec
+    def _next_work(self, end: int, size: int) -> Coroutine[Any, Any, None]:
+        """Retries first (their items are the oldest), then slices' leftovers, then new items."""
+        p = self._p
+        if p.retries:
+            return self._retry(p.retries.pop(0))
+        if p.ranges:
+            return self._slice(p.ranges.pop(0))
+        batch = ItemRange(first=p.next_ordinal, count=min(size, end - p.next_ordinal))
+        p.next_ordinal += batch.count
+        return self._slice(batch)
+
+    def _launch(self, work: Coroutine[Any, Any, None]) -> None:
+        # Counted here, not inside the task: the loop checks the count before the task runs.
         self._in_flight += 1
+
+        async def counted() -> None:
+            try:
+                await work
+            finally:
+                self._in_flight -= 1
+                self._report_progress()
+        self._tasks.add(task := asyncio.create_task(counted()))
+        task.add_done_callback(self._tasks.discard)
+
+    async def _slice(self, batch: ItemRange) -> None:
+        p, spec = self._p, self._spec
+        try:
+            result: SliceResult = await workflow.execute_activity_method(
+                BatchActivities.run_slice,
+                SliceInput(job_id=self._arg.run_id, first_ordinal=batch.first,
+                           count=batch.count, max_retries=spec.max_retries,
+                           prelude=self._recorder.take_staged()),
+                start_to_close_timeout=SLICE_TIMEOUT, heartbeat_timeout=ITEM_HEARTBEAT_TIMEOUT,
+                retry_policy=SLICE_RETRY,
+                summary=f"items {batch.first}–{batch.first + batch.count - 1}")
+        except ActivityError:
+            # Not an item's failure (those are reported): run each of its items alone.
+            p.retries.extend(ItemRetry(ordinal=o)
+                             for o in range(batch.first, batch.first + batch.count))
+            return
+        p.completed += result.completed
+        rest = batch.first + batch.count - result.next_ordinal
+        if rest > 0:  # the slice ran out of time: its remaining items go first
+            p.ranges.insert(0, ItemRange(first=result.next_ordinal, count=rest))
+        for failure in result.failures:
+            if failure.final:
+                self._item_failed(failure.ordinal, failure.error)
+            else:
+                p.retries.append(ItemRetry(ordinal=failure.ordinal, first_attempt=2,
+                                           delay_seconds=spec.retry_initial_seconds))
+
+    async def _retry(self, retry: ItemRetry) -> None:
+        if retry.delay_seconds > 0:
+            await workflow.sleep(timedelta(seconds=retry.delay_seconds))
+        await self._item(retry.ordinal, first_attempt=retry.first_attempt)
+
+    async def _item(self, ordinal: int, *, first_attempt: int = 1) -> str | None:
+        """Run one item alone; returns None when it completed, else its error."""
+        p, spec = self._p, self._spec
         try:
             await workflow.execute_activity_method(
                 BatchActivities.run_item,
                 ItemInput(job_id=self._arg.run_id, ordinal=ordinal,
-                          max_retries=spec.max_retries, prelude=self._recorder.take_staged()),
+                          max_retries=spec.max_retries, prelude=self._recorder.take_staged(),
+                          first_attempt=first_attempt),
                 start_to_close_timeout=ITEM_TIMEOUT, heartbeat_timeout=ITEM_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=spec.retry_initial_seconds),
-                    backoff_coefficient=2.0, maximum_attempts=spec.max_retries + 1,
+                    # Attempt n waits retry_initial * 2^(n-2), wherever attempt 1 ran.
+                    initial_interval=timedelta(
+                        seconds=spec.retry_initial_seconds * 2 ** (first_attempt - 1)),
+                    backoff_coefficient=2.0,
+                    maximum_attempts=max(1, spec.max_retries + 2 - first_attempt),
                     non_retryable_error_types=[TEMPLATE_ERROR, ITEM_FAILED]),
                 summary=f"item {ordinal}")
             p.completed += 1
@@ -180,9 +273,6 @@ class BatchJob(GatedWorkflow):
             error = failure.cause.message if failure.cause else str(failure)
             self._item_failed(ordinal, error)
             return error
-        finally:
-            self._in_flight -= 1
-            self._report_progress()
 
     def _item_failed(self, ordinal: int, error: str) -> None:
         p = self._p
@@ -219,9 +309,7 @@ class BatchJob(GatedWorkflow):
                                    run=self._run_state())
         await workflow.wait_condition(workflow.all_handlers_finished)
         p.snapshots_taken = self._recorder.snapshots_taken
-        workflow.continue_as_new(BatchRunInput(run_id=self._arg.run_id, owner=self._arg.owner,
-                                               spec=self._spec, progress=p,
-                                               round_size=self._arg.round_size))
+        workflow.continue_as_new(self._arg.model_copy(update={"progress": p}))
 
     # --- pause and resume --------------------------------------------------------------------
 

@@ -29,6 +29,22 @@ class BatchInput(BatchJobSpec):
         return BatchJobSpec.model_validate(self.model_dump(exclude={"items"}))
 
 
+class ItemRange(BaseModel):
+    """Consecutive items not run yet: a slice's worth, or what a slice did not reach."""
+
+    first: int
+    count: int
+
+
+class ItemRetry(BaseModel):
+    """An item to run alone with `run_batch_item`: after a failed first attempt in a slice
+    (`first_attempt` 2, after `delay_seconds`), or when its whole slice failed (1)."""
+
+    ordinal: int
+    first_attempt: int = 1
+    delay_seconds: float = 0.0
+
+
 class BatchProgress(BaseModel):
     """What the job workflow carries across continue-as-new."""
 
@@ -43,6 +59,9 @@ class BatchProgress(BaseModel):
     snapshots_taken: int = 0
     rounds: int = 0
     pauses: int = 0
+    # Work queued when a run stopped early to keep its history short (usually empty).
+    ranges: list[ItemRange] = Field(default_factory=list)
+    retries: list[ItemRetry] = Field(default_factory=list)
 
 
 class BatchRunInput(BaseModel):
@@ -50,8 +69,11 @@ class BatchRunInput(BaseModel):
     owner: str
     spec: BatchJobSpec
     progress: BatchProgress | None = None
-    # Items per workflow run before it continues as new (small in tests).
-    round_size: int = Field(1000, ge=1, le=1500)
+    # Items per workflow run before it continues as new (small in tests). A run also stops
+    # early, whatever this says, when its history nears its budget.
+    round_size: int = Field(1000, ge=1, le=100_000)
+    # History events past which a run starts nothing new and continues as new (small in tests).
+    history_budget: int = Field(7_000, ge=1, le=9_000)
 
 
 class BatchRunResult(BaseModel):
@@ -72,4 +94,5 @@ class PauseResult(BaseModel):
 
 
 __all__ = ["END", "BatchInput", "BatchJobSpec", "BatchProgress", "BatchRunInput",
-           "BatchRunResult", "Branch", "PauseInput", "PauseResult", "StepDef"]
+           "BatchRunResult", "Branch", "ItemRange", "ItemRetry", "PauseInput", "PauseResult",
+           "StepDef"]

@@ -1,11 +1,17 @@
-"""The batch activities: store a job's items, then run one item through its pipeline.
+"""The batch activities: store a job's items, then run items through their pipeline.
 
-Why one activity per item (all its steps) rather than one per step: it costs the job
-workflow three history events per item whatever the number of steps, so a job's history stays
-bounded by items, not items x steps. Every step's output is committed to Postgres before the
-next step starts, and a (re)started item first reads what is stored, so a retry after a crash
-resumes at the first step without an output: a completed step never runs again. The prompt of
-every step is rendered from the stored outputs (seed 002's fix), never from memory.
+Items run in *slices*: one activity runs a few consecutive items one after another (so a slice
+is one of `max_workers`, never more), on one database connection, and reports which items
+failed instead of raising. The workflow then retries just those items one at a time with
+`run_batch_item`, under the Temporal retry policy (backoff, `max_retries`). A slice costs the
+job's history three events however many items and steps it ran, and spares every item its own
+activity round trip through the server; a slice stops after `SLICE_BUDGET_SECONDS`, handing
+back the items it did not reach, so slow agents get slices of one item.
+
+Every step's output is committed to Postgres before the next step starts, and a (re)started
+item first reads what is stored, so a retry after a crash resumes at the first step without an
+output: a completed step never runs again. The prompt of every step is rendered from the
+stored outputs (seed 002's fix), never from memory.
 """
 
 from __future__ import annotations
@@ -18,18 +24,24 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentBackend, AgentRequest
+from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
 from activities.batch.templates import TemplateProblem, evaluate, render
 from persistence import jobs as jobs_repo
+from persistence.db import UNAVAILABLE_ERRORS
 from persistence.writes import ReadModelWrite, apply_write
 
 HEARTBEAT_EVERY_SECONDS = 2.0
+# A slice starts no item after this long; the rest go back to the workflow's queue.
+SLICE_BUDGET_SECONDS = 2.0
+# Errors reported in a slice's result (and so in history) are cut to this length.
+ERROR_CHARS = 500
 # ApplicationError types the job workflow tells apart.
 TEMPLATE_ERROR = "TemplateError"
 ITEMS_UNREADABLE = "ItemsUnreadable"
@@ -51,6 +63,8 @@ class ItemInput(BaseModel):
     max_retries: int
     # Bookkeeping the workflow staged (progress events), applied before the item starts.
     prelude: ReadModelWrite | None = None
+    # The item's attempt number at this activity's first attempt (2 after a failed slice try).
+    first_attempt: int = 1
 
 
 class ItemResult(BaseModel):
@@ -59,12 +73,36 @@ class ItemResult(BaseModel):
     error: str | None = None
 
 
+class SliceInput(BaseModel):
+    job_id: UUID
+    first_ordinal: int
+    count: int = Field(ge=1)
+    max_retries: int
+    prelude: ReadModelWrite | None = None
+
+
+class SliceFailure(BaseModel):
+    ordinal: int
+    error: str
+    # No attempt left (max_retries 0, a template error, failed earlier): failed for good.
+    final: bool
+
+
+class SliceResult(BaseModel):
+    # The first ordinal the slice did not reach (first_ordinal + count when it ran them all).
+    next_ordinal: int
+    completed: int = 0
+    failures: list[SliceFailure] = Field(default_factory=list)
+
+
 @contextlib.asynccontextmanager
 async def _heartbeating() -> AsyncIterator[None]:
     async def beat() -> None:
+        # Not at once: the heartbeat timeout runs from the start anyway, and a slice of fast
+        # items is over before its first beat would be due.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+            activity.heartbeat()
 
     beater = asyncio.create_task(beat())
     try:
@@ -110,10 +148,56 @@ class BatchActivities:
             await jobs_repo.set_total(conn, job.run_id, total, job.spec.test_first)
         return PrepareJobResult(total=total)
 
+    @activity.defn(name="run_batch_slice")
+    async def run_slice(self, batch: SliceInput) -> SliceResult:
+        """Run the first attempt of consecutive items, one at a time; report, never raise,
+        an item's failure (the workflow retries that item alone)."""
+        result = SliceResult(next_ordinal=batch.first_ordinal)
+        deadline = time.monotonic() + SLICE_BUDGET_SECONDS
+        async with _heartbeating(), ConnectionLease(self._pool) as lease:
+            conn = await lease.conn()
+            if batch.prelude is not None:
+                await apply_write(conn, batch.prelude)
+            spec = await self._spec(conn, batch.job_id)
+            for ordinal in range(batch.first_ordinal, batch.first_ordinal + batch.count):
+                if ordinal > batch.first_ordinal and time.monotonic() > deadline:
+                    break
+                failure = await self._slice_item(lease, spec, batch, ordinal)
+                if failure is None:
+                    result.completed += 1
+                else:
+                    result.failures.append(failure)
+                result.next_ordinal = ordinal + 1
+        return result
+
+    async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
+                          ordinal: int) -> SliceFailure | None:
+        unit = await jobs_repo.start_unit(await lease.conn(), batch.job_id, ordinal, 0,
+                                          run_retrying=False)
+        if unit is None:
+            return SliceFailure(ordinal=ordinal, error="not stored", final=True)
+        if unit.previous_status == "completed":
+            return None
+        if unit.previous_status in ("failed", "retrying"):
+            # Decided by an earlier try of this slice whose result never reached the workflow.
+            return SliceFailure(ordinal=ordinal, error=_cut(unit.error or "failed"),
+                                final=unit.previous_status == "failed")
+        try:
+            await self._attempt(lease, spec, unit, 1, batch.max_retries, in_slice=True)
+        except UNAVAILABLE_ERRORS:
+            raise
+        except ApplicationError as error:  # a template error, or the agent's own verdict
+            return SliceFailure(ordinal=ordinal, error=_cut(error.message),
+                                final=error.non_retryable or batch.max_retries == 0)
+        except Exception as error:  # noqa: BLE001 - recorded on the item, retried by the workflow
+            return SliceFailure(ordinal=ordinal, error=_cut(_describe(error)),
+                                final=batch.max_retries == 0)
+        return None
+
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
-        async with _heartbeating():
-            return await self._run(item)
+        async with _heartbeating(), ConnectionLease(self._pool) as lease:
+            return await self._run(lease, item)
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)
@@ -124,13 +208,14 @@ class BatchActivities:
             spec = self._specs[job_id] = BatchJobSpec.model_validate(stored)
         return spec
 
-    async def _run(self, item: ItemInput) -> ItemResult:
-        attempt = activity.info().attempt
-        async with self._pool.acquire() as conn:
-            if item.prelude is not None:
-                await apply_write(conn, item.prelude)
-            spec = await self._spec(conn, item.job_id)
-            unit = await jobs_repo.start_unit(conn, item.job_id, item.ordinal, attempt - 1)
+    async def _run(self, lease: ConnectionLease, item: ItemInput) -> ItemResult:
+        attempt = activity.info().attempt + item.first_attempt - 1
+        conn = await lease.conn()
+        if item.prelude is not None:
+            await apply_write(conn, item.prelude)
+        spec = await self._spec(conn, item.job_id)
+        unit = await jobs_repo.start_unit(conn, item.job_id, item.ordinal, attempt - 1,
+                                          run_retrying=True)
         if unit is None:
             raise ApplicationError(f"item {item.ordinal} of job {item.job_id} is not stored",
                                    type=ITEM_FAILED, non_retryable=True)
@@ -139,25 +224,35 @@ class BatchActivities:
         if unit.status == "failed":
             # Failed for good by an earlier attempt whose result never reached the workflow.
             raise ApplicationError(unit.error or "failed", type=ITEM_FAILED, non_retryable=True)
-        try:
-            steps_run = await self._pipeline(spec, unit, attempt)
-        except TemplateProblem as problem:
-            message = f"{problem.args[0]}"
-            await self._fail(unit.id, message, attempt, final=True)
-            raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
-        except Exception as error:
-            final = attempt > item.max_retries
-            await self._fail(unit.id, f"{type(error).__name__}: {error}", attempt, final=final)
-            raise
+        steps_run = await self._attempt(lease, spec, unit, attempt, item.max_retries)
         return ItemResult(status="completed", steps_run=steps_run)
 
-    async def _fail(self, unit_id: UUID, error: str, attempt: int, *, final: bool) -> None:
-        async with self._pool.acquire() as conn:
-            await jobs_repo.fail_unit(conn, unit_id, final=final, error=error,
-                                      retries=attempt - 1)
+    async def _attempt(self, lease: ConnectionLease, spec: BatchJobSpec,
+                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int, *,
+                       in_slice: bool = False) -> int:
+        """One attempt at a started item: a failure is recorded on the item, then raised.
 
-    async def _pipeline(self, spec: BatchJobSpec, unit: jobs_repo.StartedUnit,
-                        attempt: int) -> int:
+        In a slice, an unreachable database is not the item's failure: it is raised unrecorded,
+        and the slice is tried again (then its items one by one), the item with it."""
+        try:
+            return await self._pipeline(lease, spec, unit, attempt)
+        except TemplateProblem as problem:
+            message = f"{problem.args[0]}"
+            await self._fail(lease, unit.id, message, attempt, final=True)
+            raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
+        except Exception as error:
+            if not (in_slice and isinstance(error, UNAVAILABLE_ERRORS)):
+                await self._fail(lease, unit.id, _describe(error), attempt,
+                                 final=attempt > max_retries)
+            raise
+
+    async def _fail(self, lease: ConnectionLease, unit_id: UUID, error: str, attempt: int, *,
+                    final: bool) -> None:
+        await jobs_repo.fail_unit(await lease.conn(), unit_id, final=final, error=error,
+                                  retries=attempt - 1)
+
+    async def _pipeline(self, lease: ConnectionLease, spec: BatchJobSpec,
+                        unit: jobs_repo.StartedUnit, attempt: int) -> int:
         """Run the item's remaining steps; returns how many ran now."""
         payload = unit.payload if isinstance(unit.payload, dict) else {"value": unit.payload}
         outputs: dict[str, Any] = dict(unit.outputs)
@@ -168,26 +263,24 @@ class BatchActivities:
                 # Stored before a crash or an earlier attempt: follow it, never re-run it.
                 step_name = self._next(spec, index, payload, outputs)
                 if step_name == END:
-                    async with self._pool.acquire() as conn:
-                        await jobs_repo.finish_unit(conn, unit.id)
+                    await jobs_repo.finish_unit(await lease.conn(), unit.id)
                 continue
             prompt = render(step.template, payload, outputs)
             started = time.monotonic()
-            response = await self._backend.run(AgentRequest(
+            response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
-                context={"item_id": str(unit.id)}))
+                context={"item_id": str(unit.id)})))
             outputs[step.name] = response.output
             following = self._next(spec, index, payload, outputs)
             now = time.monotonic()
-            async with self._pool.acquire() as conn:
-                await jobs_repo.record_step_output(conn, jobs_repo.StepOutputWrite(
-                    unit_id=unit.id, step=step.name, step_index=index, output=response.output,
-                    rendered_prompt=prompt, next_step=None if following == END else following,
-                    cost_usd=response.cost_usd, input_tokens=response.input_tokens,
-                    output_tokens=response.output_tokens,
-                    duration_ms=int((now - started) * 1000), attempt=attempt,
-                    item_done=following == END,
-                    execution_ms=int((_now() - unit.started_at.timestamp()) * 1000)))
+            await jobs_repo.record_step_output(await lease.conn(), jobs_repo.StepOutputWrite(
+                unit_id=unit.id, step=step.name, step_index=index, output=response.output,
+                rendered_prompt=prompt, next_step=None if following == END else following,
+                cost_usd=response.cost_usd, input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                duration_ms=int((now - started) * 1000), attempt=attempt,
+                item_done=following == END,
+                execution_ms=int((_now() - unit.started_at.timestamp()) * 1000)))
             step_name, ran = following, ran + 1
         return ran
 
@@ -198,6 +291,14 @@ class BatchActivities:
             if evaluate(rule.when, payload, outputs, outputs[step.name]):
                 return rule.goto
         return spec.default_next(index)
+
+
+def _describe(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _cut(error: str) -> str:
+    return error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS - 1] + "…"
 
 
 def _now() -> float:

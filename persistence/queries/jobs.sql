@@ -32,14 +32,20 @@ SELECT total_units FROM jobs WHERE id = $1;
 SELECT spec FROM jobs WHERE id = $1;
 
 -- name: start_unit
--- Marks an item running (unless finished) and returns it with every stored step output.
-WITH u AS (
-    UPDATE work_units
-       SET status = CASE WHEN status IN ('completed', 'failed') THEN status ELSE 'running' END,
-           started_at = COALESCE(started_at, now()),
-           retry_count = GREATEST(retry_count, $3)
-     WHERE job_id = $1 AND ordinal = $2
-    RETURNING id, status, payload, error, started_at
+-- Marks an item running unless it is finished (or waits for its retry and $4 is false);
+-- returns it with its status before, and every stored step output.
+WITH before AS (
+    SELECT id, status FROM work_units WHERE job_id = $1 AND ordinal = $2 FOR UPDATE
+), u AS (
+    UPDATE work_units w
+       SET status = CASE WHEN b.status IN ('pending', 'running')
+                              OR (b.status = 'retrying' AND $4) THEN 'running'
+                         ELSE b.status END,
+           started_at = COALESCE(w.started_at, now()),
+           retry_count = GREATEST(w.retry_count, $3)
+      FROM before b
+     WHERE w.id = b.id
+    RETURNING w.id, w.status, b.status AS previous_status, w.payload, w.error, w.started_at
 )
 SELECT u.*,
        (SELECT COALESCE(jsonb_object_agg(o.step, o.output), '{}'::jsonb)
