@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities.agents import AgentBackend, AgentRequest
+from persistence.db import retry_while_unavailable
 from persistence.events import append_events
 from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
 
@@ -81,8 +82,16 @@ class CrewTaskActivities:
                           status=status, **fields)
 
     async def _append(self, task: CrewTaskInput, event: EventWrite) -> None:
-        async with self._pool.acquire() as conn:
-            await append_events(conn, task.run_id, [event])
+        async def append() -> None:
+            async with self._pool.acquire() as conn:
+                await append_events(conn, task.run_id, [event])
+        await retry_while_unavailable(append)
+
+    async def _apply(self, write: ReadModelWrite) -> None:
+        async def apply() -> None:
+            async with self._pool.acquire() as conn:
+                await apply_write(conn, write)
+        await retry_while_unavailable(apply)
 
     @activity.defn(name="run_crew_task")
     async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
@@ -93,8 +102,7 @@ class CrewTaskActivities:
         started_event = self._event(task, "started", "started",
                                     progress_pct=task.progress_pct_started)
         first = ReadModelWrite(run_id=task.run_id, events=[started_event])
-        async with self._pool.acquire() as conn:
-            await apply_write(conn, merge_writes(task.prelude, first) if task.prelude else first)
+        await self._apply(merge_writes(task.prelude, first) if task.prelude else first)
         started = time.monotonic()
 
         async def report(percent: int, note: str) -> None:

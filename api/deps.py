@@ -14,6 +14,7 @@ from api.auth import User, authenticate, can_access
 from api.errors import ApiError, unavailable
 from api.temporal_gateway import TemporalGateway
 from persistence import runs as runs_repo
+from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
 from waystation.settings import Settings
 
@@ -26,7 +27,7 @@ async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
-    except (OSError, asyncpg.PostgresConnectionError, TimeoutError) as error:
+    except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # down, starting or shutting down
         raise unavailable(f"database is unavailable: {error}") from error
     try:
         yield conn

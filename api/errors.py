@@ -9,17 +9,61 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from asyncpg.exceptions import (
+    AdminShutdownError,
+    CannotConnectNowError,
+    CrashShutdownError,
+    PostgresConnectionError,
+)
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "5"
+# Errors of a database that is restarting or unreachable (not of a statement it refused).
+_DATABASE_DOWN = (ConnectionError, PostgresConnectionError, AdminShutdownError,
+                  CrashShutdownError, CannotConnectNowError)
 _UNAVAILABLE = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
                 RPCStatusCode.CANCELLED, RPCStatusCode.RESOURCE_EXHAUSTED}
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorBody(BaseModel):
+    """The one shape of every error answer."""
+
+    error: ErrorInfo
+
+
+def _error(description: str, **extra: Any) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description, **extra}
+
+
+# Documented on every route (OpenAPI), so clients and schema-driven tests know the error shape.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _error("Missing, malformed, expired or wrongly signed bearer token"),
+    404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
+    409: _error("Conflicts with the current state: not pending, finished, stale, or an "
+                "Idempotency-Key reused for a different request"),
+    413: _error("Request body too large"),
+    415: _error("Request body is not application/json"),
+    422: _error("Invalid request; `details` names each field"),
+    503: _error("Temporal or the database is unavailable; retry after Retry-After seconds",
+                headers={"Retry-After": {"description": "Seconds to wait before retrying",
+                                         "schema": {"type": "integer"}}}),
+}
+
+# Answers only a request that may carry a body (POST) can get.
+BODY_ONLY_ERRORS = (409, 413, 415)
 
 
 class ApiError(Exception):
@@ -74,5 +118,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        if isinstance(error, _DATABASE_DOWN):
+            # The database went away in the middle of the request (restart, failover).
+            log.warning("database unavailable on %s %s: %s", request.method,
+                        request.url.path, error)
+            return error_response(503, "unavailable", "the database is unavailable; retry "
+                                  "shortly", headers={"Retry-After": RETRY_AFTER_SECONDS})
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "internal error")

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
+from asyncpg.exceptions import AdminShutdownError, CannotConnectNowError, CrashShutdownError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The database cannot be reached right now (a restart, a failover, the network), as opposed
+# to a statement it refused: worth waiting out rather than failing the work.
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    OSError,  # refused, no socket file, timeouts
+    asyncpg.PostgresConnectionError,  # includes "connection was closed in the middle"
+    AdminShutdownError, CrashShutdownError, CannotConnectNowError,  # shutting down / starting
+)
 
 
 class PersistenceError(Exception):
@@ -37,3 +54,21 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def retry_while_unavailable(call: Callable[[], Awaitable[T]], *,
+                                  give_up_after: float = 300.0) -> T:
+    """`call()`, again and again while the database is unreachable (backing off to 5 s), for
+    at most `give_up_after` seconds. Only for idempotent writes: a commit whose answer was
+    lost is applied again."""
+    delay, deadline = 0.2, time.monotonic() + give_up_after
+    while True:
+        try:
+            return await call()
+        except UNAVAILABLE_ERRORS as error:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("database unavailable (%s: %s); retrying in %.1fs",
+                        type(error).__name__, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

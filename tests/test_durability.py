@@ -7,7 +7,10 @@ crew task, and the read model must come out gapless with every event written onc
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -16,16 +19,29 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
+from api.routes.decisions import _workflow_not_ready
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
+from tests.fault_helpers import (
+    InProcessApi,
+    ReadModelWatcher,
+    StreamFollower,
+    api_settings,
+    assert_snapshots_forward,
+    decide_via_api,
+    start_run_via_api,
+    worker_env,
+)
 from tests.helpers import eventually, new_validation_run
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
@@ -248,3 +264,258 @@ async def _result_if_done(handle: WorkflowHandle):
         return None
     return await handle.result()
 
+
+# --- 4. SIGKILL again and again through a whole run, with gates and a live stream ----------
+
+TWO_GATES = ["approve_founders_brief", "approve_vpc_completion"]
+
+
+async def test_worker_sigkilled_every_few_seconds_through_a_whole_run(
+        dev_env: WorkflowEnvironment, pool, migrated_url, task_queue, worker_processes,
+        cleanup_handles):
+    """A worker is SIGKILLed a few seconds after every bit of progress (a task completed or a
+    gate opened) and replaced, from the first phase to the end; two gates are decided through
+    the API, one of them while no worker is up. A browser-like SSE client follows the run,
+    dropping its connection every few events and resuming with Last-Event-ID."""
+    rng = random.Random(6)
+    background: list[asyncio.Task] = []
+    api = InProcessApi(api_settings(migrated_url, dev_env.client.service_client.config.target_host,
+                                    task_queue, sse_heartbeat_seconds=1.0))
+    await api.start()
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+            worker = worker_processes.start()
+            run_id = await start_run_via_api(http, TWO_GATES)
+            cleanup_handles.append(dev_env.client.get_workflow_handle(
+                validation_workflow_id(run_id)))
+            watcher = ReadModelWatcher(pool, run_id)
+            background.append(watcher.start())
+            follower = StreamFollower(api.url, run_id, cut_every=(3, 12))
+            following = asyncio.create_task(follower.run())
+            background.append(following)
+
+            async def progress() -> tuple[int, str, str | None]:
+                async with pool.acquire() as conn:
+                    done = await conn.fetchval(
+                        "SELECT count(*) FROM run_events WHERE run_id = $1 "
+                        "AND type IN ('task.completed', 'gate.opened', 'gate.decided')", run_id)
+                    run = await runs_repo.get_run(conn, run_id)
+                assert run is not None
+                return done, run.status, run.hitl_state
+
+            kills, decided, statuses = [], [], []
+            mark = (await progress())[0]
+            while True:
+                async def moved(mark: int = mark) -> tuple[int, str, str | None] | None:
+                    now = await progress()
+                    finished = now[1] in ("completed", "failed", "canceled")
+                    undecided = now[2] is not None and now[2] not in decided
+                    return now if now[0] > mark or finished or undecided else None
+                try:
+                    done, status, waiting_on = await eventually(moved, timeout=60, interval=0.1)
+                except AssertionError:
+                    raise AssertionError(
+                        f"stuck after kills {kills}; "
+                        f"{await _describe(dev_env.client, run_id, pool)}\nworker logs:\n"
+                        f"{worker_processes.logs()}") from None
+                if status in ("completed", "failed", "canceled"):
+                    break
+                if waiting_on is not None and waiting_on not in decided:
+                    if not decided:
+                        # Gate 1: the worker dies while the run waits; the decision is sent at
+                        # once, while its replacement is still starting.
+                        kills.append(_sigkill(worker, "waiting at a gate"))
+                        worker = worker_processes.start()
+                    await decide_via_api(http, run_id, waiting_on, statuses=statuses)
+                    decided.append(waiting_on)
+                    mark = (await progress())[0]
+                    continue
+                await asyncio.sleep(rng.uniform(0.3, 2.0))
+                kills.append(_sigkill(worker, await _doing(pool, run_id)))
+                worker = worker_processes.start()
+                mark = (await progress())[0]
+
+            await asyncio.wait_for(following, timeout=30)
+            await watcher.stop()
+    finally:
+        for task in background:
+            task.cancel()
+        await api.stop()
+
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, run_id)
+    assert run is not None and run.status == "completed", (run, worker_processes.logs())
+    print(f"{len(kills)} kills: {kills}; decision statuses {statuses}; "
+          f"{follower.connections} stream connections")
+    assert len(kills) >= 5, kills
+    assert decided == TWO_GATES
+    assert 500 not in statuses and statuses[-1] == 200, statuses
+
+    events = await assert_read_model_consistent(pool, run_id)
+    completed = [(e.phase, e.task) for e in events if e.type == "task.completed"]
+    assert len(completed) == CREW_TASKS and len(set(completed)) == CREW_TASKS
+    assert [e.type for e in events].count("gate.decided") == 2
+    assert events[-1].type == "run.completed"
+    await assert_snapshots_forward(pool, run_id)
+    watcher.assert_never_backwards()
+    assert watcher.samples[-1][0] == len(events)
+
+    # The follower saw every event exactly once, in order, over many connections.
+    follower.assert_each_event_once([e.seq for e in events])
+    assert follower.connections >= 3, follower.connections
+    assert not follower.errors, follower.errors
+
+
+async def _describe(client: Client, run_id: uuid.UUID, pool: asyncpg.Pool) -> str:
+    """What a stuck run is doing, for the failure message."""
+    handle = client.get_workflow_handle(validation_workflow_id(run_id))
+    description = await handle.describe()
+    pending = [(a.activity_type.name, a.attempt, a.state, a.last_failure.message)
+               for a in description.raw_description.pending_activities]
+    history = [e.event_type for e in (await handle.fetch_history()).events][-15:]
+    async with pool.acquire() as conn:
+        events = await events_repo.list_events(conn, run_id, after_seq=0, limit=1000)
+    return (f"status {description.status}; pending activities {pending}; "
+            f"history tail {[EventType.Name(t) for t in history]}; "
+            f"events tail {[(e.seq, e.event_key) for e in events[-6:]]}")
+
+
+async def _doing(pool: asyncpg.Pool, run_id: uuid.UUID) -> str:
+    """The run's newest event: what the killed worker was in the middle of (roughly)."""
+    async with pool.acquire() as conn:
+        return await conn.fetchval("SELECT event_key FROM run_events WHERE run_id = $1 "
+                                   "ORDER BY seq DESC LIMIT 1", run_id)
+
+
+def _sigkill(proc: subprocess.Popen, when: str) -> str:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    return when
+
+
+# --- 5. every worker stopped while many runs wait at a gate --------------------------------
+
+@pytest.mark.parametrize("runs", [100, pytest.param(1000, marks=pytest.mark.slow)])
+async def test_workers_stopped_while_many_runs_wait_then_every_run_resumes(
+        dev_env: WorkflowEnvironment, pool, migrated_url, task_queue, tmp_path, runs):
+    """N runs park at their first gate; the only worker is stopped; a fresh worker (empty
+    cache) takes every decision: each run replays its history without a non-determinism
+    error, records the decision, runs the next phase's first crew task, and writes nothing
+    twice."""
+    client = dev_env.client
+    workers = WorkerProcesses(worker_env(migrated_url, client.service_client.config.target_host,
+                                         task_queue, tmp_path / "data"), tmp_path)
+    at_most = asyncio.Semaphore(50)
+    handles: list[WorkflowHandle] = []
+
+    async def terminated(handle: WorkflowHandle) -> None:
+        async with at_most:
+            with contextlib.suppress(Exception):
+                await handle.terminate("test done")
+    try:
+        first = workers.start()
+        args = [await new_validation_run(pool, gates=TWO_GATES) for _ in range(runs)]
+        ids = [a.run_id for a in args]
+
+        async def started(arg: ValidationRunInput) -> WorkflowHandle:
+            async with at_most:
+                return await start(client, arg, task_queue)
+        handles = await asyncio.gather(*(started(a) for a in args))
+        await _all_waiting(pool, ids, "approve_founders_brief", timeout=30 + runs * 0.12,
+                           workers=workers)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=30) == 0
+        before = await _event_keys(pool, ids)
+        await asyncio.sleep(2)  # nothing runs anywhere
+
+        workers.start()
+
+        not_ready = 0
+
+        async def decided(handle: WorkflowHandle) -> str:
+            """As the API's client would: a 503 (the run's workflow task is being retried,
+            e.g. it went to the stopped worker's sticky queue) means send it again."""
+            nonlocal not_ready
+            async with at_most:
+                for _ in range(60):
+                    try:
+                        return (await decide(handle, "approve_founders_brief")).status
+                    except RPCError as error:
+                        if not _workflow_not_ready(error):
+                            raise
+                        not_ready += 1
+                    await asyncio.sleep(1)
+                raise AssertionError(f"{handle.id} never took its decision")
+        assert set(await asyncio.gather(*(decided(h) for h in handles))) == {"approved"}
+        # Resumed: each run replayed its history, recorded the decision and ran the first
+        # crew task of the next phase (the rest of the phase is of no interest here).
+        await _all_have(pool, ids, f"p1.a1.{PHASES[1].tasks[0].task}:completed",
+                        timeout=30 + runs * 0.08, workers=workers)
+        for handle in random.Random(5).sample(handles, 10):  # before they are terminated
+            failed = [e for e in (await handle.fetch_history()).events
+                      if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+            assert failed == [], failed[0].workflow_task_failed_event_attributes
+        await asyncio.gather(*(terminated(h) for h in handles))
+
+        after = await _event_keys(pool, ids)
+        async with pool.acquire() as conn:
+            broken = await conn.fetch(
+                "SELECT r.id, r.last_seq, count(e.*) AS n, min(e.seq) AS lo, max(e.seq) AS hi, "
+                "count(DISTINCT e.event_key) AS keys FROM runs r JOIN run_events e "
+                "ON e.run_id = r.id WHERE r.id = ANY($1::uuid[]) GROUP BY r.id "
+                "HAVING NOT (count(*) = r.last_seq AND min(e.seq) = 1 AND max(e.seq) = r.last_seq "
+                "AND count(DISTINCT e.event_key) = count(*))", ids)
+            decisions = await conn.fetchval(
+                "SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) "
+                "AND type = 'gate.decided'", ids)
+        assert broken == [], [dict(b) for b in broken[:5]]
+        assert decisions == runs
+        for run_id in ids:  # what was written before the stop is untouched, in order
+            assert after[run_id][: len(before[run_id])] == before[run_id]
+            assert any(k.startswith("gate.") and k.endswith(".decided")
+                       for k in after[run_id][len(before[run_id]):])
+        assert "nondetermin" not in workers.logs().lower()
+        print(f"{runs} runs decided after the worker swap; {not_ready} updates refused as "
+              "'workflow task in failed state' and sent again")
+    finally:
+        workers.stop_all()
+        await asyncio.gather(*(terminated(h) for h in handles))
+
+
+async def _all_waiting(pool: asyncpg.Pool, ids: list[uuid.UUID], checkpoint: str, *,
+                       timeout: float, workers: WorkerProcesses) -> None:  # noqa: ASYNC109
+    async def count() -> bool:
+        async with pool.acquire() as conn:
+            return await conn.fetchval(
+                "SELECT count(*) FROM runs WHERE id = ANY($1::uuid[]) AND hitl_state = $2",
+                ids, checkpoint) == len(ids)
+    try:
+        await eventually(count, timeout=timeout, interval=0.25)
+    except AssertionError:
+        raise AssertionError(f"not every run reached {checkpoint}; worker logs:\n"
+                             f"{workers.logs()}") from None
+
+
+async def _all_have(pool: asyncpg.Pool, ids: list[uuid.UUID], event_key: str, *,
+                    timeout: float, workers: WorkerProcesses) -> None:  # noqa: ASYNC109
+    async def count() -> bool:
+        async with pool.acquire() as conn:
+            return await conn.fetchval(
+                "SELECT count(*) FROM run_events WHERE run_id = ANY($1::uuid[]) "
+                "AND event_key = $2", ids, event_key) == len(ids)
+    try:
+        await eventually(count, timeout=timeout, interval=0.25)
+    except AssertionError:
+        raise AssertionError(f"not every run wrote {event_key}; worker logs:\n"
+                             f"{workers.logs()}") from None
+
+
+async def _event_keys(pool: asyncpg.Pool, ids: list[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch("SELECT run_id, event_key FROM run_events "
+                                "WHERE run_id = ANY($1::uuid[]) ORDER BY run_id, seq", ids)
+    keys: dict[uuid.UUID, list[str]] = {run_id: [] for run_id in ids}
+    for row in rows:
+        keys[row["run_id"]].append(row["event_key"])
+    return keys

@@ -110,8 +110,24 @@ async def _update(temporal: TemporalClient, run: RunRow, checkpoint_name: str, c
         raise unavailable("no worker took the decision in time; send it again "
                           "(it will be applied once)") from error
     except RPCError as error:
+        if _workflow_not_ready(error):
+            raise unavailable("the run cannot take a decision this instant (its last workflow "
+                              "task is being retried); send it again") from error
         if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
             raise ApiError(409, "not_pending",
                            f"checkpoint {checkpoint_name!r} is not pending: the run "
                            "is no longer running") from error
         raise
+
+
+def _workflow_not_ready(error: RPCError) -> bool:
+    """FAILED_PRECONDITION with a WorkflowNotReadyFailure: the run is alive, but its workflow
+    task is being retried (a worker died or timed out holding it), so Temporal refuses updates
+    for a moment. Not "finished": the caller should retry."""
+    if error.status != RPCStatusCode.FAILED_PRECONDITION:
+        return False
+    try:
+        details = error.grpc_status.details
+    except Exception:  # noqa: BLE001 - an undecodable status is simply not this case
+        return False
+    return any(d.type_url.endswith("WorkflowNotReadyFailure") for d in details)
