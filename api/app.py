@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
 
-from api.errors import install_error_handlers
+from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
-from api.limits import BodyLimits
+from api.limits import BODY_METHODS, BodyLimits
 from api.routes import decisions, graphs, health, items, jobs, runs, streams
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
@@ -49,9 +49,26 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     for module in (runs, decisions, streams, health, graphs, jobs, items):
-        app.include_router(module.router)
+        app.include_router(module.router, responses=ERROR_RESPONSES)
+    _document_body_errors_only_where_there_is_a_body(app)
     if tracer_provider is not None:
         from waystation.telemetry import instrument_app
 
         instrument_app(app, tracer_provider)
     return app
+
+
+def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:
+    """Conflicts and body refusals (409, 413, 415) are documented on POST routes only."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for operations in generate()["paths"].values():
+                for method, operation in operations.items():
+                    if method.upper() not in BODY_METHODS:
+                        for status in BODY_ONLY_ERRORS:
+                            operation["responses"].pop(str(status), None)
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,4 +1,6 @@
-"""Refuses oversize and non-JSON request bodies before any route reads them.
+"""Refuses oversize and non-JSON request bodies before any route reads them; and, as a 422 like
+any other malformed JSON, bodies that are not UTF-8, nest too deeply for the parser, or carry
+strings PostgreSQL cannot store (a NUL character, a lone UTF-16 surrogate).
 
 Plain ASGI rather than BaseHTTPMiddleware, so streaming responses (SSE) pass through untouched.
 """
@@ -6,10 +8,16 @@ Plain ASGI rather than BaseHTTPMiddleware, so streaming responses (SSE) pass thr
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-_BODY_METHODS = {"POST", "PUT", "PATCH"}
+BODY_METHODS = {"POST", "PUT", "PATCH"}
+# Cheap first looks: the JSON escapes that can make an unstorable string (\u0000,
+# \ud800-\udfff), and enough brackets to nest too deeply.
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})")
+_SUSPECT_BRACKETS = 256
 
 
 class BodyLimits:
@@ -18,7 +26,7 @@ class BodyLimits:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
         headers = {k.decode().lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -47,6 +55,10 @@ class BodyLimits:
             await self._refuse(send, 415, "unsupported_media_type",
                                "request body must be application/json")
             return
+        problem = _malformed(body) if body else None
+        if problem:
+            await self._refuse(send, 422, "invalid_request", problem)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -64,3 +76,44 @@ class BodyLimits:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
+
+
+def _malformed(body: bytes) -> str | None:
+    """What the route's own JSON parsing would fail on with a 400 or a 500, or None (also for
+    plain bad JSON, which the route's validation refuses as a 422 itself)."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "body: not valid UTF-8"
+    brackets = body.count(b"[") + body.count(b"{")
+    if brackets < _SUSPECT_BRACKETS and not _SUSPECT_ESCAPE.search(body):
+        return None
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return None
+    except RecursionError:
+        return "body: JSON nested too deeply"
+
+    def strings(value: Any) -> Any:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield key
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    try:
+        for text in strings(document):
+            if "\x00" in text:
+                return "body: strings may not contain the NUL character (\\u0000)"
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return "body: strings may not contain unpaired UTF-16 surrogates"
+    except RecursionError:
+        return "body: JSON nested too deeply"
+    return None

@@ -25,6 +25,16 @@ Format = Literal["json", "dot", "mermaid", "html", "utg"]
 Package = Annotated[str, Path(pattern=PACKAGE_PATTERN, max_length=200)]
 _MEDIA = {"dot": "text/vnd.graphviz", "mermaid": "text/plain",
           "utg": "application/javascript"}
+_TEXT = {"schema": {"type": "string"}}
+# What `format` picks between, documented so the schema names every answer's content type.
+GRAPH_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "description": "The graph as JSON, DOT, Mermaid, an HTML page or utg.js",
+    "content": {"application/json": {"schema": {"type": "object"}},
+                **{media: _TEXT for media in _MEDIA.values()}, "text/html": _TEXT}}}
+ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
+    "description": "A screenshot (PNG) or a view hierarchy (XML)",
+    "content": {"image/png": {"schema": {"type": "string", "format": "binary"}},
+                "application/xml": _TEXT}}}
 
 
 def _graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[str, Any]],
@@ -61,7 +71,7 @@ def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any)
     return HTMLResponse(graph_render.to_html(graph, screenshot))
 
 
-@router.get("/apps/{package}/graph")
+@router.get("/apps/{package}/graph", responses=GRAPH_RESPONSES)
 async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: SettingsDep,
                     request: Request, format: Format = "json") -> Any:
     """An app's screen graph over all runs: JSON, DOT, Mermaid, an HTML picture, utg.js."""
@@ -71,7 +81,7 @@ async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: S
     return _render(_graph_json(package, screens, edges), format, request, settings)
 
 
-@router.get("/runs/{run_id}/graph")
+@router.get("/runs/{run_id}/graph", responses=GRAPH_RESPONSES)
 async def run_graph(run: VisibleRun, conn: Conn, settings: SettingsDep, request: Request,
                     format: Format = "json") -> Any:
     """The part of the app's graph one run saw, with edge counts within the run."""
@@ -93,14 +103,16 @@ async def app_coverage(package: Package, user: CurrentUser, conn: Conn) -> dict[
 
 @router.get("/runs/{run_id}/artifacts")
 async def run_artifacts(run: VisibleRun, conn: Conn, request: Request,
-                        step: Annotated[int | None, Query(ge=0)] = None) -> dict[str, Any]:
+                        step: Annotated[int | None, Query(ge=0, le=2**31 - 1)] = None,
+                        ) -> dict[str, Any]:
     """The screenshots and hierarchies a run stored, with their download URLs."""
     rows = await graph_repo.run_artifacts(conn, run.id, step)
     return {"run_id": str(run.id), "artifacts": [
         {**r, "url": str(request.url_for("get_artifact", sha256=r["sha256"]))} for r in rows]}
 
 
-@router.get("/artifacts/{sha256}", name="get_artifact")
+@router.get("/artifacts/{sha256}", name="get_artifact", response_class=FileResponse,
+            responses=ARTIFACT_RESPONSES)
 async def get_artifact(sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
                        user: CurrentUser, conn: Conn, settings: SettingsDep) -> Response:
     """One stored artifact by its content address."""

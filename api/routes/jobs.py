@@ -57,8 +57,10 @@ async def list_items(
 ) -> ItemPage:
     """The job's items in ordinal order, filtered by status; `cursor` reads on."""
     after = int(cursor) if cursor is not None else -1
+    # Ordinals are 32-bit; a cursor past them (the pattern lets ten digits through) is past
+    # every item.
     units = await jobs_repo.list_units(conn, job.id, status=status, after_ordinal=after,
-                                       limit=limit + 1)
+                                       limit=limit + 1) if after < 2**31 - 1 else []
     page, more = units[:limit], len(units) > limit
     return ItemPage(items=[ItemView.of(u) for u in page],
                     next_cursor=str(page[-1].ordinal) if more else None)
