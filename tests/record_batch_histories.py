@@ -8,28 +8,18 @@ purpose, and check the files in.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import asyncpg
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
 from persistence import runs as runs_repo
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from tests import history_recording
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
-from tests.record_histories import HISTORIES, _binary
-from waystation.temporal_client import register_search_attributes
-from waystation.worker import build_worker
+from tests.history_recording import Case
 from workflows.batch import TEST_GATE, BatchJob, batch_workflow_id
 from workflows.batch_models import BatchRunInput, PauseInput
 from workflows.gates import DecisionInput
@@ -40,7 +30,6 @@ STEPS = [
      "branches": [{"when": "item.short", "goto": "end"}]},
     {"name": "grade", "template": "Grade: {{ outputs.summarize.text }}"},
 ]
-Case = Callable[[WorkflowEnvironment, asyncpg.Pool], Awaitable[WorkflowHandle]]
 
 
 def _rule(request: AgentRequest, n: int) -> dict:
@@ -108,52 +97,10 @@ CASES: dict[str, Case] = {
 }
 
 
-async def record(url: str) -> dict[str, str]:
-    conn = await asyncpg.connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=_binary("temporal-test-server"))
-    histories: dict[str, str] = {}
-    try:
-        await register_search_attributes(env.client, "default")
-        pool = await create_pool(url)
-        try:
-            async with build_worker(env.client, pool, task_queue=TASK_QUEUE,
-                                    backend=ScriptedBackend(_rule)):
-                for name, case in CASES.items():
-                    handle = await case(env, pool)
-                    await handle.result()
-                    # The first run's history: for the continue-as-new case, a whole round.
-                    history = await handle.fetch_history()
-                    histories[name] = history.to_json()
-                    print(f"{name}: {len(history.events)} events")
-        finally:
-            await pool.close()
-    finally:
-        await env.shutdown()
-    return histories
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=HISTORIES)
-    args = parser.parse_args(argv)
-    pgdata = Path(tempfile.mkdtemp(prefix="waystation-histories-pg-")) / "pgdata"
-    try:
-        histories = asyncio.run(record(embedded_database_url(pgdata)))
-    finally:
-        stop_embedded(pgdata)
-        shutil.rmtree(pgdata.parent, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in histories.items():
-        path = args.out / f"batch_{name}.json"
-        path.write_text(text + "\n")
-        print(f"wrote {path}")
-    return 0
+    return history_recording.main(
+        argv, description=__doc__.splitlines()[0], prefix="batch", cases=CASES,
+        task_queue=TASK_QUEUE, backend=ScriptedBackend(_rule))
 
 
 if __name__ == "__main__":

@@ -10,38 +10,25 @@ ships behind a new workflow name or a patch), and check the files in.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import shutil
-import sys
-import tempfile
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 
 import asyncpg
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from tests import history_recording
 from tests.helpers import eventually, new_validation_run
-from waystation.temporal_client import register_search_attributes
-from waystation.worker import build_worker
+from tests.history_recording import Case
 from workflows.gates import DecisionInput, ReopenInput
 from workflows.validation import ValidationRun, validation_workflow_id
 
-HISTORIES = Path(__file__).resolve().parent / "histories"
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")
 
-Case = Callable[[WorkflowEnvironment, asyncpg.Pool], Awaitable[WorkflowHandle]]
 
 
 async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, **fields: object
@@ -130,66 +117,10 @@ CASES: dict[str, Case] = {
 }
 
 
-def _binary(name: str) -> str:
-    found = Path(sys.executable).parent / name
-    which = str(found) if found.exists() else shutil.which(name)
-    if not which:
-        raise SystemExit(f"{name} not found; install the project with its test extra")
-    return which
-
-
-async def record(url: str, only: list[str] | None = None) -> dict[str, str]:
-    """Run the cases against the migrated database at `url`; return each case's history JSON."""
-    conn = await asyncpg.connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        test_server_existing_path=_binary("temporal-test-server"))
-    histories: dict[str, str] = {}
-    try:
-        await register_search_attributes(env.client, "default")
-        pool = await create_pool(url)
-        try:
-            async with build_worker(env.client, pool, task_queue=TASK_QUEUE,
-                                    backend=backend_named("offline")):
-                for name, case in CASES.items():
-                    if only and name not in only:
-                        continue
-                    handle = await case(env, pool)
-                    result = await handle.result()
-                    assert result.status == "completed", result
-                    history = await handle.fetch_history()
-                    histories[name] = history.to_json()
-                    print(f"{name}: {len(history.events)} events")
-        finally:
-            await pool.close()
-    finally:
-        await env.shutdown()
-    return histories
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cases", nargs="*", help=f"any of {', '.join(CASES)} (default: all)")
-    parser.add_argument("--out", type=Path, default=HISTORIES)
-    args = parser.parse_args(argv)
-    if unknown := set(args.cases) - set(CASES):
-        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-    pgdata = Path(tempfile.mkdtemp(prefix="waystation-histories-pg-")) / "pgdata"
-    try:
-        histories = asyncio.run(record(embedded_database_url(pgdata), args.cases or None))
-    finally:
-        stop_embedded(pgdata)
-        shutil.rmtree(pgdata.parent, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in histories.items():
-        path = args.out / f"validation_{name}.json"
-        path.write_text(text + "\n")
-        print(f"wrote {path}")
-    return 0
+    return history_recording.main(
+        argv, description=__doc__.splitlines()[0], prefix="validation", cases=CASES,
+        task_queue=TASK_QUEUE, backend=backend_named("offline"))
 
 
 if __name__ == "__main__":
