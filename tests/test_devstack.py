@@ -23,6 +23,7 @@ import httpx
 import psutil
 import pytest
 
+from tests.fault_helpers import free_port
 from waystation.cli import apply_flags_to_env, build_parser
 from waystation.devstack import (
     STATE_FILE_NAME,
@@ -35,12 +36,6 @@ from waystation.settings import Settings
 
 STARTUP_TIMEOUT_S = 90.0
 SHUTDOWN_TIMEOUT_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_for(what: str, check: Callable[[], Any], timeout: float, proc: subprocess.Popen) -> Any:
@@ -85,7 +80,7 @@ def _processes_using(data_dir: Path) -> list[psutil.Process]:
 def stack(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path, str]]:
     # Short path: Postgres puts its unix socket in pgdata, and socket paths max out at ~107 bytes.
     data_dir = Path(tempfile.mkdtemp(prefix="ws-up-"))
-    api_port, temporal_port, ui_port = _free_port(), _free_port(), _free_port()
+    api_port, temporal_port, ui_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(
         WAYSTATION_DATA_DIR=str(data_dir),
@@ -163,8 +158,8 @@ def test_taken_temporal_port_fails_with_a_clear_message() -> None:
         port = listener.getsockname()[1]
         settings = _settings(
             TEMPORAL_ADDRESS=f"127.0.0.1:{port}",
-            TEMPORAL_UI_PORT=str(_free_port()),
-            WAYSTATION_API_PORT=str(_free_port()),
+            TEMPORAL_UI_PORT=str(free_port()),
+            WAYSTATION_API_PORT=str(free_port()),
         )
         expected = f"port {port} \\(Temporal gRPC\\) is already in use"
         with pytest.raises(DevStackError, match=expected):

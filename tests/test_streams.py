@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest_asyncio
-import uvicorn
 
 from activities.agents import backend_named
-from api.app import create_app
 from api.auth import issue_token
+from tests.fault_helpers import InProcessApi
 from tests.helpers import IDEA, eventually
 from tests.sse_client import SseEvent, sse_events
 from waystation.settings import Settings
@@ -22,42 +20,12 @@ from waystation.worker import build_worker
 SECRET = "stream-secret-0123456789-0123456789-abcdef"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveApi:
-    """A real uvicorn server that a test can stop and start again on the same port."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        config = uvicorn.Config(create_app(self.settings), host="127.0.0.1", port=self.port,
-                                log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        await eventually(lambda: asyncio.sleep(0, self._server.started))
-
-    async def stop(self) -> None:
-        assert self._server is not None and self._task is not None
-        self._server.should_exit = True
-        self._server.force_exit = True
-        await self._task
-
-
 @pytest_asyncio.fixture
-async def live(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[LiveApi]:
+async def live(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[InProcessApi]:
     settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
                         temporal_task_queue=task_queue, sse_heartbeat_seconds=1.0,
                         temporal_address=dev_env.client.service_client.config.target_host)
-    api = LiveApi(settings)
+    api = InProcessApi(settings)
     await api.start()
     async with build_worker(dev_env.client, pool, task_queue=task_queue,
                             backend=backend_named("offline", delay_ms=30)):
