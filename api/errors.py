@@ -9,12 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asyncpg.exceptions import (
-    AdminShutdownError,
-    CannotConnectNowError,
-    CrashShutdownError,
-    PostgresConnectionError,
-)
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -22,12 +16,11 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
+from persistence.db import UNAVAILABLE_ERRORS
+
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = "5"
-# Errors of a database that is restarting or unreachable (not of a statement it refused).
-_DATABASE_DOWN = (ConnectionError, PostgresConnectionError, AdminShutdownError,
-                  CrashShutdownError, CannotConnectNowError)
 _UNAVAILABLE = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
                 RPCStatusCode.CANCELLED, RPCStatusCode.RESOURCE_EXHAUSTED}
 
@@ -118,7 +111,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        if isinstance(error, _DATABASE_DOWN):
+        if isinstance(error, UNAVAILABLE_ERRORS):
             # The database went away in the middle of the request (restart, failover).
             log.warning("database unavailable on %s %s: %s", request.method,
                         request.url.path, error)

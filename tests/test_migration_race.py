@@ -1,11 +1,13 @@
-"""Migrations raced on an empty database: five `waystation migrate` processes (three workers'
-and two APIs' worth) released at the same instant, and five connections in one process.
+"""Migrations raced on an empty database: three workers and two APIs started at once (each
+migrates before it serves), five `waystation migrate` processes released at the same instant,
+and five connections in one process.
 Each migration is recorded once, every process exits 0, and the schema is exactly the one a
 single sequential migration builds."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -14,10 +16,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest_asyncio
 
 from persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
 from tests.conftest import _with_database
+from tests.fault_helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 5
@@ -131,4 +135,55 @@ async def test_five_connections_race_in_one_process(empty_database, migrated_url
         await asyncio.gather(*(c.close() for c in conns))
     versions = [v for v, _, _ in migration_files()]
     assert sorted(results, key=len) == [[]] * (PROCESSES - 1) + [versions]
+    await assert_migrated_once(empty_database, migrated_url)
+
+
+async def test_three_workers_and_two_apis_started_at_once_on_an_empty_database(
+        empty_database, migrated_url, dev_env, tmp_path):
+    """The real processes, each migrating before it serves: one applies the migrations, the
+    others wait on the lock and find the database up to date; all of them then serve."""
+    gate = await asyncpg.connect(empty_database)
+    await gate.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
+    base = {**os.environ, "DATABASE_URL": empty_database, "WAYSTATION_OTEL_EXPORTER": "none",
+            "WAYSTATION_DATA_DIR": str(tmp_path / "data"),
+            "TEMPORAL_ADDRESS": dev_env.client.service_client.config.target_host,
+            "TEMPORAL_TASK_QUEUE": f"race-{uuid.uuid4().hex[:6]}"}
+    api_ports = [free_port(), free_port()]
+    commands = [("worker", {})] * 3 + [("api", {"WAYSTATION_API_PORT": str(port)})
+                                       for port in api_ports]
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "waystation", command, cwd=ROOT, env={**base, **extra},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        for command, extra in commands]
+    try:
+        deadline = time.monotonic() + 60
+        while await gate.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND objid = $1", MIGRATION_LOCK_ID) < len(procs):
+            assert all(p.returncode is None for p in procs), "a process ended before the race"
+            assert time.monotonic() < deadline, "processes did not queue on the lock"
+            await asyncio.sleep(0.05)
+        await gate.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
+        async with httpx.AsyncClient(timeout=2) as http:
+            for port in api_ports:
+                while True:
+                    assert all(p.returncode is None for p in procs), "a process died"
+                    assert time.monotonic() < deadline + 60, f"API on {port} never healthy"
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code \
+                                == 200:
+                            break
+                    await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        assert all(p.returncode is None for p in procs), "every worker and API still serves"
+    finally:
+        await gate.close()
+        logs = []
+        for proc in procs:
+            if proc.returncode is None:
+                proc.terminate()
+            _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
+            logs.append(err.decode(errors="replace"))
+    versions = [v for v, _, _ in migration_files()]
+    assert sum(f"applied migrations: {versions}" in log for log in logs) == 1, logs
     await assert_migrated_once(empty_database, migrated_url)

@@ -118,10 +118,23 @@ def cmd_up(settings: Settings) -> int:
     return 0
 
 
+def _migrated(settings: Settings) -> Settings:
+    """Apply pending migrations before serving, so workers and APIs may be started in any
+    order on an empty database; the advisory lock lets exactly one of them do it."""
+    from waystation.database import migrate
+
+    settings = _with_database_url(settings)
+    assert settings.database_url is not None
+    applied = asyncio.run(migrate(settings.database_url))
+    if applied:
+        print(f"applied migrations: {applied}", file=sys.stderr, flush=True)
+    return settings
+
+
 def cmd_worker(settings: Settings) -> int:
     from waystation.worker import run_worker
 
-    asyncio.run(run_worker(_with_database_url(settings)))
+    asyncio.run(run_worker(_migrated(settings)))
     return 0
 
 
@@ -131,7 +144,7 @@ def cmd_api(settings: Settings) -> int:
     from api.app import create_app
     from waystation.telemetry import configure_tracing
 
-    settings = _with_database_url(settings)
+    settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
     uvicorn.run(create_app(settings, tracer_provider=provider),
                 host=settings.api_host, port=settings.api_port)
