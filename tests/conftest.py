@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import asyncpg
 import pytest
 import pytest_asyncio
@@ -28,6 +29,13 @@ from waystation.temporal_client import register_search_attributes
 from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
+
+# anyio imports its modules lazily, and pytest rewrites them on import (anyio is a pytest
+# plugin). Rewriting compiles an AST, and CPython 3.11.7's compile is not thread-safe
+# ("AST constructor recursion depth mismatch") while worker threads run. Import everything
+# now, on the main thread, before any test starts threads.
+for _name in dir(anyio):
+    getattr(anyio, _name)
 
 
 def _binary(name: str) -> str:
