@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, BeforeValidator
 
 from persistence.models import Row
 from persistence.queries import sql
@@ -16,6 +16,9 @@ from persistence.queries import sql
 # Items go in this many per statement: one round trip each, small enough to stay fast.
 INSERT_CHUNK = 2000
 
+
+# NUMERIC costs arrive as Decimal; the API speaks float.
+Usd = Annotated[float, BeforeValidator(float)]
 
 class JobRow(Row):
     id: UUID
@@ -45,18 +48,13 @@ class UnitRow(Row):
     path: list[str]
     rendered_prompt: str | None
     conversation: list[Any]
-    cost_usd: float
+    cost_usd: Usd
     input_tokens: int
     output_tokens: int
     created_at: datetime
     started_at: datetime | None
     completed_at: datetime | None
     execution_ms: int | None
-
-    @field_validator("cost_usd", mode="before")
-    @classmethod
-    def _float(cls, value: Decimal | float) -> float:
-        return float(value)
 
 
 class OutputRow(Row):
@@ -66,23 +64,18 @@ class OutputRow(Row):
     output: Any
     rendered_prompt: str
     next_step: str | None
-    cost_usd: float
+    cost_usd: Usd
     input_tokens: int
     output_tokens: int
     duration_ms: int | None
     executions: int
     created_at: datetime
 
-    @field_validator("cost_usd", mode="before")
-    @classmethod
-    def _float(cls, value: Decimal | float) -> float:
-        return float(value)
-
 
 class StatusCount(BaseModel):
     status: str
     count: int
-    cost_usd: float
+    cost_usd: Usd
     input_tokens: int
     output_tokens: int
 
@@ -104,7 +97,7 @@ class StepOutputWrite(BaseModel):
     output: Any
     rendered_prompt: str
     next_step: str | None
-    cost_usd: float
+    cost_usd: Usd
     input_tokens: int
     output_tokens: int
     duration_ms: int
