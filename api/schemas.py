@@ -152,6 +152,10 @@ class CancelAccepted(BaseModel):
     status: Literal["canceling"]
 
 
+class Liveness(BaseModel):
+    status: Literal["ok"]
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unavailable"]
