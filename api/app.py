@@ -13,6 +13,7 @@ from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
 from api.routes import decisions, graphs, health, items, jobs, runs, streams
+from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
@@ -34,6 +35,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
                                        subscriber_capacity=settings.sse_client_buffer)
         await app.state.event_hub.start()
+        app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
             yield
         finally:
@@ -46,6 +48,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         summary="Durable AI-agent runs with human decisions, on Temporal and Postgres.",
         lifespan=lifespan,
     )
+    # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
+    app.state.shutdown = Shutdown()
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     for module in (runs, decisions, streams, health, graphs, jobs, items):

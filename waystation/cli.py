@@ -142,12 +142,15 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.shutdown import ApiServer
     from waystation.telemetry import configure_tracing
 
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
-    uvicorn.run(create_app(settings, tracer_provider=provider),
-                host=settings.api_host, port=settings.api_port)
+    app = create_app(settings, tracer_provider=provider)
+    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port,
+                            timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
+    ApiServer(config, app.state.shutdown).run()
     return 0
 
 

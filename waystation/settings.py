@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     otel_service_name: str | None = Field(
         None, validation_alias=AliasChoices("WAYSTATION_OTEL_SERVICE_NAME", "OTEL_SERVICE_NAME"))
 
+    # Operations
+    # After SIGTERM: how long a worker lets running activities finish before cancelling them,
+    # and how long the API waits for requests in flight (streams end at once regardless).
+    graceful_shutdown_timeout: float = Field(
+        30.0, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+
     @model_validator(mode="after")
     def _refuse_dev_secret_outside_dev(self) -> Settings:
         if self.env != "dev" and self.jwt_secret == DEV_JWT_SECRET:

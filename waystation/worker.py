@@ -14,6 +14,7 @@ from temporalio.worker import Worker
 
 from activities.agents import AgentBackend, backend_named
 from activities.batch.items import BatchActivities
+from activities.batch.items_source import ItemsSources
 from activities.crew_tasks import CrewTaskActivities
 from activities.mobile.artifacts import LocalArtifactStore
 from activities.mobile.steps import MobileActivities
@@ -37,10 +38,12 @@ def build_worker(
     max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
     artifact_dir: Path | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(),
+    items_sources: ItemsSources | None = None,
 ) -> Worker:
     crew = CrewTaskActivities(pool, backend)
     read_model = ReadModelActivities(pool)
-    batch = BatchActivities(pool, backend)
+    batch = BatchActivities(pool, backend, items_sources=items_sources)
     mobile = MobileActivities(pool, LocalArtifactStore(artifact_dir) if artifact_dir else None)
     return Worker(
         client,
@@ -50,6 +53,7 @@ def build_worker(
                     batch.run_item, mobile.explore_step],
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
 
 
@@ -60,7 +64,8 @@ def agent_backend(settings: Settings) -> AgentBackend:
 
 
 async def run_worker(settings: Settings) -> None:
-    """Run until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    """Run until SIGINT/SIGTERM, then let running activities finish (for at most
+    `graceful_shutdown_timeout`; then they are cancelled and Temporal retries them) and stop."""
     # Before the client: its TracingInterceptor and the pool's queries use this provider.
     configure_tracing(settings, "waystation-worker")
     client = await connect_temporal(settings)
@@ -68,7 +73,10 @@ async def run_worker(settings: Settings) -> None:
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=agent_backend(settings),
                           max_cached_workflows=settings.worker_max_cached_workflows,
-                          artifact_dir=settings.artifact_path)
+                          artifact_dir=settings.artifact_path,
+                          items_sources=settings.items_sources,
+                          graceful_shutdown_timeout=timedelta(
+                              seconds=settings.graceful_shutdown_timeout))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
