@@ -29,6 +29,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentBackend, AgentRequest
+from activities.batch.items_source import ItemsSources
 from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
@@ -114,9 +115,11 @@ async def _heartbeating() -> AsyncIterator[None]:
 
 
 class BatchActivities:
-    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend) -> None:
+    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend, *,
+                 items_sources: ItemsSources | None = None) -> None:
         self._pool = pool
         self._backend = backend
+        self._items_sources = items_sources or ItemsSources()  # none allowed unless configured
         # A job's spec never changes once stored, so each process loads it once.
         self._specs: dict[UUID, BatchJobSpec] = {}
 
@@ -138,7 +141,8 @@ class BatchActivities:
                 total = len(items)
             else:
                 try:
-                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK):
+                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK,
+                                                 self._items_sources):
                         await jobs_repo.insert_units(conn, job.run_id, total, chunk)
                         total += len(chunk)
                         activity.heartbeat(total)

@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api import run_kinds
 from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient, VisibleRun
 from api.errors import ApiError, unavailable
+from api.items_policy import check_items_source
 from api.schemas import (
     CancelAccepted,
     EventPage,
@@ -42,6 +43,7 @@ async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: T
                      settings: SettingsDep, response: Response,
                      idempotency_key: IdempotencyKey = None) -> RunCreated:
     """Start a run; the same Idempotency-Key again returns the same run."""
+    check_items_source(body.input, settings)
     run_id = uuid.uuid4()
     input_json = body.input.model_dump(mode="json")
     run, created = await runs_repo.create_run(
