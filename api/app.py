@@ -13,6 +13,7 @@ from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
 from api.routes import decisions, graphs, health, items, jobs, runs, streams
+from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
@@ -47,11 +48,14 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         version="0.1.0",
         summary="Durable AI-agent runs with human decisions, on Temporal and Postgres.",
         lifespan=lifespan,
+        # Operation ids are the route functions' names: stable for generated clients.
+        generate_unique_id_function=lambda route: route.name,
     )
     # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
     app.state.shutdown = Shutdown()
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for module in (runs, decisions, streams, health, graphs, jobs, items):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)

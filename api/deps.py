@@ -7,7 +7,8 @@ from typing import Annotated
 from uuid import UUID
 
 import asyncpg
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
 from api.auth import User, authenticate, can_access
@@ -40,8 +41,17 @@ async def get_temporal(request: Request) -> Client:
     return await gateway.client()
 
 
+# Declares the bearer scheme in OpenAPI. The raw header is parsed by `authenticate`, which
+# names each way a token can be wrong (HTTPBearer would answer them all alike).
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
+                    description="An HS256 JWT: `sub` is the user, `role` `user` or `service` "
+                                "(`waystation token --user NAME`).")
+
+
 def get_user(request: Request,
-             authorization: Annotated[str | None, Header(include_in_schema=False)] = None) -> User:
+             authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+             _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+             ) -> User:
     return authenticate(request.app.state.settings.jwt_secret, authorization)
 
 
