@@ -273,7 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip
-    return handlers[command](settings)
+    from persistence.migrate import MigrationEdited
+
+    try:
+        return handlers[command](settings)
+    except MigrationEdited as refused:  # workers, APIs and `migrate` all check first
+        print(f"waystation {command}: refusing to start: {refused}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
