@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.batch.items_source import ItemsSources
+
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
 
 
@@ -55,6 +57,10 @@ class Settings(BaseSettings):
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
+    # Where a batch job's `items_path` may point: comma-separated directories and URL
+    # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
+    items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
+    items_url_prefixes: str = Field("", validation_alias="WAYSTATION_ITEMS_URL_PREFIXES")
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     worker_max_cached_workflows: int = Field(
         1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
@@ -86,6 +92,10 @@ class Settings(BaseSettings):
     @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
+
+    @cached_property
+    def items_sources(self) -> ItemsSources:
+        return ItemsSources.parse(self.items_dirs, self.items_url_prefixes)
 
     @property
     def embedded_pgdata(self) -> Path:
