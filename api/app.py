@@ -12,7 +12,8 @@ from fastapi import FastAPI
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
-from api.routes import decisions, graphs, health, items, jobs, runs, streams
+from api.metrics import ApiMetrics, HttpMetrics
+from api.routes import decisions, graphs, health, items, jobs, metrics, runs, streams
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
@@ -55,8 +56,10 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.state.shutdown = Shutdown()
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.router.routes)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
-    for module in (runs, decisions, streams, health, graphs, jobs, items):
+    for module in (runs, decisions, streams, health, graphs, jobs, items, metrics):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
     if tracer_provider is not None:

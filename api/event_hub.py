@@ -90,6 +90,7 @@ class EventHub:
         # How events reached subscribers: straight from notifications, or by reading the table.
         self.delivered_inline = 0
         self.table_reads = 0
+        self.overflows = 0  # streams ended because their client fell behind
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -115,6 +116,10 @@ class EventHub:
                 subscriber.close()
         for inbox in self._inboxes:
             inbox.close()
+
+    def open_streams(self) -> dict[str, int]:
+        return {"run": sum(len(c.subscribers) for c in self._channels.values()),
+                "inbox": len(self._inboxes)}
 
     @property
     def listening(self) -> bool:
@@ -241,6 +246,8 @@ class EventHub:
         return subscription
 
     def unsubscribe_run(self, subscription: RunSubscription) -> None:
+        if subscription.overflowed:
+            self.overflows += 1
         channel = self._channels.get(subscription.run_id)
         if channel is None:
             return

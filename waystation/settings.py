@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     # and how long the API waits for requests in flight (streams end at once regardless).
     graceful_shutdown_timeout: float = Field(
         30.0, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+    # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
+    worker_metrics_port: int | None = Field(
+        None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
+    worker_metrics_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_WORKER_METRICS_HOST")
 
     @model_validator(mode="after")
     def _refuse_dev_secret_outside_dev(self) -> Settings:

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import asyncpg
 from temporalio.client import Client
+from temporalio.common import MetricMeter
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.agents import AgentBackend, backend_named
+from activities.agents.metered import MeteredBackend
 from activities.batch.items import BatchActivities
 from activities.batch.items_source import ItemsSources
 from activities.crew_tasks import CrewTaskActivities
@@ -24,6 +27,7 @@ from waystation.database import resolve_database_url
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
+from waystation.worker_metrics import metrics_runtime
 from workflows.batch import BatchJob
 from workflows.mobile import MobileAgentRun
 from workflows.validation import ValidationRun
@@ -57,10 +61,11 @@ def build_worker(
     )
 
 
-def agent_backend(settings: Settings) -> AgentBackend:
-    return backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
-                         base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                         model=settings.openai_model)
+def agent_backend(settings: Settings, meter: MetricMeter) -> AgentBackend:
+    backend = backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
+                            base_url=settings.openai_base_url, api_key=settings.openai_api_key,
+                            model=settings.openai_model)
+    return MeteredBackend(backend, meter)
 
 
 async def run_worker(settings: Settings) -> None:
@@ -68,10 +73,12 @@ async def run_worker(settings: Settings) -> None:
     `graceful_shutdown_timeout`; then they are cancelled and Temporal retries them) and stop."""
     # Before the client: its TracingInterceptor and the pool's queries use this provider.
     configure_tracing(settings, "waystation-worker")
-    client = await connect_temporal(settings)
+    runtime = metrics_runtime(settings)
+    client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
+    meter = (runtime or Runtime.default()).metric_meter
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
-                          backend=agent_backend(settings),
+                          backend=agent_backend(settings, meter),
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path,
                           items_sources=settings.items_sources,
