@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import httpx
 import pytest_asyncio
@@ -134,11 +135,12 @@ async def test_worker_serves_temporal_and_model_metrics(dev_env, pool, migrated_
         run = await new_validation_run(pool, gates=[])
         await dev_env.client.execute_workflow(
             ValidationRun.run, run, id=validation_workflow_id(run.run_id), task_queue=task_queue,
-            execution_timeout=__import__("datetime").timedelta(seconds=60))
+            execution_timeout=timedelta(seconds=60))
 
         async def metrics() -> Samples | None:
             try:
-                text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                async with httpx.AsyncClient(timeout=2) as http:
+                    text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
             except httpx.HTTPError:
                 return None
             samples = parse(text)
