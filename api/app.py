@@ -13,6 +13,7 @@ from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
+from api.rate_limits import UserLimits
 from api.routes import decisions, graphs, health, items, jobs, metrics, runs, streams
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
@@ -58,6 +59,9 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     app.state.metrics = ApiMetrics()
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.router.routes)
+    app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
+                       max_streams=settings.max_streams_per_user,
+                       writes_per_minute=settings.writes_per_minute)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for module in (runs, decisions, streams, health, graphs, jobs, items, metrics):
         app.include_router(module.router, responses=ERROR_RESPONSES)

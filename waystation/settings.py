@@ -45,6 +45,9 @@ class Settings(BaseSettings):
         15.0, gt=0, validation_alias="WAYSTATION_SSE_HEARTBEAT_SECONDS")
     sse_client_buffer: int = Field(10_000, ge=10, validation_alias="WAYSTATION_SSE_CLIENT_BUFFER")
     max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
+    # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
+    max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
+    writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
 
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
