@@ -4,9 +4,12 @@ worker's Temporal runtime endpoint with the model counters."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest_asyncio
@@ -159,3 +162,14 @@ async def test_worker_serves_temporal_and_model_metrics(dev_env, pool, migrated_
     assert calls >= 1, [k for k in samples if k[0].startswith("waystation")]
     tokens = sum(v for (name, _), v in samples.items() if name == "waystation_model_tokens_total")
     assert tokens > 0
+
+
+def test_dashboard_queries_only_metrics_waystation_exports():
+    root = Path(__file__).resolve().parent.parent
+    dashboard = json.loads((root / "deploy/grafana/waystation.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    sources = "".join((root / f).read_text() for f in ("api/metrics.py",
+                                                       "activities/agents/metered.py"))
+    used = {re.sub(r"_(total|bucket|count|sum)$", "", name)
+            for e in exprs for name in re.findall(r"\bwaystation_[a-z_]+", e)}
+    assert used and all(f'"{name}"' in sources for name in used), used
