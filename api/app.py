@@ -23,6 +23,8 @@ from waystation.database import resolve_database_url
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
+ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics)
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -58,12 +60,15 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     app.state.metrics = ApiMetrics()
-    app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.router.routes)
+    # The routers' own routes: since FastAPI 0.16x `app.router.routes` holds included routers
+    # as opaque wrappers without a path template.
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics,
+                       routes=[route for module in ROUTERS for route in module.router.routes])
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,
                        writes_per_minute=settings.writes_per_minute)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
-    for module in (runs, decisions, streams, health, graphs, jobs, items, metrics):
+    for module in ROUTERS:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
     if tracer_provider is not None:

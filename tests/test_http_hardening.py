@@ -9,7 +9,7 @@ import httpx
 import pytest_asyncio
 from fastapi.routing import APIRoute
 
-from api.app import create_app
+from api.app import ROUTERS, create_app
 from api.auth import issue_token
 from waystation.settings import Settings
 
@@ -68,11 +68,14 @@ async def test_openapi_declares_bearer_and_operation_ids_are_function_names(http
                   for method, op in methods.items()}
     ids = [op["operationId"] for op in operations.values()]
     assert len(ids) == len(set(ids)), sorted(ids)
-    app = http._transport.app  # type: ignore[attr-defined]
-    for route in app.routes:
-        if isinstance(route, APIRoute) and route.include_in_schema:
-            for method in route.methods:
-                assert operations[(route.path, method)]["operationId"] == route.name
+    checked = 0
+    for module in ROUTERS:
+        for route in module.router.routes:
+            if isinstance(route, APIRoute) and route.include_in_schema:
+                for method in route.methods:
+                    assert operations[(route.path, method)]["operationId"] == route.name
+                    checked += 1
+    assert checked == len(operations)
     assert operations[("/runs", "POST")]["operationId"] == "create_run"
     assert operations[("/runs", "POST")]["security"] == [{"bearer": []}]
     assert "security" not in operations[("/livez", "GET")]
