@@ -193,11 +193,11 @@ class HttpMetrics:
     def _route(self, scope: Scope) -> str:
         """The matched route's template; for requests answered before routing (body
         refusals), the template they would have matched."""
-        route = scope.get("route")
-        if route is not None:
-            return route.path
+        path = getattr(scope.get("route"), "path", None)
+        if path is not None:
+            return path
         for candidate in self.routes:
             match, _ = candidate.matches(scope)
-            if match == Match.FULL:
+            if match == Match.FULL and hasattr(candidate, "path"):
                 return candidate.path
         return UNMATCHED_ROUTE

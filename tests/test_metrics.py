@@ -59,6 +59,9 @@ async def scrape(http: httpx.AsyncClient) -> Samples:
 async def test_api_metrics_after_a_run_and_a_batch_job(served, pool):
     async with httpx.AsyncClient(base_url=served.url, timeout=30) as http:
         before = await scrape(http)
+        refused = await http.post("/runs", headers={**auth(), "Content-Type": "text/plain"},
+                                  content=b"x")
+        assert refused.status_code == 415, refused.text
         response = await http.post("/runs", headers=auth(), json={"kind": "validation", "input": {
             "entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]}})
         assert response.status_code == 201, response.text
@@ -124,6 +127,8 @@ async def test_api_metrics_after_a_run_and_a_batch_job(served, pool):
     assert value(after, "waystation_sse_overflows_total") == 0
     assert value(after, "waystation_http_requests_total", method="POST",
                  route="/runs/{run_id}/decisions/{checkpoint_name}", status="200") == 1
+    assert value(after, "waystation_http_requests_total", method="POST", route="/runs",
+                 status="415") == 1  # refused before routing, labelled by its route all the same
     assert value(after, "process_resident_memory_bytes") > 0
 
 
