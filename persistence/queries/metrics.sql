@@ -20,7 +20,7 @@ SELECT r.kind,
        count(*) AS decided,
        sum(extract(epoch FROM h.decision_at - h.created_at))::float8 AS seconds
   FROM hitl_requests h JOIN runs r ON r.id = h.run_id
- WHERE h.decision_at IS NOT NULL
+ WHERE h.decision IS NOT NULL AND h.decision_at IS NOT NULL  -- decided, not expired
  GROUP BY r.kind, bucket;
 
 -- name: metrics_batch_items
