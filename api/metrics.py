@@ -126,16 +126,16 @@ def _read_model_metrics(figures: ReadModelFigures) -> Iterator[Metric]:
     oldest = GaugeMetricFamily("waystation_gates_oldest_pending_age_seconds",
                                "How long the oldest pending decision request has waited",
                                labels=["kind"])
-    for row in figures.pending_gates:
-        pending.add_metric([row.kind], row.pending)
-        oldest.add_metric([row.kind], row.oldest_age_seconds)
+    for gates in figures.pending_gates:
+        pending.add_metric([gates.kind], gates.pending)
+        oldest.add_metric([gates.kind], gates.oldest_age_seconds)
     yield pending
     yield oldest
     yield _decision_latency(figures)
     items = GaugeMetricFamily("waystation_batch_items", "Batch-job items by status",
                               labels=["status"])
-    for row in figures.batch_items:
-        items.add_metric([row.status], row.items)
+    for count in figures.batch_items:
+        items.add_metric([count.status], count.items)
     yield items
 
 

@@ -77,8 +77,8 @@ class Settings(BaseSettings):
     # Operations
     # After SIGTERM: how long a worker lets running activities finish before cancelling them,
     # and how long the API waits for requests in flight (streams end at once regardless).
-    graceful_shutdown_timeout: float = Field(
-        30.0, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+    graceful_shutdown_timeout: int = Field(
+        30, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
