@@ -134,8 +134,8 @@ def _read_model_metrics(figures: ReadModelFigures) -> Iterator[Metric]:
     yield _decision_latency(figures)
     items = GaugeMetricFamily("waystation_batch_items", "Batch-job items by status",
                               labels=["status"])
-    for count in figures.batch_items:
-        items.add_metric([count.status], count.items)
+    for by_status in figures.batch_items:
+        items.add_metric([by_status.status], by_status.items)
     yield items
 
 
