@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
@@ -35,7 +35,7 @@ from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
 from activities.batch.templates import TemplateProblem, evaluate, render
 from persistence import jobs as jobs_repo
-from persistence.db import UNAVAILABLE_ERRORS
+from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
 from persistence.writes import ReadModelWrite, apply_write
 
 HEARTBEAT_EVERY_SECONDS = 2.0
@@ -47,6 +47,10 @@ ERROR_CHARS = 500
 TEMPLATE_ERROR = "TemplateError"
 ITEMS_UNREADABLE = "ItemsUnreadable"
 ITEM_FAILED = "ItemFailed"
+# How long slices and items wait for the database to come back before they fail (and the
+# workflow's retries, then its one-item-at-a-time fallback, take over).
+OUTAGE_PATIENCE_SECONDS = 300.0
+T = TypeVar("T")
 
 
 class PrepareJobInput(BaseModel):
@@ -126,6 +130,9 @@ class BatchActivities:
     @activity.defn(name="prepare_batch_job")
     async def prepare_job(self, job: PrepareJobInput) -> PrepareJobResult:
         """Store the job and every item once; a retried call finds what is already there."""
+        return await _waiting_out_outages(lambda: self._prepare(job))
+
+    async def _prepare(self, job: PrepareJobInput) -> PrepareJobResult:
         async with self._pool.acquire() as conn:
             if (total := await jobs_repo.job_total(conn, job.run_id)) > 0:
                 return PrepareJobResult(total=total)
@@ -155,10 +162,18 @@ class BatchActivities:
     @activity.defn(name="run_batch_slice")
     async def run_slice(self, batch: SliceInput) -> SliceResult:
         """Run the first attempt of consecutive items, one at a time; report, never raise,
-        an item's failure (the workflow retries that item alone)."""
+        an item's failure (the workflow retries that item alone).
+
+        A database outage is waited out here, heartbeating, and the slice then starts over:
+        items it finished are skipped and a finished step is never run again, so neither the
+        slice's retries nor the items' are spent on it."""
+        async with _heartbeating():
+            return await _waiting_out_outages(lambda: self._slice(batch))
+
+    async def _slice(self, batch: SliceInput) -> SliceResult:
         result = SliceResult(next_ordinal=batch.first_ordinal)
         deadline = time.monotonic() + SLICE_BUDGET_SECONDS
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
+        async with ConnectionLease(self._pool) as lease:
             conn = await lease.conn()
             if batch.prelude is not None:
                 await apply_write(conn, batch.prelude)
@@ -187,7 +202,7 @@ class BatchActivities:
             return SliceFailure(ordinal=ordinal, error=_cut(unit.error or "failed"),
                                 final=unit.previous_status == "failed")
         try:
-            await self._attempt(lease, spec, unit, 1, batch.max_retries, in_slice=True)
+            await self._attempt(lease, spec, unit, 1, batch.max_retries)
         except UNAVAILABLE_ERRORS:
             raise
         except ApplicationError as error:  # a template error, or the agent's own verdict
@@ -200,8 +215,13 @@ class BatchActivities:
 
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
-            return await self._run(lease, item)
+        """One attempt at one item; a database outage is waited out, as in a slice."""
+        async def attempt() -> ItemResult:
+            async with ConnectionLease(self._pool) as lease:
+                return await self._run(lease, item)
+
+        async with _heartbeating():
+            return await _waiting_out_outages(attempt)
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)
@@ -232,12 +252,11 @@ class BatchActivities:
         return ItemResult(status="completed", steps_run=steps_run)
 
     async def _attempt(self, lease: ConnectionLease, spec: BatchJobSpec,
-                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int, *,
-                       in_slice: bool = False) -> int:
+                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int) -> int:
         """One attempt at a started item: a failure is recorded on the item, then raised.
 
-        In a slice, an unreachable database is not the item's failure: it is raised unrecorded,
-        and the slice is tried again (then its items one by one), the item with it."""
+        An unreachable database is not the item's failure: it is raised unrecorded, and the
+        activity waits the outage out and starts the item again where it stopped."""
         try:
             return await self._pipeline(lease, spec, unit, attempt)
         except TemplateProblem as problem:
@@ -245,7 +264,7 @@ class BatchActivities:
             await self._fail(lease, unit.id, message, attempt, final=True)
             raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
         except Exception as error:
-            if not (in_slice and isinstance(error, UNAVAILABLE_ERRORS)):
+            if not isinstance(error, UNAVAILABLE_ERRORS):
                 await self._fail(lease, unit.id, _describe(error), attempt,
                                  final=attempt > max_retries)
             raise
@@ -295,6 +314,10 @@ class BatchActivities:
             if evaluate(rule.when, payload, outputs, outputs[step.name]):
                 return rule.goto
         return spec.default_next(index)
+
+
+async def _waiting_out_outages(call: Callable[[], Awaitable[T]]) -> T:
+    return await retry_while_unavailable(call, give_up_after=OUTAGE_PATIENCE_SECONDS)
 
 
 def _describe(error: Exception) -> str:
