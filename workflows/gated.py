@@ -1,10 +1,10 @@
 """The human-gate handlers and waiting loop, shared by every workflow that asks a human.
 
-A workflow class inherits `GatedWorkflow`, calls `_init_gates` in its `__init__`, provides
-the few hooks at the bottom (its visible state), and calls `ask_human`. It then answers the
-`decide` Update (validated before anything is written), the `decide_signal` Signal and the
-`reopen` Update exactly like every other run kind, so the API and the Web UI need not know
-which kind of run they talk to.
+Run kinds get it through `workflows.lifecycle.RunWorkflow`, which calls `_init_gates` and
+provides the hooks at the bottom (the run's visible state); a kind calls `ask_human`. The
+workflow then answers the `decide` Update (validated before anything is written), the
+`decide_signal` Signal and the `reopen` Update exactly like every other run kind, so the API
+and the Web UI need not know which kind of run they talk to.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from persistence.models import GateStatus, RunStatus
-    from persistence.writes import RunStateWrite
+    from contracts.statuses import GateStatus, RunStatus
+    from contracts.writes import RunStateWrite
     from workflows.gates import (
         GATE_NOT_PENDING,
         SYSTEM_DECIDER,
@@ -70,7 +70,7 @@ class GatedWorkflow:
                 events=[self._gate_event(gate, "opened", "pending",
                                          expires_at=gate.expires_at.isoformat())],
                 run=self._run_state(),
-                snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self._dump()))
+                snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self.snapshot_state()))
             # Only now may decisions be accepted: the request row exists to be closed.
             self._gates.open = gate
             workflow.set_current_details(
@@ -214,7 +214,7 @@ class GatedWorkflow:
     def _run_state(self) -> RunStateWrite:
         raise NotImplementedError
 
-    def _dump(self) -> dict:
+    def snapshot_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def _on_gate_closed(self, gate: OpenGate, status: GateStatus) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -44,8 +43,6 @@ class ValidationRunState(BaseModel):
     project_id: str | None = None
     current_phase: int = 0
     phase_name: str = "onboarding"
-    status: str = "running"
-    hitl_state: str | None = None
     entrepreneur_input: str
 
     founders_brief: dict[str, Any] | None = None
@@ -69,10 +66,6 @@ class ValidationRunState(BaseModel):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     cost_usd: float = 0.0
     tokens: int = 0
-
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    error_message: str | None = None
     retry_count: int = 0
 
 

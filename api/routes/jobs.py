@@ -23,7 +23,8 @@ from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence.jobs import JobRow
 from persistence.models import TERMINAL_RUN_STATUSES
-from workflows.batch import JOB_NOT_RUNNING, BatchJob, batch_workflow_id
+from workflows.batch import JOB_NOT_RUNNING, BatchJob
+from workflows.batch_kind import BATCH
 from workflows.batch_models import PauseInput
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -84,7 +85,7 @@ async def _control(temporal: TemporalClient, job: JobRow, update, request: Pause
                    ) -> JobControlAccepted:
     if job.status in TERMINAL_RUN_STATUSES:
         raise ApiError(409, "run_finished", f"job {job.id} is already {job.status}")
-    handle = temporal.get_workflow_handle(batch_workflow_id(job.run_id))
+    handle = temporal.get_workflow_handle(BATCH.workflow_id(job.run_id))
     try:
         result = await handle.execute_update(update, request, rpc_timeout=UPDATE_RPC_TIMEOUT)
     except WorkflowUpdateFailedError as error:

@@ -19,6 +19,7 @@ from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.schemas import DecisionView, EventView
 from api.sse import LiveEvent, sse
+from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -26,7 +27,6 @@ from persistence.models import TERMINAL_RUN_STATUSES, EventRow
 
 router = APIRouter(tags=["streams"])
 
-TERMINAL_EVENT_TYPES = {"run.completed", "run.failed", "run.canceled"}
 CATCH_UP_PAGE = 500
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                   "Connection": "keep-alive"}
