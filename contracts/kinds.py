@@ -20,6 +20,10 @@ from pydantic import BaseModel
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,49}$")
 
 
+class PluginError(Exception):
+    """A plug-in cannot be loaded; the message names it and says why."""
+
+
 @dataclass(frozen=True)
 class RunStart:
     """A run the API has just written, about to start: what a kind builds its workflow

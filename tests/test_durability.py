@@ -33,7 +33,6 @@ from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.fault_helpers import (
-    InProcessApi,
     ReadModelWatcher,
     StreamFollower,
     api_settings,
@@ -43,6 +42,7 @@ from tests.fault_helpers import (
     worker_env,
 )
 from tests.helpers import eventually, new_validation_run
+from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
 from workflows.validation import ValidationRun

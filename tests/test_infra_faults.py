@@ -30,7 +30,6 @@ from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from tests.fault_helpers import (
     EmbeddedPostgres,
-    InProcessApi,
     ReadModelWatcher,
     StreamFollower,
     TemporalDevServer,
@@ -43,6 +42,7 @@ from tests.fault_helpers import (
 )
 from tests.helpers import IDEA, eventually
 from tests.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
+from waystation.testing import InProcessApi
 from workflows.validation_kind import VALIDATION
 
 FINAL = ("completed", "failed", "canceled")

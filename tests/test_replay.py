@@ -4,7 +4,7 @@ A run can wait at a gate for a week, so histories written by older code are repl
 code as a matter of course. Every file in tests/histories (recorded by
 `python -m tests.record_histories` and its batch and mobile siblings) must replay without
 nondeterminism; a failure here means the change needs `workflow.patched` or a new workflow
-name, not a re-recording. Plug-ins use the same kit: `waystation.testing.replay_histories`.
+name, not a re-recording. Plug-ins use the same kit: `waystation.replay.replay_histories`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from waystation.registry import load_registry
-from waystation.testing import replay_history
+from waystation.replay import replay_history
 
 FOLDER = Path(__file__).resolve().parent / "histories"
 HISTORIES = sorted(FOLDER.glob("*.json"))

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 from activities.agents.base import AgentBackend
-from contracts.kinds import KIND_NAME, RunKind
+from contracts.kinds import KIND_NAME, PluginError, RunKind
 from workflows.batch_kind import BATCH
 from workflows.mobile_kind import MOBILE
 from workflows.validation_kind import VALIDATION
@@ -31,10 +31,7 @@ BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE)
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
 
 BackendFactory = Callable[[Any], AgentBackend]
-
-
-class PluginError(Exception):
-    """A plug-in cannot be loaded; the message names it and says why."""
+__all__ = ["PluginError", "Registered", "Registry", "load_registry"]
 
 
 @dataclass(frozen=True)
