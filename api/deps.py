@@ -32,7 +32,7 @@ async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
-    except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # down, starting or shutting down
+    except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # type: ignore[misc]  # down or starting
         raise unavailable(f"database is unavailable: {error}") from error
     try:
         yield conn

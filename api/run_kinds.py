@@ -39,11 +39,12 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
     if kind.build_input is not None:
         arg = kind.build_input(start)
     else:
-        arg_type = (defn.arg_types or [None])[0]
+        arg_type = defn.arg_types[0] if defn.arg_types else None
         if arg_type is None:
             raise TypeError(f"kind {kind.name!r}: give build_input, or annotate the "
                             "workflow's run argument with a model of run_id, owner and input")
         arg = arg_type(run_id=start.run_id, owner=start.owner, input=start.input)
+    assert defn.name is not None, "a registered workflow is never dynamic"
     await client.start_workflow(
         defn.name, arg, id=run.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -22,7 +22,7 @@ def run_create_model(kinds: list[RunKind]) -> Any:
         "".join(part.title() for part in kind.name.split("_")) + "RunCreate",
         __config__=ConfigDict(extra="forbid"),
         __doc__=kind.description or f"Start a {kind.name} run.",
-        kind=(Literal[kind.name], ...),  # type: ignore[valid-type]
+        kind=(Literal[kind.name], ...),  # type: ignore[arg-type]
         input=(kind.input_model, ...),
         project_id=(ProjectId, None),
     ) for kind in kinds]

@@ -135,9 +135,11 @@ def _migrated(settings: Settings) -> Settings:
 
 
 def cmd_worker(settings: Settings) -> int:
+    from waystation.registry import load_registry
     from waystation.worker import run_worker
 
-    asyncio.run(run_worker(_migrated(settings)))
+    registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
+    asyncio.run(run_worker(_migrated(settings), registry))
     return 0
 
 
@@ -145,11 +147,13 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
 
+    registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
-    uvicorn.run(create_app(settings, tracer_provider=provider),
+    uvicorn.run(create_app(settings, tracer_provider=provider, registry=registry),
                 host=settings.api_host, port=settings.api_port)
     return 0
 

@@ -10,6 +10,7 @@ plug-in is broken, naming the plug-in and the problem.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -86,7 +87,7 @@ class Registry:
         if name in BUILTIN_BACKENDS or name in self.backends:
             taken = self.backends[name][1] if name in self.backends else "builtin"
             raise PluginError(f"{source}: agent backend name {name!r} is taken ({taken})")
-        self.backends[name] = (factory, source)  # type: ignore[assignment]
+        self.backends[name] = (factory, source)
 
 
 def load_registry(plugin_modules: Iterable[str] = (), *,
@@ -104,7 +105,7 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
             registry.add_backend(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
     for module_name in plugin_modules:
         source = f"WAYSTATION_PLUGINS module {module_name}"
-        module = _load(lambda m=module_name: importlib.import_module(m), source)
+        module = _load(functools.partial(importlib.import_module, module_name), source)
         kinds = getattr(module, "RUN_KINDS", None)
         backends = getattr(module, "AGENT_BACKENDS", None)
         if kinds is None and backends is None:

@@ -108,12 +108,12 @@ class SseEvent:
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
     """The events of an SSE response, as a browser's EventSource sees them."""
-    event, data, event_id = "message", [], None
+    event, data, event_id = "message", list[str](), None
     async for line in response.aiter_lines():
         if line == "":
             if data:
                 yield SseEvent(event=event, data=json.loads("\n".join(data)), id=event_id)
-            event, data, event_id = "message", [], None
+            event, data, event_id = "message", list[str](), None
         elif line.startswith(":"):
             continue
         else:

@@ -42,7 +42,8 @@ def build_worker(
     for function in [ReadModelActivities(pool).record,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
         # Kinds may share an activity; each name is registered once.
-        activities.setdefault(activity._Definition.must_from_callable(function).name, function)
+        name = activity._Definition.must_from_callable(function).name
+        activities.setdefault(name or "", function)
     return Worker(
         client,
         task_queue=task_queue,
@@ -63,11 +64,10 @@ def agent_backend(settings: Settings, registry: Registry | None = None) -> Agent
                          model=settings.openai_model)
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, registry: Registry) -> None:
     """Run until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
     # Before the client: its TracingInterceptor and the pool's queries use this provider.
     configure_tracing(settings, "waystation-worker")
-    registry = load_registry(settings.plugin_modules)
     client = await connect_temporal(settings)
     pool = await create_pool(resolve_database_url(settings))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,

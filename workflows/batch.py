@@ -255,7 +255,7 @@ class BatchJob(RunWorkflow):
             p.completed += 1
             return None
         except ActivityError as failure:
-            error = failure.cause.message if failure.cause else str(failure)
+            error = getattr(failure.cause, "message", None) or str(failure)
             self._item_failed(ordinal, error)
             return error
 

@@ -9,6 +9,7 @@ and the Web UI need not know which kind of run they talk to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,10 @@ class GateOutcome:
     status: GateStatus
     # None only when the gate expired under the `fail` policy.
     decision: DecisionInput | None
+
+
+def _recorded(gate: OpenGate) -> bool:
+    return gate.recorded
 
 
 class GatedWorkflow:
@@ -78,12 +83,12 @@ class GatedWorkflow:
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
             try:
                 await workflow.wait_condition(
-                    lambda g=gate: g.decision is not None or self._reopen is not None,
+                    functools.partial(self._answered_or_reopened, gate),
                     timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
             except TimeoutError:
                 pass
             if gate.decision is not None:
-                await workflow.wait_condition(lambda g=gate: g.recorded)
+                await workflow.wait_condition(functools.partial(_recorded, gate))
                 return GateOutcome(gate, gate.status_for(gate.decision.decision), gate.decision)
             if self._reopen is not None:
                 self._gates.close("superseded")
@@ -91,6 +96,9 @@ class GatedWorkflow:
             outcome = await self._expire(gate, where)
             if outcome is not None:
                 return outcome
+
+    def _answered_or_reopened(self, gate: OpenGate) -> bool:
+        return gate.decision is not None or self._reopen is not None
 
     async def _expire(self, gate: OpenGate, where: str) -> GateOutcome | None:
         """Close an expired gate by its policy; None means: paused, then re-opened."""
@@ -119,7 +127,7 @@ class GatedWorkflow:
         await workflow.wait_condition(lambda: self._reopen is not None)
         return None
 
-    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):  # type: ignore[no-untyped-def]
+    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):
         return self._recorder.event(
             f"gate.{gate.request_id}.{what}", f"gate.{what}", phase=gate.spec.phase,
             status=status, output={"checkpoint_name": gate.spec.checkpoint_name,

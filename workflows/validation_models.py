@@ -20,7 +20,7 @@ class ValidationInput(BaseModel):
     entrepreneur_input: str = Field(min_length=10, max_length=10_000,
                                     description="The idea, in the founder's words.")
     project_id: str | None = Field(None, max_length=200)
-    gates: list[Checkpoint] = Field(  # type: ignore[valid-type]
+    gates: list[Checkpoint] = Field(
         default_factory=lambda: list(CHECKPOINTS)[:3],
         description="Checkpoints at which the run stops for a human decision.")
     gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)

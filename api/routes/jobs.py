@@ -81,7 +81,7 @@ async def resume_job(job: VisibleJob, user: CurrentUser,
     return await _control(temporal, job, BatchJob.resume, PauseInput(requested_by=user.name))
 
 
-async def _control(temporal: TemporalClient, job: JobRow, update, request: PauseInput  # type: ignore[no-untyped-def]
+async def _control(temporal: TemporalClient, job: JobRow, update, request: PauseInput
                    ) -> JobControlAccepted:
     if job.status in TERMINAL_RUN_STATUSES:
         raise ApiError(409, "run_finished", f"job {job.id} is already {job.status}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
@@ -30,7 +30,7 @@ router = APIRouter(tags=["streams"])
 CATCH_UP_PAGE = 500
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                   "Connection": "keep-alive"}
-SSE_RESPONSES = {200: {"content": {"text/event-stream": {}},
+SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
                        "description": "An event stream; each event's `id` is its seq."}}
 
 

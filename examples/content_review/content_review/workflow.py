@@ -7,6 +7,7 @@ same API, inbox and stream as every other kind.
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any
 
@@ -40,7 +41,7 @@ class ContentReview(RunWorkflow):
         self.stage_start(topic=inp.topic)
         for revision in range(1, inp.max_revisions + 2):
             draft = await self._write(revision)
-            outcome = await self.ask_human(lambda d=draft: self._review_gate(d),
+            outcome = await self.ask_human(functools.partial(self._review_gate, draft),
                                            where=f"draft {revision}")
             if outcome.decision is None:
                 await self.fail(f"{REVIEW_GATE} expired with no decision",
