@@ -20,6 +20,7 @@ from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
+from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
@@ -29,8 +30,14 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
 
-def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = None) -> FastAPI:
-    """The app; with a tracer provider (see waystation.telemetry), a server span per request."""
+def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = None,
+               registry: Registry | None = None) -> FastAPI:
+    """The app; with a tracer provider (see waystation.telemetry), a server span per request.
+
+    The run kinds come from `registry`, by default the built-ins plus every plug-in
+    (raises `waystation.registry.PluginError` when one is broken)."""
+    registry = registry or load_registry(settings.plugin_modules)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = resolve_database_url(settings)
@@ -57,19 +64,21 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     )
     # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
     app.state.shutdown = Shutdown()
+    app.state.registry = registry
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
-    app.state.metrics = ApiMetrics()
-    # The routers' own routes: since FastAPI 0.16x `app.router.routes` holds included routers
+    routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
+    # Every API route, flat: since FastAPI 0.16x `app.router.routes` holds included routers
     # as opaque wrappers without a path template.
-    app.add_middleware(HttpMetrics, metrics=app.state.metrics,
-                       routes=[route for module in ROUTERS for route in module.router.routes])
+    app.state.routes = [route for router in routers for route in router.routes]
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,
                        writes_per_minute=settings.writes_per_minute)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
-    for module in ROUTERS:
-        app.include_router(module.router, responses=ERROR_RESPONSES)
+    for router in routers:
+        app.include_router(router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
     if tracer_provider is not None:
         from waystation.telemetry import instrument_app

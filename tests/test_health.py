@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.fault_helpers import InProcessApi, TemporalDevServer, api_settings
+from tests.fault_helpers import TemporalDevServer, api_settings
+from waystation.testing import InProcessApi
 
 
 async def test_readyz_503_while_temporal_is_down_and_livez_200(migrated_url, tmp_path):

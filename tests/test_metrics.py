@@ -16,12 +16,14 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from activities.agents import backend_named
-from tests.fault_helpers import InProcessApi, api_settings, auth, free_port, worker_env
+from tests.fault_helpers import api_settings, auth, worker_env
 from tests.helpers import IDEA, eventually, new_validation_run
 from tests.sse_client import sse_events
 from tests.test_durability import WorkerProcesses
+from waystation.testing import InProcessApi, free_port
 from waystation.worker import build_worker
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 
 Samples = dict[tuple[str, frozenset], float]
 
@@ -142,7 +144,7 @@ async def test_worker_serves_temporal_and_model_metrics(dev_env, pool, migrated_
     try:
         run = await new_validation_run(pool, gates=[])
         await dev_env.client.execute_workflow(
-            ValidationRun.run, run, id=validation_workflow_id(run.run_id), task_queue=task_queue,
+            ValidationRun.run, run, id=VALIDATION.workflow_id(run.run_id), task_queue=task_queue,
             execution_timeout=timedelta(seconds=60))
 
         async def metrics() -> Samples | None:

@@ -9,8 +9,9 @@ import uuid
 import httpx
 
 from api.rate_limits import WriteRate
-from tests.fault_helpers import InProcessApi, api_settings, auth, free_port
+from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
+from waystation.testing import InProcessApi, free_port
 
 
 def test_write_rate_refills_continuously() -> None:

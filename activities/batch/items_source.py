@@ -98,7 +98,10 @@ async def check_redirect(current: str, location: str) -> str:
     return target
 
 
-async def _addresses(host: str, port: int | None) -> set[ipaddress._BaseAddress]:
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+async def _addresses(host: str, port: int | None) -> set[IPAddress]:
     try:
         return {ipaddress.ip_address(host.strip("[]"))}
     except ValueError:
@@ -108,4 +111,4 @@ async def _addresses(host: str, port: int | None) -> set[ipaddress._BaseAddress]
                                                              type=socket.SOCK_STREAM)
     except OSError as error:
         raise SourceRefused(f"redirect to {host}: cannot resolve ({error})") from None
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    return {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}

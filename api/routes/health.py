@@ -8,6 +8,7 @@ now (both answer), so a load balancer sends traffic elsewhere meanwhile.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -18,8 +19,9 @@ from api.schemas import Health, Liveness
 router = APIRouter(tags=["health"])
 
 PROBE_TIMEOUT_SECONDS = 3
-READINESS_RESPONSES = {503: {"model": Health, "description": "Postgres or Temporal is down",
-                             "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}
+READINESS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    503: {"model": Health, "description": "Postgres or Temporal is down",
+          "headers": {"Retry-After": {"schema": {"type": "integer"}}}}}
 
 
 @router.get("/livez", response_model=Liveness)
@@ -43,7 +45,7 @@ async def healthz(request: Request) -> JSONResponse:
 async def _readiness(request: Request) -> JSONResponse:
     database, temporal = await asyncio.gather(_database(request), _temporal(request))
     health = Health(status="ok" if database == temporal == "ok" else "degraded",
-                    database=database, temporal=temporal)  # type: ignore[arg-type]
+                    database=database, temporal=temporal)
     ok = health.status == "ok"
     return JSONResponse(health.model_dump(), status_code=200 if ok else 503,
                         headers=None if ok else {"Retry-After": RETRY_AFTER_SECONDS})
