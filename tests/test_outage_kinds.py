@@ -26,7 +26,7 @@ from tests.mobile_helpers import SHOP
 from tests.test_durability import WorkerProcesses, assert_read_model_consistent
 from tests.test_infra_faults import _read_logs, private_postgres, until_status  # noqa: F401
 from waystation.testing import InProcessApi
-from workflows.batch import WORKFLOW_ID_PREFIX as BATCH_PREFIX
+from workflows.batch_kind import BATCH
 
 ITEMS = 80
 MOBILE_STEPS = 400
@@ -110,7 +110,7 @@ async def _assert_job_untouched_by_the_outage(pool: asyncpg.Pool, client: Client
     assert len(units) == ITEMS and {(u["status"], u["retry_count"]) for u in units} == {
         ("completed", 0)}
     # No slice gave up: no item was ever run alone.
-    counts = await activity_counts(client, client.get_workflow_handle(f"{BATCH_PREFIX}{job}"))
+    counts = await activity_counts(client, client.get_workflow_handle(BATCH.workflow_id(job)))
     assert counts.get("run_batch_item", 0) == 0, counts
 
 
