@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from activities.agents.schema_example import example_for
 from tests.fault_helpers import free_port
 from tests.helpers import eventually
 
@@ -171,31 +172,4 @@ class OpenAIStub:
         schema = (fmt.get("json_schema") or {}).get("schema")
         if schema is None:
             return "A plain answer."
-        return json.dumps(example_for(schema, schema))
-
-
-def example_for(node: dict[str, Any], root: dict[str, Any], name: str = "x") -> Any:
-    """A value matching a JSON Schema (the subset pydantic emits)."""
-    if "$ref" in node:
-        return example_for(root["$defs"][node["$ref"].rsplit("/", 1)[-1]], root, name)
-    for key in ("anyOf", "oneOf"):
-        if key in node:
-            options = [o for o in node[key] if o.get("type") != "null"] or node[key]
-            return example_for(options[0], root, name)
-    if "enum" in node:
-        return node["enum"][0]
-    if "const" in node:
-        return node["const"]
-    kind = node.get("type")
-    if kind == "object":
-        return {k: example_for(v, root, k) for k, v in node.get("properties", {}).items()}
-    if kind == "array":
-        count = max(1, node.get("minItems", 1))
-        return [example_for(node.get("items", {}), root, name) for _ in range(count)]
-    if kind == "integer":
-        return max(node.get("minimum", 3), min(node.get("maximum", 3), 3))
-    if kind == "number":
-        return float(max(node.get("minimum", 0.5), min(node.get("maximum", 0.5), 0.5)))
-    if kind == "boolean":
-        return True
-    return f"stub {name}"
+        return json.dumps(example_for(schema))

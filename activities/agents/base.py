@@ -80,7 +80,8 @@ class ModelCallFailed(ApplicationError):
 
     def __init__(self, message: str, *, type: str, usage: Usage, non_retryable: bool = False,
                  next_retry_delay: Any = None) -> None:
-        super().__init__(message, type=type, non_retryable=non_retryable,
+        # The usage travels as the error's details, so a workflow sees what a failure cost.
+        super().__init__(message, usage.model_dump(), type=type, non_retryable=non_retryable,
                          next_retry_delay=next_retry_delay)
         self.usage = usage
 
