@@ -86,6 +86,9 @@ class RunView(BaseModel):
     started_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+    cost_usd: float = Field(0.0, description="Model calls' cost, every attempt counted.")
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:

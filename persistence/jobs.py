@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel
 
-from persistence.models import Row
+from persistence.models import Row, Usd
 from persistence.queries import sql
 
 # Items go in this many per statement: one round trip each, small enough to stay fast.
 INSERT_CHUNK = 2000
 
-
-# NUMERIC costs arrive as Decimal; the API speaks float.
-Usd = Annotated[float, BeforeValidator(float)]
 
 class JobRow(Row):
     id: UUID

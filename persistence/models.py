@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 RunStatus = Literal["pending", "running", "paused", "completed", "failed", "canceled"]
 GateStatus = Literal["pending", "approved", "rejected", "expired", "superseded"]
 ExpiryPolicy = Literal["pause", "fail", "default"]
 TERMINAL_RUN_STATUSES = ("completed", "failed", "canceled")
+
+# NUMERIC costs arrive as Decimal; the API speaks float.
+Usd = Annotated[float, BeforeValidator(float)]
 
 
 class Row(BaseModel):
@@ -40,6 +43,10 @@ class RunRow(Row):
     started_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+    # Summed over every model-call attempt (migration 010).
+    cost_usd: Usd = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class EventRow(Row):
