@@ -145,7 +145,9 @@ class CrewTaskActivities:
             output = _typed(task.task, output_model, response.output, response.usage)
         except Exception as error:
             await self._record_failure(task, error, started)
-            raise self._give_up(error) from error
+            if (final := self._give_up(error)) is not error:
+                raise final from error
+            raise
         duration_ms = int((time.monotonic() - started) * 1000)
         await self._append(task, self._event(
             task, "completed", "completed", progress_pct=task.progress_pct_done,
