@@ -150,9 +150,10 @@ async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
 
 
 async def fail_unit(conn: asyncpg.Connection, unit_id: UUID, *, final: bool, error: str,
-                    retries: int) -> None:
+                    retries: int, cost_usd: float = 0.0, input_tokens: int = 0,
+                    output_tokens: int = 0) -> None:
     await conn.execute(sql("fail_unit"), unit_id, "failed" if final else "retrying", error,
-                       retries)
+                       retries, Decimal(str(cost_usd)), input_tokens, output_tokens)
 
 
 # --- reads (API) -------------------------------------------------------------------------------

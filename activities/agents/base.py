@@ -49,6 +49,8 @@ class AgentRequest(BaseModel):
     # Per-task overrides of the backend's defaults.
     model: str | None = None
     temperature: float | None = None
+    # The batch item asked about: bookkeeping only, never sent to a model (seed 002).
+    item_id: str | None = None
 
 
 class AgentResponse(BaseModel):

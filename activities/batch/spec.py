@@ -6,7 +6,11 @@ Validators refuse, at submit time, every template or branching rule that could n
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from activities.batch.templates import TemplateProblem, check_condition, check_template
 
@@ -29,6 +33,25 @@ class StepDef(BaseModel):
     branches: list[Branch] = Field(default_factory=list, max_length=20)
     next: str | None = Field(None, description="Where to go when no branch matches; "
                                                 "default: the following step, or end.")
+    output_schema: dict[str, Any] | None = Field(
+        None, description="JSON Schema the step's answer must match (an object); its fields "
+                          "then read as outputs.<step>.<field>.")
+    system: str | None = Field(None, max_length=50_000, description="The system prompt.")
+    model: str | None = Field(None, min_length=1, max_length=200,
+                              description="The model for this step (default: the worker's).")
+    temperature: float | None = Field(None, ge=0, le=2)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as error:
+                raise ValueError(f"not a valid JSON Schema: {error.message}") from None
+            if schema.get("type") != "object":
+                raise ValueError('must describe an object ("type": "object")')
+        return schema
 
 
 class BatchJobSpec(BaseModel):

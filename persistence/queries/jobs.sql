@@ -83,9 +83,12 @@ UPDATE work_units SET status = 'completed', completed_at = COALESCE(completed_at
  WHERE id = $1 AND status <> 'completed';
 
 -- name: fail_unit
--- Records a failed attempt: 'retrying' while attempts remain, 'failed' for good.
+-- Records a failed attempt ('retrying' while attempts remain, 'failed' for good) and what
+-- the attempt's model calls cost.
 UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_count, $4),
-                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END
+                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END,
+                      cost_usd = cost_usd + $5, input_tokens = input_tokens + $6,
+                      output_tokens = output_tokens + $7
  WHERE id = $1 AND status <> 'completed';
 
 -- name: get_job
