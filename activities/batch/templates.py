@@ -72,7 +72,7 @@ class StepText(str):
             raise AttributeError(name)
         return self.fields[name]
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         return self.fields[key] if isinstance(key, str) else str.__getitem__(self, key)
 
 
@@ -102,7 +102,7 @@ class _NamedUndefined(StrictUndefined):
         return super()._fail_with_undefined_error(*args, **kwargs)
 
     # Every use of an undefined value fails, including printing and truth tests.
-    __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error  # type: ignore[assignment]
+    __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error
 
 
 _ENV = SandboxedEnvironment(undefined=_NamedUndefined, autoescape=False,
@@ -123,7 +123,7 @@ def _compiled_expression(source: str) -> Any:
 def _context(item: Mapping[str, Any], outputs: Mapping[str, Any],
              output: Any = None) -> dict[str, Any]:
     texts = {step: StepText.of(f"outputs.{step}", stored) for step, stored in outputs.items()}
-    context = {"item": Scope("item", item), "outputs": Scope("outputs", texts)}
+    context: dict[str, Any] = {"item": Scope("item", item), "outputs": Scope("outputs", texts)}
     if output is not None:
         context["output"] = StepText.of("output", output)
     return context
@@ -183,6 +183,7 @@ def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[st
 def _referenced_outputs(tree: nodes.Template) -> list[str]:
     found = []
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        assert isinstance(node, nodes.Getattr | nodes.Getitem)
         target = node.node
         if not (isinstance(target, nodes.Name) and target.name == "outputs"):
             continue
