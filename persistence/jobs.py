@@ -156,6 +156,10 @@ async def fail_unit(conn: asyncpg.Connection, unit_id: UUID, *, final: bool, err
                        retries, Decimal(str(cost_usd)), input_tokens, output_tokens)
 
 
+async def job_cost(conn: asyncpg.Connection, job_id: UUID) -> float:
+    return float(await conn.fetchval(sql("job_cost"), job_id))
+
+
 # --- reads (API) -------------------------------------------------------------------------------
 
 async def get_job(conn: asyncpg.Connection, job_id: UUID) -> JobRow | None:

@@ -9,12 +9,15 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from pydantic import ValidationError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from activities.agents.openai_compatible import OpenAICompatibleBackend
 from persistence import jobs as jobs_repo
+from persistence import runs as runs_repo
 from tests.batch_helpers import new_batch_run
 from tests.openai_stub import OpenAIStub, Recorded, Reply
 from tests.test_batch_workflow import outputs, run_with, start, units
+from tests.test_validation_workflow import decide, wait_gate
 from workflows.batch_models import BatchInput
 
 # The README's pipeline, plus a scored step with a schema.
@@ -105,6 +108,31 @@ async def test_an_answer_failing_the_step_schema_fails_the_item_with_its_cost(
     assert len(stub.of_task("score")) == 2  # asked once more, then not retried
     stored = sum(o.cost_usd for o in (await outputs(pool, item.id)).values())
     assert item.cost_usd > stored > 0  # the failed attempt's two calls are counted
+
+
+@pytest.mark.parametrize("decision", ["raise", "stop"])
+async def test_budget_stops_the_job_at_a_gate(time_env, pool, task_queue, run_with, stub,
+                                              backend, decision):
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"text": f"doc {i}"} for i in range(6)],
+                              steps=STEPS[:1], max_workers=1, max_cost_usd=0.0000001)
+    handle = await start(time_env.client, arg, task_queue)
+    await wait_gate(pool, arg.run_id, "raise_budget")
+    assert len(stub.requests) == 2  # one slice of two items ran, then the budget was hit
+    with pytest.raises(WorkflowUpdateFailedError):
+        await decide(handle, "raise_budget", "raise", feedback="0.0000001")
+    if decision == "raise":
+        await decide(handle, "raise_budget", "raise", feedback="1")
+        result = await handle.result()
+        assert (result.completed, result.failed) == (6, 0)
+        return
+    await decide(handle, "raise_budget", "stop")
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    async with pool.acquire() as conn:
+        run = await runs_repo.get_run(conn, arg.run_id)
+    assert run is not None and run.status == "failed" and "budget" in (run.error_message or "")
+    assert len(stub.requests) == 2
 
 
 def test_a_step_schema_that_is_not_one_is_refused_naming_the_step() -> None:

@@ -19,9 +19,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.validation.outputs import TASK_OUTPUTS
     from contracts.statuses import GateStatus
     from workflows import search_attributes as sa
+    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
     from workflows.gates import OpenGate, feedback_number
     from workflows.lifecycle import RunWorkflow
-    from workflows.validation_gates import budget_gate_spec, gate_spec, task_failed_gate_spec
+    from workflows.validation_gates import gate_spec, task_failed_gate_spec
     from workflows.validation_models import (
         ValidationRunInput,
         ValidationRunResult,
@@ -160,13 +161,15 @@ class ValidationRun(RunWorkflow):
         s = self._state
         while (budget := s.max_cost_usd) is not None and s.cost_usd + self._dearest_task > budget:
             outcome = await self.ask_human(
-                lambda: budget_gate_spec(phase, s.cost_usd, self._dearest_task, budget,
-                                         self._arg.input),
+                lambda: budget_gate_spec(
+                    phase=phase.number, spent=s.cost_usd, next_call=self._dearest_task,
+                    budget=budget,
+                    expires_in=timedelta(seconds=self._arg.input.gate_timeout_seconds),
+                    expiry_policy=self._arg.input.expiry_policy),
                 where=f"phase {phase.number} · budget")
             d = outcome.decision
             if d is None or d.decision != "raise":
-                await self.fail(f"stopped at the budget of ${budget:g} "
-                                f"(spent ${s.cost_usd:.4f})", stop_reason="budget")
+                await self.fail(stopped_message(budget, s.cost_usd), stop_reason=STOP_BUDGET)
             s.max_cost_usd = feedback_number(d.feedback if d else None)
 
     def _spend(self, cost_usd: float, tokens: int) -> None:

@@ -121,7 +121,6 @@ def _evidence_gate(phase: PhaseDef, state: ValidationRunState,
 
 
 TASK_FAILED = "task_failed"
-RAISE_BUDGET = "raise_budget"
 
 
 def task_failed_gate_spec(phase: PhaseDef, task: TaskDef, error: str,
@@ -145,22 +144,3 @@ def task_failed_gate_spec(phase: PhaseDef, task: TaskDef, error: str,
         expiry_policy=run_input.expiry_policy,
         default_option="retry" if run_input.expiry_policy == "default" else None)
 
-
-def budget_gate_spec(phase: PhaseDef, spent: float, next_call: float, budget: float,
-                     run_input: ValidationInput) -> GateSpec:
-    """The next call would pass the budget: raise it (the new amount as feedback) or stop."""
-    return GateSpec(
-        checkpoint_name=RAISE_BUDGET, phase=phase.number,
-        title=f"Budget of ${budget:g} reached",
-        description=f"The run has spent ${spent:.4f}; its next model call may cost about "
-                    f"${next_call:.4f}, which would pass the budget of ${budget:g}. Raise the "
-                    "budget (give the new amount in USD as feedback) or stop the run.",
-        context={"phase": phase.number, "spent_usd": spent, "next_call_usd": next_call,
-                 "max_cost_usd": budget},
-        options=[GateOption(value="raise", label="Raise the budget",
-                            description="Feedback: the new budget in USD."),
-                 GateOption(value="stop", label="Stop the run")],
-        recommended_option="stop", rejecting_options=["stop"],
-        feedback_number_for=["raise"], feedback_number_above=spent + next_call,
-        expires_in=timedelta(seconds=run_input.gate_timeout_seconds),
-        expiry_policy="pause" if run_input.expiry_policy == "default" else run_input.expiry_policy)

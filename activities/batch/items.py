@@ -67,12 +67,15 @@ class ItemInput(BaseModel):
     prelude: ReadModelWrite | None = None
     # The item's attempt number at this activity's first attempt (2 after a failed slice try).
     first_attempt: int = 1
+    # Report the job's spend so far (a job with a budget).
+    report_spend: bool = False
 
 
 class ItemResult(BaseModel):
     status: str  # completed | failed
     steps_run: int = 0
     error: str | None = None
+    job_cost_usd: float | None = None
 
 
 class SliceInput(BaseModel):
@@ -81,6 +84,7 @@ class SliceInput(BaseModel):
     count: int = Field(ge=1)
     max_retries: int
     prelude: ReadModelWrite | None = None
+    report_spend: bool = False
 
 
 class SliceFailure(BaseModel):
@@ -95,6 +99,8 @@ class SliceResult(BaseModel):
     next_ordinal: int
     completed: int = 0
     failures: list[SliceFailure] = Field(default_factory=list)
+    # The job's spend after this slice, every attempt counted (when asked to report it).
+    job_cost_usd: float | None = None
 
 
 @contextlib.asynccontextmanager
@@ -170,6 +176,8 @@ class BatchActivities:
                 else:
                     result.failures.append(failure)
                 result.next_ordinal = ordinal + 1
+            if batch.report_spend:
+                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), batch.job_id)
         return result
 
     async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
@@ -199,7 +207,10 @@ class BatchActivities:
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
         async with _heartbeating(), ConnectionLease(self._pool) as lease:
-            return await self._run(lease, item)
+            result = await self._run(lease, item)
+            if item.report_spend:
+                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), item.job_id)
+            return result
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)

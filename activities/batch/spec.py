@@ -70,6 +70,9 @@ class BatchJobSpec(BaseModel):
     failure_threshold: float = Field(
         0.25, ge=0, le=1, description="The job fails once failed items exceed this share.")
     gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)
+    max_cost_usd: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Stop at the gate raise_budget before the next slice would pass this spend.")
 
     @model_validator(mode="after")
     def _check_pipeline(self) -> BatchJobSpec:

@@ -91,6 +91,10 @@ UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_coun
                       output_tokens = output_tokens + $7
  WHERE id = $1 AND status <> 'completed';
 
+-- name: job_cost
+-- What a job's model calls cost so far, every attempt counted (its budget check).
+SELECT COALESCE(sum(cost_usd), 0) FROM work_units WHERE job_id = $1;
+
 -- name: get_job
 -- One job with its run's owner and status (authorization and the job view).
 SELECT j.*, r.owner, r.error_message FROM jobs j JOIN runs r ON r.id = j.run_id WHERE j.id = $1;
