@@ -16,8 +16,14 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.agents import AgentRequest, backend_named
 from activities.agents.openai_compatible import OpenAICompatibleBackend
-from activities.validation.outputs import DesirabilityEvidence, Experiment, ValidationSignal
+from activities.validation.outputs import (
+    DesirabilityEvidence,
+    Experiment,
+    FitAssessment,
+    ValidationSignal,
+)
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -180,3 +186,56 @@ async def test_raising_the_budget_lets_the_run_go_on(time_env, pool, worker, tas
     assert (await handle.result()).status == "completed"
     state = await handle.query(ValidationRun.state)
     assert state.max_cost_usd == 5 and isinstance(state.desirability_signal, ValidationSignal)
+
+
+async def test_offline_answers_are_typed_consistent_and_deterministic() -> None:
+    backend = backend_named("offline")
+    context = {"entrepreneur_input": "An app that helps small clinics cut no-shows."}
+    runs = [await backend.run(AgentRequest(crew="onboarding", task="interview_founder",
+                                           agent="a", instructions="i", context=context))
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    profile = (await backend.run(AgentRequest(
+        crew="d", task="profile_customer_segment", agent="a", instructions="i",
+        context={"founders_brief": None, "target_segment": "dentists"}))).output
+    value_map = (await backend.run(AgentRequest(
+        crew="d", task="design_value_map", agent="a", instructions="i",
+        context={"founders_brief": None, "customer_profile": profile}))).output
+    fit = FitAssessment.model_validate((await backend.run(AgentRequest(
+        crew="d", task="assess_fit", agent="a", instructions="i",
+        context={"customer_profile": profile, "value_map": value_map}))).output)
+    relieved = {r["relieves"] for r in value_map["pain_relievers"]}
+    assert fit.segment == "dentists"
+    assert set(fit.gaps) >= {p["description"] for p in profile["pains"]} - relieved
+
+
+async def test_offline_gates_recommend_from_the_evidence(time_env, pool, task_queue):
+    async with build_worker(time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")):
+        arg = await new_validation_run(pool, gates=["approve_vpc_completion",
+                                                    "approve_desirability_gate"])
+        handle = await start(time_env.client, arg, task_queue)
+        await wait_gate(pool, arg.run_id, "approve_vpc_completion")
+        async with pool.acquire() as conn:
+            canvas = await gates_repo.latest_gate_for_checkpoint(conn, arg.run_id,
+                                                                 "approve_vpc_completion")
+        fit = canvas.context["fit_assessment"]
+        assert f"fit score {fit['fit_score']}" in canvas.context["recommendation_reason"]
+        expected = "approve" if fit["fit_score"] >= 60 else "segment_"
+        assert canvas.recommended_option.startswith(expected)
+        await decide(handle, "approve_vpc_completion")
+        await wait_gate(pool, arg.run_id, "approve_desirability_gate")
+        async with pool.acquire() as conn:
+            gate = await gates_repo.latest_gate_for_checkpoint(conn, arg.run_id,
+                                                               "approve_desirability_gate")
+        signal = gate.context["signal"]
+        experiments = gate.context["evidence"]["experiments"]
+        passed = sum(e["result"] >= e["threshold"] for e in experiments)
+        strength = ("strong" if passed == len(experiments)
+                    else "moderate" if passed * 2 >= len(experiments) else "weak")
+        assert signal["strength"] == strength and signal["strength"] in gate.title
+        assert gate.recommended_option == ("reject" if strength == "weak" else "approve")
+        await decide(handle, "approve_desirability_gate", "override_proceed")
+        result = await handle.result()
+        state = await handle.query(ValidationRun.state)
+        assert result.final_decision == state.pivot_recommendation.decision
