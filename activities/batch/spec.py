@@ -11,6 +11,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from referencing.exceptions import Unresolvable
 
 from activities.batch.templates import TemplateProblem, check_condition, check_template
 
@@ -34,8 +35,8 @@ class StepDef(BaseModel):
     next: str | None = Field(None, description="Where to go when no branch matches; "
                                                 "default: the following step, or end.")
     output_schema: dict[str, Any] | None = Field(
-        None, description="JSON Schema the step's answer must match (an object); its fields "
-                          "then read as outputs.<step>.<field>.")
+        None, description="JSON Schema the step's answer (a JSON object) must match; its "
+                          "fields then read as outputs.<step>.<field>.")
     system: str | None = Field(None, max_length=50_000, description="The system prompt.")
     model: str | None = Field(None, min_length=1, max_length=200,
                               description="The model for this step (default: the worker's).")
@@ -47,10 +48,12 @@ class StepDef(BaseModel):
         if schema is not None:
             try:
                 Draft202012Validator.check_schema(schema)
+                # Used once, so a reference to nowhere is refused now, not on every item.
+                list(Draft202012Validator(schema).iter_errors({}))
             except SchemaError as error:
                 raise ValueError(f"not a valid JSON Schema: {error.message}") from None
-            if schema.get("type") != "object":
-                raise ValueError('must describe an object ("type": "object")')
+            except Unresolvable as error:
+                raise ValueError(f"not a usable JSON Schema: unresolvable {error}") from None
         return schema
 
 
