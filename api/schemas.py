@@ -39,6 +39,11 @@ class RunCreated(BaseModel):
     created: bool = Field(description="False when an earlier request with the same "
                                       "Idempotency-Key created this run.")
 
+    @classmethod
+    def of(cls, run: RunRow, created: bool) -> RunCreated:
+        return cls(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
+                   status=run.status, created=created)
+
 
 class DecisionView(BaseModel):
     request_id: UUID
@@ -91,6 +96,9 @@ class RunView(BaseModel):
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
+    cost_usd: float = Field(0.0, description="Model calls' cost, every attempt counted.")
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:

@@ -53,7 +53,7 @@ SECRET = "fuzz-secret-0123456789-0123456789-abcdef"
 EXAMPLES_PER_OPERATION = int(os.environ.get("WAYSTATION_FUZZ_EXAMPLES", 12))
 # Fixed examples by default, so CI is repeatable; WAYSTATION_FUZZ_RANDOM=1 explores anew.
 DERANDOMIZE = os.environ.get("WAYSTATION_FUZZ_RANDOM") != "1"
-SCENARIOS = 25
+SCENARIOS = 35
 STEPS_PER_SCENARIO = 6
 SAMPLE_APP = "com.waystation.sample.notes"
 ID_KEYS = {"run_id", "job_id", "item_id"}

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.agents.prices import ModelPrice
 from activities.batch.items_source import ItemsSources
 
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
@@ -60,6 +61,11 @@ class Settings(BaseSettings):
     )
     openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    openai_timeout_seconds: float = Field(
+        120.0, gt=0, validation_alias="WAYSTATION_OPENAI_TIMEOUT_SECONDS")
+    # USD per million tokens by model, over genai-prices' table: {"model": {"input", "output"}}.
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
     # Where a batch job's `items_path` may point: comma-separated directories and URL

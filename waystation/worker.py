@@ -73,7 +73,9 @@ def agent_backend(settings: Settings, registry: Registry | None = None, *,
     else:
         backend = backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
                                 base_url=settings.openai_base_url,
-                                api_key=settings.openai_api_key, model=settings.openai_model)
+                                api_key=settings.openai_api_key, model=settings.openai_model,
+                                prices=settings.model_prices,
+                                timeout_seconds=settings.openai_timeout_seconds)
     return MeteredBackend(backend, meter) if meter is not None else backend
 
 
@@ -86,9 +88,9 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
     meter = (runtime or Runtime.default()).metric_meter
+    backend = agent_backend(settings, registry, meter=meter)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
-                          backend=agent_backend(settings, registry, meter=meter),
-                          registry=registry,
+                          backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path,
                           items_sources=settings.items_sources,
@@ -101,4 +103,5 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     log.info("worker polling task queue %s", settings.temporal_task_queue)
     async with worker:
         await stop.wait()
+    await backend.aclose()
     await pool.close()

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from temporalio.common import MetricMeter
 
-from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
+from activities.agents.base import (
+    AgentBackend,
+    AgentRequest,
+    AgentResponse,
+    ProgressReporter,
+    Usage,
+    usage_of,
+)
 
 
 class MeteredBackend:
@@ -27,12 +34,19 @@ class MeteredBackend:
                   progress: ProgressReporter | None = None) -> AgentResponse:
         try:
             response = await self._backend.run(request, progress)
-        except BaseException:
-            self._calls.add(1, {"backend": self.name, "model": "", "outcome": "error"})
+        except BaseException as error:
+            # A failed call may still have cost something (ModelCallFailed carries its usage).
+            self._count(usage_of(error), "error")
             raise
-        labels = {"backend": self.name, "model": response.model}
-        self._calls.add(1, {**labels, "outcome": "ok"})
-        self._tokens.add(response.input_tokens, {**labels, "direction": "input"})
-        self._tokens.add(response.output_tokens, {**labels, "direction": "output"})
-        self._cost.add(round(response.cost_usd * 1_000_000), labels)
+        self._count(response.usage, "ok")
         return response
+
+    async def aclose(self) -> None:
+        await self._backend.aclose()
+
+    def _count(self, usage: Usage, outcome: str) -> None:
+        labels = {"backend": self.name, "model": usage.model}
+        self._calls.add(1, {**labels, "outcome": outcome})
+        self._tokens.add(usage.input_tokens, {**labels, "direction": "input"})
+        self._tokens.add(usage.output_tokens, {**labels, "direction": "output"})
+        self._cost.add(round(usage.cost_usd * 1_000_000), labels)

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Query, Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep, TemporalClient, VisibleRun
-from api.errors import ApiError, unavailable
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    RegistryDep,
+    SettingsDep,
+    TemporalClient,
+    VisibleRun,
+)
+from api.errors import ApiError
 from api.items_policy import check_items_source
-from api.run_kinds import start_run
+from api.run_kinds import create_and_start
 from api.schemas import (
     CancelAccepted,
     EventPage,
@@ -28,6 +35,7 @@ from api.schemas import (
 )
 from persistence import events as events_repo
 from persistence import gates as gates_repo
+from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunStatus
@@ -35,8 +43,6 @@ from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 def create_router(registry: Registry) -> APIRouter:
@@ -48,30 +54,14 @@ def create_router(registry: Registry) -> APIRouter:
                          idempotency_key: IdempotencyKey = None) -> RunCreated:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
-        kind = registry.kind(body.kind)
         check_items_source(body.input, settings)
-        run_id = uuid.uuid4()
-        input_json = body.input.model_dump(mode="json")
-        project_id = body.project_id or getattr(body.input, "project_id", None)
-        run, created = await runs_repo.create_run(
-            conn, run_id=run_id, kind=kind.name, owner=user.name, group_id=None,
-            workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-            input=input_json, project_id=project_id)
+        run, created = await create_and_start(
+            conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
+            owner=user.name, input=body.input, idempotency_key=idempotency_key,
+            project_id=body.project_id or getattr(body.input, "project_id", None))
         if not created:
-            if run.kind != kind.name or run.input != input_json:
-                raise ApiError(409, "idempotency_key_reused",
-                               "this Idempotency-Key was used for a different request")
             response.headers["Idempotent-Replayed"] = "true"
-        if created or run.status == "pending":
-            try:
-                await start_run(temporal, settings.temporal_task_queue, kind, run)
-            except RPCError as error:
-                if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
-                    # Nobody can retry this exact run: record that it never started.
-                    await runs_repo.mark_failed_to_start(conn, run.id, error.message)
-                raise unavailable("Temporal is unavailable; the run was not started") from error
-        return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
-                          status=run.status, created=created)
+        return RunCreated.of(run, created)
 
     # The body's type is built at run time, so it is set here rather than written above.
     create_run.__annotations__["body"] = run_create_model(
@@ -109,7 +99,14 @@ async def get_run(run: VisibleRun, conn: Conn) -> RunView:
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
-    return RunView.of(run, pending if pending and pending.status == "pending" else None)
+    view = RunView.of(run, pending if pending and pending.status == "pending" else None)
+    if run.kind == "batch":
+        # A job's calls are counted on its items, not on run events.
+        counts = await jobs_repo.unit_counts(conn, run.id)
+        view.cost_usd = round(sum(c.cost_usd for c in counts), 9)
+        view.input_tokens = sum(c.input_tokens for c in counts)
+        view.output_tokens = sum(c.output_tokens for c in counts)
+    return view
 
 
 @router.get("/{run_id}/events", response_model=EventPage)
