@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 from uuid import UUID
 
@@ -10,7 +11,14 @@ import asyncpg
 from fastapi import Depends, Header, Request
 from temporalio.client import Client
 
-from api.auth import User, authenticate, can_access
+from api.auth import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    User,
+    authenticate,
+    authenticate_session,
+    can_access,
+)
 from api.errors import ApiError, unavailable
 from api.temporal_gateway import TemporalGateway
 from persistence import runs as runs_repo
@@ -23,7 +31,8 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+@asynccontextmanager
+async def pooled_connection(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
@@ -35,14 +44,28 @@ async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
         await pool.release(conn)
 
 
+async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+    async with pooled_connection(request) as conn:
+        yield conn
+
+
 async def get_temporal(request: Request) -> Client:
     gateway: TemporalGateway = request.app.state.temporal
     return await gateway.client()
 
 
-def get_user(request: Request,
-             authorization: Annotated[str | None, Header(include_in_schema=False)] = None) -> User:
-    return authenticate(request.app.state.settings.jwt_secret, authorization)
+async def get_user(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> User:
+    """A bearer token when one is sent (exactly as before), else the console session cookie."""
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if authorization is not None or not session_id:
+        return authenticate(request.app.state.settings.jwt_secret, authorization)
+    # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
+    async with pooled_connection(request) as conn:
+        return await authenticate_session(conn, session_id, method=request.method,
+                                          csrf_token=request.headers.get(CSRF_HEADER))
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
