@@ -14,7 +14,13 @@ import asyncpg
 
 from api.auth import issue_login_code
 from persistence.models import GateOption
-from persistence.writes import EventWrite, GateOpenWrite, ReadModelWrite, apply_write
+from persistence.writes import (
+    EventWrite,
+    GateOpenWrite,
+    ReadModelWrite,
+    RunStateWrite,
+    apply_write,
+)
 
 CODE_TTL_SECONDS = 600
 
@@ -39,7 +45,8 @@ async def open_gate(pool: asyncpg.Pool, run_id: UUID, *, checkpoint: str = "revi
         description="Read the evidence, then decide.", context=context or {},
         options=[GateOption(value=o, label=o.capitalize(), description=f"{o} the plan")
                  for o in options],
-        recommended_option=options[0], digest=digest))
+        recommended_option=options[0], digest=digest),
+        run=RunStateWrite(status="running", current_phase=1, hitl_state=checkpoint))
     async with pool.acquire() as conn:
         await apply_write(conn, write)
     return gate_id
