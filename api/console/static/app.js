@@ -4,6 +4,7 @@
 
 import { api, ApiError, setCsrfToken } from "./api.js";
 import { showSignIn, showUser } from "./app_shell.js";
+import { replace } from "./dom.js";
 import { mountInbox } from "./inbox.js";
 import { mountRun } from "./run.js";
 import { mountRuns } from "./runs.js";
@@ -31,7 +32,7 @@ function route() {
       return;
     }
   }
-  main.replaceChildren(Object.assign(document.createElement("h1"), { textContent: "Not found" }));
+  replace(main, Object.assign(document.createElement("h1"), { textContent: "Not found" }));
 }
 
 function markCurrent(hash) {

@@ -2,7 +2,7 @@
 // and the signed-in header.
 
 import { api } from "./api.js";
-import { h } from "./dom.js";
+import { clear, h, replace } from "./dom.js";
 
 export function announce(text) {
   const region = document.getElementById("announcer");
@@ -14,7 +14,7 @@ export function announce(text) {
 
 export function showUser(session) {
   const slot = document.getElementById("user");
-  slot.replaceChildren(
+  replace(slot,
     h("span", { class: "who" }, `Signed in as ${session.user}`,
       session.role === "service" ? " (service)" : ""),
     h("button", { type: "button", class: "link", onclick: signOut }, "Sign out"));
@@ -30,8 +30,8 @@ async function signOut() {
 }
 
 export function showSignIn(main, message) {
-  document.getElementById("user").replaceChildren();
-  main.replaceChildren(
+  clear(document.getElementById("user"));
+  replace(main,
     h("h1", {}, "Sign in"),
     message ? h("p", { class: "notice" }, message) : null,
     h("p", {}, "Ask for a sign-in link on the machine that runs Waystation:"),

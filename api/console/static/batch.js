@@ -3,7 +3,7 @@
 // each one's prompts, conversation, outputs per step and path.
 
 import { api } from "./api.js";
-import { clear, duration, h, money, progressBar, setProgress, statusBadge } from "./dom.js";
+import { duration, h, money, progressBar, replace, setProgress, statusBadge } from "./dom.js";
 import { renderReadable, renderValue } from "./render.js";
 
 const UNIT_STATUSES = ["pending", "running", "retrying", "completed", "failed"];
@@ -43,7 +43,7 @@ export function mountBatch(slot, run, { onChange }) {
       h("thead", {}, h("tr", {}, ["#", "Status", "Retries", "Path", "Cost", "Time", "Error", ""]
         .map((c) => h("th", { scope: "col" }, c)))), itemsBody)),
     pager, detail);
-  slot.replaceChildren(jobPanel, itemsPanel);
+  replace(slot, jobPanel, itemsPanel);
 
   async function poll() {
     try {
@@ -71,7 +71,7 @@ export function mountBatch(slot, run, { onChange }) {
     for (const seg of stacked.children) {
       seg.style.flexGrow = String(c[seg.dataset.status] || 0);
     }
-    counts.replaceChildren(...UNIT_STATUSES.flatMap((s) => [
+    replace(counts, ...UNIT_STATUSES.flatMap((s) => [
       h("dt", {}, s), h("dd", { "data-status": s }, String(c[s] || 0))]),
       h("dt", {}, "total"), h("dd", {}, String(total)));
     const now = performance.now();
@@ -86,7 +86,7 @@ export function mountBatch(slot, run, { onChange }) {
       `${FINAL.has(job.status) ? "" : `${(rate ?? 0).toFixed(1)} items/s now, `}${average.toFixed(1)} items/s overall · ` +
       `${duration(elapsed)} · ${money(job.cost_usd)} · ${job.input_tokens + job.output_tokens} tokens · ` +
       `steps: ${job.steps.join(" → ")} · up to ${job.max_workers} at once`;
-    controls.replaceChildren(
+    replace(controls,
       job.status === "running" ? h("button", { type: "button", class: "secondary", onclick: () => control("pause") }, "Pause") : null,
       job.status === "paused" ? h("button", { type: "button", class: "primary", onclick: () => control("resume") }, "Resume") : null,
       FINAL.has(job.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel job"));
@@ -124,13 +124,13 @@ export function mountBatch(slot, run, { onChange }) {
     try {
       result = await api(`/jobs/${jobId}/items?${params}`);
     } catch (error) {
-      clear(itemsBody).append(h("tr", {}, h("td", { colspan: 8 }, error.status === 404 ? "No items yet." : error.message)));
+      replace(itemsBody, h("tr", {}, h("td", { colspan: 8 }, error.status === 404 ? "No items yet." : error.message)));
       return;
     }
     cursors.length = page + 1;
-    itemsBody.replaceChildren(...result.items.map(itemRow));
+    replace(itemsBody, ...result.items.map(itemRow));
     if (!result.items.length) itemsBody.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No item matches.")));
-    pager.replaceChildren(
+    replace(pager,
       h("button", { type: "button", class: "secondary", disabled: page === 0,
                     onclick: () => loadItems(page - 1) }, "Previous"),
       h("span", {}, ` page ${page + 1} `),
@@ -148,14 +148,14 @@ export function mountBatch(slot, run, { onChange }) {
   }
 
   async function showItem(item) {
-    clear(detail).append(h("p", { class: "muted" }, "Loading item…"));
+    replace(detail, h("p", { class: "muted" }, "Loading item…"));
     let outputs = [];
     try {
       outputs = (await api(`/items/${item.item_id}/outputs`)).outputs;
     } catch (error) {
       outputs = [];
     }
-    clear(detail).append(
+    replace(detail,
       h("h3", { tabindex: "-1", id: "item-h" }, `Item ${item.ordinal} `, statusBadge(item.status)),
       h("p", { class: "meta" }, `path: ${item.path.join(" → ") || "—"} · ${item.retry_count} retries · ${money(item.cost_usd)}`),
       h("h4", {}, "Input"), renderReadable(item.payload),

@@ -34,6 +34,11 @@ export function clear(el) {
   return el;
 }
 
+// Like el.replaceChildren, but nested lists are flattened and null / false are left out.
+export function replace(el, ...children) {
+  return append(clear(el), children);
+}
+
 export function when(iso) {
   if (!iso) return "—";
   const date = new Date(iso);

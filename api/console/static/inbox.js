@@ -3,7 +3,7 @@
 
 import { stream } from "./api.js";
 import { announce } from "./app_shell.js";
-import { clear, frameBatcher, h } from "./dom.js";
+import { frameBatcher, h, replace } from "./dom.js";
 import { decisionCard } from "./decision_card.js";
 
 // How long a decided card stays visible, saying who decided what, before it leaves.
@@ -16,7 +16,7 @@ export function mountInbox(main) {
   const empty = h("p", { class: "empty", hidden: true },
     "Nothing waits for you. New decisions appear here as runs reach them.");
   let loaded = false;
-  clear(main).append(
+  replace(main,
     h("h1", {}, "Inbox"), count, empty, list);
 
   function updateCount() {

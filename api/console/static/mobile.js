@@ -2,7 +2,7 @@
 // the step timeline with each step's screenshot.
 
 import { api } from "./api.js";
-import { h } from "./dom.js";
+import { h, replace } from "./dom.js";
 import { renderReadable } from "./render.js";
 
 const FINAL = new Set(["completed", "failed", "canceled"]);
@@ -17,7 +17,7 @@ export function mountMobile(slot, run) {
   const coverage = h("div", { id: "coverage" }, h("p", { class: "muted" }, "Loading coverage…"));
   const steps = h("ol", { class: "steps", id: "steps" });
   const stepsNote = h("p", { class: "muted" });
-  slot.replaceChildren(
+  replace(slot,
     h("section", { class: "panel", "aria-labelledby": "graph-h" },
       h("h2", { id: "graph-h" }, `Screen graph · ${run.input.app_package}`),
       h("p", {}, h("a", { href: `/runs/${run.run_id}/graph?format=html`, target: "_blank", rel: "noopener" },
@@ -36,7 +36,7 @@ export function mountMobile(slot, run) {
       const [report, artifacts] = await Promise.all([
         api(`/apps/${encodeURIComponent(run.input.app_package)}/coverage`).catch(() => null),
         api(`/runs/${run.run_id}/artifacts`)]);
-      if (report) coverage.replaceChildren(renderReadable(report));
+      if (report) replace(coverage, renderReadable(report));
       showSteps(artifacts.artifacts);
       graphVersion += 1;
       frame.src = `/runs/${run.run_id}/graph?format=html&v=${graphVersion}`;
@@ -55,7 +55,7 @@ export function mountMobile(slot, run) {
     const numbers = [...byStep.keys()].sort((a, b) => b - a);
     stepsNote.textContent = `${numbers.length} steps recorded` +
       (numbers.length > STEPS_SHOWN ? `; the latest ${STEPS_SHOWN} are shown, newest first` : ", newest first");
-    steps.replaceChildren(...numbers.slice(0, STEPS_SHOWN).map((n) => {
+    replace(steps, ...numbers.slice(0, STEPS_SHOWN).map((n) => {
       const step = byStep.get(n);
       const shot = Object.values(step).find((a) => a.content_type === "image/png");
       const tree = Object.values(step).find((a) => a.content_type !== "image/png");

@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { announce } from "./app_shell.js";
 import { mountBatch } from "./batch.js";
-import { clear, debounce, frameBatcher, h, money, shortId, statusBadge, timeTag } from "./dom.js";
+import { debounce, frameBatcher, h, money, replace, shortId, statusBadge, timeTag } from "./dom.js";
 import { decisionCard } from "./decision_card.js";
 import { mountMobile } from "./mobile.js";
 import { runSummary } from "./runs.js";
@@ -35,7 +35,7 @@ export function mountRun(main, session, runId) {
   let run = null;
   let pendingShown = null;
 
-  clear(main).append(heading, status, facts, actions,
+  replace(main, heading, status, facts, actions,
     section("pending", "Waiting for", pending),
     kindSlot,
     section("timeline", "Timeline", timeline.element),
@@ -46,18 +46,18 @@ export function mountRun(main, session, runId) {
     try {
       run = await api(`/runs/${runId}`);
     } catch (error) {
-      clear(main).append(h("h1", {}, "Run not found"),
+      replace(main, h("h1", {}, "Run not found"),
         h("p", {}, error.status === 404 ? "There is no such run, or it is not yours." : error.message));
       return false;
     }
-    heading.replaceChildren(`Run ${shortId(run.run_id)} `, statusBadge(run.status));
-    facts.replaceChildren(...[
+    replace(heading, `Run ${shortId(run.run_id)} `, statusBadge(run.status));
+    replace(facts, ...[
       ["About", runSummary(run)], ["Kind", run.kind], ["Owner", run.owner],
       ["Phase", run.phase_name ? `${run.current_phase} · ${run.phase_name}` : run.current_phase],
       ["Created", timeTag(run.created_at)], ["Started", timeTag(run.started_at)],
       ["Finished", timeTag(run.completed_at)],
       run.error_message ? ["Error", run.error_message] : null,
-    ].filter(Boolean).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    ].filter(Boolean).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
     showActions();
     showPending(run.pending_decision);
     return true;
@@ -66,7 +66,7 @@ export function mountRun(main, session, runId) {
   function showActions() {
     const ui = `${session.temporal_ui_url}/namespaces/${encodeURIComponent(session.temporal_namespace)}` +
       `/workflows/${encodeURIComponent(run.workflow_id)}`;
-    actions.replaceChildren(
+    replace(actions,
       h("a", { href: ui, target: "_blank", rel: "noopener", class: "button secondary" },
         "Open in Temporal Web UI"),
       FINAL.has(run.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel run"));
@@ -85,7 +85,7 @@ export function mountRun(main, session, runId) {
   function showPending(decision) {
     if (decision && pendingShown === decision.request_id) return;
     pendingShown = decision ? decision.request_id : null;
-    pending.replaceChildren(decision
+    replace(pending, decision
       ? decisionCard(decision, { onDecided: () => refreshSoon() }).element
       : h("p", { class: "muted" }, FINAL.has(run?.status) ? "Nothing: the run has finished." : "Nothing: the run is not waiting for a human."));
   }
@@ -93,7 +93,7 @@ export function mountRun(main, session, runId) {
   async function loadDecisions() {
     try {
       const list = (await api(`/runs/${runId}/decisions`)).decisions;
-      decisions.replaceChildren(list.length ? h("div", { class: "table-scroll" }, h("table", { class: "data" },
+      replace(decisions, list.length ? h("div", { class: "table-scroll" }, h("table", { class: "data" },
         h("thead", {}, h("tr", {}, ["Checkpoint", "Asked", "Status", "Decision", "Who", "When", "Why"]
           .map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, list.map((d) => h("tr", {},
@@ -103,7 +103,7 @@ export function mountRun(main, session, runId) {
           h("td", {}, d.feedback || "—"))))))
         : h("p", { class: "muted" }, "No decision was asked yet."));
     } catch (error) {
-      decisions.replaceChildren(h("p", { class: "notice" }, error.message));
+      replace(decisions, h("p", { class: "notice" }, error.message));
     }
   }
 
@@ -111,7 +111,7 @@ export function mountRun(main, session, runId) {
     const latest = await snapshots.latest().catch(() => null);
     const cost = latest?.state?.cost_usd;
     if (typeof cost === "number" && !facts.querySelector(".cost")) {
-      facts.append(h("dt", { class: "cost" }, "Cost"), h("dd", {}, money(cost)));
+      facts.append(h("div", { class: "cost" }, h("dt", {}, "Cost"), h("dd", {}, money(cost))));
     }
   }
 

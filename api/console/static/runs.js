@@ -1,13 +1,15 @@
 // The runs list: filters (kind, status, waiting for a human), search, and paging.
 
 import { api } from "./api.js";
-import { clear, h, shortId, statusBadge, timeTag } from "./dom.js";
+import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
 
 const STATUSES = ["pending", "running", "paused", "completed", "failed", "canceled"];
 
-// A line that says what a run is about, whatever its kind: the first text in its input.
+// A line that says what a run is about, whatever its kind: the longest text in its input
+// (an idea, a job's name, an app's package), not a short setting such as a policy.
 export function runSummary(run) {
-  const text = Object.values(run.input || {}).find((v) => typeof v === "string" && v.trim());
+  const texts = Object.values(run.input || {}).filter((v) => typeof v === "string" && v.trim());
+  const text = texts.sort((a, b) => b.length - a.length)[0];
   if (!text) return run.kind;
   return text.length > 90 ? `${text.slice(0, 90)}…` : text;
 }
@@ -34,7 +36,7 @@ export function mountRuns(main, session) {
                              onclick: () => load(false) }, "Show more");
   let cursor = null;
 
-  clear(main).append(h("h1", {}, "Runs"), form, status,
+  replace(main, h("h1", {}, "Runs"), form, status,
     h("div", { class: "table-scroll" }, h("table", { class: "data runs" },
       h("thead", {}, h("tr", {}, ["Run", "Kind", "Status", "Phase", "Waiting for", "Created"]
         .map((c) => h("th", { scope: "col" }, c)))), body)), more);

@@ -72,7 +72,7 @@ function scalarInput(schema, id, required) {
     return h("input", { id, type: "text", inputmode: type === "integer" ? "numeric" : "decimal",
                         autocomplete: "off" });
   }
-  if (type === "string" && (schema.maxLength === undefined || schema.maxLength > 200)) {
+  if (type === "string" && schema.maxLength > 200) {
     return h("textarea", { id, rows: 3 });
   }
   return h("input", { id, type: schema.format === "email" ? "email" : "text", autocomplete: "off" });
@@ -96,7 +96,7 @@ function field(schema, name, path, required) {
   let control;
   let read;
   if (schema.type === "object") {
-    const children = Object.entries(schema.properties || {}).map(([child, sub]) =>
+    const children = orderedProperties(schema).map(([child, sub]) =>
       field(sub, child, join(path, child), (schema.required || []).includes(child)));
     const element = h("fieldset", { class: "schema-object" },
       h("legend", {}, label), hint, children.map((c) => c.element));
@@ -164,6 +164,15 @@ function field(schema, name, path, required) {
       else control.removeAttribute("aria-invalid");
     },
   };
+}
+
+// A request's context is stored as JSONB, which does not keep the order of an object's keys:
+// required fields come first in the order `required` lists them, then the others by name.
+function orderedProperties(schema) {
+  const required = schema.required || [];
+  const entries = Object.entries(schema.properties || {});
+  const rank = (name) => (required.includes(name) ? required.indexOf(name) : required.length);
+  return entries.sort(([a], [b]) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
 function allFields(f) {

@@ -1,7 +1,7 @@
 // A run's snapshot history: pick any snapshot to read its full state, and compare two.
 
 import { api } from "./api.js";
-import { clear, h, when } from "./dom.js";
+import { h, replace, when } from "./dom.js";
 import { diffJson, renderDiff } from "./diff.js";
 import { renderReadable } from "./render.js";
 
@@ -26,7 +26,7 @@ export function createSnapshots(runId) {
   async function show() {
     const b = Number(pickB.value);
     const a = pickA.value ? Number(pickA.value) : null;
-    clear(output).append(h("p", { class: "muted" }, "Loading…"));
+    replace(output, h("p", { class: "muted" }, "Loading…"));
     try {
       const after = await state(b);
       const parts = [h("h3", {}, `#${after.step_ordinal} ${after.label}`),
@@ -37,9 +37,9 @@ export function createSnapshots(runId) {
                    renderDiff(diffJson(before.state, after.state)));
       }
       parts.push(h("h4", {}, "State"), renderReadable(after.state));
-      clear(output).append(...parts);
+      replace(output, ...parts);
     } catch (error) {
-      clear(output).append(h("p", { class: "notice" }, `The snapshot could not be read: ${error.message}`));
+      replace(output, h("p", { class: "notice" }, `The snapshot could not be read: ${error.message}`));
     }
   }
 
@@ -55,13 +55,13 @@ export function createSnapshots(runId) {
     if (list.length === known) return;
     const label = (s) => `#${s.step_ordinal} · ${s.label} · ${new Date(s.created_at).toLocaleString()}`;
     const [keepA, keepB] = [pickA.value, pickB.value];
-    pickB.replaceChildren(...list.map((s) => h("option", { value: s.step_ordinal }, label(s))));
-    pickA.replaceChildren(h("option", { value: "" }, "(nothing)"),
+    replace(pickB, ...list.map((s) => h("option", { value: s.step_ordinal }, label(s))));
+    replace(pickA, h("option", { value: "" }, "(nothing)"),
       ...list.map((s) => h("option", { value: s.step_ordinal }, label(s))));
     status.textContent = list.length ? `${list.length} snapshot${list.length === 1 ? "" : "s"}`
       : "No snapshot yet.";
     form.hidden = list.length === 0;
-    if (known > 0) {
+    if (known > 0 && picked) {
       // Newer snapshots joined the list; what the person picked stays picked.
       [pickA.value, pickB.value] = [keepA, keepB];
     } else if (list.length) {
@@ -71,6 +71,9 @@ export function createSnapshots(runId) {
     }
   }
 
+  // Until the person picks, the view follows the newest snapshot and the one before it.
+  let picked = false;
+  form.addEventListener("change", () => { picked = true; });
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     show();

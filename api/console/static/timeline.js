@@ -2,7 +2,7 @@
 // phases with their durations, tasks with progress bars, costs reported in event outputs,
 // and the most recent events. Events are applied in batches, one layout per frame.
 
-import { clear, duration, h, money, progressBar, setProgress, statusBadge, when } from "./dom.js";
+import { clear, duration, h, money, progressBar, replace, setProgress, statusBadge, when } from "./dom.js";
 
 const RECENT_ROWS = 300;
 
@@ -71,9 +71,9 @@ export function createTimeline() {
     } else if (event.type === "gate.opened") {
       phase.status = "waiting for a decision";
     } else if (event.type === "gate.decided" || event.type === "gate.expired") {
-      phase.status = `decided: ${event.output?.decision || event.status}`;
+      phase.status = `${event.status}: ${event.output?.decision || "no decision"}`;
     }
-    const took = phase.ended ? ` in ${duration(new Date(phase.ended) - new Date(phase.started))}` : "";
+    const took = phase.ended ? ` · took ${duration(new Date(phase.ended) - new Date(phase.started))}` : "";
     phase.label.textContent = `${phase.status}${took}`;
     phase.element.className = `phase phase-${phase.status.split(":")[0].replace(/\s+/g, "-")}`;
   }
@@ -91,7 +91,7 @@ export function createTimeline() {
       taskTable.hidden = false;
     }
     const status = event.status || event.type.slice(5);
-    task.status.replaceChildren(statusBadge(status));
+    replace(task.status, statusBadge(status));
     const pct = status === "completed" ? 100 : event.output?.task_pct ?? (status === "started" ? 0 : null);
     if (pct !== null && pct !== undefined) setProgress(task.bar, pct);
     if (event.duration_ms !== null && event.duration_ms !== undefined) {
