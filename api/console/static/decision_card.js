@@ -3,7 +3,7 @@
 // the request carries an `answer_schema`, and the digest and request id of what was read.
 
 import { api } from "./api.js";
-import { h, shortId, timeTag } from "./dom.js";
+import { append, h, shortId, timeTag } from "./dom.js";
 import { rawJson, renderValue } from "./render.js";
 import { schemaForm } from "./schema_form.js";
 
@@ -13,10 +13,14 @@ const REFUSALS = {
   503: "No worker took the decision in time. Send it again: it will be applied once.",
 };
 
-export function decisionCard(decision, { onDecided } = {}) {
+// `lazy`: the evidence and the answer form are drawn only when render() is called (the inbox
+// calls it as a card nears the screen), so a thousand cards are interactive at once.
+export function decisionCard(decision, { onDecided, lazy = false } = {}) {
   const id = `d-${decision.request_id}`;
   const { answer_schema: answerSchema, ...context } = decision.context || {};
-  const form = answerSchema && typeof answerSchema === "object" ? schemaForm(answerSchema) : null;
+  const hasForm = Boolean(answerSchema && typeof answerSchema === "object");
+  let form = null;
+  const details = h("div", { class: "card-details" });
   const status = h("p", { class: "card-status", role: "status" });
   const feedback = h("textarea", { id: `${id}-feedback`, rows: 2, maxlength: 10000,
                                    placeholder: "Why? (sent with your decision)" });
@@ -32,8 +36,19 @@ export function decisionCard(decision, { onDecided } = {}) {
       describe ? h("span", { class: "option-desc", id: describe }, option.description) : null);
   });
 
+  function render() {
+    if (details.dataset.drawn) return;
+    details.dataset.drawn = "true";
+    form = hasForm ? schemaForm(answerSchema) : null;
+    append(details, [
+      Object.keys(context).length ? h("section", { class: "context", "aria-label": "Evidence" },
+        renderValue(context), rawJson(decision.context, "Raw context (JSON)")) : null,
+      form ? h("section", { class: "answer", "aria-label": "Typed answer" }, form.element) : null]);
+  }
+
   async function send(choice) {
     let answer;
+    render();
     if (form) {
       const checked = form.check();
       if (!checked.ok) {
@@ -82,13 +97,12 @@ export function decisionCard(decision, { onDecided } = {}) {
         timeTag(decision.created_at),
         decision.expires_at ? [" · expires ", timeTag(decision.expires_at)] : null)),
     h("p", { class: "description" }, decision.description),
-    Object.keys(context).length ? h("section", { class: "context", "aria-label": "Evidence" },
-      renderValue(context), rawJson(decision.context, "Raw context (JSON)")) : null,
-    form ? h("section", { class: "answer", "aria-label": "Typed answer" }, form.element) : null,
+    details,
     h("div", { class: "field" }, h("label", { for: `${id}-feedback` }, "Feedback"), feedback),
     h("div", { class: "options", role: "group", "aria-label": "Decision" }, buttons),
     h("p", { class: "digest" }, "You are deciding request ", h("code", {}, shortId(decision.request_id)),
       " with digest ", h("code", { title: decision.digest }, `${decision.digest.slice(0, 12)}…`)),
     status);
-  return { element, showClosed };
+  if (!lazy) render();
+  return { element, showClosed, render };
 }

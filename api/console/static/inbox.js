@@ -8,61 +8,113 @@ import { decisionCard } from "./decision_card.js";
 
 // How long a decided card stays visible, saying who decided what, before it leaves.
 const CLOSED_LINGER_MS = 2500;
+// The open requests sent first are drawn newest first, this many per task: the first screen
+// is usable at once and input is never held up for long while the rest is drawn.
+const CARDS_PER_SLICE = 40;
 
 export function mountInbox(main) {
-  const cards = new Map();
+  const open = new Map();  // request id -> decision, drawn or not yet
+  const cards = new Map();  // request id -> drawn card
+  const initial = [];
   const count = h("p", { class: "count", id: "inbox-count" }, "Loading decisions…");
   const list = h("div", { class: "cards", id: "inbox-list", "aria-describedby": "inbox-count" });
   const empty = h("p", { class: "empty", hidden: true },
     "Nothing waits for you. New decisions appear here as runs reach them.");
   let loaded = false;
-  replace(main,
-    h("h1", {}, "Inbox"), count, empty, list);
+  let stopped = false;
+  replace(main, h("h1", {}, "Inbox"), count, empty, list);
+
+  // Evidence is drawn for cards within a screen or two of the viewport, as they come near.
+  const nearScreen = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting) continue;
+      nearScreen.unobserve(entry.target);
+      cards.get(entry.target.dataset.requestId)?.render();
+    }
+  }, { rootMargin: "1500px 0px" });
 
   function updateCount() {
-    const open = [...cards.values()].filter((c) => !c.closing).length;
-    count.textContent = `${open} decision${open === 1 ? "" : "s"} waiting for you`;
-    empty.hidden = !loaded || cards.size > 0;
+    const waiting = [...open.keys()].filter((id) => !cards.get(id)?.closing).length;
+    count.textContent = `${waiting} decision${waiting === 1 ? "" : "s"} waiting for you`;
+    empty.hidden = !loaded || open.size > 0;
   }
 
-  // Cards go in once per frame: the first burst (every open request) is one insertion.
-  const insert = frameBatcher((decisions) => {
+  function draw(decision) {
+    const card = decisionCard(decision, { lazy: true });
+    cards.set(decision.request_id, card);
+    nearScreen.observe(card.element);
+    return card.element;
+  }
+
+  function drawInitial(queue) {
+    if (stopped) return;
+    const fragment = document.createDocumentFragment();
+    for (const decision of queue.splice(0, CARDS_PER_SLICE)) {
+      if (open.has(decision.request_id) && !cards.has(decision.request_id)) {
+        fragment.append(draw(decision));
+      }
+    }
+    list.append(fragment);
+    if (queue.length) {
+      setTimeout(() => drawInitial(queue));
+    } else {
+      window.__console = { ...(window.__console || {}), inboxComplete: performance.now() };
+    }
+  }
+
+  // Requests opened later go on top, once per frame.
+  const arrive = frameBatcher((decisions) => {
     const fragment = document.createDocumentFragment();
     for (const decision of decisions) {
-      if (!decision.request_id || cards.has(decision.request_id)) continue;
-      const card = decisionCard(decision, {});
-      cards.set(decision.request_id, card);
-      fragment.prepend(card.element);
-      if (loaded) announce(`New decision: ${decision.title}`);
+      if (!open.has(decision.request_id) || cards.has(decision.request_id)) continue;
+      fragment.prepend(draw(decision));
+      announce(`New decision: ${decision.title}`);
     }
     list.prepend(fragment);
     updateCount();
   });
 
   const source = stream("/decisions/stream", {
-    "decision.pending": (decision) => insert(decision),
+    "decision.pending": (decision) => {
+      const known = open.has(decision.request_id);
+      open.set(decision.request_id, decision);
+      if (!loaded) initial.push(decision);
+      else if (!known) arrive(decision);
+    },
     "decision.snapshot_done": () => {
-      insert({ request_id: null });  // flush in the same frame as the snapshot's cards
+      if (loaded) return;  // a resynchronisation after a reconnect: nothing new to draw
+      loaded = true;
+      updateCount();
+      drawInitial(initial.reverse());
       requestAnimationFrame(() => {
-        loaded = true;
-        updateCount();
         window.__console = { ...(window.__console || {}), inboxReady: performance.now() };
         document.body.dataset.inboxReady = "true";
       });
     },
     "decision.closed": (decision) => {
       const card = cards.get(decision.request_id);
-      if (!card) return;
+      if (!card) {  // not drawn yet: it simply never will be
+        open.delete(decision.request_id);
+        updateCount();
+        return;
+      }
       card.closing = true;
       card.showClosed(decision);
-      announce(`Decision closed: ${decision.title} (${decision.status}${decision.decided_by ? ` by ${decision.decided_by}` : ""})`);
+      const by = decision.decided_by ? ` by ${decision.decided_by}` : "";
+      announce(`Decision closed: ${decision.title} (${decision.status}${by})`);
       updateCount();
       setTimeout(() => {
+        nearScreen.unobserve(card.element);
         card.element.remove();
         cards.delete(decision.request_id);
+        open.delete(decision.request_id);
         updateCount();
       }, CLOSED_LINGER_MS);
     },
   });
-  return () => source.close();
+  return () => {
+    stopped = true;
+    source.close();
+    nearScreen.disconnect();
+  };
 }

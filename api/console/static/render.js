@@ -2,7 +2,7 @@
 // tables, lists of words as bullet lists, long text as paragraphs. The raw JSON stays one
 // click away, behind a <details>.
 
-import { h, humanize } from "./dom.js";
+import { h, humanize, number } from "./dom.js";
 
 const MAX_DEPTH = 5;
 const MAX_ITEMS = 200;
@@ -14,7 +14,7 @@ function isScalar(value) {
 function scalar(value) {
   if (value === null || value === undefined) return h("span", { class: "muted" }, "—");
   if (typeof value === "boolean") return value ? "yes" : "no";
-  if (typeof value === "number") return value.toLocaleString();
+  if (typeof value === "number") return number(value);
   if (value.length > 120 || value.includes("\n")) return h("p", { class: "text" }, value);
   return value;
 }
