@@ -18,7 +18,15 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from activities.agents import backend_named
 from api.auth import issue_token
-from tests.console_helpers import login_path, open_gate
+from persistence.runs import create_run
+from persistence.writes import (
+    EventWrite,
+    ReadModelWrite,
+    RunStateWrite,
+    SnapshotWrite,
+    apply_write,
+)
+from tests.console_helpers import append_events, login_path, open_gate
 from tests.fault_helpers import InProcessApi
 from tests.helpers import IDEA, eventually, new_validation_run
 from waystation.settings import Settings
@@ -261,3 +269,40 @@ async def test_mobile_run_page_and_a_phone_width_inbox(browser, live, pool):
     await shot(phone, "inbox-phone")
     await page.context.close()
     await phone.context.close()
+
+
+async def test_a_kind_the_console_does_not_know_gets_the_generic_run_page(browser, live, pool):
+    user = f"gx-{uuid.uuid4().hex[:6]}"
+    run_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        await create_run(conn, run_id=run_id, kind="survey", owner=user, group_id=None,
+                         workflow_id=f"survey-{run_id}", idempotency_key=None,
+                         input={"question": "Which coffee do offices reorder?"})
+        await apply_write(conn, ReadModelWrite(
+            run_id=run_id, run=RunStateWrite(status="running", current_phase=1,
+                                             phase_name="asking"),
+            snapshots=[SnapshotWrite(step_ordinal=1, label="asked", phase=1,
+                                     state={"answers": 3, "top": "espresso"})],
+            events=[EventWrite(event_key="s", type="survey.started", status="running"),
+                    EventWrite(event_key="p", type="phase.started", phase=1,
+                               progress_pct=10)]))
+    page = await signed_in_page(browser, live, pool, user)
+    await page.goto(f"{live.url}/#/runs/{run_id}")
+    await expect(page.locator("table.events")).to_contain_text("survey.started")
+    await expect(page.locator(".phase", has_text="Phase 1")).to_contain_text("running")
+    # Live: a new event type and a new snapshot show up without a reload.
+    await append_events(pool, run_id, [EventWrite(
+        event_key="a", type="survey.answered", phase=1, progress_pct=60,
+        output={"note": "fourth answer", "cost_usd": 0.25})])
+    async with pool.acquire() as conn:
+        await apply_write(conn, ReadModelWrite(run_id=run_id, snapshots=[SnapshotWrite(
+            step_ordinal=2, label="answered", phase=1,
+            state={"answers": 4, "top": "espresso", "runner_up": "flat white"})], events=[
+            EventWrite(event_key="c", type="phase.completed", phase=1, progress_pct=100)]))
+    await expect(page.locator("table.events")).to_contain_text("fourth answer")
+    await expect(page.locator(".timeline-facts")).to_contain_text("$0.25 reported")
+    await expect(page.locator(".diff")).to_contain_text("runner_up")
+    await expect(page.get_by_role("progressbar", name="Run progress")).to_have_attribute(
+        "aria-valuenow", "100")
+    await shot(page, "generic-kind")
+    await page.context.close()
