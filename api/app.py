@@ -17,6 +17,7 @@ from api.routes import console, decisions, graphs, health, items, jobs, runs, st
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
+from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
@@ -24,8 +25,14 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
 
-def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = None) -> FastAPI:
-    """The app; with a tracer provider (see waystation.telemetry), a server span per request."""
+def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = None,
+               registry: Registry | None = None) -> FastAPI:
+    """The app; with a tracer provider (see waystation.telemetry), a server span per request.
+
+    The run kinds come from `registry`, by default the built-ins plus every plug-in
+    (raises `waystation.registry.PluginError` when one is broken)."""
+    registry = registry or load_registry(settings.plugin_modules)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = resolve_database_url(settings)
@@ -47,8 +54,10 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         summary="Durable AI-agent runs with human decisions, on Temporal and Postgres.",
         lifespan=lifespan,
     )
+    app.state.registry = registry
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
+    app.include_router(runs.create_router(registry), responses=ERROR_RESPONSES)
     for module in (runs, decisions, streams, health, graphs, jobs, items):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)

@@ -24,6 +24,7 @@ from api.temporal_gateway import TemporalGateway
 from persistence import runs as runs_repo
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
+from waystation.registry import Registry
 from waystation.settings import Settings
 
 
@@ -31,12 +32,16 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+def get_registry(request: Request) -> Registry:
+    return request.app.state.registry
+
+
 @asynccontextmanager
 async def pooled_connection(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
-    except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # down, starting or shutting down
+    except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # type: ignore[misc]  # down or starting
         raise unavailable(f"database is unavailable: {error}") from error
     try:
         yield conn
@@ -69,6 +74,7 @@ async def get_user(
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+RegistryDep = Annotated[Registry, Depends(get_registry)]
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 TemporalClient = Annotated[Client, Depends(get_temporal)]
 CurrentUser = Annotated[User, Depends(get_user)]

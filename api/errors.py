@@ -94,8 +94,13 @@ def install_error_handlers(app: FastAPI) -> None:
                     "type": e.get("type", "")} for e in error.errors()]
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(p) for p in first["loc"])
-        return error_response(422, "invalid_request", f"{where}: {first['msg']}",
-                              details=details)
+        message = f"{where}: {first['msg']}"
+        for e in error.errors():
+            ctx = e.get("ctx") or {}
+            if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
+                known = str(ctx.get("expected_tags", "")).replace("'", "")
+                message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
+        return error_response(422, "invalid_request", message, details=details)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:

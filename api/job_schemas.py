@@ -6,18 +6,11 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
-from workflows.batch_models import BatchInput
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
-
-
-class BatchRunCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["batch"]
-    input: BatchInput
 
 
 class JobView(BaseModel):

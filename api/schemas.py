@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from api.job_schemas import BatchRunCreate
+from contracts.kinds import RunKind
 from persistence.models import EventRow, GateOption, GateRow, GateStatus, RunRow, RunStatus
-from workflows.mobile_models import MobileInput
-from workflows.validation_models import ValidationInput
+
+ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
+                                        description="The project the run belongs to; "
+                                                    "`GET /runs?project_id=` filters by it.")]
 
 
-class ValidationRunCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["validation"]
-    input: ValidationInput
-
-
-# Every run kind's request joins this union, discriminated by `kind`.
-class MobileRunCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["mobile_agent"]
-    input: MobileInput
-
-
-RunCreate = Annotated[ValidationRunCreate | BatchRunCreate | MobileRunCreate,
-                      Field(discriminator="kind")]
+def run_create_model(kinds: list[RunKind]) -> Any:
+    """The `POST /runs` body: one model per registered kind, discriminated by `kind`."""
+    models = [create_model(
+        "".join(part.title() for part in kind.name.split("_")) + "RunCreate",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=kind.description or f"Start a {kind.name} run.",
+        kind=(Literal[kind.name], ...),  # type: ignore[arg-type]
+        input=(kind.input_model, ...),
+        project_id=(ProjectId, None),
+    ) for kind in kinds]
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[tuple(models)], Field(discriminator="kind")]  # noqa: UP007
 
 
 class RunCreated(BaseModel):
@@ -71,6 +71,7 @@ class RunView(BaseModel):
     run_id: UUID
     kind: str
     owner: str
+    project_id: str | None
     workflow_id: str
     status: RunStatus
     current_phase: int
@@ -86,6 +87,10 @@ class RunView(BaseModel):
     started_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+    finished_at: datetime | None = Field(description="When the run reached its final status.")
+    stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
+                                                "`canceled`, `activity_failed`, or the kind's "
+                                                "own reason (`max_steps`, `rejected`, ...).")
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:

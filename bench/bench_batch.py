@@ -32,7 +32,8 @@ from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, raw_task
 from persistence.db import create_pool
 from persistence.runs import create_run
-from workflows.batch import BatchJob, batch_workflow_id, slice_size
+from workflows.batch import BatchJob, slice_size
+from workflows.batch_kind import BATCH
 from workflows.batch_models import BatchInput, BatchRunInput
 
 
@@ -51,13 +52,13 @@ async def waystation_job(client: Client, pool: asyncpg.Pool, queue: str, items: 
                      max_workers=workers, max_retries=0)
     async with pool.acquire() as conn:
         await create_run(conn, run_id=run_id, kind="batch", owner="bench", group_id=None,
-                         workflow_id=batch_workflow_id(run_id), idempotency_key=None,
+                         workflow_id=BATCH.workflow_id(run_id), idempotency_key=None,
                          input=job.model_dump(mode="json"))
     began = time.perf_counter()
     rounds = {} if round_size is None else {"round_size": round_size}
     handle = await client.start_workflow(
         BatchJob.run, BatchRunInput(run_id=run_id, owner="bench", spec=job.spec(), **rounds),
-        id=batch_workflow_id(run_id), task_queue=queue)
+        id=BATCH.workflow_id(run_id), task_queue=queue)
     result = await handle.result()
     elapsed = time.perf_counter() - began
     assert result.completed == items, result

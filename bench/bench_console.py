@@ -35,7 +35,7 @@ from persistence.db import create_pool
 from persistence.models import GateOption
 from persistence.runs import create_run
 from persistence.writes import EventWrite, GateOpenWrite, ReadModelWrite, apply_write
-from tests.fault_helpers import free_port
+from waystation.testing import free_port
 
 SECRET = "bench-console-secret-0123456789-0123456789"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

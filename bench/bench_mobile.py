@@ -37,7 +37,8 @@ from persistence import graph as graph_repo
 from persistence.db import create_pool
 from persistence.runs import create_run
 from waystation.worker import build_worker
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun, mobile_workflow_id
+from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from workflows.mobile_kind import MOBILE
 from workflows.mobile_models import MobileAgentRunInput, MobileInput
 
 APP = "com.waystation.sample.shop"
@@ -51,12 +52,12 @@ async def one_run(client: Client, pool: asyncpg.Pool, steps: int, persist: bool)
                       sensitive_actions="skip", persist=persist, seed=11)
     async with pool.acquire() as conn:
         await create_run(conn, run_id=run_id, kind="mobile_agent", owner="bench", group_id=None,
-                         workflow_id=mobile_workflow_id(run_id), idempotency_key=None,
+                         workflow_id=MOBILE.workflow_id(run_id), idempotency_key=None,
                          input=inp.model_dump(mode="json"))
     started = time.perf_counter()
     result = await client.execute_workflow(
         MobileAgentRun.run, MobileAgentRunInput(run_id=run_id, owner="bench", input=inp),
-        id=mobile_workflow_id(run_id), task_queue=TASK_QUEUE, task_timeout=WORKFLOW_TASK_TIMEOUT)
+        id=MOBILE.workflow_id(run_id), task_queue=TASK_QUEUE, task_timeout=WORKFLOW_TASK_TIMEOUT)
     elapsed = time.perf_counter() - started
     assert result.steps == steps, result
     return steps / elapsed

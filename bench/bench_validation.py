@@ -54,7 +54,8 @@ from waystation.temporal_client import register_search_attributes
 from waystation.worker import build_worker
 from workflows import search_attributes
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
 from workflows.validation_phases import PHASE_COUNT, PHASES
 
@@ -214,18 +215,18 @@ class Bench:
         run_input = ValidationInput(entrepreneur_input=IDEA, gates=gates)
         async with self.pool.acquire() as conn:
             await create_run(conn, run_id=run_id, kind="validation", owner="bench",
-                             group_id=None, workflow_id=validation_workflow_id(run_id),
+                             group_id=None, workflow_id=VALIDATION.workflow_id(run_id),
                              idempotency_key=None, input=run_input.model_dump(mode="json"))
         return ValidationRunInput(run_id=run_id, owner="bench", input=run_input)
 
     async def start_run(self, arg: ValidationRunInput) -> WorkflowHandle:
         return await self.client.start_workflow(
-            ValidationRun.run, arg, id=validation_workflow_id(arg.run_id),
+            ValidationRun.run, arg, id=VALIDATION.workflow_id(arg.run_id),
             task_queue=self.ws_queue)
 
     async def whole_run(self, arg: ValidationRunInput) -> None:
         result = await self.client.execute_workflow(
-            ValidationRun.run, arg, id=validation_workflow_id(arg.run_id),
+            ValidationRun.run, arg, id=VALIDATION.workflow_id(arg.run_id),
             task_queue=self.ws_queue)
         assert result.status == "completed", result
 

@@ -45,7 +45,8 @@ from bench.common import markdown_table, percentile
 from persistence.db import create_pool
 from persistence.runs import create_run
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
 from workflows.validation_phases import PHASES
 
@@ -97,13 +98,13 @@ class Crowd:
                 run_input = ValidationInput(entrepreneur_input=IDEA, gates=[GATE])
                 async with self.pool.acquire() as conn:
                     await create_run(conn, run_id=run_id, kind="validation", owner="bench",
-                                     group_id=None, workflow_id=validation_workflow_id(run_id),
+                                     group_id=None, workflow_id=VALIDATION.workflow_id(run_id),
                                      idempotency_key=None,
                                      input=run_input.model_dump(mode="json"))
                 handle = await self.client.start_workflow(
                     ValidationRun.run, ValidationRunInput(run_id=run_id, owner="bench",
                                                           input=run_input),
-                    id=validation_workflow_id(run_id), task_queue=self.task_queue)
+                    id=VALIDATION.workflow_id(run_id), task_queue=self.task_queue)
                 return run_id, handle
 
         runs = list(await asyncio.gather(*(one() for _ in range(n))))

@@ -11,7 +11,7 @@ from persistence.models import EventRow
 from persistence.queries import sql
 
 if TYPE_CHECKING:
-    from persistence.writes import EventWrite
+    from contracts.writes import EventWrite
 
 
 async def append_events(

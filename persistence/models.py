@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 from pydantic import BaseModel
 
-RunStatus = Literal["pending", "running", "paused", "completed", "failed", "canceled"]
-GateStatus = Literal["pending", "approved", "rejected", "expired", "superseded"]
-ExpiryPolicy = Literal["pause", "fail", "default"]
-TERMINAL_RUN_STATUSES = ("completed", "failed", "canceled")
+from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+from contracts.writes import GateOption
+
+# The statuses and GateOption live in the contracts layer; re-exported for the repositories.
+__all__ = ["ExpiryPolicy", "GateOption", "GateStatus", "RunStatus", "TERMINAL_RUN_STATUSES"]
 
 
 class Row(BaseModel):
@@ -26,6 +27,7 @@ class RunRow(Row):
     kind: str
     owner: str
     group_id: str | None
+    project_id: str | None
     workflow_id: str
     status: RunStatus
     current_phase: int
@@ -40,6 +42,8 @@ class RunRow(Row):
     started_at: datetime | None
     updated_at: datetime
     completed_at: datetime | None
+    finished_at: datetime | None
+    stop_reason: str | None
 
 
 class EventRow(Row):
@@ -66,12 +70,6 @@ class SnapshotRow(Row):
     phase: int | None
     state: dict[str, Any]
     created_at: datetime
-
-
-class GateOption(BaseModel):
-    value: str
-    label: str
-    description: str = ""
 
 
 class GateRow(Row):

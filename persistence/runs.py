@@ -15,10 +15,11 @@ from persistence.queries import sql
 async def create_run(
     conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: str | None,
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
+    project_id: str | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a run; returns (run, created). A repeated idempotency key returns the first run."""
     record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id, workflow_id,
-                                 idempotency_key, input)
+                                 idempotency_key, input, project_id)
     if record is not None:
         return RunRow.from_record(record), True
     existing = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)
@@ -34,11 +35,11 @@ async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
 async def list_runs(
     conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
     awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
-    search: str | None = None,
+    project_id: str | None = None, search: str | None = None,
 ) -> list[RunRow]:
     created_at, run_id = before if before else (None, None)
     records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
-                               created_at, run_id, search)
+                               created_at, run_id, project_id, search)
     return [RunRow.from_record(r) for r in records]
 
 

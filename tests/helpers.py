@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from persistence.runs import create_run
-from workflows.validation import validation_workflow_id
+from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
@@ -22,7 +22,7 @@ async def new_validation_run(pool: asyncpg.Pool, owner: str = "alice",
     run_input = ValidationInput(entrepreneur_input=IDEA, **input_fields)
     async with pool.acquire() as conn:
         await create_run(conn, run_id=run_id, kind="validation", owner=owner, group_id=None,
-                         workflow_id=validation_workflow_id(run_id), idempotency_key=None,
+                         workflow_id=VALIDATION.workflow_id(run_id), idempotency_key=None,
                          input=run_input.model_dump(mode="json"))
     return ValidationRunInput(run_id=run_id, owner=owner, input=run_input)
 

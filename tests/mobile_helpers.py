@@ -12,7 +12,7 @@ from activities.mobile.identity import identify
 from activities.mobile.simulator.driver import SimulatorDriver, load_app
 from activities.mobile.uixml import parse_hierarchy
 from persistence.runs import create_run
-from workflows.mobile import mobile_workflow_id
+from workflows.mobile_kind import MOBILE
 from workflows.mobile_models import MobileAgentRunInput, MobileInput
 
 NOTES = "com.waystation.sample.notes"
@@ -26,7 +26,7 @@ async def new_mobile_run(pool: asyncpg.Pool, owner: str = "alice",
     run_input = MobileInput(**fields)
     async with pool.acquire() as conn:
         await create_run(conn, run_id=run_id, kind="mobile_agent", owner=owner, group_id=None,
-                         workflow_id=mobile_workflow_id(run_id), idempotency_key=None,
+                         workflow_id=MOBILE.workflow_id(run_id), idempotency_key=None,
                          input=run_input.model_dump(mode="json"))
     return MobileAgentRunInput(run_id=run_id, owner=owner, input=run_input)
 

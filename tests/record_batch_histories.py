@@ -20,7 +20,8 @@ from tests import history_recording
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
 from tests.history_recording import Case
-from workflows.batch import TEST_GATE, BatchJob, batch_workflow_id
+from workflows.batch import TEST_GATE, BatchJob
+from workflows.batch_kind import BATCH
 from workflows.batch_models import BatchRunInput, PauseInput
 from workflows.gates import DecisionInput
 
@@ -41,7 +42,7 @@ def _rule(request: AgentRequest, n: int) -> dict:
 
 
 async def _start(env: WorkflowEnvironment, arg: BatchRunInput) -> WorkflowHandle:
-    return await env.client.start_workflow(BatchJob.run, arg, id=batch_workflow_id(arg.run_id),
+    return await env.client.start_workflow(BatchJob.run, arg, id=BATCH.workflow_id(arg.run_id),
                                            task_queue=TASK_QUEUE)
 
 

@@ -24,7 +24,8 @@ from tests import history_recording
 from tests.helpers import eventually, new_validation_run
 from tests.history_recording import Case
 from workflows.gates import DecisionInput, ReopenInput
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")
@@ -35,7 +36,7 @@ async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, **fields: object
                  ) -> tuple[WorkflowHandle, uuid.UUID]:
     arg = await new_validation_run(pool, **fields)
     handle = await env.client.start_workflow(ValidationRun.run, arg,
-                                             id=validation_workflow_id(arg.run_id),
+                                             id=VALIDATION.workflow_id(arg.run_id),
                                              task_queue=TASK_QUEUE)
     return handle, arg.run_id
 

@@ -21,7 +21,8 @@ from tests.helpers import eventually
 from tests.history_recording import Case
 from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
 from workflows.gates import DecisionInput
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun, mobile_workflow_id
+from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from workflows.mobile_kind import MOBILE
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 TASK_QUEUE = "record-mobile-histories"
@@ -32,7 +33,7 @@ async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, **fields: object
                  ) -> WorkflowHandle:
     arg = await new_mobile_run(pool, **fields)
     return await env.client.start_workflow(MobileAgentRun.run, arg,
-                                           id=mobile_workflow_id(arg.run_id),
+                                           id=MOBILE.workflow_id(arg.run_id),
                                            task_queue=TASK_QUEUE,
                                            task_timeout=WORKFLOW_TASK_TIMEOUT)
 

@@ -15,7 +15,8 @@ from tests.test_durability import (  # noqa: F401 - fixtures
     cleanup_handles,
     worker_processes,
 )
-from workflows.batch import BatchJob, batch_workflow_id, slice_size
+from workflows.batch import BatchJob, slice_size
+from workflows.batch_kind import BATCH
 
 STEPS = [{"name": "summarize", "template": "Summarize {{ item.text }}"},
          {"name": "grade", "template": "Grade {{ outputs.summarize.summary }}"}]
@@ -28,7 +29,7 @@ async def test_sigkill_mid_job_then_new_worker_finishes_without_rerunning_steps(
                               steps=STEPS, max_workers=4, max_retries=2, round_size=6)
     first = worker_processes.start()
     handle = await dev_env.client.start_workflow(
-        BatchJob.run, arg, id=batch_workflow_id(arg.run_id), task_queue=task_queue)
+        BatchJob.run, arg, id=BATCH.workflow_id(arg.run_id), task_queue=task_queue)
     cleanup_handles.append(handle)
 
     async def some_outputs_stored() -> int:
@@ -68,7 +69,7 @@ async def test_sigkill_mid_job_then_new_worker_finishes_without_rerunning_steps(
     assert all(s["status"] == "completed" and s["path"] == ["summarize", "grade"]
                for s in statuses)
     events = await assert_read_model_consistent(pool, arg.run_id)
-    assert events[-1].type == "job.completed"
+    assert events[-1].type == "run.completed"
 
 
 async def test_sigkill_mid_slice_reruns_no_completed_step(
@@ -81,7 +82,7 @@ async def test_sigkill_mid_slice_reruns_no_completed_step(
     assert slice_size(12, 1) == 3
     first = worker_processes.start()
     handle = await dev_env.client.start_workflow(
-        BatchJob.run, arg, id=batch_workflow_id(arg.run_id), task_queue=task_queue)
+        BatchJob.run, arg, id=BATCH.workflow_id(arg.run_id), task_queue=task_queue)
     cleanup_handles.append(handle)
 
     async def half_of_item_1_stored() -> bool:

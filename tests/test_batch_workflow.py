@@ -26,7 +26,8 @@ from tests.batch_helpers import (
 )
 from tests.helpers import eventually
 from waystation.worker import build_worker
-from workflows.batch import BatchJob, batch_workflow_id
+from workflows.batch import BatchJob
+from workflows.batch_kind import BATCH
 from workflows.batch_models import BatchRunInput, BatchRunResult, PauseInput
 from workflows.gates import DecisionInput
 
@@ -47,7 +48,7 @@ async def run_with() -> AsyncIterator:
 
 
 async def start(client: Client, arg: BatchRunInput, task_queue: str) -> WorkflowHandle:
-    return await client.start_workflow(BatchJob.run, arg, id=batch_workflow_id(arg.run_id),
+    return await client.start_workflow(BatchJob.run, arg, id=BATCH.workflow_id(arg.run_id),
                                        task_queue=task_queue)
 
 
@@ -90,7 +91,7 @@ async def test_pipeline_branches_and_records_outputs(time_env, pool, task_queue,
         events = await events_repo.list_events(conn, arg.run_id, after_seq=0, limit=1000)
         run = await runs_repo.get_run(conn, arg.run_id)
     types = [e.type for e in events]
-    assert types[0] == "job.started" and types[-1] == "job.completed"
+    assert types[0] == "run.started" and types[-1] == "run.completed"
     assert {"job.round.1", "job.round.2"} <= {e.event_key for e in events}
     assert run is not None and run.status == "completed"
     assert len(events) < 30

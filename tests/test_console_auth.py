@@ -17,9 +17,9 @@ from api.app import create_app
 from api.auth import SESSION_COOKIE, issue_token
 from persistence.writes import ReadModelWrite, SnapshotWrite, apply_write
 from tests.console_helpers import login_path
-from tests.fault_helpers import free_port
 from tests.helpers import new_validation_run
 from waystation.settings import Settings
+from waystation.testing import free_port
 
 SECRET = "console-secret-0123456789-0123456789-abcdef"
 

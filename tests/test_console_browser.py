@@ -27,9 +27,9 @@ from persistence.writes import (
     apply_write,
 )
 from tests.console_helpers import append_events, login_path, open_gate
-from tests.fault_helpers import InProcessApi
 from tests.helpers import IDEA, eventually, new_validation_run
 from waystation.settings import Settings
+from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 
 SECRET = "browser-secret-0123456789-0123456789-abcdef"

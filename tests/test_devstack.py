@@ -23,7 +23,6 @@ import httpx
 import psutil
 import pytest
 
-from tests.fault_helpers import free_port
 from waystation.cli import apply_flags_to_env, build_parser
 from waystation.devstack import (
     STATE_FILE_NAME,
@@ -33,6 +32,7 @@ from waystation.devstack import (
     temporal_argv,
 )
 from waystation.settings import Settings
+from waystation.testing import free_port
 
 STARTUP_TIMEOUT_S = 90.0
 SHUTDOWN_TIMEOUT_S = 30.0

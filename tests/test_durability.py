@@ -33,7 +33,6 @@ from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.fault_helpers import (
-    InProcessApi,
     ReadModelWatcher,
     StreamFollower,
     api_settings,
@@ -43,9 +42,11 @@ from tests.fault_helpers import (
     worker_env,
 )
 from tests.helpers import eventually, new_validation_run
+from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationRunInput
 from workflows.validation_phases import PHASES
 
@@ -55,7 +56,7 @@ CREW_TASKS = sum(len(p.tasks) for p in PHASES)
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:
     return await client.start_workflow(ValidationRun.run, arg,
-                                       id=validation_workflow_id(arg.run_id),
+                                       id=VALIDATION.workflow_id(arg.run_id),
                                        task_queue=task_queue)
 
 
@@ -287,7 +288,7 @@ async def test_worker_sigkilled_every_few_seconds_through_a_whole_run(
             worker = worker_processes.start()
             run_id = await start_run_via_api(http, TWO_GATES)
             cleanup_handles.append(dev_env.client.get_workflow_handle(
-                validation_workflow_id(run_id)))
+                VALIDATION.workflow_id(run_id)))
             watcher = ReadModelWatcher(pool, run_id)
             background.append(watcher.start())
             follower = StreamFollower(api.url, run_id, cut_every=(3, 12))
@@ -368,7 +369,7 @@ async def test_worker_sigkilled_every_few_seconds_through_a_whole_run(
 
 async def _describe(client: Client, run_id: uuid.UUID, pool: asyncpg.Pool) -> str:
     """What a stuck run is doing, for the failure message."""
-    handle = client.get_workflow_handle(validation_workflow_id(run_id))
+    handle = client.get_workflow_handle(VALIDATION.workflow_id(run_id))
     description = await handle.describe()
     pending = [(a.activity_type.name, a.attempt, a.state, a.last_failure.message)
                for a in description.raw_description.pending_activities]

@@ -30,7 +30,6 @@ from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from tests.fault_helpers import (
     EmbeddedPostgres,
-    InProcessApi,
     ReadModelWatcher,
     StreamFollower,
     TemporalDevServer,
@@ -43,7 +42,8 @@ from tests.fault_helpers import (
 )
 from tests.helpers import IDEA, eventually
 from tests.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
-from workflows.validation import validation_workflow_id
+from waystation.testing import InProcessApi
+from workflows.validation_kind import VALIDATION
 
 FINAL = ("completed", "failed", "canceled")
 
@@ -75,7 +75,7 @@ async def task_in_flight(pool: asyncpg.Pool, run_id: uuid.UUID, phase: int) -> b
 
 
 async def activity_attempts(client: Client, run_id: uuid.UUID) -> int:
-    history = await client.get_workflow_handle(validation_workflow_id(run_id)).fetch_history()
+    history = await client.get_workflow_handle(VALIDATION.workflow_id(run_id)).fetch_history()
     return max(e.activity_task_started_event_attributes.attempt for e in history.events
                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED)
 
@@ -167,7 +167,7 @@ async def test_temporal_restarted_mid_run_api_says_503_then_runs_carry_on(
             await watcher.stop()
         client = await server.connect()
         for run_id in (run_b, run_c):
-            await client.get_workflow_handle(validation_workflow_id(run_id)).terminate("done")
+            await client.get_workflow_handle(VALIDATION.workflow_id(run_id)).terminate("done")
     finally:
         for task in background:
             task.cancel()

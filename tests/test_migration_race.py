@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
 from tests.conftest import _with_database
-from tests.fault_helpers import free_port
+from waystation.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 5

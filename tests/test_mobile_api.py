@@ -91,7 +91,7 @@ async def test_mobile_run_graph_in_every_format(api):
 
     events = (await api.get(f"/runs/{run_id}/events?limit=1000", headers=auth())).json()
     types = [e["type"] for e in events["events"]]
-    assert types[0] == "agent.run.started" and "agent.run.completed" in types
+    assert types[0] == "run.started" and "run.completed" in types
 
 
 async def test_mobile_run_input_is_validated(api):

@@ -16,7 +16,8 @@ from tests.test_durability import (  # noqa: F401 - fixtures
     cleanup_handles,
     worker_processes,
 )
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun, mobile_workflow_id
+from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from workflows.mobile_kind import MOBILE
 
 
 async def test_sigkill_mid_run_resumes_without_duplicates(
@@ -26,7 +27,7 @@ async def test_sigkill_mid_run_resumes_without_duplicates(
                                continue_as_new_every=100, sensitive_actions="skip", seed=9)
     first = worker_processes.start()
     handle = await dev_env.client.start_workflow(
-        MobileAgentRun.run, arg, id=mobile_workflow_id(arg.run_id), task_queue=task_queue,
+        MobileAgentRun.run, arg, id=MOBILE.workflow_id(arg.run_id), task_queue=task_queue,
         task_timeout=WORKFLOW_TASK_TIMEOUT)
     cleanup_handles.append(handle)
 
@@ -49,8 +50,8 @@ async def test_sigkill_mid_run_resumes_without_duplicates(
     assert result.stop_reason == "max_steps" and result.steps == 300
 
     events = await assert_read_model_consistent(pool, arg.run_id)
-    assert [e.type for e in events].count("agent.run.started") == 1
-    assert events[-1].type == "agent.run.completed"
+    assert [e.type for e in events].count("run.started") == 1
+    assert events[-1].type == "run.completed"
     async with pool.acquire() as conn:
         steps = await conn.fetch("SELECT step FROM graph_persistence_outcomes WHERE run_id = $1 "
                                  "ORDER BY step", arg.run_id)

@@ -23,7 +23,8 @@ from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run,
 from waystation.temporal_client import register_search_attributes
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun, mobile_workflow_id
+from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from workflows.mobile_kind import MOBILE
 from workflows.mobile_models import MobileAgentRunInput, MobileAgentRunResult
 
 
@@ -37,7 +38,7 @@ async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool, task_queue: 
 
 async def start(client: Client, arg: MobileAgentRunInput, task_queue: str) -> WorkflowHandle:
     return await client.start_workflow(MobileAgentRun.run, arg,
-                                       id=mobile_workflow_id(arg.run_id), task_queue=task_queue,
+                                       id=MOBILE.workflow_id(arg.run_id), task_queue=task_queue,
                                        task_timeout=WORKFLOW_TASK_TIMEOUT)
 
 
@@ -69,7 +70,7 @@ async def test_explores_app_to_ground_truth(time_env, pool, worker, task_queue, 
         snapshots = await snapshots_repo.list_snapshots(conn, arg.run_id)
     assert run is not None and run.status == "completed"
     assert run.result and run.result["stop_reason"] == "explored"
-    assert events[0].type == "agent.run.started" and events[-1].type == "agent.run.completed"
+    assert events[0].type == "run.started" and events[-1].type == "run.completed"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {e.task for e in events if e.type == "agent.node.completed"} == {
         "act", "observe", "identify", "persist", "choose"}
@@ -176,7 +177,7 @@ async def test_cancel_records_the_stop_reason(time_env, pool, worker, task_queue
             run = await runs_repo.get_run(conn, arg.run_id)
         return run if run and run.status == "canceled" else None
     run = await eventually(canceled)
-    assert run.result and run.result["stop_reason"] == "canceled"
+    assert run.stop_reason == "canceled" and run.finished_at is not None
 
 
 def test_mobile_histories_are_recorded():

@@ -2,8 +2,9 @@
 
 A run can wait at a gate for a week, so histories written by older code are replayed by newer
 code as a matter of course. Every file in tests/histories (recorded by
-`python -m tests.record_histories`) must replay without nondeterminism; a failure here means
-the change needs `workflow.patched` or a new workflow name, not a re-recording.
+`python -m tests.record_histories` and its batch and mobile siblings) must replay without
+nondeterminism; a failure here means the change needs `workflow.patched` or a new workflow
+name, not a re-recording. Plug-ins use the same kit: `waystation.replay.replay_histories`.
 """
 
 from __future__ import annotations
@@ -11,26 +12,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
-from waystation.worker import WORKFLOWS
+from waystation.registry import load_registry
+from waystation.replay import replay_history
 
-HISTORIES = {p.stem: p.read_text() for p in
-             sorted((Path(__file__).resolve().parent / "histories").glob("*.json"))}
+FOLDER = Path(__file__).resolve().parent / "histories"
+HISTORIES = sorted(FOLDER.glob("*.json"))
 
 
 def test_histories_are_recorded() -> None:
     assert {"validation_approve_all", "validation_reject_segment_override",
-            "validation_expire_pause_reopen"} <= set(HISTORIES)
+            "validation_expire_pause_reopen"} <= {p.stem for p in HISTORIES}
 
 
-@pytest.mark.parametrize("name", sorted(HISTORIES))
-async def test_history_replays_deterministically(name: str) -> None:
-    # The workflow never reads its own id, so the file name stands in for it.
-    history = WorkflowHistory.from_json(name, HISTORIES[name])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
-    # Raises on nondeterminism (and on any workflow task failure during the replay).
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_history_replays_deterministically(path: Path) -> None:
+    result = await replay_history(path, load_registry(use_entry_points=False).workflows())
     assert result.replay_failure is None

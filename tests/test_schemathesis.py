@@ -43,8 +43,8 @@ from hypothesis import HealthCheck, Phase
 from temporalio.service import RPCError
 
 from api.auth import issue_token
-from tests.fault_helpers import free_port
 from tests.helpers import IDEA
+from waystation.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "fuzz-secret-0123456789-0123456789-abcdef"

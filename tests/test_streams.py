@@ -7,14 +7,15 @@ import uuid
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 import pytest_asyncio
 
 from activities.agents import backend_named
 from api.auth import issue_token
-from tests.fault_helpers import InProcessApi
 from tests.helpers import IDEA, eventually
 from tests.sse_client import SseEvent, sse_events
 from waystation.settings import Settings
+from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 
 SECRET = "stream-secret-0123456789-0123456789-abcdef"
@@ -197,3 +198,25 @@ async def test_open_streams_do_not_hold_database_connections(live):
         expected = seqs(streams[0])
         assert expected == list(range(1, len(expected) + 1))
         assert all(seqs(s) == expected and s[-1].event == "end" for s in streams)
+
+
+@pytest.mark.parametrize("kind, run_input, stop_reason", [
+    ("batch", {"name": "two items", "items": [{"text": "a"}, {"text": "b"}],
+               "steps": [{"name": "echo", "template": "Echo: {{ item.text }}"}]}, "completed"),
+    ("mobile_agent", {"app_package": "com.waystation.sample.notes", "max_steps": 12,
+                      "sensitive_actions": "skip"}, "max_steps"),
+])
+async def test_every_kind_stream_ends_with_its_final_event(live, kind, run_input, stop_reason):
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        created = await http.post("/runs", headers=auth(),
+                                  json={"kind": kind, "input": run_input})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["run_id"]
+        # Heartbeats come every second here; the end must follow the final event, not one.
+        events = await asyncio.wait_for(read_stream(http, run_id), timeout=60)
+        assert [e.event for e in events][0] == "run.started"
+        assert [e.event for e in events][-2:] == ["run.completed", "end"]
+        assert events[-2].data["output"]["stop_reason"] == stop_reason
+        run = (await http.get(f"/runs/{run_id}", headers=auth())).json()
+        assert run["status"] == "completed" and run["stop_reason"] == stop_reason
+        assert run["finished_at"] == run["completed_at"] is not None

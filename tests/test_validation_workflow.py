@@ -27,7 +27,8 @@ from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually, new_validation_run
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun, validation_workflow_id
+from workflows.validation import ValidationRun
+from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationRunInput, ValidationRunResult
 
 
@@ -41,7 +42,7 @@ async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool,
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:
     return await client.start_workflow(ValidationRun.run, arg,
-                                       id=validation_workflow_id(arg.run_id),
+                                       id=VALIDATION.workflow_id(arg.run_id),
                                        task_queue=task_queue)
 
 

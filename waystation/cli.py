@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from contracts.kinds import PluginError
 from waystation.settings import Settings, load_settings
 
 log = logging.getLogger("waystation")
@@ -80,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulator = sub.add_parser("simulator", parents=[common], help="the offline app simulator")
     simulator.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
         "list", help="print the bundled sample apps' packages, one a line")
+    sub.add_parser("kinds", parents=[common],
+                   help="list the registered run kinds and agent backends, with their source")
     demo = sub.add_parser("demo", parents=[common], help="start a validation run and show it")
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
@@ -137,9 +140,11 @@ def _migrated(settings: Settings) -> Settings:
 
 
 def cmd_worker(settings: Settings) -> int:
+    from waystation.registry import load_registry
     from waystation.worker import run_worker
 
-    asyncio.run(run_worker(_migrated(settings)))
+    registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
+    asyncio.run(run_worker(_migrated(settings), registry))
     return 0
 
 
@@ -147,11 +152,13 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
 
+    registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
-    uvicorn.run(create_app(settings, tracer_provider=provider),
+    uvicorn.run(create_app(settings, tracer_provider=provider, registry=registry),
                 host=settings.api_host, port=settings.api_port)
     return 0
 
@@ -276,6 +283,26 @@ def _follow_until_checkpoint(http: Any, api: str, run_id: str) -> dict[str, Any]
     return http.get(f"{api}/runs/{run_id}").json()
 
 
+def cmd_kinds(settings: Settings) -> int:
+    from temporalio import workflow
+
+    from waystation.registry import BUILTIN_BACKENDS, load_registry
+
+    registry = load_registry(settings.plugin_modules)
+    print(f"{'KIND':<16} {'WORKFLOW':<20} {'ID PREFIX':<18} SOURCE")
+    for name, registered in registry.kinds.items():
+        kind = registered.kind
+        defn = workflow._Definition.must_from_class(kind.workflow)
+        print(f"{name:<16} {defn.name or '':<20} {kind.workflow_id_prefix:<18} "
+              f"{registered.source}")
+    print(f"\n{'AGENT BACKEND':<16} SOURCE")
+    for name in BUILTIN_BACKENDS:
+        print(f"{name:<16} builtin")
+    for name, (_, source) in registry.backends.items():
+        print(f"{name:<16} {source}")
+    return 0
+
+
 def cmd_simulator_list() -> int:
     from activities.mobile.simulator.driver import bundled_packages
 
@@ -288,6 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     apply_flags_to_env(args)
     configure_logging(vars(args).get("verbose", False))
     settings = load_settings()
+    try:
+        return _run_command(args, settings)
+    except PluginError as error:
+        # A broken plug-in stops the API and the worker before they serve anything.
+        print(f"waystation {args.command}: plug-in error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     command = args.command
     if command == "token":
         return cmd_token(settings, args)
@@ -297,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_console_link(settings, args)
     if command == "simulator":
         return cmd_simulator_list()
+    if command == "kinds":
+        return cmd_kinds(settings)
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip

@@ -470,7 +470,7 @@ async def run_devstack(settings: Settings) -> None:
             supervisors.append(Supervisor(role, argv, env, stopping, record_child))
         tasks = [asyncio.create_task(s.run(), name=f"supervise-{s.role}") for s in supervisors]
         temporal_exit = asyncio.create_task(temporal.wait(), name="temporal-exit")
-        tasks.append(temporal_exit)  # type: ignore[arg-type]
+        tasks.append(temporal_exit)
 
         if await wait_for_api(urls, stopping):
             state.update(status="up")

@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
     data_dir: Path = Field(Path("~/.waystation"), validation_alias="WAYSTATION_DATA_DIR")
     agent_backend: str = Field("offline", validation_alias="WAYSTATION_AGENT_BACKEND")
+    # Modules with RUN_KINDS / AGENT_BACKENDS to load besides the entry points, comma-separated.
+    plugins: str = Field("", validation_alias="WAYSTATION_PLUGINS")
     openai_base_url: str = Field(
         "https://api.openai.com/v1", validation_alias="WAYSTATION_OPENAI_BASE_URL"
     )
@@ -91,6 +93,10 @@ class Settings(BaseSettings):
         return self.data_dir.expanduser()
 
     @property
+    def plugin_modules(self) -> list[str]:
+        return [m.strip() for m in self.plugins.split(",") if m.strip()]
+
+    @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
@@ -118,4 +124,4 @@ class Settings(BaseSettings):
 
 
 def load_settings() -> Settings:
-    return Settings()  # type: ignore[call-arg]
+    return Settings()

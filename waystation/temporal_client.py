@@ -83,5 +83,6 @@ async def register_search_attributes(client: Client, namespace: str) -> None:
 
     await client.operator_service.add_search_attributes(AddSearchAttributesRequest(
         namespace=namespace,
-        search_attributes={key.name: key.indexed_value_type for key in SEARCH_ATTRIBUTES}))
+        search_attributes={key.name: key.indexed_value_type.value  # type: ignore[misc]
+                           for key in SEARCH_ATTRIBUTES}))
 

@@ -5,68 +5,73 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.agents import AgentBackend, backend_named
-from activities.batch.items import BatchActivities
-from activities.crew_tasks import CrewTaskActivities
-from activities.mobile.artifacts import LocalArtifactStore
-from activities.mobile.steps import MobileActivities
+from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
+from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
-from workflows.batch import BatchJob
-from workflows.mobile import MobileAgentRun
-from workflows.validation import ValidationRun
 
 log = logging.getLogger(__name__)
-
-WORKFLOWS = [ValidationRun, MobileAgentRun, BatchJob]
 
 
 def build_worker(
     client: Client, pool: asyncpg.Pool, *, task_queue: str, backend: AgentBackend,
-    max_cached_workflows: int = 1000,
+    registry: Registry | None = None, max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
     artifact_dir: Path | None = None,
 ) -> Worker:
-    crew = CrewTaskActivities(pool, backend)
-    read_model = ReadModelActivities(pool)
-    batch = BatchActivities(pool, backend)
-    mobile = MobileActivities(pool, LocalArtifactStore(artifact_dir) if artifact_dir else None)
+    """A worker for every registered kind's workflow and activities (built-ins only when no
+    registry is given)."""
+    registry = registry or load_registry(use_entry_points=False)
+    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir)
+    activities: dict[str, Callable[..., Any]] = {}
+    for function in [ReadModelActivities(pool).record,
+                     *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
+        # Kinds may share an activity; each name is registered once.
+        name = activity._Definition.must_from_callable(function).name
+        activities.setdefault(name or "", function)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=[crew.run_crew_task, read_model.record, batch.prepare_job, batch.run_slice,
-                    batch.run_item, mobile.explore_step],
+        workflows=registry.workflows(),
+        activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
     )
 
 
-def agent_backend(settings: Settings) -> AgentBackend:
+def agent_backend(settings: Settings, registry: Registry | None = None) -> AgentBackend:
+    """The backend WAYSTATION_AGENT_BACKEND names: a plug-in's, or a built-in one."""
+    if registry is not None and settings.agent_backend in registry.backends:
+        factory, _ = registry.backends[settings.agent_backend]
+        return factory(settings)
     return backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
                          base_url=settings.openai_base_url, api_key=settings.openai_api_key,
                          model=settings.openai_model)
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, registry: Registry) -> None:
     """Run until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
     # Before the client: its TracingInterceptor and the pool's queries use this provider.
     configure_tracing(settings, "waystation-worker")
     client = await connect_temporal(settings)
     pool = await create_pool(resolve_database_url(settings))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
-                          backend=agent_backend(settings),
+                          backend=agent_backend(settings, registry), registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path)
     stop = asyncio.Event()

@@ -32,9 +32,8 @@ with workflow.unsafe.imports_passed_through():
         SliceInput,
         SliceResult,
     )
-    from persistence.models import GateOption, RunStatus
-    from persistence.writes import RunStateWrite
-    from workflows import search_attributes as sa
+    from contracts.statuses import RunStatus
+    from contracts.writes import EventWrite, GateOption
     from workflows.batch_models import (
         BatchProgress,
         BatchRunInput,
@@ -44,12 +43,9 @@ with workflow.unsafe.imports_passed_through():
         PauseInput,
         PauseResult,
     )
-    from workflows.gated import GatedWorkflow
     from workflows.gates import GateSpec
-    from workflows.recorder import RunRecorder
+    from workflows.lifecycle import RunWorkflow
 
-WORKFLOW_ID_PREFIX = "batch-"
-KIND = "batch"
 PREPARE_TIMEOUT = timedelta(minutes=30)
 PREPARE_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 ITEM_TIMEOUT = timedelta(minutes=10)
@@ -73,30 +69,24 @@ TEST_GATE = "test_unit_failed"
 JOB_NOT_RUNNING = "JobNotRunning"
 
 
-def batch_workflow_id(run_id: object) -> str:
-    return f"{WORKFLOW_ID_PREFIX}{run_id}"
-
-
 def slice_size(items: int, workers: int) -> int:
     """Items per slice for a round of `items`: several slices per worker, none too long."""
     return max(1, min(MAX_SLICE_ITEMS, -(-items // (workers * SLICES_PER_WORKER))))
 
 
 @workflow.defn(name="BatchJob")
-class BatchJob(GatedWorkflow):
+class BatchJob(RunWorkflow):
     @workflow.init
     def __init__(self, arg: BatchRunInput) -> None:
         self._arg = arg
         self._spec = arg.spec
         self._p = arg.progress or BatchProgress()
-        self._init_gates(RunRecorder(arg.run_id, snapshots_taken=self._p.snapshots_taken))
-        self._status: RunStatus = "paused" if self._p.paused else "running"
-        self._hitl: str | None = None
-        self._error: str | None = None
+        self.init_run(arg.run_id, snapshots_taken=self._p.snapshots_taken,
+                      status="paused" if self._p.paused else "running")
         self._in_flight = 0
-        self._stop: str | None = None
+        # Why the job must stop early: (stop reason, message).
+        self._stop: tuple[str, str] | None = None
         self._lock = asyncio.Lock()
-        self._visible: tuple[str, bool] | None = None
         # Slices and item retries in flight (held so they are not garbage collected).
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -104,39 +94,33 @@ class BatchJob(GatedWorkflow):
 
     @workflow.run
     async def run(self, arg: BatchRunInput) -> BatchRunResult:
+        return await self.lifecycle(self._job)
+
+    async def _job(self) -> BatchRunResult:
         p = self._p
-        try:
-            if arg.progress is None:
-                await self._prepare()
-            if self._spec.test_first and not p.test_done and p.total > 0:
-                await self._test_item()
-            await self._round()
-            if self._stop is not None:
-                await self._fail(self._stop)
-            if p.next_ordinal < p.total or p.ranges or p.retries:
-                await self._continue_as_new()
-            return await self._complete()
-        except asyncio.CancelledError:
-            await self._record_cancel()
-            raise
-        except ActivityError as error:
-            cause = error.cause.message if error.cause else str(error)
-            await self._fail(f"{error.activity_type or 'activity'} failed: {cause}")
-            raise  # unreachable: _fail raises
+        if self._arg.progress is None:
+            await self._prepare()
+        if self._spec.test_first and not p.test_done and p.total > 0:
+            await self._test_item()
+        await self._round()
+        if self._stop is not None:
+            reason, message = self._stop
+            await self.fail(message, stop_reason=reason, result=self._result("failed"))
+        if p.next_ordinal < p.total or p.ranges or p.retries:
+            await self._continue_as_new()
+        return await self._complete()
 
     async def _prepare(self) -> None:
-        self._show("storing items")
-        await self._recorder.write(
-            events=[self._recorder.event("job.started", "job.started", status="running",
-                                         progress_pct=0, output={"name": self._spec.name})],
-            run=self._run_state())
+        self.show("storing items")
+        self.stage_start(name=self._spec.name)
+        await self.record()
         prepared = await workflow.execute_activity_method(
             BatchActivities.prepare_job, PrepareJobInput(run_id=self._arg.run_id,
                                                          spec=self._spec),
             start_to_close_timeout=PREPARE_TIMEOUT, heartbeat_timeout=PREPARE_HEARTBEAT_TIMEOUT,
             retry_policy=RetryPolicy(maximum_attempts=5), summary="store items")
         self._p.total = prepared.total
-        self._recorder.stage(events=[self._recorder.event(
+        self.stage(events=[self.event(
             "job.prepared", "job.prepared", status="running", progress_pct=0,
             output={"total": prepared.total})])
 
@@ -144,7 +128,7 @@ class BatchJob(GatedWorkflow):
         """Run item 0 alone; if it fails, a human decides whether the rest should run."""
         p = self._p
         p.next_ordinal = 1
-        self._show("test item")
+        self.show("test item")
         self._in_flight += 1
         try:
             error = await self._item(0)
@@ -156,7 +140,8 @@ class BatchJob(GatedWorkflow):
             return
         outcome = await self.ask_human(lambda: self._test_gate(error), where="test item")
         if outcome.decision is None or outcome.decision.decision == "abort":
-            await self._fail(f"aborted after the test item failed: {error}")
+            await self.fail(f"aborted after the test item failed: {error}",
+                            stop_reason="aborted_after_test_item", result=self._result("failed"))
 
     def _test_gate(self, error: str) -> GateSpec:
         return GateSpec(
@@ -175,7 +160,7 @@ class BatchJob(GatedWorkflow):
         p, workers = self._p, self._spec.max_workers
         end = min(p.total, p.next_ordinal + self._arg.round_size)
         size = slice_size(end - p.next_ordinal, workers)
-        self._show(f"items {p.next_ordinal}–{end} of {p.total}")
+        self.show(f"items {p.next_ordinal}–{end} of {p.total}")
 
         def has_work() -> bool:
             # Past the budget the run starts nothing new and continues as new (the hard limit
@@ -270,7 +255,7 @@ class BatchJob(GatedWorkflow):
             p.completed += 1
             return None
         except ActivityError as failure:
-            error = failure.cause.message if failure.cause else str(failure)
+            error = getattr(failure.cause, "message", None) or str(failure)
             self._item_failed(ordinal, error)
             return error
 
@@ -279,11 +264,12 @@ class BatchJob(GatedWorkflow):
         p.failed += 1
         if p.failures_reported < FAILURE_EVENTS:
             p.failures_reported += 1
-            self._recorder.stage(events=[self._recorder.event(
+            self.stage(events=[self.event(
                 f"item.{ordinal}.failed", "item.failed", status="failed", error_message=error,
                 output={"ordinal": ordinal, "failed": p.failed})])
         if p.failed > self._spec.failure_threshold * p.total and self._stop is None:
-            self._stop = (f"{p.failed} of {p.total} items failed, more than the failure "
+            self._stop = ("failure_threshold",
+                          f"{p.failed} of {p.total} items failed, more than the failure "
                           f"threshold of {self._spec.failure_threshold:.0%}")
 
     def _report_progress(self) -> None:
@@ -293,23 +279,20 @@ class BatchJob(GatedWorkflow):
         if bucket > p.progress_reported:
             p.progress_reported = bucket
             # Staged: it rides on the next item activity rather than costing a write of its own.
-            self._recorder.stage(events=[self._progress_event(f"job.progress.{bucket}")])
+            self.stage(events=[self._progress_event(f"job.progress.{bucket}")])
 
-    def _progress_event(self, key: str):  # type: ignore[no-untyped-def]
+    def _progress_event(self, key: str) -> EventWrite:
         p = self._p
-        return self._recorder.event(
-            key, "job.progress", status=self._status, progress_pct=self._pct(),
+        return self.event(
+            key, "job.progress", status=self._life.status, progress_pct=self._progress_pct(),
             output={"total": p.total, "completed": p.completed, "failed": p.failed})
 
     async def _continue_as_new(self) -> None:
         p = self._p
         p.rounds += 1
-        # Flush what is staged: it would be lost with this run's memory.
-        await self._recorder.write(events=[self._progress_event(f"job.round.{p.rounds}")],
-                                   run=self._run_state())
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        p.snapshots_taken = self._recorder.snapshots_taken
-        workflow.continue_as_new(self._arg.model_copy(update={"progress": p}))
+        self.stage(events=[self._progress_event(f"job.round.{p.rounds}")], with_state=True)
+        await self.continue_as_new(lambda snapshots: self._arg.model_copy(
+            update={"progress": p.model_copy(update={"snapshots_taken": snapshots})}))
 
     # --- pause and resume --------------------------------------------------------------------
 
@@ -317,34 +300,34 @@ class BatchJob(GatedWorkflow):
     async def pause(self, request: PauseInput) -> PauseResult:
         """Stop starting items; those in flight finish. The job waits, costing nothing."""
         async with self._lock:
-            self._p.paused, self._status = True, "paused"
+            self._p.paused, self._life.status = True, "paused"
             self._p.pauses += 1
-            await self._recorder.write(
-                events=[self._recorder.event(f"job.paused.{self._p.pauses}", "job.paused",
-                                             status="paused", progress_pct=self._pct(),
-                                             output={"by": request.requested_by})],
-                run=self._run_state())
-            self._show(f"paused by {request.requested_by}")
+            await self.record(
+                events=[self.event(f"job.paused.{self._p.pauses}", "job.paused",
+                                   status="paused", progress_pct=self._progress_pct(),
+                                   output={"by": request.requested_by})],
+                with_state=True)
+            self.show(f"paused by {request.requested_by}")
         return PauseResult(status="paused", in_flight=self._in_flight)
 
     @pause.validator
     def _validate_pause(self, request: PauseInput) -> None:
         if self._p.paused:
             raise ApplicationError("the job is already paused", type=JOB_NOT_RUNNING)
-        if self._hitl is not None:
-            raise ApplicationError(f"the job waits for decision {self._hitl}",
+        if self._life.waiting_on is not None:
+            raise ApplicationError(f"the job waits for decision {self._life.waiting_on}",
                                    type=JOB_NOT_RUNNING)
 
     @workflow.update
     async def resume(self, request: PauseInput) -> PauseResult:
         async with self._lock:
-            self._p.paused, self._status = False, "running"
-            await self._recorder.write(
-                events=[self._recorder.event(f"job.resumed.{self._p.pauses}", "job.resumed",
-                                             status="running", progress_pct=self._pct(),
-                                             output={"by": request.requested_by})],
-                run=self._run_state())
-            self._show(f"resumed by {request.requested_by}")
+            self._p.paused, self._life.status = False, "running"
+            await self.record(
+                events=[self.event(f"job.resumed.{self._p.pauses}", "job.resumed",
+                                   status="running", progress_pct=self._progress_pct(),
+                                   output={"by": request.requested_by})],
+                with_state=True)
+            self.show(f"resumed by {request.requested_by}")
         return PauseResult(status="running", in_flight=self._in_flight)
 
     @resume.validator
@@ -356,7 +339,7 @@ class BatchJob(GatedWorkflow):
     def progress(self) -> BatchProgress:
         return self._p
 
-    # --- endings -----------------------------------------------------------------------------
+    # --- ending and the base's hooks ---------------------------------------------------------
 
     def _result(self, status: str) -> BatchRunResult:
         p = self._p
@@ -364,64 +347,27 @@ class BatchJob(GatedWorkflow):
                               completed=p.completed, failed=p.failed)
 
     async def _complete(self) -> BatchRunResult:
-        self._status = "completed"
         result = self._result("completed")
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        await self._recorder.write(
-            events=[self._recorder.event("job.completed", "job.completed", status="completed",
-                                         progress_pct=100, output=result.model_dump(mode="json"))],
-            run=self._run_state(result=result.model_dump(mode="json")),
-            snapshot=("completed", 0, self._dump()))
-        self._show(f"completed · {self._p.completed} done, {self._p.failed} failed")
+        p = self._p
+        await self.complete(result, details=f"completed · {p.completed} done, {p.failed} failed",
+                            total=p.total, completed=p.completed, failed=p.failed)
         return result
 
-    async def _fail(self, message: str) -> None:
-        self._status, self._error, self._hitl = "failed", message, None
-        await self._recorder.write(
-            events=[self._recorder.event("job.failed", "job.failed", status="failed",
-                                         error_message=message, progress_pct=self._pct())],
-            run=self._run_state(result=self._result("failed").model_dump(mode="json")),
-            snapshot=("failed", 0, self._dump()))
-        self._show(f"failed · {message}")
-        raise ApplicationError(message, type="RunFailed", non_retryable=True)
-
-    async def _record_cancel(self) -> None:
-        await self.close_open_gate("superseded")
-        self._status, self._hitl = "canceled", None
-        await self._recorder.write(
-            events=[self._recorder.event("job.canceled", "job.canceled", status="canceled",
-                                         progress_pct=self._pct())],
-            run=self._run_state(), snapshot=("canceled", 0, self._dump()))
-
-    # --- hooks and helpers -------------------------------------------------------------------
-
     def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
-        self._hitl = waiting_on
-        self._status = "paused" if self._p.paused and status == "running" else status
+        # A decision taken while the job is paused leaves it paused.
+        super()._set_gate_state(
+            waiting_on, "paused" if self._p.paused and status == "running" else status)
 
-    def _run_state(self, result: dict | None = None) -> RunStateWrite:
-        visible = (self._status, self._hitl is not None)
-        if visible != self._visible:
-            # Only on change: each upsert is an event in the workflow's history.
-            self._visible = visible
-            workflow.upsert_search_attributes([
-                sa.STATUS.value_set(self._status),
-                sa.AWAITING_HUMAN.value_set(self._hitl is not None)])
-        return RunStateWrite(status=self._status, current_phase=0,
-                             phase_name=f"items {self._p.completed + self._p.failed}"
-                                        f"/{self._p.total}",
-                             hitl_state=self._hitl, result=result, error_message=self._error)
+    def _position(self) -> tuple[int, str | None]:
+        return 0, f"items {self._p.completed + self._p.failed}/{self._p.total}"
 
-    def _dump(self) -> dict:
-        return {"status": self._status, "progress": self._p.model_dump(mode="json"),
+    def _dump(self) -> dict[str, Any]:
+        return {"progress": self._p.model_dump(mode="json"),
                 "spec": {"name": self._spec.name, "steps": [s.name for s in self._spec.steps]}}
 
-    def _pct(self) -> int:
+    def _progress_pct(self) -> int:
         p = self._p
         return 100 * (p.completed + p.failed) // p.total if p.total else 0
 
-    def _show(self, details: str) -> None:
-        workflow.set_current_details(f"{self._spec.name} · {details}")
-
-
-__all__ = ["BatchJob", "batch_workflow_id", "KIND"]
+    def show(self, details: str) -> None:
+        super().show(f"{self._spec.name} · {details}")

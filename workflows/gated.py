@@ -1,14 +1,15 @@
 """The human-gate handlers and waiting loop, shared by every workflow that asks a human.
 
-A workflow class inherits `GatedWorkflow`, calls `_init_gates` in its `__init__`, provides
-the few hooks at the bottom (its visible state), and calls `ask_human`. It then answers the
-`decide` Update (validated before anything is written), the `decide_signal` Signal and the
-`reopen` Update exactly like every other run kind, so the API and the Web UI need not know
-which kind of run they talk to.
+Run kinds get it through `workflows.lifecycle.RunWorkflow`, which calls `_init_gates` and
+provides the hooks at the bottom (the run's visible state); a kind calls `ask_human`. The
+workflow then answers the `decide` Update (validated before anything is written), the
+`decide_signal` Signal and the `reopen` Update exactly like every other run kind, so the API
+and the Web UI need not know which kind of run they talk to.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from persistence.models import GateStatus, RunStatus
-    from persistence.writes import RunStateWrite
+    from contracts.statuses import GateStatus, RunStatus
+    from contracts.writes import RunStateWrite
     from workflows.gates import (
         GATE_NOT_PENDING,
         SYSTEM_DECIDER,
@@ -38,6 +39,10 @@ class GateOutcome:
     status: GateStatus
     # None only when the gate expired under the `fail` policy.
     decision: DecisionInput | None
+
+
+def _recorded(gate: OpenGate) -> bool:
+    return gate.recorded
 
 
 class GatedWorkflow:
@@ -70,7 +75,7 @@ class GatedWorkflow:
                 events=[self._gate_event(gate, "opened", "pending",
                                          expires_at=gate.expires_at.isoformat())],
                 run=self._run_state(),
-                snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self._dump()))
+                snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self.snapshot_state()))
             # Only now may decisions be accepted: the request row exists to be closed.
             self._gates.open = gate
             workflow.set_current_details(
@@ -78,12 +83,12 @@ class GatedWorkflow:
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
             try:
                 await workflow.wait_condition(
-                    lambda g=gate: g.decision is not None or self._reopen is not None,
+                    functools.partial(self._answered_or_reopened, gate),
                     timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
             except TimeoutError:
                 pass
             if gate.decision is not None:
-                await workflow.wait_condition(lambda g=gate: g.recorded)
+                await workflow.wait_condition(functools.partial(_recorded, gate))
                 return GateOutcome(gate, gate.status_for(gate.decision.decision), gate.decision)
             if self._reopen is not None:
                 self._gates.close("superseded")
@@ -91,6 +96,9 @@ class GatedWorkflow:
             outcome = await self._expire(gate, where)
             if outcome is not None:
                 return outcome
+
+    def _answered_or_reopened(self, gate: OpenGate) -> bool:
+        return gate.decision is not None or self._reopen is not None
 
     async def _expire(self, gate: OpenGate, where: str) -> GateOutcome | None:
         """Close an expired gate by its policy; None means: paused, then re-opened."""
@@ -119,7 +127,7 @@ class GatedWorkflow:
         await workflow.wait_condition(lambda: self._reopen is not None)
         return None
 
-    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):  # type: ignore[no-untyped-def]
+    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):
         return self._recorder.event(
             f"gate.{gate.request_id}.{what}", f"gate.{what}", phase=gate.spec.phase,
             status=status, output={"checkpoint_name": gate.spec.checkpoint_name,
@@ -214,7 +222,7 @@ class GatedWorkflow:
     def _run_state(self) -> RunStateWrite:
         raise NotImplementedError
 
-    def _dump(self) -> dict:
+    def snapshot_state(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def _on_gate_closed(self, gate: OpenGate, status: GateStatus) -> None:

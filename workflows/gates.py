@@ -22,8 +22,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from persistence.models import ExpiryPolicy, GateOption, GateStatus
-    from persistence.writes import GateCloseWrite, GateOpenWrite
+    from contracts.statuses import ExpiryPolicy, GateStatus
+    from contracts.writes import GateCloseWrite, GateOpenWrite, GateOption
 
 SYSTEM_DECIDER = "system"
 

@@ -11,12 +11,11 @@ delete) the run asks a human through the same gate as every run kind.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.mobile.models import (
@@ -26,11 +25,10 @@ with workflow.unsafe.imports_passed_through():
         ExploreStepResult,
     )
     from activities.mobile.steps import MobileActivities
-    from persistence.models import GateOption, RunStatus
-    from persistence.writes import RunStateWrite
-    from workflows import search_attributes as sa
-    from workflows.gated import GatedWorkflow
+    from contracts.statuses import RunStatus
+    from contracts.writes import GateOption
     from workflows.gates import GateSpec
+    from workflows.lifecycle import RunWorkflow
     from workflows.mobile_models import (
         MobileAgentRunInput,
         MobileAgentRunResult,
@@ -44,10 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ExplorationState,
         StopReason,
     )
-    from workflows.recorder import RunRecorder
 
-WORKFLOW_ID_PREFIX = "mobile-"
-KIND = "mobile_agent"
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 LOCAL_STEP_TIMEOUT = timedelta(seconds=30)
 # A real device may take seconds to dump its hierarchy: a regular activity that heartbeats.
@@ -67,12 +62,8 @@ WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 MAX_RECHOOSE = 20
 
 
-def mobile_workflow_id(run_id: object) -> str:
-    return f"{WORKFLOW_ID_PREFIX}{run_id}"
-
-
 @workflow.defn(name="MobileAgentRun")
-class MobileAgentRun(GatedWorkflow):
+class MobileAgentRun(RunWorkflow):
     @workflow.init
     def __init__(self, arg: MobileAgentRunInput) -> None:
         self._arg = arg
@@ -87,35 +78,30 @@ class MobileAgentRun(GatedWorkflow):
             screens_seen=c.screens_seen, new_edges=c.new_edges, errors=c.errors,
             discovery=c.discovery, continued=c.continued,
             screen_id=c.last.screen_id if c.last else None)
-        self._init_gates(RunRecorder(arg.run_id, snapshots_taken=c.snapshots))
-        self._visible: tuple[str, bool] | None = None
+        self.init_run(arg.run_id, snapshots_taken=c.snapshots)
 
     @workflow.run
     async def run(self, arg: MobileAgentRunInput) -> MobileAgentRunResult:
         c, inp = self._carry, arg.input
         if arg.carry is None:
             c.started_at = workflow.now()
-            self._recorder.stage(
-                events=[self._recorder.event(
-                    "agent.run.started", "agent.run.started", status="running",
-                    output={"app_package": inp.app_package, "driver": inp.driver,
-                            "max_steps": inp.max_steps, "policy": inp.policy})],
-                run=self._run_state())
-        try:
-            steps_here = 0
-            while True:
-                if c.step >= inp.max_steps:
-                    return await self._finish("max_steps")
-                if steps_here >= inp.continue_as_new_every or \
-                        workflow.info().is_continue_as_new_suggested():
-                    await self._continue_as_new()
-                steps_here += 1
-                stop = await self._step()
-                if stop is not None:
-                    return await self._finish(stop)
-        except asyncio.CancelledError:
-            await self._record_end("canceled", "canceled")
-            raise
+            self.stage_start(app_package=inp.app_package, driver=inp.driver,
+                             max_steps=inp.max_steps, policy=inp.policy)
+        return await self.lifecycle(self._explore_app)
+
+    async def _explore_app(self) -> MobileAgentRunResult:
+        c, inp = self._carry, self._arg.input
+        steps_here = 0
+        while True:
+            if c.step >= inp.max_steps:
+                return await self._finish("max_steps")
+            if steps_here >= inp.continue_as_new_every or \
+                    workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new()
+            steps_here += 1
+            stop = await self._step()
+            if stop is not None:
+                return await self._finish(stop)
 
     # --- one step ----------------------------------------------------------------------
 
@@ -123,7 +109,7 @@ class MobileAgentRun(GatedWorkflow):
         c, inp = self._carry, self._arg.input
         c.step += 1
         taken = c.next_command
-        self._show(f"step {c.step} · {taken.kind} {taken.label}".strip())
+        self.show(f"step {c.step} · {taken.kind} {taken.label}".strip())
         result = await self._explore(taken)
         self._state.step = c.step
         if result.error is not None:
@@ -144,14 +130,13 @@ class MobileAgentRun(GatedWorkflow):
         assert choice.command is not None
         c.next_command = choice.command
         self._state.last_action = f"{choice.command.kind} {choice.command.label}".strip()
-        self._recorder.stage(
-            events=[self._recorder.event(
+        self.stage(
+            events=[self.event(
                 f"s{c.step}.choose", "agent.node.completed", task="choose", status="completed",
                 output={"step": c.step, "action": choice.command.kind,
                         "action_id": choice.command.action_id, "label": choice.command.label,
                         "why": choice.why})],
-            run=self._run_state(),
-            snapshot=(f"step {c.step}", None, self._dump()))
+            snapshot=f"step {c.step}", with_state=True)
         return None
 
     async def _explore(self, command: ActionCommand) -> ExploreStepResult:
@@ -162,23 +147,15 @@ class MobileAgentRun(GatedWorkflow):
             command=command, input_text=inp.input_text, persist=inp.persist,
             prelude=self._recorder.take_staged())
         summary = f"step {c.step} · {command.kind} {command.label}"[:100]
-        try:
-            if inp.driver == "simulator":
-                return await workflow.execute_local_activity_method(
-                    MobileActivities.explore_step, step_input,
-                    start_to_close_timeout=LOCAL_STEP_TIMEOUT, retry_policy=STEP_RETRY,
-                    summary=summary)
-            return await workflow.execute_activity_method(
+        if inp.driver == "simulator":
+            return await workflow.execute_local_activity_method(
                 MobileActivities.explore_step, step_input,
-                start_to_close_timeout=DEVICE_STEP_TIMEOUT, heartbeat_timeout=DEVICE_HEARTBEAT,
-                retry_policy=STEP_RETRY, summary=summary)
-        except ActivityError as error:
-            if is_cancelled_exception(error):
-                raise asyncio.CancelledError() from error
-            cause = error.cause.message if error.cause else str(error)
-            await self._record_end("failed", "error_budget", f"step {c.step} failed: {cause}")
-            raise ApplicationError(f"step {c.step} failed: {cause}", type="RunFailed",
-                                   non_retryable=True) from error
+                start_to_close_timeout=LOCAL_STEP_TIMEOUT, retry_policy=STEP_RETRY,
+                summary=summary)
+        return await workflow.execute_activity_method(
+            MobileActivities.explore_step, step_input,
+            start_to_close_timeout=DEVICE_STEP_TIMEOUT, heartbeat_timeout=DEVICE_HEARTBEAT,
+            retry_policy=STEP_RETRY, summary=summary)
 
     async def _choose(self, current: ExploreStepResult) -> Choice:
         """The policy's choice, with sensitive actions gated (or skipped) first."""
@@ -230,75 +207,40 @@ class MobileAgentRun(GatedWorkflow):
 
     async def _continue_as_new(self) -> None:
         c = self._carry
-        # Staged writes live in memory only: flush them before this history ends.
-        await self._recorder.write()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        c.snapshots = self._recorder.snapshots_taken
         c.continued += 1
-        workflow.continue_as_new(self._arg.model_copy(update={"carry": c}),
-                                 task_timeout=WORKFLOW_TASK_TIMEOUT)
+
+        def carried(snapshots: int) -> MobileAgentRunInput:
+            c.snapshots = snapshots
+            return self._arg.model_copy(update={"carry": c})
+        await self.continue_as_new(carried, task_timeout=WORKFLOW_TASK_TIMEOUT)
 
     async def _finish(self, reason: StopReason) -> MobileAgentRunResult:
-        status: RunStatus = "failed" if reason == "error_budget" else "completed"
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        message = f"{self._carry.errors} driver errors" if status == "failed" else None
-        await self._record_end(status, reason, message)
-        if status == "failed":
-            raise ApplicationError(f"error budget spent: {message}", type="RunFailed",
-                                   non_retryable=True)
-        return self._result(reason)
-
-    def _result(self, reason: StopReason) -> MobileAgentRunResult:
         c = self._carry
-        return MobileAgentRunResult(run_id=self._arg.run_id, status=self._state.status,
+        if reason == "error_budget":
+            await self.fail(f"error budget spent: {c.errors} driver errors",
+                            stop_reason=reason, result=self._result(reason, "failed"))
+        result = self._result(reason, "completed")
+        await self.complete(
+            result, stop_reason=reason,
+            details=f"completed · {reason} after {c.step} steps, {c.screens_seen} new screens",
+            steps=c.step, screens_seen=c.screens_seen)
+        return result
+
+    def _result(self, reason: StopReason, status: RunStatus) -> MobileAgentRunResult:
+        c = self._carry
+        return MobileAgentRunResult(run_id=self._arg.run_id, status=status,
                                     stop_reason=reason, steps=c.step,
                                     screens_seen=c.screens_seen, new_edges=c.new_edges)
 
-    async def _record_end(self, status: RunStatus, reason: StopReason,
-                          message: str | None = None) -> None:
-        s = self._state
-        if status == "canceled":
-            await self.close_open_gate("superseded")
-        s.status, s.stop_reason, s.waiting_on = status, reason, None
-        result = self._result(reason).model_dump(mode="json")
-        await self._recorder.write(
-            events=[self._recorder.event(
-                f"agent.run.{status}", f"agent.run.{status}", status=status,
-                error_message=message, output={"stop_reason": reason, "steps": s.step,
-                                               "screens_seen": s.screens_seen})],
-            run=self._run_state(result=result, error_message=message),
-            snapshot=(status, None, self._dump()))
-        self._show(f"{status} · {reason} after {s.step} steps, {s.screens_seen} new screens")
-
-    # --- hooks and helpers -------------------------------------------------------------
+    # --- the base's hooks --------------------------------------------------------------
 
     @workflow.query
     def state(self) -> MobileRunState:
         return self._state
 
-    def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
-        self._state.waiting_on, self._state.status = waiting_on, status
-
-    def _run_state(self, result: dict | None = None,
-                   error_message: str | None = None) -> RunStateWrite:
+    def _position(self) -> tuple[int, str | None]:
         s = self._state
-        visible = (s.status, s.waiting_on is not None)
-        if visible != self._visible:
-            # Only on change: each upsert is an event in the workflow's history.
-            self._visible = visible
-            workflow.upsert_search_attributes([
-                sa.STATUS.value_set(s.status),
-                sa.AWAITING_HUMAN.value_set(s.waiting_on is not None)])
-        return RunStateWrite(status=s.status, current_phase=s.step,
-                             phase_name=f"step {s.step} · {s.activity or 'starting'}",
-                             hitl_state=s.waiting_on, result=result, error_message=error_message)
+        return s.step, f"step {s.step} · {s.activity or 'starting'}"
 
-    def _dump(self) -> dict:
+    def _dump(self) -> dict[str, Any]:
         return self._state.model_dump(mode="json")
-
-    def _show(self, details: str) -> None:
-        workflow.set_current_details(details)
-
-
-__all__ = ["MobileAgentRun", "mobile_workflow_id", "KIND", "WORKFLOW_ID_PREFIX",
-           "WORKFLOW_TASK_TIMEOUT"]

@@ -11,7 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.mobile.models import ActionCommand, DriverName, ExploreStepResult
-    from persistence.models import RunStatus
+    from contracts.statuses import RunStatus
     from workflows.mobile_policy import ExplorationState, StopReason
 
 PACKAGE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$"
@@ -69,7 +69,6 @@ class MobileRunState(BaseModel):
 
     run_id: UUID
     app_package: str
-    status: RunStatus = "running"
     step: int = 0
     screen_id: int | None = None
     activity: str | None = None
@@ -77,8 +76,6 @@ class MobileRunState(BaseModel):
     screens_seen: int = 0
     new_edges: int = 0
     errors: int = 0
-    waiting_on: str | None = None
-    stop_reason: StopReason | None = None
     discovery: list[int] = Field(default_factory=list)
     continued: int = 0
 

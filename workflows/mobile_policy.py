@@ -73,7 +73,7 @@ class ExplorationPolicy(Protocol):
 
 
 def _command(action: ActionView, from_screen: int) -> ActionCommand:
-    return ActionCommand(kind=action.kind, action_id=action.id,  # type: ignore[arg-type]
+    return ActionCommand(kind=action.kind, action_id=action.id,
                          from_screen_id=from_screen, x=action.x, y=action.y, y2=action.y2,
                          label=action.label)
 
@@ -184,7 +184,7 @@ class GreedyDfs:
             src, action = (int(v) for v in key.split(":"))
             if src != to and action not in state.blocked:
                 graph.setdefault(src, []).append((action, to))
-        seen, queue = {start}, deque([(start, [])])
+        seen, queue = {start}, deque[tuple[int, list[int]]]([(start, [])])
         while queue:
             here, path = queue.popleft()
             for action, to in sorted(graph.get(here, [])):

@@ -19,7 +19,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.read_model import ReadModelActivities
-    from persistence.writes import (
+    from contracts.writes import (
         EventWrite,
         GateCloseWrite,
         GateOpenWrite,

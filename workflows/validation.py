@@ -6,22 +6,18 @@ timer and a condition, so a run that waits a week for a human holds no worker an
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 
 with workflow.unsafe.imports_passed_through():
     from activities.crew_tasks import CrewTaskActivities, CrewTaskInput
-    from persistence.models import GateStatus, RunStatus
-    from persistence.writes import RunStateWrite
+    from contracts.statuses import GateStatus
     from workflows import search_attributes as sa
-    from workflows.gated import GatedWorkflow
     from workflows.gates import OpenGate
-    from workflows.recorder import RunRecorder
+    from workflows.lifecycle import RunWorkflow
     from workflows.validation_gates import gate_spec
     from workflows.validation_models import (
         ValidationRunInput,
@@ -30,75 +26,59 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.validation_phases import PHASE_COUNT, PHASES, PhaseDef, TaskDef
 
-WORKFLOW_ID_PREFIX = "validation-"
 TASK_TIMEOUT = timedelta(minutes=10)
 # Crew tasks heartbeat while they run: a task whose worker died is retried after this,
 # not after TASK_TIMEOUT.
 TASK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
-KIND = "validation"
 
 NextStep = Literal["next", "rerun", "end"]
 
 
-def validation_workflow_id(run_id: object) -> str:
-    return f"{WORKFLOW_ID_PREFIX}{run_id}"
-
-
 @workflow.defn(name="ValidationRun")
-class ValidationRun(GatedWorkflow):
+class ValidationRun(RunWorkflow):
     @workflow.init
     def __init__(self, arg: ValidationRunInput) -> None:
         self._arg = arg
         self._state = ValidationRunState(
             run_id=arg.run_id, owner=arg.owner, project_id=arg.input.project_id,
             entrepreneur_input=arg.input.entrepreneur_input)
-        self._init_gates(RunRecorder(arg.run_id))
-        self._ending: str | None = None
-        self._visible: tuple[str, int, bool] | None = None
+        self.init_run(arg.run_id)
+        # Why the run is ending at a gate: (stop reason, message).
+        self._ending: tuple[str, str] | None = None
 
     # --- the run -----------------------------------------------------------------------
 
     @workflow.run
     async def run(self, arg: ValidationRunInput) -> ValidationRunResult:
-        self._state.started_at = workflow.now()
-        try:
-            self._recorder.stage(
-                events=[self._recorder.event("run.started", "run.started", status="running",
-                                             progress_pct=0)],
-                run=self._run_state())
-            index = 0
-            while index < PHASE_COUNT:
-                phase = PHASES[index]
-                await self._run_phase(phase)
-                step: NextStep = "next"
-                if phase.checkpoint in arg.input.gates:
-                    step = await self._ask(phase)
-                if step == "end":
-                    await self._fail(self._ending or "the run was ended at a gate")
-                if step == "next":
-                    index += 1
-            return await self._complete()
-        except asyncio.CancelledError:
-            await self._record_cancel()
-            raise
-        except ActivityError as error:
-            cause = error.cause.message if error.cause else str(error)
-            await self._fail(f"{error.activity_type or 'activity'} failed: {cause}")
-            raise  # unreachable: _fail raises
+        return await self.lifecycle(self._phases)
+
+    async def _phases(self) -> ValidationRunResult:
+        self.stage_start()
+        index = 0
+        while index < PHASE_COUNT:
+            phase = PHASES[index]
+            await self._run_phase(phase)
+            step: NextStep = "next"
+            if phase.checkpoint in self._arg.input.gates:
+                step = await self._ask(phase)
+            if step == "end":
+                reason, message = self._ending or ("ended_at_gate", "the run was ended at a gate")
+                await self.fail(message, stop_reason=reason)
+            if step == "next":
+                index += 1
+        return await self._finish()
 
     async def _run_phase(self, phase: PhaseDef) -> None:
         s = self._state
         attempt = s.phase_attempts.get(phase.number, 0) + 1
         s.phase_attempts[phase.number] = attempt
-        s.current_phase, s.phase_name, s.status = phase.number, phase.name, "running"
+        s.current_phase, s.phase_name, self._life.status = phase.number, phase.name, "running"
         prefix = f"p{phase.number}.a{attempt}"
-        self._show(f"phase {phase.number} · {phase.name} · attempt {attempt}")
-        self._recorder.stage(
-            events=[self._recorder.event(f"{prefix}.started", "phase.started",
-                                         phase=phase.number, status="started",
-                                         progress_pct=self._pct(phase, 0))],
-            run=self._run_state())
+        self.show(f"phase {phase.number} · {phase.name} · attempt {attempt}")
+        self.stage(events=[self.event(f"{prefix}.started", "phase.started", phase=phase.number,
+                                      status="started", progress_pct=self._pct(phase, 0))],
+                   with_state=True)
         for i, task in enumerate(phase.tasks):
             result = await workflow.execute_activity_method(
                 CrewTaskActivities.run_crew_task,
@@ -117,12 +97,10 @@ class ValidationRun(GatedWorkflow):
                 setattr(s, task.fills, result.output)
             s.cost_usd += result.cost_usd
             s.tokens += result.input_tokens + result.output_tokens
-        self._recorder.stage(
-            events=[self._recorder.event(f"{prefix}.completed", "phase.completed",
-                                         phase=phase.number, status="completed",
-                                         progress_pct=self._pct(phase, len(phase.tasks)))],
-            run=self._run_state(),
-            snapshot=(f"phase {phase.number} completed", phase.number, self._dump()))
+        self.stage(events=[self.event(f"{prefix}.completed", "phase.completed",
+                                      phase=phase.number, status="completed",
+                                      progress_pct=self._pct(phase, len(phase.tasks)))],
+                   snapshot=f"phase {phase.number} completed", with_state=True)
 
     # --- gates ---------------------------------------------------------------------------
 
@@ -131,7 +109,8 @@ class ValidationRun(GatedWorkflow):
             lambda: gate_spec(phase, self._state, self._arg.input),
             where=f"phase {phase.number} · {phase.name}")
         if outcome.decision is None:
-            self._ending = f"checkpoint {phase.checkpoint} expired with no decision"
+            self._ending = ("gate_expired",
+                            f"checkpoint {phase.checkpoint} expired with no decision")
             return "end"
         return self._apply(phase, outcome.gate)
 
@@ -141,8 +120,8 @@ class ValidationRun(GatedWorkflow):
         d, s = gate.decision, self._state
         if d.decision == "reject":
             if s.phase_attempts[phase.number] > self._arg.input.max_phase_retries:
-                self._ending = (f"phase {phase.number} ({phase.name}) rejected "
-                                f"{s.phase_attempts[phase.number]} times")
+                self._ending = ("rejected", f"phase {phase.number} ({phase.name}) rejected "
+                                            f"{s.phase_attempts[phase.number]} times")
                 return "end"
             s.retry_count += 1
             s.feedback[phase.number] = d.feedback or "rejected without feedback"
@@ -168,65 +147,30 @@ class ValidationRun(GatedWorkflow):
     def state(self) -> ValidationRunState:
         return self._state
 
-    # --- endings -------------------------------------------------------------------------
+    # --- ending and the base's hooks -----------------------------------------------------
 
-    async def _complete(self) -> ValidationRunResult:
+    async def _finish(self) -> ValidationRunResult:
         s = self._state
         rec = s.pivot_recommendation or {}
         s.final_decision = str(rec.get("decision", "proceed"))
         s.decision_rationale = rec.get("rationale")
-        s.status, s.completed_at = "completed", workflow.now()
         result = ValidationRunResult(run_id=s.run_id, status="completed",
                                      final_decision=s.final_decision,
                                      pivot_recommendation=s.pivot_recommendation)
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        await self._recorder.write(
-            events=[self._recorder.event("run.completed", "run.completed", status="completed",
-                                         progress_pct=100,
-                                         output={"final_decision": s.final_decision})],
-            run=self._run_state(result=result.model_dump(mode="json")),
-            snapshot=("completed", s.current_phase, self._dump()))
-        self._show(f"completed · final decision: {s.final_decision}")
+        await self.complete(result, details=f"completed · final decision: {s.final_decision}",
+                            final_decision=s.final_decision)
         return result
 
-    async def _fail(self, message: str) -> None:
-        s = self._state
-        s.status, s.error_message, s.completed_at = "failed", message, workflow.now()
-        s.hitl_state = None
-        await self._recorder.write(
-            events=[self._recorder.event("run.failed", "run.failed", status="failed",
-                                         error_message=message)],
-            run=self._run_state(),
-            snapshot=("failed", s.current_phase, self._dump()))
-        self._show(f"failed · {message}")
-        raise ApplicationError(message, type="RunFailed", non_retryable=True)
+    def _position(self) -> tuple[int, str | None]:
+        return self._state.current_phase, self._state.phase_name
 
-    async def _record_cancel(self) -> None:
-        s = self._state
-        await self.close_open_gate("superseded")
-        s.status, s.hitl_state, s.completed_at = "canceled", None, workflow.now()
-        await self._recorder.write(
-            events=[self._recorder.event("run.canceled", "run.canceled", status="canceled")],
-            run=self._run_state(),
-            snapshot=("canceled", s.current_phase, self._dump()))
+    def _search_attribute_updates(self) -> list[SearchAttributeUpdate[Any]]:
+        life = self._life
+        return [sa.STATUS.value_set(life.status), sa.PHASE.value_set(self._state.current_phase),
+                sa.AWAITING_HUMAN.value_set(life.waiting_on is not None)]
 
-    # --- helpers -------------------------------------------------------------------------
-
-    def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
-        self._state.hitl_state, self._state.status = waiting_on, status
-
-    def _run_state(self, result: dict | None = None) -> RunStateWrite:
-        s = self._state
-        visible = (s.status, s.current_phase, s.hitl_state is not None)
-        if visible != self._visible:
-            # Only on change: each upsert is an event in the workflow's history.
-            self._visible = visible
-            workflow.upsert_search_attributes([
-                sa.STATUS.value_set(s.status), sa.PHASE.value_set(s.current_phase),
-                sa.AWAITING_HUMAN.value_set(s.hitl_state is not None)])
-        return RunStateWrite(status=s.status, current_phase=s.current_phase,  # type: ignore[arg-type]
-                             phase_name=s.phase_name, hitl_state=s.hitl_state, result=result,
-                             error_message=s.error_message)
+    def _dump(self) -> dict[str, Any]:
+        return self._state.model_dump(mode="json")
 
     def _context(self, task: TaskDef) -> dict:
         s = self._state
@@ -240,12 +184,3 @@ class ValidationRun(GatedWorkflow):
 
     def _pct(self, phase: PhaseDef, tasks_done: int) -> int:
         return int(100 * (phase.number + tasks_done / len(phase.tasks)) / PHASE_COUNT)
-
-    def _dump(self) -> dict:
-        return self._state.model_dump(mode="json")
-
-    def _show(self, details: str) -> None:
-        workflow.set_current_details(details)
-
-
-__all__ = ["ValidationRun", "validation_workflow_id", "KIND"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from persistence.models import GateOption
+from contracts.writes import GateOption
 from workflows.gates import GateSpec
 from workflows.validation_models import ValidationInput, ValidationRunState
 from workflows.validation_phases import PhaseDef, segment_option, signal_of

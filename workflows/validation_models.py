@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -21,7 +20,7 @@ class ValidationInput(BaseModel):
     entrepreneur_input: str = Field(min_length=10, max_length=10_000,
                                     description="The idea, in the founder's words.")
     project_id: str | None = Field(None, max_length=200)
-    gates: list[Checkpoint] = Field(  # type: ignore[valid-type]
+    gates: list[Checkpoint] = Field(
         default_factory=lambda: list(CHECKPOINTS)[:3],
         description="Checkpoints at which the run stops for a human decision.")
     gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)
@@ -44,8 +43,6 @@ class ValidationRunState(BaseModel):
     project_id: str | None = None
     current_phase: int = 0
     phase_name: str = "onboarding"
-    status: str = "running"
-    hitl_state: str | None = None
     entrepreneur_input: str
 
     founders_brief: dict[str, Any] | None = None
@@ -69,10 +66,6 @@ class ValidationRunState(BaseModel):
     decisions: list[dict[str, Any]] = Field(default_factory=list)
     cost_usd: float = 0.0
     tokens: int = 0
-
-    started_at: datetime | None = None
-    completed_at: datetime | None = None
-    error_message: str | None = None
     retry_count: int = 0
 
 

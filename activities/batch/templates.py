@@ -50,7 +50,7 @@ class _NamedUndefined(StrictUndefined):
         return super()._fail_with_undefined_error(*args, **kwargs)
 
     # Every use of an undefined value fails, including printing and truth tests.
-    __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error  # type: ignore[assignment]
+    __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error
 
 
 _ENV = SandboxedEnvironment(undefined=_NamedUndefined, autoescape=False,
@@ -129,6 +129,7 @@ def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[st
 def _referenced_outputs(tree: nodes.Template) -> list[str]:
     found = []
     for node in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        assert isinstance(node, nodes.Getattr | nodes.Getitem)
         target = node.node
         if not (isinstance(target, nodes.Name) and target.name == "outputs"):
             continue

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from persistence.writes import ReadModelWrite
+from contracts.writes import ReadModelWrite
 
 DriverName = Literal["simulator", "adb"]
 ActionKind = Literal["tap", "long_tap", "input", "scroll", "back", "launch"]

@@ -17,9 +17,8 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import BaseModel
 
-from api import run_kinds
 from api.auth import SESSION_COOKIE, exchange_login_code
-from api.deps import Conn, CurrentUser, SettingsDep
+from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep
 from persistence import console_sessions
 
 router = APIRouter(include_in_schema=False)
@@ -91,7 +90,7 @@ async def console_logout(request: Request, user: CurrentUser, conn: Conn) -> Res
 
 @router.get("/console/session", response_model=ConsoleSessionView)
 async def console_session(request: Request, user: CurrentUser, conn: Conn,
-                          settings: SettingsDep) -> ConsoleSessionView:
+                          settings: SettingsDep, registry: RegistryDep) -> ConsoleSessionView:
     """The signed-in user, the CSRF token for changes, and where the Temporal Web UI is."""
     session = None
     if "authorization" not in request.headers and (
@@ -100,4 +99,4 @@ async def console_session(request: Request, user: CurrentUser, conn: Conn,
     return ConsoleSessionView(
         user=user.name, role=user.role, csrf_token=session.csrf_token if session else None,
         temporal_ui_url=settings.temporal_ui_base,
-        temporal_namespace=settings.temporal_namespace, kinds=sorted(run_kinds.KINDS))
+        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names))

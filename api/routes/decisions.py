@@ -86,7 +86,7 @@ async def reopen(run: VisibleRun, checkpoint_name: Checkpoint, user: CurrentUser
     return DecisionView.of(opened)
 
 
-async def _checkpoint_request(conn, run: RunRow, checkpoint_name: str):  # type: ignore[no-untyped-def]
+async def _checkpoint_request(conn, run: RunRow, checkpoint_name: str):
     latest = await gates_repo.latest_gate_for_checkpoint(conn, run.id, checkpoint_name)
     if latest is None:
         raise ApiError(404, "checkpoint_not_found",
@@ -96,7 +96,7 @@ async def _checkpoint_request(conn, run: RunRow, checkpoint_name: str):  # type:
     return latest
 
 
-async def _update(temporal: TemporalClient, run: RunRow, checkpoint_name: str, call):  # type: ignore[no-untyped-def]
+async def _update(temporal: TemporalClient, run: RunRow, checkpoint_name: str, call):
     handle = temporal.get_workflow_handle(run.workflow_id)
     try:
         return await call(handle)

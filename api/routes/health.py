@@ -29,7 +29,7 @@ async def healthz(request: Request) -> JSONResponse:
     except (ApiError, Exception):
         temporal = "unavailable"
     health = Health(status="ok" if database == temporal == "ok" else "degraded",
-                    database=database, temporal=temporal)  # type: ignore[arg-type]
+                    database=database, temporal=temporal)
     ok = health.status == "ok"
     return JSONResponse(health.model_dump(), status_code=200 if ok else 503,
                         headers=None if ok else {"Retry-After": "5"})

@@ -23,7 +23,8 @@ from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence.jobs import JobRow
 from persistence.models import TERMINAL_RUN_STATUSES
-from workflows.batch import JOB_NOT_RUNNING, BatchJob, batch_workflow_id
+from workflows.batch import JOB_NOT_RUNNING, BatchJob
+from workflows.batch_kind import BATCH
 from workflows.batch_models import PauseInput
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -80,11 +81,11 @@ async def resume_job(job: VisibleJob, user: CurrentUser,
     return await _control(temporal, job, BatchJob.resume, PauseInput(requested_by=user.name))
 
 
-async def _control(temporal: TemporalClient, job: JobRow, update, request: PauseInput  # type: ignore[no-untyped-def]
+async def _control(temporal: TemporalClient, job: JobRow, update, request: PauseInput
                    ) -> JobControlAccepted:
     if job.status in TERMINAL_RUN_STATUSES:
         raise ApiError(409, "run_finished", f"job {job.id} is already {job.status}")
-    handle = temporal.get_workflow_handle(batch_workflow_id(job.run_id))
+    handle = temporal.get_workflow_handle(BATCH.workflow_id(job.run_id))
     try:
         result = await handle.execute_update(update, request, rpc_timeout=UPDATE_RPC_TIMEOUT)
     except WorkflowUpdateFailedError as error:

@@ -6,32 +6,33 @@ import base64
 import binascii
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Path, Query, Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from api import run_kinds
-from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient, VisibleRun
+from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep, TemporalClient, VisibleRun
 from api.errors import ApiError, unavailable
+from api.run_kinds import start_run
 from api.schemas import (
     CancelAccepted,
     EventPage,
     EventView,
-    RunCreate,
     RunCreated,
     RunPage,
     RunView,
     SnapshotHead,
     SnapshotList,
     SnapshotView,
+    run_create_model,
 )
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunStatus
+from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
@@ -39,53 +40,66 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
                                               max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
-@router.post("", status_code=201, response_model=RunCreated)
-async def create_run(body: RunCreate, user: CurrentUser, conn: Conn, temporal: TemporalClient,
-                     settings: SettingsDep, response: Response,
-                     idempotency_key: IdempotencyKey = None) -> RunCreated:
-    """Start a run; the same Idempotency-Key again returns the same run."""
-    run_id = uuid.uuid4()
-    input_json = body.input.model_dump(mode="json")
-    run, created = await runs_repo.create_run(
-        conn, run_id=run_id, kind=body.kind, owner=user.name, group_id=None,
-        workflow_id=run_kinds.kind_named(body.kind).workflow_id(run_id),
-        idempotency_key=idempotency_key, input=input_json)
-    if not created:
-        if run.kind != body.kind or run.input != input_json:
-            raise ApiError(409, "idempotency_key_reused",
-                           "this Idempotency-Key was used for a different request")
-        response.headers["Idempotent-Replayed"] = "true"
-    if created or run.status == "pending":
-        try:
-            await run_kinds.kind_named(run.kind).start(temporal, settings.temporal_task_queue, run)
-        except RPCError as error:
-            if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
-                # Nobody can retry this exact run: record that it never started.
-                await runs_repo.mark_failed_to_start(conn, run.id, error.message)
-            raise unavailable("Temporal is unavailable; the run was not started") from error
-    return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
-                      status=run.status, created=created)
+def create_router(registry: Registry) -> APIRouter:
+    """`POST /runs`, whose body is the union of the registered kinds' inputs."""
+    create = APIRouter(prefix="/runs", tags=["runs"])
+
+    async def create_run(body: Any, user: CurrentUser, conn: Conn, temporal: TemporalClient,
+                         settings: SettingsDep, response: Response,
+                         idempotency_key: IdempotencyKey = None) -> RunCreated:
+        """Start a run of any registered kind; the same Idempotency-Key again returns the
+        same run."""
+        kind = registry.kind(body.kind)
+        run_id = uuid.uuid4()
+        input_json = body.input.model_dump(mode="json")
+        project_id = body.project_id or getattr(body.input, "project_id", None)
+        run, created = await runs_repo.create_run(
+            conn, run_id=run_id, kind=kind.name, owner=user.name, group_id=None,
+            workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
+            input=input_json, project_id=project_id)
+        if not created:
+            if run.kind != kind.name or run.input != input_json:
+                raise ApiError(409, "idempotency_key_reused",
+                               "this Idempotency-Key was used for a different request")
+            response.headers["Idempotent-Replayed"] = "true"
+        if created or run.status == "pending":
+            try:
+                await start_run(temporal, settings.temporal_task_queue, kind, run)
+            except RPCError as error:
+                if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
+                    # Nobody can retry this exact run: record that it never started.
+                    await runs_repo.mark_failed_to_start(conn, run.id, error.message)
+                raise unavailable("Temporal is unavailable; the run was not started") from error
+        return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
+                          status=run.status, created=created)
+
+    # The body's type is built at run time, so it is set here rather than written above.
+    create_run.__annotations__["body"] = run_create_model(
+        [registry.kind(name) for name in registry.names])
+    create.post("", status_code=201, response_model=RunCreated)(create_run)
+    return create
 
 
 @router.get("", response_model=RunPage)
 async def list_runs(
-    user: CurrentUser, conn: Conn,
+    user: CurrentUser, conn: Conn, registry: RegistryDep,
     kind: Annotated[str | None, Query(max_length=50)] = None,
     status: RunStatus | None = None,
     awaiting_human: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    project_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     q: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00]+$",
                                    description="Text in the run's id, phase or input")] = None,
 ) -> RunPage:
     """The caller's runs, newest first, filtered, searched and paginated by cursor."""
-    if kind is not None and kind not in run_kinds.KINDS:
+    if kind is not None and kind not in registry.kinds:
         raise ApiError(422, "invalid_request",
-                       f"kind: unknown run kind {kind!r}; one of {', '.join(run_kinds.KINDS)}")
+                       f"kind: unknown run kind {kind!r}; one of {', '.join(registry.names)}")
     runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
                                      awaiting_human=awaiting_human, limit=limit + 1,
                                      before=_decode_cursor(cursor) if cursor else None,
-                                     search=q)
+                                     project_id=project_id, search=q)
     page, more = runs[:limit], len(runs) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)

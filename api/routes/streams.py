@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
@@ -19,6 +19,7 @@ from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.schemas import DecisionView, EventView
 from api.sse import LiveEvent, sse
+from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -26,14 +27,13 @@ from persistence.models import TERMINAL_RUN_STATUSES, EventRow
 
 router = APIRouter(tags=["streams"])
 
-TERMINAL_EVENT_TYPES = {"run.completed", "run.failed", "run.canceled"}
 CATCH_UP_PAGE = 500
 # Every open request goes out when an inbox stream starts: a console shows them all at once
 # (1,000 render in well under a second; see bench/bench_console.py).
 INBOX_SNAPSHOT_LIMIT = 10_000
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                   "Connection": "keep-alive"}
-SSE_RESPONSES = {200: {"content": {"text/event-stream": {}},
+SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
                        "description": "An event stream; each event's `id` is its seq."}}
 
 

@@ -1,7 +1,7 @@
 -- name: insert_run
 -- Creates a run; with an idempotency key, a second insert returns nothing (see find_run_by_key).
-INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input, project_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
 RETURNING *;
 
@@ -15,15 +15,16 @@ SELECT * FROM runs WHERE id = $1;
 
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
--- $8 searches the id, phase and input case-insensitively.
+-- $8 is a project; $9 searches the id, phase and input case-insensitively.
 SELECT * FROM runs
  WHERE ($1::text IS NULL OR owner = $1)
    AND ($2::text IS NULL OR kind = $2)
    AND ($3::text IS NULL OR status = $3)
    AND ($4::boolean IS NULL OR (hitl_state IS NOT NULL) = $4)
    AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7::uuid))
-   AND ($8::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
-                                        || input::text), lower($8)) > 0)
+   AND ($8::text IS NULL OR project_id = $8)
+   AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
+                                        || input::text), lower($9)) > 0)
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 
@@ -39,6 +40,7 @@ UPDATE runs SET
                               ELSE hitl_checkpoint_at END,
     result = COALESCE($6, result),
     error_message = COALESCE($7, error_message),
+    stop_reason = COALESCE($8, stop_reason),
     started_at = COALESCE(started_at, CASE WHEN $2 <> 'pending' THEN now() END),
     completed_at = CASE WHEN $2 IN ('completed', 'failed', 'canceled') THEN COALESCE(completed_at, now())
                         ELSE completed_at END,
@@ -47,6 +49,7 @@ UPDATE runs SET
 
 -- name: mark_run_failed_to_start
 -- The API could not start the workflow: the run will never move, so say so.
-UPDATE runs SET status = 'failed', error_message = $2, updated_at = now(), completed_at = now()
+UPDATE runs SET status = 'failed', error_message = $2, stop_reason = 'failed_to_start',
+                updated_at = now(), completed_at = now()
  WHERE id = $1 AND status = 'pending';
 

@@ -89,7 +89,8 @@ def _element(pkg: str, el: El, y: int, index: int) -> tuple[str, int]:
     box = (48, y, WIDTH - 48, y + ITEM_H - 20)
     if el.kind in _SIMPLE:
         cls, flags = _SIMPLE[el.kind]
-        return node(pkg, cls, box, index=index, text=el.text, rid=rid, **flags), ITEM_H
+        return node(pkg, cls, box, index=index, text=el.text, rid=rid,
+                    **flags), ITEM_H  # type: ignore[arg-type]
     if el.kind == "image":
         return node(pkg, "android.widget.ImageButton", box, index=index, desc=el.text, rid=rid,
                     clickable=True), ITEM_H

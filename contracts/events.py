@@ -1,0 +1,26 @@
+"""The event vocabulary every run kind shares.
+
+A run's life is told by the same four events whatever its kind (`run.started`, then one of
+`run.completed`, `run.failed`, `run.canceled`, each carrying its `stop_reason`); gates by
+`gate.opened`, `gate.decided`, `gate.expired`. Kind-specific events (`phase.started`,
+`item.failed`, `agent.node.completed`, ...) add detail between them.
+"""
+
+from __future__ import annotations
+
+RUN_STARTED = "run.started"
+RUN_COMPLETED = "run.completed"
+RUN_FAILED = "run.failed"
+RUN_CANCELED = "run.canceled"
+
+GATE_OPENED = "gate.opened"
+GATE_DECIDED = "gate.decided"
+GATE_EXPIRED = "gate.expired"
+
+# The last event of a run: a stream that sends one of these ends. The legacy names are what
+# batch and mobile runs wrote before the shared lifecycle; their rows are still in the table.
+TERMINAL_EVENT_TYPES = frozenset({
+    RUN_COMPLETED, RUN_FAILED, RUN_CANCELED,
+    "job.completed", "job.failed", "job.canceled",
+    "agent.run.completed", "agent.run.failed", "agent.run.canceled",
+})

@@ -1,0 +1,110 @@
+"""The content-review plug-in, used as a user would: through Waystation's API, its decisions
+inbox and its SSE stream, against a real Postgres and a real Temporal dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from content_review.workflow import ContentReview
+
+from waystation.sdk import replay_histories
+from waystation.testing import LocalStack, local_stack, sse_events
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+
+
+@pytest.fixture(scope="module")
+async def stack():
+    async with local_stack() as running:
+        yield running
+
+
+async def inbox_request(stack: LocalStack, run_id: str, checkpoint: str) -> dict:
+    """The pending request of `run_id` at `checkpoint`, as the owner's inbox shows it."""
+    async with stack.client("editor") as http:
+        for _ in range(300):
+            pending = (await http.get("/decisions")).json()["decisions"]
+            for request in pending:
+                if request["run_id"] == run_id and request["checkpoint_name"] == checkpoint:
+                    return request
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{checkpoint} never reached the inbox")
+
+
+async def decide(stack: LocalStack, request: dict, decision: str, feedback: str | None = None):
+    async with stack.client("editor") as http:
+        response = await http.post(
+            f"/runs/{request['run_id']}/decisions/{request['checkpoint_name']}",
+            json={"decision": decision, "feedback": feedback,
+                  "request_id": request["request_id"], "digest": request["digest"]})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_review_decided_from_the_inbox_and_followed_to_the_end(stack: LocalStack):
+    async with stack.client("editor") as http:
+        created = await http.post("/runs", json={
+            "kind": "content_review", "project_id": "blog",
+            "input": {"topic": "durable agents", "audience": "platform teams"}})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["run_id"]
+        assert created.json()["workflow_id"] == f"content-review-{run_id}"
+
+        async def follow() -> list:
+            async with http.stream("GET", f"/runs/{run_id}/events/stream") as response:
+                return [event async for event in sse_events(response)]
+        stream = asyncio.create_task(follow())
+
+        first = await inbox_request(stack, run_id, "approve_draft")
+        assert first["title"].startswith("Review: Durable agents")
+        await decide(stack, first, "reject", "add an example")
+        second = await inbox_request(stack, run_id, "approve_draft")
+        assert second["request_id"] != first["request_id"]
+        assert "Revised after review: add an example" in second["description"]
+        await decide(stack, second, "approve")
+        await decide(stack, await inbox_request(stack, run_id, "confirm_publish"), "publish")
+
+        events = await asyncio.wait_for(stream, timeout=60)
+        types = [e.event for e in events]
+        assert types[0] == "run.started" and types[-2:] == ["run.completed", "end"]
+        assert types.count("draft.written") == 2 and types.count("gate.decided") == 3
+        assert [e.id for e in events if e.id is not None] == \
+            list(range(1, len(events)))  # gapless seq, each event once
+
+        run = (await http.get(f"/runs/{run_id}")).json()
+        assert run["status"] == "completed" and run["stop_reason"] == "published"
+        assert run["finished_at"] is not None and run["project_id"] == "blog"
+        assert run["result"]["slug"].startswith("durable-agents")
+        listed = (await http.get("/runs", params={"project_id": "blog"})).json()["runs"]
+        assert [r["run_id"] for r in listed] == [run_id]
+        snapshot = (await http.get(f"/runs/{run_id}/snapshots/latest")).json()
+        assert snapshot["state"]["status"] == "completed"
+        assert snapshot["state"]["draft"]["revision"] == 2
+
+        if os.environ.get("RECORD_HISTORIES"):
+            history = await stack.temporal.get_workflow_handle(
+                f"content-review-{run_id}").fetch_history()
+            (HISTORIES / "review_reject_then_publish.json").write_text(history.to_json())
+
+
+async def test_bad_input_is_refused_naming_the_kinds(stack: LocalStack):
+    async with stack.client("stranger") as http:
+        unknown = await http.post("/runs", json={"kind": "poem", "input": {}})
+        assert unknown.status_code == 422
+        assert unknown.json()["error"]["message"] == (
+            "kind: unknown run kind 'poem'; one of validation, batch, mobile_agent, "
+            "content_review")
+        short = await http.post("/runs", json={"kind": "content_review",
+                                               "input": {"topic": "x"}})
+        assert short.status_code == 422 and "topic" in short.json()["error"]["message"]
+        extra = await http.post("/runs", json={"kind": "content_review",
+                                               "input": {"topic": "tea", "colour": "red"}})
+        assert extra.status_code == 422 and "colour" in extra.json()["error"]["message"]
+        assert (await http.get("/runs")).json()["runs"] == [], "a refusal writes nothing"
+
+
+async def test_recorded_histories_replay():
+    assert await replay_histories(HISTORIES, [ContentReview])

@@ -1,0 +1,15 @@
+"""A plug-in whose input model is not a pydantic model."""
+
+from dataclasses import dataclass
+
+from contracts.kinds import RunKind
+from workflows.validation import ValidationRun
+
+
+@dataclass
+class NotAModel:
+    text: str
+
+
+RUN_KINDS = [RunKind(name="not_pydantic", workflow=ValidationRun, input_model=NotAModel,
+                     workflow_id_prefix="np-", summary=lambda run: "x")]

@@ -1,0 +1,136 @@
+"""The one registry of run kinds and agent backends: built-ins, entry points, WAYSTATION_PLUGINS.
+
+A plug-in is a Python package that names its kinds in the entry-point group
+`waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either) and its
+agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`), or a
+module listed in `WAYSTATION_PLUGINS` with `RUN_KINDS` and/or `AGENT_BACKENDS` attributes.
+The API and the worker both load the registry when they start, and refuse to start when a
+plug-in is broken, naming the plug-in and the problem.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import workflow
+
+from activities.agents.base import AgentBackend
+from contracts.kinds import KIND_NAME, PluginError, RunKind
+from workflows.batch_kind import BATCH
+from workflows.mobile_kind import MOBILE
+from workflows.validation_kind import VALIDATION
+
+KINDS_GROUP = "waystation.run_kinds"
+BACKENDS_GROUP = "waystation.agent_backends"
+BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE)
+BUILTIN_BACKENDS = ("offline", "noop", "openai")
+
+BackendFactory = Callable[[Any], AgentBackend]
+__all__ = ["PluginError", "Registered", "Registry", "load_registry"]
+
+
+@dataclass(frozen=True)
+class Registered:
+    kind: RunKind
+    source: str  # "builtin", "entry point NAME (DIST VERSION)", "WAYSTATION_PLUGINS module M"
+
+
+@dataclass
+class Registry:
+    kinds: dict[str, Registered] = field(default_factory=dict)
+    backends: dict[str, tuple[BackendFactory, str]] = field(default_factory=dict)
+
+    def kind(self, name: str) -> RunKind:
+        return self.kinds[name].kind
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.kinds)
+
+    def workflows(self) -> list[type]:
+        return [r.kind.workflow for r in self.kinds.values()]
+
+    def add_kind(self, kind: object, source: str) -> None:
+        if not isinstance(kind, RunKind):
+            raise PluginError(f"{source}: {kind!r} is not a waystation RunKind")
+        if not KIND_NAME.match(kind.name):
+            raise PluginError(f"{source}: kind name {kind.name!r} must match {KIND_NAME.pattern}")
+        if kind.name in self.kinds:
+            raise PluginError(f"{source}: kind name {kind.name!r} is taken "
+                              f"(registered by {self.kinds[kind.name].source})")
+        if not (isinstance(kind.input_model, type) and issubclass(kind.input_model, BaseModel)):
+            raise PluginError(f"{source}: kind {kind.name!r}: input_model "
+                              f"{kind.input_model!r} is not a pydantic model")
+        defn = workflow._Definition.from_class(kind.workflow)
+        if defn is None:
+            raise PluginError(f"{source}: kind {kind.name!r}: {kind.workflow!r} is not a "
+                              "@workflow.defn class")
+        for other in self.kinds.values():
+            if other.kind.workflow_id_prefix == kind.workflow_id_prefix:
+                raise PluginError(f"{source}: kind {kind.name!r}: workflow id prefix "
+                                  f"{kind.workflow_id_prefix!r} is taken by {other.kind.name!r}")
+            other_defn = workflow._Definition.must_from_class(other.kind.workflow)
+            if other_defn.name == defn.name:
+                raise PluginError(f"{source}: kind {kind.name!r}: workflow type {defn.name!r} "
+                                  f"is taken by {other.kind.name!r}")
+        self.kinds[kind.name] = Registered(kind, source)
+
+    def add_backend(self, name: str, factory: object, source: str) -> None:
+        if not callable(factory):
+            raise PluginError(f"{source}: agent backend {name!r} is not a factory")
+        if name in BUILTIN_BACKENDS or name in self.backends:
+            taken = self.backends[name][1] if name in self.backends else "builtin"
+            raise PluginError(f"{source}: agent backend name {name!r} is taken ({taken})")
+        self.backends[name] = (factory, source)
+
+
+def load_registry(plugin_modules: Iterable[str] = (), *,
+                  use_entry_points: bool = True) -> Registry:
+    """Built-in kinds, then entry points, then WAYSTATION_PLUGINS modules, in that order."""
+    registry = Registry()
+    for kind in BUILTIN_KINDS:
+        registry.add_kind(kind, "builtin")
+    if use_entry_points:
+        for ep in entry_points(group=KINDS_GROUP):
+            source = _describe(ep)
+            for kind in _kinds_of(_load(ep.load, source), source):
+                registry.add_kind(kind, source)
+        for ep in entry_points(group=BACKENDS_GROUP):
+            registry.add_backend(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
+    for module_name in plugin_modules:
+        source = f"WAYSTATION_PLUGINS module {module_name}"
+        module = _load(functools.partial(importlib.import_module, module_name), source)
+        kinds = getattr(module, "RUN_KINDS", None)
+        backends = getattr(module, "AGENT_BACKENDS", None)
+        if kinds is None and backends is None:
+            raise PluginError(f"{source}: defines neither RUN_KINDS nor AGENT_BACKENDS")
+        for kind in _kinds_of(kinds or [], source):
+            registry.add_kind(kind, source)
+        for name, factory in (backends or {}).items():
+            registry.add_backend(name, factory, source)
+    return registry
+
+
+def _describe(ep: Any) -> str:
+    dist = f" ({ep.dist.name} {ep.dist.version})" if getattr(ep, "dist", None) else ""
+    return f"entry point {ep.group}:{ep.name} = {ep.value}{dist}"
+
+
+def _load(load: Callable[[], Any], source: str) -> Any:
+    try:
+        return load()
+    except Exception as error:  # any import-time failure of foreign code
+        raise PluginError(f"{source}: failed to import: {type(error).__name__}: {error}") \
+            from error
+
+
+def _kinds_of(value: Any, source: str) -> list[Any]:
+    if callable(value) and not isinstance(value, RunKind | type):
+        value = _load(value, source)
+    return list(value) if isinstance(value, list | tuple) else [value]

