@@ -74,15 +74,36 @@ export function mountInbox(main) {
     updateCount();
   });
 
+  // After a reconnect the stream sends every open request again: any we still show that is
+  // not among them closed while we were away.
+  let resent = new Set();
+  function dropUnsent() {
+    for (const id of [...open.keys()]) {
+      if (resent.has(id) || cards.get(id)?.closing) continue;
+      open.delete(id);
+      const card = cards.get(id);
+      if (card) {
+        nearScreen.unobserve(card.element);
+        card.element.remove();
+        cards.delete(id);
+      }
+    }
+    updateCount();
+  }
+
   const source = stream("/decisions/stream", {
     "decision.pending": (decision) => {
+      resent.add(decision.request_id);
       const known = open.has(decision.request_id);
       open.set(decision.request_id, decision);
       if (!loaded) initial.push(decision);
       else if (!known) arrive(decision);
     },
     "decision.snapshot_done": () => {
-      if (loaded) return;  // a resynchronisation after a reconnect: nothing new to draw
+      if (loaded) {
+        dropUnsent();
+        return;
+      }
       loaded = true;
       updateCount();
       drawInitial(initial.reverse());
@@ -111,7 +132,7 @@ export function mountInbox(main) {
         updateCount();
       }, CLOSED_LINGER_MS);
     },
-  });
+  }, { onOpen: () => { resent = new Set(); } });
   return () => {
     stopped = true;
     source.close();
