@@ -53,7 +53,9 @@ SECRET = "fuzz-secret-0123456789-0123456789-abcdef"
 EXAMPLES_PER_OPERATION = int(os.environ.get("WAYSTATION_FUZZ_EXAMPLES", 12))
 # Fixed examples by default, so CI is repeatable; WAYSTATION_FUZZ_RANDOM=1 explores anew.
 DERANDOMIZE = os.environ.get("WAYSTATION_FUZZ_RANDOM") != "1"
-SCENARIOS = 25
+# Enough scenarios that the derandomized walk follows more than 20 links into the run-scoped
+# operations (the snapshot-history routes added two of them).
+SCENARIOS = 30
 STEPS_PER_SCENARIO = 6
 SAMPLE_APP = "com.waystation.sample.notes"
 ID_KEYS = {"run_id", "job_id", "item_id"}
@@ -261,6 +263,7 @@ def _seed(url: str, owners: Owners, session: requests.Session) -> dict[str, list
     owners.of[item] = alice
     return {"run_id": [gated, job, mobile], "job_id": [job], "item_id": [item],
             "checkpoint_name": ["approve_founders_brief"], "step": ["summarize"],
+            "step_ordinal": [1],
             "package": [SAMPLE_APP]}
 
 
