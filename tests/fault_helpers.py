@@ -265,20 +265,25 @@ class ReadModelWatcher:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        # One last look: the loop's newest sample may be up to one interval old.
+        await self._sample()
 
     async def _watch(self) -> None:
         while True:
-            try:
-                async with self.pool.acquire() as conn:
-                    row = await conn.fetchrow(
-                        "SELECT r.last_seq, r.status, coalesce(max(s.step_ordinal), 0) AS snap "
-                        "FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id "
-                        "WHERE r.id = $1 GROUP BY r.id", self.run_id)
-                if row is not None:
-                    self.samples.append((row["last_seq"], row["snap"], row["status"]))
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
-                self.errors.append(str(error))  # the database may be the thing being broken
+            await self._sample()
             await asyncio.sleep(0.1)
+
+    async def _sample(self) -> None:
+        try:
+            async with self.pool.acquire() as conn:
+                row = await conn.fetchrow(
+                    "SELECT r.last_seq, r.status, coalesce(max(s.step_ordinal), 0) AS snap "
+                    "FROM runs r LEFT JOIN run_snapshots s ON s.run_id = r.id "
+                    "WHERE r.id = $1 GROUP BY r.id", self.run_id)
+            if row is not None:
+                self.samples.append((row["last_seq"], row["snap"], row["status"]))
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            self.errors.append(str(error))  # the database may be the thing being broken
 
     def assert_never_backwards(self) -> None:
         assert self.samples, "nothing sampled"
