@@ -91,6 +91,9 @@ class RunView(BaseModel):
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
+    cost_usd: float = Field(0.0, description="Model calls' cost, every attempt counted.")
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:

@@ -85,7 +85,7 @@ async def test_job_items_and_outputs_queries(api, tmp_path: Path):
     assert long_item["path"] == ["summarize", "grade"]
     outs = (await api.get(f"/items/{long_item['item_id']}/outputs", headers=auth())).json()
     assert [o["step"] for o in outs["outputs"]] == ["summarize", "grade"]
-    summary = outs["outputs"][0]["output"]["summary"]
+    summary = outs["outputs"][0]["output"]["fields"]["summary"]
     grade = (await api.get(f"/items/{long_item['item_id']}/outputs/grade",
                            headers=auth())).json()
     assert grade["rendered_prompt"] == f"Grade this summary: {summary}"

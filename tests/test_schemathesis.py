@@ -54,8 +54,8 @@ EXAMPLES_PER_OPERATION = int(os.environ.get("WAYSTATION_FUZZ_EXAMPLES", 12))
 # Fixed examples by default, so CI is repeatable; WAYSTATION_FUZZ_RANDOM=1 explores anew.
 DERANDOMIZE = os.environ.get("WAYSTATION_FUZZ_RANDOM") != "1"
 # Enough scenarios that the derandomized walk follows more than 20 links into the run-scoped
-# operations (the snapshot-history routes added two of them).
-SCENARIOS = 30
+# operations (larger input schemas and the snapshot-history routes each shifted the examples).
+SCENARIOS = 35
 STEPS_PER_SCENARIO = 6
 SAMPLE_APP = "com.waystation.sample.notes"
 ID_KEYS = {"run_id", "job_id", "item_id"}

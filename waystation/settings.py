@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.agents.prices import ModelPrice
+
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
 
 
@@ -68,6 +70,11 @@ class Settings(BaseSettings):
     )
     openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    openai_timeout_seconds: float = Field(
+        120.0, gt=0, validation_alias="WAYSTATION_OPENAI_TIMEOUT_SECONDS")
+    # USD per million tokens by model, over genai-prices' table: {"model": {"input", "output"}}.
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")

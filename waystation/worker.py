@@ -61,7 +61,8 @@ def agent_backend(settings: Settings, registry: Registry | None = None) -> Agent
         return factory(settings)
     return backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
                          base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                         model=settings.openai_model)
+                         model=settings.openai_model, prices=settings.model_prices,
+                         timeout_seconds=settings.openai_timeout_seconds)
 
 
 async def run_worker(settings: Settings, registry: Registry) -> None:
@@ -70,8 +71,9 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     configure_tracing(settings, "waystation-worker")
     client = await connect_temporal(settings)
     pool = await create_pool(resolve_database_url(settings))
+    backend = agent_backend(settings, registry)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
-                          backend=agent_backend(settings, registry), registry=registry,
+                          backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path)
     stop = asyncio.Event()
@@ -81,4 +83,5 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     log.info("worker polling task queue %s", settings.temporal_task_queue)
     async with worker:
         await stop.wait()
+    await backend.aclose()
     await pool.close()

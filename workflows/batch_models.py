@@ -59,6 +59,9 @@ class BatchProgress(BaseModel):
     snapshots_taken: int = 0
     rounds: int = 0
     pauses: int = 0
+    # The job's spend as the activities last reported it, and its budget (as last raised).
+    cost_usd: float = 0.0
+    max_cost_usd: float | None = None
     # Work queued when a run stopped early to keep its history short (usually empty).
     ranges: list[ItemRange] = Field(default_factory=list)
     retries: list[ItemRetry] = Field(default_factory=list)

@@ -32,6 +32,7 @@ UNKNOWN_CHECKPOINT = "UnknownCheckpoint"
 GATE_NOT_PENDING = "GateNotPending"
 UNKNOWN_OPTION = "UnknownOption"
 STALE_REQUEST = "StaleRequest"
+INVALID_FEEDBACK = "InvalidFeedback"
 
 
 class GateSpec(BaseModel):
@@ -49,6 +50,9 @@ class GateSpec(BaseModel):
     default_option: str | None = None
     # Which options count as a rejection (everything else approves).
     rejecting_options: list[str] = Field(default_factory=lambda: ["reject"])
+    # Options whose feedback must be a number above `feedback_number_above` (a new budget).
+    feedback_number_for: list[str] = Field(default_factory=list)
+    feedback_number_above: float = 0.0
 
     def digest(self) -> str:
         shown = {"checkpoint": self.checkpoint_name, "title": self.title,
@@ -170,6 +174,12 @@ class GateBook:
             raise ApplicationError(
                 f"unknown option {d.decision!r} for {d.checkpoint_name!r}; "
                 f"choose one of {', '.join(allowed)}", type=UNKNOWN_OPTION)
+        if d.decision in gate.spec.feedback_number_for:
+            above = gate.spec.feedback_number_above
+            if (amount := feedback_number(d.feedback)) is None or amount <= above:
+                raise ApplicationError(
+                    f"option {d.decision!r} needs feedback holding a number above {above:g}",
+                    type=INVALID_FEEDBACK)
         if d.request_id is not None and d.request_id != gate.request_id:
             raise ApplicationError(
                 f"request {d.request_id} is not the open request for {d.checkpoint_name!r} "
@@ -197,6 +207,15 @@ class GateBook:
         self.closed[gate.spec.checkpoint_name] = view
         self.open = None
         return view
+
+
+def feedback_number(feedback: str | None) -> float | None:
+    """The number a decision's feedback holds ("2.5", "$2.50"), if it is one."""
+    try:
+        value = float((feedback or "").strip().lstrip("$"))
+    except ValueError:
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
 
 
 GateOutcome = Literal["decided", "expired"]

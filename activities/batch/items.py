@@ -28,7 +28,9 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentBackend, AgentRequest
+from activities.agents import AgentBackend, AgentRequest, AgentResponse
+from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
+from activities.agents.structured import AnswerProblem, validate_answer
 from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
@@ -65,12 +67,15 @@ class ItemInput(BaseModel):
     prelude: ReadModelWrite | None = None
     # The item's attempt number at this activity's first attempt (2 after a failed slice try).
     first_attempt: int = 1
+    # Report the job's spend so far (a job with a budget).
+    report_spend: bool = False
 
 
 class ItemResult(BaseModel):
     status: str  # completed | failed
     steps_run: int = 0
     error: str | None = None
+    job_cost_usd: float | None = None
 
 
 class SliceInput(BaseModel):
@@ -79,6 +84,7 @@ class SliceInput(BaseModel):
     count: int = Field(ge=1)
     max_retries: int
     prelude: ReadModelWrite | None = None
+    report_spend: bool = False
 
 
 class SliceFailure(BaseModel):
@@ -93,6 +99,8 @@ class SliceResult(BaseModel):
     next_ordinal: int
     completed: int = 0
     failures: list[SliceFailure] = Field(default_factory=list)
+    # The job's spend after this slice, every attempt counted (when asked to report it).
+    job_cost_usd: float | None = None
 
 
 @contextlib.asynccontextmanager
@@ -168,6 +176,8 @@ class BatchActivities:
                 else:
                     result.failures.append(failure)
                 result.next_ordinal = ordinal + 1
+            if batch.report_spend:
+                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), batch.job_id)
         return result
 
     async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
@@ -197,7 +207,10 @@ class BatchActivities:
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
         async with _heartbeating(), ConnectionLease(self._pool) as lease:
-            return await self._run(lease, item)
+            result = await self._run(lease, item)
+            if item.report_spend:
+                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), item.job_id)
+            return result
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)
@@ -242,14 +255,19 @@ class BatchActivities:
             raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
         except Exception as error:
             if not (in_slice and isinstance(error, UNAVAILABLE_ERRORS)):
-                await self._fail(lease, unit.id, _describe(error), attempt,
-                                 final=attempt > max_retries)
+                final = attempt > max_retries or (
+                    isinstance(error, ApplicationError) and error.non_retryable)
+                await self._fail(lease, unit.id, _describe(error), attempt, final=final,
+                                 usage=usage_of(error))
             raise
 
     async def _fail(self, lease: ConnectionLease, unit_id: UUID, error: str, attempt: int, *,
-                    final: bool) -> None:
+                    final: bool, usage: Usage | None = None) -> None:
+        spent = usage or Usage()
         await jobs_repo.fail_unit(await lease.conn(), unit_id, final=final, error=error,
-                                  retries=attempt - 1)
+                                  retries=attempt - 1, cost_usd=spent.cost_usd,
+                                  input_tokens=spent.input_tokens,
+                                  output_tokens=spent.output_tokens)
 
     async def _pipeline(self, lease: ConnectionLease, spec: BatchJobSpec,
                         unit: jobs_repo.StartedUnit, attempt: int) -> int:
@@ -269,12 +287,15 @@ class BatchActivities:
             started = time.monotonic()
             response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
-                context={"item_id": str(unit.id)})))
-            outputs[step.name] = response.output
+                system=step.system, item_id=str(unit.id),
+                output_schema=step.output_schema, schema_name=step.name, model=step.model,
+                temperature=step.temperature)))
+            output = _step_output(step.name, step.output_schema, response)
+            outputs[step.name] = output
             following = self._next(spec, index, payload, outputs)
             now = time.monotonic()
             await jobs_repo.record_step_output(await lease.conn(), jobs_repo.StepOutputWrite(
-                unit_id=unit.id, step=step.name, step_index=index, output=response.output,
+                unit_id=unit.id, step=step.name, step_index=index, output=output,
                 rendered_prompt=prompt, next_step=None if following == END else following,
                 cost_usd=response.cost_usd, input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
@@ -293,7 +314,23 @@ class BatchActivities:
         return spec.default_next(index)
 
 
+def _step_output(step: str, schema: dict[str, Any] | None,
+                 response: AgentResponse) -> dict[str, Any]:
+    """What item_outputs keeps of an answer: its text and its fields (checked when the step
+    has a schema; a backend that re-asks has done so already)."""
+    if schema is not None:
+        try:
+            validate_answer(response.output or {}, schema)
+        except AnswerProblem as problem:
+            raise ModelCallFailed(f"step {step}: the answer is invalid: {problem}",
+                                  type=INVALID_OUTPUT, non_retryable=True,
+                                  usage=response.usage) from None
+    return {"text": response.text, "fields": response.output}
+
+
 def _describe(error: Exception) -> str:
+    if isinstance(error, ApplicationError):
+        return error.message
     return f"{type(error).__name__}: {error}"
 
 

@@ -25,11 +25,13 @@ router = APIRouter(tags=["decisions"])
 # How long a decision may wait for a worker to take it before the caller hears 503.
 UPDATE_RPC_TIMEOUT = timedelta(seconds=10)
 _STATUS_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: 422, gate_errors.GATE_NOT_PENDING: 409,
-                      gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409}
+                      gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409,
+                      gate_errors.INVALID_FEEDBACK: 422}
 _CODE_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: "unknown_option",
                     gate_errors.GATE_NOT_PENDING: "not_pending",
                     gate_errors.UNKNOWN_CHECKPOINT: "not_pending",
-                    gate_errors.STALE_REQUEST: "stale_request"}
+                    gate_errors.STALE_REQUEST: "stale_request",
+                    gate_errors.INVALID_FEEDBACK: "invalid_feedback"}
 
 Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,

@@ -29,6 +29,7 @@ from api.schemas import (
 )
 from persistence import events as events_repo
 from persistence import gates as gates_repo
+from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunStatus
@@ -111,7 +112,14 @@ async def get_run(run: VisibleRun, conn: Conn) -> RunView:
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
-    return RunView.of(run, pending if pending and pending.status == "pending" else None)
+    view = RunView.of(run, pending if pending and pending.status == "pending" else None)
+    if run.kind == "batch":
+        # A job's calls are counted on its items, not on run events.
+        counts = await jobs_repo.unit_counts(conn, run.id)
+        view.cost_usd = round(sum(c.cost_usd for c in counts), 9)
+        view.input_tokens = sum(c.input_tokens for c in counts)
+        view.output_tokens = sum(c.output_tokens for c in counts)
+    return view
 
 
 @router.get("/{run_id}/events", response_model=EventPage)
