@@ -74,6 +74,9 @@ async def get_user(
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+# Printable ASCII, as HTTP headers carry it: the same key again returns the same answer.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
+                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 TemporalClient = Annotated[Client, Depends(get_temporal)]

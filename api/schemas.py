@@ -39,6 +39,11 @@ class RunCreated(BaseModel):
     created: bool = Field(description="False when an earlier request with the same "
                                       "Idempotency-Key created this run.")
 
+    @classmethod
+    def of(cls, run: RunRow, created: bool) -> RunCreated:
+        return cls(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
+                   status=run.status, created=created)
+
 
 class DecisionView(BaseModel):
     request_id: UUID

@@ -195,3 +195,7 @@ async def list_outputs(conn: asyncpg.Connection, unit_id: UUID) -> list[OutputRo
 async def get_output(conn: asyncpg.Connection, unit_id: UUID, step: str) -> OutputRow | None:
     record = await conn.fetchrow(sql("get_unit_output"), unit_id, step)
     return OutputRow.from_record(record) if record else None
+
+
+async def failed_payloads(conn: asyncpg.Connection, job_id: UUID) -> list[Any]:
+    return [r["payload"] for r in await conn.fetch(sql("failed_unit_payloads"), job_id)]

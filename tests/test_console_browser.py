@@ -313,3 +313,19 @@ async def test_a_kind_the_console_does_not_know_gets_the_generic_run_page(browse
         "aria-valuenow", "100")
     await shot(page, "generic-kind")
     await page.context.close()
+
+
+async def test_retry_failed_items_starts_a_new_job_from_the_batch_page(browser, live, pool):
+    user = f"rf-{uuid.uuid4().hex[:6]}"
+    # The second item lacks the field the template reads: it fails, for good.
+    run_id = await start(live, user, "batch", {
+        "name": "half broken", "items": [{"text": "fine"}, {"other": 1}], "test_first": False,
+        "steps": [{"name": "summarize", "template": "Summarize: {{ item.text }}"}]})
+    page = await signed_in_page(browser, live, pool, user)
+    await page.goto(f"{live.url}/#/runs/{run_id}")
+    retry = page.get_by_role("button", name="Retry 1 failed item")
+    await expect(retry).to_be_visible()
+    await retry.click()
+    await expect(page.get_by_role("heading", name="Job: half broken (retry)")).to_be_visible()
+    assert run_id not in page.url
+    await page.context.close()

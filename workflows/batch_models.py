@@ -18,6 +18,8 @@ class BatchInput(BatchJobSpec):
     """What a user submits: the spec plus items inline, or `items_path`."""
 
     items: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+    retry_of: UUID | None = Field(None, description="The job whose failed items these are "
+                                                    "(set by POST /jobs/{id}/retry-failed).")
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
@@ -26,7 +28,7 @@ class BatchInput(BatchJobSpec):
         return self
 
     def spec(self) -> BatchJobSpec:
-        return BatchJobSpec.model_validate(self.model_dump(exclude={"items"}))
+        return BatchJobSpec.model_validate(self.model_dump(exclude={"items", "retry_of"}))
 
 
 class ItemRange(BaseModel):

@@ -6,12 +6,12 @@ import hashlib
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Path, Query
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, TemporalClient, VisibleRun
+from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
 from api.errors import ApiError, unavailable
 from api.schemas import DecisionList, DecisionRequest, DecisionView
 from persistence import gates as gates_repo
@@ -34,8 +34,6 @@ _CODE_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: "unknown_option",
                     gate_errors.INVALID_FEEDBACK: "invalid_feedback"}
 
 Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 @router.get("/decisions", response_model=DecisionList)

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep, TemporalClient, VisibleRun
-from api.errors import ApiError, unavailable
-from api.run_kinds import start_run
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    RegistryDep,
+    SettingsDep,
+    TemporalClient,
+    VisibleRun,
+)
+from api.errors import ApiError
+from api.run_kinds import create_and_start
 from api.schemas import (
     CancelAccepted,
     EventPage,
@@ -37,8 +44,6 @@ from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 def create_router(registry: Registry) -> APIRouter:
@@ -50,29 +55,13 @@ def create_router(registry: Registry) -> APIRouter:
                          idempotency_key: IdempotencyKey = None) -> RunCreated:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
-        kind = registry.kind(body.kind)
-        run_id = uuid.uuid4()
-        input_json = body.input.model_dump(mode="json")
-        project_id = body.project_id or getattr(body.input, "project_id", None)
-        run, created = await runs_repo.create_run(
-            conn, run_id=run_id, kind=kind.name, owner=user.name, group_id=None,
-            workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-            input=input_json, project_id=project_id)
+        run, created = await create_and_start(
+            conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
+            owner=user.name, input=body.input, idempotency_key=idempotency_key,
+            project_id=body.project_id or getattr(body.input, "project_id", None))
         if not created:
-            if run.kind != kind.name or run.input != input_json:
-                raise ApiError(409, "idempotency_key_reused",
-                               "this Idempotency-Key was used for a different request")
             response.headers["Idempotent-Replayed"] = "true"
-        if created or run.status == "pending":
-            try:
-                await start_run(temporal, settings.temporal_task_queue, kind, run)
-            except RPCError as error:
-                if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
-                    # Nobody can retry this exact run: record that it never started.
-                    await runs_repo.mark_failed_to_start(conn, run.id, error.message)
-                raise unavailable("Temporal is unavailable; the run was not started") from error
-        return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
-                          status=run.status, created=created)
+        return RunCreated.of(run, created)
 
     # The body's type is built at run time, so it is set here rather than written above.
     create_run.__annotations__["body"] = run_create_model(

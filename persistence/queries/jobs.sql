@@ -124,3 +124,7 @@ SELECT * FROM item_outputs WHERE unit_id = $1 ORDER BY created_at, step_index;
 -- name: get_unit_output
 -- One step's output of an item.
 SELECT * FROM item_outputs WHERE unit_id = $1 AND step = $2;
+
+-- name: failed_unit_payloads
+-- The payloads of a job's failed items in ordinal order (what a retry job runs again).
+SELECT payload FROM work_units WHERE job_id = $1 AND status = 'failed' ORDER BY ordinal;

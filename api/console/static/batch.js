@@ -89,7 +89,19 @@ export function mountBatch(slot, run, { onChange }) {
     replace(controls,
       job.status === "running" ? h("button", { type: "button", class: "secondary", onclick: () => control("pause") }, "Pause") : null,
       job.status === "paused" ? h("button", { type: "button", class: "primary", onclick: () => control("resume") }, "Resume") : null,
-      FINAL.has(job.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel job"));
+      FINAL.has(job.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel job"),
+      FINAL.has(job.status) && c.failed ? h("button", { type: "button", class: "primary", onclick: retryFailed },
+        `Retry ${c.failed} failed item${c.failed === 1 ? "" : "s"}`) : null);
+  }
+
+  // A new job over the failed items (same pipeline); this one keeps its final status.
+  async function retryFailed() {
+    try {
+      const retry = await api(`/jobs/${jobId}/retry-failed`, { method: "POST" });
+      window.location.hash = `#/runs/${retry.run_id}`;
+    } catch (error) {
+      message.textContent = `Retry refused: ${error.message}`;
+    }
   }
 
   async function control(what) {
