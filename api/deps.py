@@ -8,7 +8,8 @@ from typing import Annotated
 from uuid import UUID
 
 import asyncpg
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
 from api.auth import (
@@ -59,9 +60,17 @@ async def get_temporal(request: Request) -> Client:
     return await gateway.client()
 
 
+# Declares the bearer scheme in OpenAPI. The raw header is parsed by `authenticate`, which
+# names each way a token can be wrong (HTTPBearer would answer them all alike).
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
+                    description="An HS256 JWT: `sub` is the user, `role` `user` or `service` "
+                                "(`waystation token --user NAME`).")
+
+
 async def get_user(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
 ) -> User:
     """A bearer token when one is sent (exactly as before), else the console session cookie."""
     session_id = request.cookies.get(SESSION_COOKIE)

@@ -53,6 +53,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: _error("Request body too large"),
     415: _error("Request body is not application/json"),
     422: _error("Invalid request; `details` names each field"),
+    429: _error("Too many open streams or writes for this user; retry after Retry-After "
+                "seconds", headers={"Retry-After": {"description": "Seconds to wait before "
+                                                   "retrying", "schema": {"type": "integer"}}}),
     503: _error("Temporal or the database is unavailable; retry after Retry-After seconds",
                 headers={"Retry-After": {"description": "Seconds to wait before retrying",
                                          "schema": {"type": "integer"}}}),

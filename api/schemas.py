@@ -178,6 +178,10 @@ class CancelAccepted(BaseModel):
     status: Literal["canceling"]
 
 
+class Liveness(BaseModel):
+    status: Literal["ok"]
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unavailable"]

@@ -18,10 +18,14 @@ from waystation.worker import build_worker
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+async def api(settings: Settings, dev_env, pool,  # noqa: F811
+              tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    # Items files may come from this test's folder only (WAYSTATION_ITEMS_DIRS).
+    settings = Settings(**{**settings.model_dump(), "items_dirs": str(tmp_path)})
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
-                          backend=backend_named("offline", delay_ms=30))
+                          backend=backend_named("offline", delay_ms=30),
+                          items_sources=settings.items_sources)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:

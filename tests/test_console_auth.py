@@ -187,7 +187,10 @@ async def test_runs_search(client, pool):
 async def test_console_page_and_static_files(client):
     page = await client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    assert "default-src 'self'" in page.headers["content-security-policy"]
+    # One policy, the console's own (two would both be enforced).
+    [csp] = page.headers.get_list("content-security-policy")
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert page.headers["x-frame-options"] == "DENY"
     assert '<main id="main"' in page.text
     script = await client.get("/console/static/app.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]

@@ -265,7 +265,8 @@ async def test_mobile_run_page_and_a_phone_width_inbox(browser, live, pool):
     await expect(page.locator("#steps img").first).to_be_visible()
     await expect(page.locator("#coverage dl.kv").first).to_be_visible()
     await expect(page.locator("h1 .badge")).to_have_text("completed")
-    await page.wait_for_timeout(500)  # the graph frame's picture
+    # The graph picture, framed from the same origin (it refuses any other framer).
+    await expect(page.frame_locator("iframe.graph").locator("svg").first).to_be_visible()
     await shot(page, "mobile")
 
     phone = await signed_in_page(browser, live, pool, user, viewport=PHONE)

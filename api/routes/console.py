@@ -29,7 +29,8 @@ STATIC_PATH = "/console/static"
 # frame; screenshots are same-origin images.
 PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-src 'self'; "
-                               "object-src 'none'; base-uri 'none'; form-action 'self'",
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'",
     "Cache-Control": "no-cache",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",

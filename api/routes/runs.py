@@ -21,6 +21,7 @@ from api.deps import (
     VisibleRun,
 )
 from api.errors import ApiError
+from api.items_policy import check_items_source
 from api.run_kinds import create_and_start
 from api.schemas import (
     CancelAccepted,
@@ -55,6 +56,7 @@ def create_router(registry: Registry) -> APIRouter:
                          idempotency_key: IdempotencyKey = None) -> RunCreated:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
+        check_items_source(body.input, settings)
         run, created = await create_and_start(
             conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
             owner=user.name, input=body.input, idempotency_key=idempotency_key,

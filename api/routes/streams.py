@@ -96,6 +96,8 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
                 except TimeoutError:
                     yield b": heartbeat\n\n"
                     break  # and look at the table, in case a notification was missed
+                if sub.closed:
+                    return  # shutting down: the client resumes with Last-Event-ID
                 if sub.overflowed:
                     yield sse("overflow", {"reason": "client too slow; reconnect with "
                                                      "Last-Event-ID", "last_seq": last_sent})
@@ -168,6 +170,8 @@ async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscriptio
             except TimeoutError:
                 yield b": heartbeat\n\n"
                 continue
+            if sub.closed:
+                return  # shutting down: the client reconnects and gets the snapshot again
             if change.get("resync"):
                 yield await _inbox_snapshot(pool, sub)
                 continue
