@@ -58,6 +58,8 @@ class DecisionView(BaseModel):
     feedback: str | None
     decided_by: str | None
     decided_at: datetime | None
+    decision_arguments: dict[str, Any] | None = Field(
+        None, description="The edited arguments an `edit` decision approved a tool call with.")
     expires_at: datetime | None
     created_at: datetime
 
@@ -88,6 +90,8 @@ class RunView(BaseModel):
     updated_at: datetime
     completed_at: datetime | None
     finished_at: datetime | None = Field(description="When the run reached its final status.")
+    context_summary: str | None = Field(None, description="An agent run's short summary of "
+                                                          "its conversation, re-primed from.")
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
@@ -146,6 +150,9 @@ class DecisionRequest(BaseModel):
                                                       "it is no longer the open one.")
     digest: str | None = Field(None, min_length=64, max_length=64, pattern="^[0-9a-f]{64}$",
                                description="The digest of the request you reviewed.")
+    arguments: dict[str, Any] | None = Field(
+        None, description="With the `edit` option of a tool-call approval: the arguments to "
+                          "run the tool with, checked against the tool's JSON Schema.")
 
 
 class DecisionList(BaseModel):

@@ -44,6 +44,7 @@ class RunRow(Row):
     completed_at: datetime | None
     finished_at: datetime | None
     stop_reason: str | None
+    context_summary: str | None = None
 
 
 class EventRow(Row):
@@ -90,6 +91,7 @@ class GateRow(Row):
     feedback: str | None
     decision_at: datetime | None
     decision_by: str | None
+    decision_arguments: dict[str, Any] | None = None
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime

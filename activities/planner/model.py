@@ -29,8 +29,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from activities.planner.catalogue import vendors
+from contracts.agents import SUMMARY_REQUEST
 
-SUMMARY_REQUEST = "Summarize the conversation so far"
 # Asking to compare makes the model call a tool that does not exist: PydanticAI tells it so,
 # and it carries on (the "a model that calls an unknown tool").
 UNKNOWN_TOOL = "compare_vendors"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 from typing import Annotated
 
@@ -25,11 +26,13 @@ router = APIRouter(tags=["decisions"])
 # How long a decision may wait for a worker to take it before the caller hears 503.
 UPDATE_RPC_TIMEOUT = timedelta(seconds=10)
 _STATUS_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: 422, gate_errors.GATE_NOT_PENDING: 409,
-                      gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409}
+                      gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409,
+                      gate_errors.INVALID_ARGUMENTS: 422}
 _CODE_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: "unknown_option",
                     gate_errors.GATE_NOT_PENDING: "not_pending",
                     gate_errors.UNKNOWN_CHECKPOINT: "not_pending",
-                    gate_errors.STALE_REQUEST: "stale_request"}
+                    gate_errors.STALE_REQUEST: "stale_request",
+                    gate_errors.INVALID_ARGUMENTS: "invalid_arguments"}
 
 Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
@@ -59,12 +62,14 @@ async def decide(run: VisibleRun, checkpoint_name: Checkpoint, body: DecisionReq
     latest = await _checkpoint_request(conn, run, checkpoint_name)
     decision = DecisionInput(checkpoint_name=checkpoint_name, decision=body.decision,
                              feedback=body.feedback, decided_by=user.name,
-                             request_id=body.request_id, digest=body.digest)
+                             request_id=body.request_id, digest=body.digest,
+                             arguments=body.arguments)
     # The same decision sent again carries the same update id, so Temporal applies it once
     # and answers the retry with the first outcome.
     update_id = "decide-" + hashlib.sha256("|".join([
         checkpoint_name, str(latest.id), user.name, body.decision, body.feedback or "",
-        idempotency_key or ""]).encode()).hexdigest()[:32]
+        idempotency_key or "", json.dumps(body.arguments, sort_keys=True)
+        if body.arguments is not None else ""]).encode()).hexdigest()[:32]
     view = await _update(temporal, run, checkpoint_name, lambda handle: handle.execute_update(
         GatedWorkflow.decide, decision, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     decided = await gates_repo.get_gate(conn, view.request_id)
