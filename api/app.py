@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
-from api.routes import decisions, graphs, health, items, jobs, runs, streams
+from api.routes import decisions, graphs, health, items, jobs, messages, runs, streams
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
@@ -57,7 +57,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     app.include_router(runs.create_router(registry), responses=ERROR_RESPONSES)
-    for module in (runs, decisions, streams, health, graphs, jobs, items):
+    for module in (runs, decisions, messages, streams, health, graphs, jobs, items):
         app.include_router(module.router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
     if tracer_provider is not None:

@@ -168,3 +168,46 @@ class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unavailable"]
     temporal: Literal["ok", "unavailable"]
+
+
+class MessageRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=20_000)
+
+
+class MessageAccepted(BaseModel):
+    run_id: UUID
+    number: int = Field(description="The message's number in the conversation, from 1.")
+    turn: int = Field(description="The agent turn it starts.")
+
+
+class TranscriptEntry(BaseModel):
+    """One line of an agent run's transcript, from its run events."""
+
+    seq: int
+    type: str
+    role: Literal["user", "agent", "tool"]
+    turn: int | None
+    text: str | None = None
+    sent_by: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: Any = None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, event: EventRow) -> TranscriptEntry:
+        out = event.output if isinstance(event.output, dict) else {}
+        role = {"message.received": "user", "agent.answered": "agent"}.get(event.type, "tool")
+        return cls(seq=event.seq, type=event.type, role=role,
+                   turn=out.get("turn", event.phase), text=out.get("text"),
+                   sent_by=out.get("sent_by"), tool=out.get("tool"),
+                   arguments=out.get("arguments"), result=out.get("result", out.get("told")),
+                   created_at=event.created_at)
+
+
+class MessagePage(BaseModel):
+    run_id: UUID
+    context_summary: str | None
+    messages: list[TranscriptEntry]
+    next_after_seq: int = Field(description="Pass as after_seq to read on.")

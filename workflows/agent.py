@@ -25,8 +25,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
     from pydantic_ai.exceptions import AgentRunError, UserError
-    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
-    from pydantic_ai.messages import ToolCallPart, UserPromptPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ToolCallPart,
+        UserPromptPart,
+    )
     from pydantic_ai.toolsets import FunctionToolset
 
     from activities.agent_registry import agent_named
@@ -295,7 +300,7 @@ class AgentRun(RunWorkflow):
     def state(self) -> AgentState:
         c = self._carry
         return AgentState(agent=self._arg.input.agent, model=self._arg.input.model, turn=c.turn,
-                          waiting_for=self._waiting_for,  # type: ignore[arg-type]
+                          waiting_for=self._waiting_for,
                           context_summary=c.context_summary, last_answer=c.last_answer,
                           usage=c.usage, continued=c.continued)
 

@@ -133,28 +133,33 @@ def _after_tools(returns: list[ToolReturnPart | RetryPromptPart]) -> str:
 
 def _summary(messages: list[ModelMessage], instructions: str) -> str:
     """What a member coming back needs: the need, the shortlist, what is booked."""
-    facts = {"need": None, "shortlist": None, "booked": None}
+    facts: dict[str, str | None] = {"need": None, "shortlist": None, "booked": None}
     for message in messages:
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_name == "search_vendors":
                 facts["need"] = ", ".join(f"{k} {v}" for k, v in part.args_as_dict().items())
-            if isinstance(part, ToolReturnPart) and isinstance(part.content, dict):
-                if part.tool_name == "shortlist":
-                    facts["shortlist"] = ", ".join(f"{v['name']} ({v['id']})"
-                                                   for v in part.content["shortlisted"])
-                if part.tool_name == "book_vendor" and part.content.get("booked"):
-                    facts["booked"] = (f"{part.content['vendor']} on {part.content['date']} "
-                                       f"({part.content['booking_id']})")
+            if isinstance(listed := _returned(part, "shortlist"), dict):
+                facts["shortlist"] = ", ".join(f"{v['name']} ({v['id']})"
+                                               for v in listed["shortlisted"])
+            if isinstance(booked := _returned(part, "book_vendor"), dict) \
+                    and booked.get("booked"):
+                facts["booked"] = (f"{booked['vendor']} on {booked['date']} "
+                                   f"({booked['booking_id']})")
     earlier = instructions.partition("Summary so far: ")[2].strip()
     said = [f"{k}: {v}" for k, v in facts.items() if v]
     return "; ".join(said) if said else (earlier or "nothing decided yet")
 
 
+def _returned(part: Any, tool: str) -> Any:
+    """What `tool` returned, if `part` is its result (the content is the tool's own value)."""
+    return part.content if isinstance(part, ToolReturnPart) and part.tool_name == tool else None
+
+
 def _shortlisted(messages: list[ModelMessage], instructions: str) -> list[str]:
     for message in reversed(messages):
         for part in message.parts:
-            if isinstance(part, ToolReturnPart) and part.tool_name == "shortlist":
-                return [v["id"] for v in part.content["shortlisted"]]
+            if isinstance(listed := _returned(part, "shortlist"), dict):
+                return [v["id"] for v in listed["shortlisted"]]
     # Re-primed after continue-as-new: the shortlist lives on in the summary.
     return list(dict.fromkeys(VENDOR_ID.findall(instructions)))
 
@@ -162,8 +167,8 @@ def _shortlisted(messages: list[ModelMessage], instructions: str) -> list[str]:
 def _first_found(messages: list[ModelMessage], count: int) -> list[str]:
     for message in reversed(messages):
         for part in message.parts:
-            if isinstance(part, ToolReturnPart) and part.tool_name == "search_vendors":
-                return [v["id"] for v in part.content][:count]
+            if isinstance(found := _returned(part, "search_vendors"), list):
+                return [v["id"] for v in found][:count]
     return []
 
 
