@@ -34,8 +34,10 @@ async def new_agent_run(pool: asyncpg.Pool, owner: str = "priya",
 
 
 async def start_agent(client: Client, arg: AgentRunInput, task_queue: str) -> WorkflowHandle:
-    return await client.start_workflow(AgentRun.run, arg, id=AGENT.workflow_id(arg.run_id),
-                                       task_queue=task_queue)
+    """The run's handle by workflow id alone, so it follows the run across continue-as-new."""
+    await client.start_workflow(AgentRun.run, arg, id=AGENT.workflow_id(arg.run_id),
+                                task_queue=task_queue)
+    return client.get_workflow_handle(AGENT.workflow_id(arg.run_id))
 
 
 async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | None = None,
