@@ -18,9 +18,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     WAYSTATION_API_HOST=0.0.0.0 \
     WAYSTATION_API_PORT=8000 \
     WAYSTATION_DATA_DIR=/home/waystation/.waystation
+# The artifact folder exists, owned by the app user, so a named volume mounted on it (shared
+# by the API and the workers in docker-compose.yml) starts with that owner.
 RUN groupadd --system --gid 10001 waystation \
     && useradd --system --uid 10001 --gid waystation --create-home \
-       --home-dir /home/waystation waystation
+       --home-dir /home/waystation waystation \
+    && mkdir -p /var/lib/waystation/artifacts \
+    && chown -R waystation:waystation /var/lib/waystation
 COPY --from=build /opt/venv /opt/venv
 USER waystation
 WORKDIR /home/waystation

@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 
 from activities.agents.base import AgentBackend
+from activities.batch.items_source import ItemsSources
 
 
 @dataclass(frozen=True)
@@ -16,3 +17,5 @@ class WorkerDeps:
     backend: AgentBackend
     # Where the mobile explorer stores screenshots; None keeps none.
     artifact_dir: Path | None = None
+    # Where a batch job's items_path may point; None allows nowhere.
+    items_sources: ItemsSources | None = None

@@ -8,17 +8,35 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
-from api.routes import decisions, graphs, health, items, jobs, messages, runs, streams
+from api.metrics import ApiMetrics, HttpMetrics
+from api.rate_limits import UserLimits
+from api.routes import (
+    console,
+    decisions,
+    graphs,
+    health,
+    items,
+    jobs,
+    messages,
+    metrics,
+    runs,
+    streams,
+)
+from api.security_headers import SecurityHeaders
+from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
+
+ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -41,6 +59,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
                                        subscriber_capacity=settings.sse_client_buffer)
         await app.state.event_hub.start()
+        app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
             yield
         finally:
@@ -52,14 +71,30 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         version="0.1.0",
         summary="Durable AI-agent runs with human decisions, on Temporal and Postgres.",
         lifespan=lifespan,
+        # Operation ids are the route functions' names: stable for generated clients.
+        generate_unique_id_function=lambda route: route.name,
     )
+    # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
+    app.state.shutdown = Shutdown()
     app.state.registry = registry
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
-    app.include_router(runs.create_router(registry), responses=ERROR_RESPONSES)
-    for module in (runs, decisions, messages, streams, health, graphs, jobs, items):
-        app.include_router(module.router, responses=ERROR_RESPONSES)
+    routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
+    # Every API route, flat: since FastAPI 0.16x `app.router.routes` holds included routers
+    # as opaque wrappers without a path template.
+    app.state.routes = [route for router in routers for route in router.routes]
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
+    app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
+                       max_streams=settings.max_streams_per_user,
+                       writes_per_minute=settings.writes_per_minute)
+    app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
+    for router in routers:
+        app.include_router(router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
+    app.include_router(console.router)
+    app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),
+              name="console-static")
     if tracer_provider is not None:
         from waystation.telemetry import instrument_app
 

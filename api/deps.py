@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 from uuid import UUID
 
 import asyncpg
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Header, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from api.auth import User, authenticate, can_access
+from api.auth import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    User,
+    authenticate,
+    authenticate_session,
+    can_access,
+)
 from api.errors import ApiError, unavailable
 from api.temporal_gateway import TemporalGateway
 from persistence import runs as runs_repo
@@ -28,7 +37,8 @@ def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
-async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+@asynccontextmanager
+async def pooled_connection(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
@@ -40,17 +50,42 @@ async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
         await pool.release(conn)
 
 
+async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+    async with pooled_connection(request) as conn:
+        yield conn
+
+
 async def get_temporal(request: Request) -> Client:
     gateway: TemporalGateway = request.app.state.temporal
     return await gateway.client()
 
 
-def get_user(request: Request,
-             authorization: Annotated[str | None, Header(include_in_schema=False)] = None) -> User:
-    return authenticate(request.app.state.settings.jwt_secret, authorization)
+# Declares the bearer scheme in OpenAPI. The raw header is parsed by `authenticate`, which
+# names each way a token can be wrong (HTTPBearer would answer them all alike).
+BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
+                    description="An HS256 JWT: `sub` is the user, `role` `user` or `service` "
+                                "(`waystation token --user NAME`).")
+
+
+async def get_user(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+) -> User:
+    """A bearer token when one is sent (exactly as before), else the console session cookie."""
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if authorization is not None or not session_id:
+        return authenticate(request.app.state.settings.jwt_secret, authorization)
+    # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
+    async with pooled_connection(request) as conn:
+        return await authenticate_session(conn, session_id, method=request.method,
+                                          csrf_token=request.headers.get(CSRF_HEADER))
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+# Printable ASCII, as HTTP headers carry it: the same key again returns the same answer.
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
+                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 TemporalClient = Annotated[Client, Depends(get_temporal)]

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 EVENTS_CHANNEL = "waystation_events"
 GATES_CHANNEL = "waystation_gates"
 FETCH_PAGE = 1000
+# Put in a closed subscriber's queue to wake its stream; seq 0 is never sent.
+_WAKE_UP = LiveEvent(seq=0, type="", frame=b"")
 
 
 @dataclass(eq=False)
@@ -37,9 +39,10 @@ class RunSubscription:
     capacity: int
     queue: asyncio.Queue[LiveEvent] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
+    closed: bool = False
 
     def push(self, event: LiveEvent) -> None:
-        if self.overflowed:
+        if self.overflowed or self.closed:
             return
         if self.queue.qsize() >= self.capacity:
             self.overflowed = True
@@ -47,11 +50,21 @@ class RunSubscription:
             return
         self.queue.put_nowait(event)
 
+    def close(self) -> None:
+        """The stream ends at its next look at the queue (the API is shutting down)."""
+        self.closed = True
+        self.queue.put_nowait(_WAKE_UP)
+
 
 @dataclass(eq=False)
 class InboxSubscription:
     owner: str | None  # None: every owner (service role)
     queue: asyncio.Queue[dict] = field(default_factory=asyncio.Queue)
+    closed: bool = False
+
+    def close(self) -> None:
+        self.closed = True
+        self.queue.put_nowait({})
 
 
 @dataclass(eq=False)
@@ -73,9 +86,11 @@ class EventHub:
         self._supervisor: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self._lost = asyncio.Event()
+        self._closing = False
         # How events reached subscribers: straight from notifications, or by reading the table.
         self.delivered_inline = 0
         self.table_reads = 0
+        self.overflows = 0  # streams ended because their client fell behind
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -92,6 +107,19 @@ class EventHub:
         for channel in self._channels.values():
             if channel.pump:
                 channel.pump.cancel()
+
+    def close_streams(self) -> None:
+        """End every open stream, and any opened from now on (the API is shutting down)."""
+        self._closing = True
+        for channel in self._channels.values():
+            for subscriber in channel.subscribers:
+                subscriber.close()
+        for inbox in self._inboxes:
+            inbox.close()
+
+    def open_streams(self) -> dict[str, int]:
+        return {"run": sum(len(c.subscribers) for c in self._channels.values()),
+                "inbox": len(self._inboxes)}
 
     @property
     def listening(self) -> bool:
@@ -213,9 +241,13 @@ class EventHub:
         if channel is None:
             channel = self._channels[run_id] = _RunChannel(fetched_seq=from_seq)
         channel.subscribers.add(subscription)
+        if self._closing:
+            subscription.close()
         return subscription
 
     def unsubscribe_run(self, subscription: RunSubscription) -> None:
+        if subscription.overflowed:
+            self.overflows += 1
         channel = self._channels.get(subscription.run_id)
         if channel is None:
             return
@@ -228,6 +260,8 @@ class EventHub:
     def subscribe_inbox(self, owner: str | None) -> InboxSubscription:
         subscription = InboxSubscription(owner=owner)
         self._inboxes.add(subscription)
+        if self._closing:
+            subscription.close()
         return subscription
 
     def unsubscribe_inbox(self, subscription: InboxSubscription) -> None:

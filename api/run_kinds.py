@@ -7,6 +7,10 @@ idempotent retry) attaches to the first.
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
+import asyncpg
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import (
@@ -14,8 +18,11 @@ from temporalio.common import (
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
+from api.errors import ApiError, unavailable
 from contracts.kinds import RunKind, RunStart
+from persistence import runs as runs_repo
 from persistence.models import RunRow
 from workflows import search_attributes as sa
 
@@ -52,3 +59,28 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
         static_summary=kind.summary(start),
         static_details=kind.details(start) if kind.details else None,
         task_timeout=kind.task_timeout)
+
+
+async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
+                           kind: RunKind, *, owner: str, input: Any, project_id: str | None,
+                           idempotency_key: str | None) -> tuple[RunRow, bool]:
+    """Write the run's row, then start its workflow: (run, created). The same idempotency
+    key again returns the first run (409 when it was used for a different request)."""
+    run_id = uuid.uuid4()
+    input_json = input.model_dump(mode="json")
+    run, created = await runs_repo.create_run(
+        conn, run_id=run_id, kind=kind.name, owner=owner, group_id=None,
+        workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
+        input=input_json, project_id=project_id)
+    if not created and (run.kind != kind.name or run.input != input_json):
+        raise ApiError(409, "idempotency_key_reused",
+                       "this Idempotency-Key was used for a different request")
+    if created or run.status == "pending":
+        try:
+            await start_run(client, task_queue, kind, run)
+        except RPCError as error:
+            if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
+                # Nobody can retry this exact run: record that it never started.
+                await runs_repo.mark_failed_to_start(conn, run.id, error.message)
+            raise unavailable("Temporal is unavailable; the run was not started") from error
+    return run, created

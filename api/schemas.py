@@ -39,6 +39,11 @@ class RunCreated(BaseModel):
     created: bool = Field(description="False when an earlier request with the same "
                                       "Idempotency-Key created this run.")
 
+    @classmethod
+    def of(cls, run: RunRow, created: bool) -> RunCreated:
+        return cls(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
+                   status=run.status, created=created)
+
 
 class DecisionView(BaseModel):
     request_id: UUID
@@ -95,6 +100,9 @@ class RunView(BaseModel):
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
+    cost_usd: float = Field(0.0, description="Model calls' cost, every attempt counted.")
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:
@@ -142,6 +150,19 @@ class SnapshotView(BaseModel):
     created_at: datetime
 
 
+class SnapshotHead(BaseModel):
+    step_ordinal: int
+    label: str
+    phase: int | None
+    created_at: datetime
+
+
+class SnapshotList(BaseModel):
+    run_id: UUID
+    snapshots: list[SnapshotHead] = Field(description="Oldest first, without their state; "
+                                                      "read one by its ordinal.")
+
+
 class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision: str = Field(min_length=1, max_length=200)
@@ -162,6 +183,10 @@ class DecisionList(BaseModel):
 class CancelAccepted(BaseModel):
     run_id: UUID
     status: Literal["canceling"]
+
+
+class Liveness(BaseModel):
+    status: Literal["ok"]
 
 
 class Health(BaseModel):

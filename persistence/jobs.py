@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel
 
-from persistence.models import Row
+from persistence.models import Row, Usd
 from persistence.queries import sql
 
 # Items go in this many per statement: one round trip each, small enough to stay fast.
 INSERT_CHUNK = 2000
 
-
-# NUMERIC costs arrive as Decimal; the API speaks float.
-Usd = Annotated[float, BeforeValidator(float)]
 
 class JobRow(Row):
     id: UUID
@@ -153,9 +150,14 @@ async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
 
 
 async def fail_unit(conn: asyncpg.Connection, unit_id: UUID, *, final: bool, error: str,
-                    retries: int) -> None:
+                    retries: int, cost_usd: float = 0.0, input_tokens: int = 0,
+                    output_tokens: int = 0) -> None:
     await conn.execute(sql("fail_unit"), unit_id, "failed" if final else "retrying", error,
-                       retries)
+                       retries, Decimal(str(cost_usd)), input_tokens, output_tokens)
+
+
+async def job_cost(conn: asyncpg.Connection, job_id: UUID) -> float:
+    return float(await conn.fetchval(sql("job_cost"), job_id))
 
 
 # --- reads (API) -------------------------------------------------------------------------------
@@ -193,3 +195,7 @@ async def list_outputs(conn: asyncpg.Connection, unit_id: UUID) -> list[OutputRo
 async def get_output(conn: asyncpg.Connection, unit_id: UUID, step: str) -> OutputRow | None:
     record = await conn.fetchrow(sql("get_unit_output"), unit_id, step)
     return OutputRow.from_record(record) if record else None
+
+
+async def failed_payloads(conn: asyncpg.Connection, job_id: UUID) -> list[Any]:
+    return [r["payload"] for r in await conn.fetch(sql("failed_unit_payloads"), job_id)]

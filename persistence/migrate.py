@@ -2,10 +2,15 @@
 
 Several workers and API processes may start at once on an empty database: the advisory lock
 makes all but one wait, and the `schema_migrations` table makes the rest no-ops.
+
+Each applied migration's checksum is stored beside it. A migration file edited after it was
+applied would never run again, so the databases it already reached and the new ones would
+silently differ: every start compares the checksums and refuses to go on instead.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from importlib import resources
 
@@ -15,6 +20,15 @@ log = logging.getLogger(__name__)
 
 # Any constant works; it only has to be the same in every process of one installation.
 MIGRATION_LOCK_ID = 0x5741_5953  # "WAYS"
+
+
+class MigrationEdited(RuntimeError):
+    """An applied migration's file no longer matches what was applied."""
+
+
+def checksum(sql: str) -> str:
+    """sha256 of the file's text; line endings do not count (a checkout may convert them)."""
+    return hashlib.sha256(sql.replace("\r\n", "\n").encode()).hexdigest()
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -38,18 +52,46 @@ async def apply_migrations(conn: asyncpg.Connection) -> list[int]:
                    name text NOT NULL,
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+        await conn.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text")
+        files = migration_files()
+        done = await _check_applied(conn, files)
         applied = []
-        for version, name, sql in migration_files():
+        for version, name, sql in files:
             if version in done:
                 continue
             async with conn.transaction():
                 await conn.execute(sql)
                 await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                )
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    version, name, checksum(sql))
             log.info("applied migration %03d_%s", version, name)
             applied.append(version)
         return applied
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_ID)
+
+
+async def _check_applied(conn: asyncpg.Connection, files: list[tuple[int, str, str]]) -> set[int]:
+    """The versions already applied, after checking each against its file; rows from before
+    checksums were kept take the current file's."""
+    by_version = {version: (name, sql) for version, name, sql in files}
+    rows = await conn.fetch("SELECT version, name, checksum FROM schema_migrations")
+    edited = []
+    for row in rows:
+        if row["version"] not in by_version:
+            log.warning("migration %03d_%s is applied but not in this release",
+                        row["version"], row["name"])
+            continue
+        name, sql = by_version[row["version"]]
+        expected = checksum(sql)
+        if row["checksum"] is None:
+            await conn.execute("UPDATE schema_migrations SET checksum = $2 WHERE version = $1",
+                               row["version"], expected)
+        elif row["checksum"] != expected:
+            edited.append(f"{row['version']:03d}_{name}.sql (applied {row['checksum'][:12]}, "
+                          f"file now {expected[:12]})")
+    if edited:
+        raise MigrationEdited(
+            "applied migrations were edited since: " + "; ".join(edited) + ". Restore them "
+            "as they were and put the change in a new migration.")
+    return {row["version"] for row in rows}

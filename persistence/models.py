@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, BeforeValidator
 
 from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
 from contracts.writes import GateOption
 
 # The statuses and GateOption live in the contracts layer; re-exported for the repositories.
 __all__ = ["ExpiryPolicy", "GateOption", "GateStatus", "RunStatus", "TERMINAL_RUN_STATUSES"]
+
+# NUMERIC costs arrive as Decimal; the API speaks float.
+Usd = Annotated[float, BeforeValidator(float)]
 
 
 class Row(BaseModel):
@@ -45,6 +48,10 @@ class RunRow(Row):
     finished_at: datetime | None
     stop_reason: str | None
     context_summary: str | None = None
+    # Summed over every model-call attempt (migration 010).
+    cost_usd: Usd = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class EventRow(Row):

@@ -50,7 +50,7 @@ class ScriptedBackend:
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:
         self.requests.append(request)
-        key = (request.task, str(request.context.get("item_id")))
+        key = (request.task, str(request.item_id))
         self.calls[key] = self.calls.get(key, 0) + 1
         self.running += 1
         self.most_running = max(self.most_running, self.running)

@@ -106,6 +106,11 @@ async def test_run_through_api_with_decisions(api):
     async def canceled():
         return (await api.get(f"/runs/{run_id}", headers=auth())).json()["status"] == "canceled"
     await eventually(canceled)
+    run = (await api.get(f"/runs/{run_id}", headers=auth())).json()
+    assert run["stop_reason"] == "canceled" and run["finished_at"] is not None
+    events = (await api.get(f"/runs/{run_id}/events?limit=1000", headers=auth())).json()["events"]
+    assert events[-1]["type"] == "run.canceled"
+    assert events[-1]["output"] == {"stop_reason": "canceled"}
     again = await api.post(f"/runs/{run_id}/cancel", headers=auth())
     assert again.status_code == 409
 

@@ -18,10 +18,14 @@ from waystation.worker import build_worker
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+async def api(settings: Settings, dev_env, pool,  # noqa: F811
+              tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    # Items files may come from this test's folder only (WAYSTATION_ITEMS_DIRS).
+    settings = Settings(**{**settings.model_dump(), "items_dirs": str(tmp_path)})
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
-                          backend=backend_named("offline", delay_ms=30))
+                          backend=backend_named("offline", delay_ms=30),
+                          items_sources=settings.items_sources)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
@@ -85,7 +89,7 @@ async def test_job_items_and_outputs_queries(api, tmp_path: Path):
     assert long_item["path"] == ["summarize", "grade"]
     outs = (await api.get(f"/items/{long_item['item_id']}/outputs", headers=auth())).json()
     assert [o["step"] for o in outs["outputs"]] == ["summarize", "grade"]
-    summary = outs["outputs"][0]["output"]["summary"]
+    summary = outs["outputs"][0]["output"]["fields"]["summary"]
     grade = (await api.get(f"/items/{long_item['item_id']}/outputs/grade",
                            headers=auth())).json()
     assert grade["rendered_prompt"] == f"Grade this summary: {summary}"
@@ -119,3 +123,42 @@ async def test_pause_resume_and_cancel_through_the_api(api):
     assert canceled.status_code == 202
     job = await wait_status(api, job_id, "canceled")
     assert job["counts"].get("pending", 0) > 0
+
+
+async def test_retry_failed_runs_the_failed_items_again_as_a_new_job(api):
+    items = [{"text": "first"}, {"headline": "no text"}, {"text": "third"}, {"other": 1}]
+    created = await submit(api, items=items, failure_threshold=0.9, test_first=False,
+                           steps=[{"name": "summarize", "template": "Summarize: {{ item.text }}"}])
+    job_id = created.json()["run_id"]
+    job = await wait_status(api, job_id, "completed")
+    assert job["counts"] == {"completed": 2, "failed": 2}
+
+    retry = await api.post(f"/jobs/{job_id}/retry-failed", headers=auth())
+    assert retry.status_code == 201, retry.text
+    retry_id = retry.json()["run_id"]
+    assert retry_id != job_id and retry.json()["kind"] == "batch"
+    retried = (await api.get(f"/runs/{retry_id}", headers=auth())).json()
+    assert retried["input"]["items"] == [items[1], items[3]]
+    assert retried["input"]["retry_of"] == job_id
+    assert retried["input"]["name"] == "postings (retry)"
+    # The same items with the same pipeline fail the same way here (the offline backend is
+    # deterministic; a model's transient failures would pass now): both fail, above 90 %.
+    again = await wait_status(api, retry_id, "failed")
+    assert again["total_units"] == 2 and again["counts"] == {"failed": 2}
+    # The finished job never moves; another user cannot retry it.
+    assert (await api.get(f"/jobs/{job_id}", headers=auth())).json()["counts"] == job["counts"]
+    other = await api.post(f"/jobs/{job_id}/retry-failed", headers=auth("mallory"))
+    assert other.status_code == 404
+
+
+async def test_retry_failed_refuses_running_jobs_and_jobs_without_failures(api):
+    created = await submit(api, items=[{"text": f"t{i}"} for i in range(40)], max_workers=1,
+                           steps=[{"name": "summarize", "template": "{{ item.text }}"}])
+    job_id = created.json()["run_id"]
+    await wait_status(api, job_id, "running")
+    running = await api.post(f"/jobs/{job_id}/retry-failed", headers=auth())
+    assert running.status_code == 409 and running.json()["error"]["code"] == "job_not_finished"
+    job = await wait_status(api, job_id, "completed")
+    assert job["counts"] == {"completed": 40}
+    none = await api.post(f"/jobs/{job_id}/retry-failed", headers=auth())
+    assert none.status_code == 409 and none.json()["error"]["code"] == "no_failed_items"

@@ -299,6 +299,8 @@ async def test_a_failing_slice_falls_back_to_single_items(time_env, pool, task_q
         raise ConnectionError("the database went away")
 
     monkeypatch.setattr(batch_items.BatchActivities, "_slice_item", broken)
+    # Longer than a slice is willing to wait for the database.
+    monkeypatch.setattr(batch_items, "OUTAGE_PATIENCE_SECONDS", 0.1)
     backend = ScriptedBackend()
     await run_with(time_env, pool, task_queue, backend)
     arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
@@ -309,6 +311,29 @@ async def test_a_failing_slice_falls_back_to_single_items(time_env, pool, task_q
     # Slices of two, each tried SLICE_RETRY's three times (retries are not history events).
     counts = await activity_counts(time_env.client, handle)
     assert counts["run_batch_slice"] == 4 and counts["run_batch_item"] == 8
+
+
+async def test_a_slice_waits_out_a_short_database_outage(time_env, pool, task_queue, run_with,
+                                                         monkeypatch):
+    real, refusals = batch_items.BatchActivities._slice_item, []
+
+    async def flaky(*args: object) -> object:
+        if len(refusals) < 2:
+            refusals.append(1)
+            raise ConnectionRefusedError("the database is restarting")
+        return await real(*args)
+
+    monkeypatch.setattr(batch_items.BatchActivities, "_slice_item", flaky)
+    backend = ScriptedBackend()
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
+                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=1)
+    handle = await start(time_env.client, arg, task_queue)
+    assert (await handle.result()).completed == 8
+    assert sorted(backend.calls.values()) == [1] * 8
+    # Each slice once, no item alone: the outage cost neither retries nor the fallback.
+    counts = await activity_counts(time_env.client, handle)
+    assert counts["run_batch_slice"] == 4 and counts.get("run_batch_item", 0) == 0
 
 
 async def test_history_budget_continues_as_new_with_queued_work(time_env, pool, task_queue,

@@ -22,7 +22,8 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 
-EXPECTED_SERVICES = {"temporal-db", "temporal", "temporal-ui", "db", "migrate", "api", "worker"}
+EXPECTED_SERVICES = {"temporal-db", "temporal-schema", "temporal", "temporal-setup", "temporal-ui",
+                     "db", "migrate", "api", "worker"}
 APP_SERVICES = ("migrate", "api", "worker")
 REQUIRED_APP_ENV = ("TEMPORAL_ADDRESS", "DATABASE_URL", "WAYSTATION_JWT_SECRET")
 # Secrets that must be supplied by the operator: `${VAR:?message}`, never a default.
@@ -253,8 +254,10 @@ def test_healthcheck_commands(services: dict[str, Any]) -> None:
     for name in ("temporal-db", "db"):
         assert "pg_isready" in healthcheck_text(services[name]), name
     temporal = healthcheck_text(services["temporal"])
-    assert "cluster health" in temporal or "tctl" in temporal, temporal
-    assert "/healthz" in healthcheck_text(services["api"])
+    assert "nc -z" in temporal and "7233" in temporal, temporal
+    # Readiness (Postgres and Temporal answer) gates what waits for the API.
+    assert "/readyz" in healthcheck_text(services["api"])
+    assert ":9464/metrics" in healthcheck_text(services["worker"])
 
 
 def test_postgres_images(services: dict[str, Any]) -> None:
@@ -264,11 +267,53 @@ def test_postgres_images(services: dict[str, Any]) -> None:
 
 def test_temporal_uses_postgres(services: dict[str, Any]) -> None:
     temporal = services["temporal"]
-    assert str(temporal["image"]).startswith("temporalio/auto-setup")
+    assert str(temporal["image"]).startswith("temporalio/server:"), "not the auto-setup image"
     env = env_mapping(temporal)
     assert env.get("DB") == "postgres12"
     assert env.get("POSTGRES_SEEDS") == "temporal-db"
     assert str(env.get("POSTGRES_PWD", "")).startswith("${"), "Temporal DB password is hardcoded"
+
+
+def test_temporal_schema_is_set_up_before_the_server(services: dict[str, Any]) -> None:
+    schema = services["temporal-schema"]
+    script = f"{schema.get('entrypoint')} {schema.get('command')}"
+    for database, folder in (("temporal", "temporal"), ("temporal_visibility", "visibility")):
+        assert f"--db {database} update-schema -d $$schema/{folder}/versioned" in script
+    assert "setup-schema -v 0.0" in script and "--plugin postgres12" in script
+    assert str(env_mapping(schema).get("SQL_PASSWORD", "")).startswith("${TEMPORAL_POSTGRES")
+    assert depends_on(services["temporal"]).get("temporal-schema") == (
+        "service_completed_successfully")
+    setup = services["temporal-setup"]
+    assert "namespace create" in str(setup.get("command"))
+
+
+def test_temporal_images_match_the_dev_server(services: dict[str, Any]) -> None:
+    """The server, its tools and the UI are the versions `waystation up` runs."""
+    import subprocess
+
+    from waystation.devstack import find_temporal_binary
+
+    version = subprocess.run([find_temporal_binary(), "--version"], capture_output=True,
+                             text=True, check=True, timeout=30).stdout
+    server, ui = re.search(r"Server ([\d.]+), UI ([\d.]+)", version).groups()  # type: ignore[union-attr]
+    assert services["temporal"]["image"] == f"temporalio/server:{server}"
+    for name in ("temporal-schema", "temporal-setup"):
+        assert services[name]["image"] == f"temporalio/admin-tools:{server}", name
+    assert services["temporal-ui"]["image"] == f"temporalio/ui:{ui}"
+
+
+def test_api_and_workers_share_the_artifact_volume(compose: dict[str, Any],
+                                                   services: dict[str, Any]) -> None:
+    folders = set()
+    for name in ("api", "worker"):
+        folder = env_mapping(services[name])["WAYSTATION_ARTIFACT_DIR"]
+        mounts = [str(v) for v in services[name].get("volumes", [])]
+        assert f"artifacts:{folder}" in mounts, (name, mounts)
+        folders.add(folder)
+    assert len(folders) == 1 and "artifacts" in compose["volumes"]
+    # The image creates the folder for its non-root user, so a new volume gets that owner.
+    runs = " ".join(args for instr, args in dockerfile_instructions() if instr == "RUN")
+    assert f"mkdir -p {folders.pop()}" in runs
 
 
 def test_temporal_ui(services: dict[str, Any]) -> None:
@@ -322,7 +367,7 @@ def test_api_listens_on_all_interfaces_and_publishes_its_port(services: dict[str
         assert env["WAYSTATION_API_HOST"] == "0.0.0.0"
     targets = [str(p).rsplit(":", 1)[-1].split("/", 1)[0] for p in api.get("ports", [])]
     assert port in targets, f"api listens on {port} but publishes {api.get('ports')}"
-    assert f":{port}/healthz" in healthcheck_text(api)
+    assert f":{port}/readyz" in healthcheck_text(api)
 
 
 # ------------------------------------------------------------------------------- Dockerfile

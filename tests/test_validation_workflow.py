@@ -144,7 +144,7 @@ async def test_reject_reruns_phase_with_feedback_then_ends_after_retries(time_en
     await wait_gate(pool, arg.run_id, "approve_founders_brief")
     state = await handle.query(ValidationRun.state)
     assert state.phase_attempts[0] == 2
-    assert "focus on dentists" in state.founders_brief["revision_note"]
+    assert "focus on dentists" in state.founders_brief.revision_note
     await decide(handle, "approve_founders_brief", "reject", feedback="still no")
     with pytest.raises(WorkflowFailureError) as failed:
         await handle.result()
@@ -172,7 +172,7 @@ async def test_segment_choice_and_override_change_state(time_env, pool, worker, 
     await wait_gate(pool, arg.run_id, "approve_vpc_completion")
     state = await handle.query(ValidationRun.state)
     assert state.target_segment == segment.label
-    assert state.customer_profile["segment"] == segment.label
+    assert state.customer_profile.segment == segment.label
     await decide(handle, "approve_vpc_completion")
     await wait_gate(pool, arg.run_id, "approve_desirability_gate")
     await decide(handle, "approve_desirability_gate", "override_proceed")

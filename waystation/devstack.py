@@ -119,6 +119,7 @@ class StackUrls:
     temporal_grpc: str
     database: str
     namespace: str
+    metrics: str
 
     @classmethod
     def build(cls, settings: Settings, database_url: str) -> StackUrls:
@@ -130,6 +131,10 @@ class StackUrls:
             temporal_grpc=f"127.0.0.1:{temporal_port(settings)}",
             database=redact_password(database_url),
             namespace=settings.temporal_namespace,
+            metrics=f"{api}/metrics" + (
+                f", worker http://{settings.worker_metrics_host}:{settings.worker_metrics_port}"
+                "/metrics" if settings.worker_metrics_port else
+                " (worker: set WAYSTATION_WORKER_METRICS_PORT)"),
         )
 
 
@@ -410,6 +415,7 @@ def banner(urls: StackUrls, token: str) -> str:
             f"  Temporal Web UI {urls.temporal_ui}/namespaces/{urls.namespace}/workflows",
             f"  Temporal gRPC   {urls.temporal_grpc} (namespace {urls.namespace})",
             f"  Database        {urls.database}",
+            f"  Metrics         {urls.metrics}",
             "",
             "Dev token (user `dev`):",
             f"  {token}",

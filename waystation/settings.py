@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from activities.agents.prices import ModelPrice
+from activities.batch.items_source import ItemsSources
+
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
 
 
@@ -29,6 +32,8 @@ class Settings(BaseSettings):
     temporal_tls_ca: Path | None = Field(None, validation_alias="TEMPORAL_TLS_CA")
     temporal_api_key: str | None = Field(None, validation_alias="TEMPORAL_API_KEY")
     temporal_ui_port: int = Field(8233, validation_alias="TEMPORAL_UI_PORT")
+    # Where people open the Temporal Web UI; unset: the dev server's UI on TEMPORAL_UI_PORT.
+    temporal_ui_url: str | None = Field(None, validation_alias="WAYSTATION_TEMPORAL_UI_URL")
 
     # Postgres: unset means the embedded server under the data folder.
     database_url: str | None = Field(None, validation_alias="DATABASE_URL")
@@ -43,6 +48,20 @@ class Settings(BaseSettings):
         15.0, gt=0, validation_alias="WAYSTATION_SSE_HEARTBEAT_SECONDS")
     sse_client_buffer: int = Field(10_000, ge=10, validation_alias="WAYSTATION_SSE_CLIENT_BUFFER")
     max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
+    # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
+    max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
+    writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+
+    # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
+    # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
+    # everywhere but WAYSTATION_ENV=dev, whose plain-HTTP localhost would drop the cookie).
+    console_url: str | None = Field(None, validation_alias="WAYSTATION_CONSOLE_URL")
+    console_session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, validation_alias="WAYSTATION_CONSOLE_SESSION_HOURS")
+    console_login_code_seconds: int = Field(
+        600, ge=30, le=3600, validation_alias="WAYSTATION_CONSOLE_LOGIN_CODE_SECONDS")
+    console_cookie_secure: bool | None = Field(
+        None, validation_alias="WAYSTATION_CONSOLE_COOKIE_SECURE")
 
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
@@ -55,8 +74,17 @@ class Settings(BaseSettings):
     )
     openai_api_key: str | None = Field(None, validation_alias="WAYSTATION_OPENAI_API_KEY")
     openai_model: str = Field("gpt-4o-mini", validation_alias="WAYSTATION_OPENAI_MODEL")
+    openai_timeout_seconds: float = Field(
+        120.0, gt=0, validation_alias="WAYSTATION_OPENAI_TIMEOUT_SECONDS")
+    # USD per million tokens by model, over genai-prices' table: {"model": {"input", "output"}}.
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
+    # Where a batch job's `items_path` may point: comma-separated directories and URL
+    # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
+    items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
+    items_url_prefixes: str = Field("", validation_alias="WAYSTATION_ITEMS_URL_PREFIXES")
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     worker_max_cached_workflows: int = Field(
         1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
@@ -66,6 +94,18 @@ class Settings(BaseSettings):
     # Defaults to the process's role (waystation-api, waystation-worker).
     otel_service_name: str | None = Field(
         None, validation_alias=AliasChoices("WAYSTATION_OTEL_SERVICE_NAME", "OTEL_SERVICE_NAME"))
+
+    # Operations
+    # After SIGTERM: how long a worker lets running activities finish before cancelling them,
+    # and how long the API waits for requests in flight (streams end at once regardless).
+    graceful_shutdown_timeout: int = Field(
+        30, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+    # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
+    worker_metrics_port: int | None = Field(
+        None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
+    worker_metrics_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_WORKER_METRICS_HOST")
+    # `json`: one object a line on stderr, with the current trace and span ids.
+    log_format: Literal["text", "json"] = Field("text", validation_alias="WAYSTATION_LOG_FORMAT")
 
     @model_validator(mode="after")
     def _refuse_dev_secret_outside_dev(self) -> Settings:
@@ -86,6 +126,24 @@ class Settings(BaseSettings):
     @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
+
+    @cached_property
+    def items_sources(self) -> ItemsSources:
+        return ItemsSources.parse(self.items_dirs, self.items_url_prefixes)
+
+    @property
+    def temporal_ui_base(self) -> str:
+        return (self.temporal_ui_url or f"http://127.0.0.1:{self.temporal_ui_port}").rstrip("/")
+
+    @property
+    def console_base(self) -> str:
+        return (self.console_url or f"http://{self.api_host}:{self.api_port}").rstrip("/")
+
+    @property
+    def console_cookie_is_secure(self) -> bool:
+        if self.console_cookie_secure is not None:
+            return self.console_cookie_secure
+        return self.env != "dev"
 
     @property
     def embedded_pgdata(self) -> Path:

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EXPORTERS = ("none", "console", "otlp")
-# Health probes every few seconds would bury the traces worth reading: no server span, and no
-# root SQL spans from the probe's own queries.
-QUIET_PATHS = ("/healthz",)
+# Health probes and scrapes every few seconds would bury the traces worth reading: no server
+# span, and no root SQL spans from the probe's own queries.
+QUIET_PATHS = ("/healthz", "/livez", "/readyz", "/metrics")
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -79,8 +79,9 @@ def _exporter(name: str) -> SpanExporter:
 
 
 def instrument_app(app: FastAPI, tracer_provider: TracerProvider) -> None:
-    """A server span per request (none for /healthz), without per-message send/receive spans,
-    which for the SSE stream would be one span per event. Call before the app starts."""
+    """A server span per request (none for probes and scrapes), without per-message
+    send/receive spans, which for the SSE stream would be one span per event. Call before the
+    app starts."""
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
     app.add_middleware(_QuietPaths)

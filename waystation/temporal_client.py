@@ -12,6 +12,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from waystation.settings import Settings
@@ -62,9 +63,11 @@ def tls_config(settings: Settings) -> TLSConfig | bool:
     )
 
 
-async def connect_temporal(settings: Settings) -> Client:
+async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    """A client; `runtime` (see waystation.worker_metrics) when the worker serves metrics."""
     return await Client.connect(
         settings.temporal_address,
+        runtime=runtime,
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),

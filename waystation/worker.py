@@ -13,9 +13,13 @@ from typing import Any
 import asyncpg
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.common import MetricMeter
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.agents import AgentBackend, backend_named
+from activities.agents.metered import MeteredBackend
+from activities.batch.items_source import ItemsSources
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from persistence.db import create_pool
@@ -24,6 +28,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
+from waystation.worker_metrics import metrics_runtime
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +38,14 @@ def build_worker(
     registry: Registry | None = None, max_cached_workflows: int = 1000,
     sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
     artifact_dir: Path | None = None,
+    graceful_shutdown_timeout: timedelta = timedelta(),
+    items_sources: ItemsSources | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
     registry is given)."""
     registry = registry or load_registry(use_entry_points=False)
-    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir)
+    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
+                      items_sources=items_sources)
     activities: dict[str, Callable[..., Any]] = {}
     for function in [ReadModelActivities(pool).record,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
@@ -51,29 +59,43 @@ def build_worker(
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
+        graceful_shutdown_timeout=graceful_shutdown_timeout,
     )
 
 
-def agent_backend(settings: Settings, registry: Registry | None = None) -> AgentBackend:
-    """The backend WAYSTATION_AGENT_BACKEND names: a plug-in's, or a built-in one."""
+def agent_backend(settings: Settings, registry: Registry | None = None, *,
+                  meter: MetricMeter | None = None) -> AgentBackend:
+    """The backend WAYSTATION_AGENT_BACKEND names: a plug-in's, or a built-in one; with a
+    meter, its calls, tokens and cost are counted (waystation_model_*)."""
     if registry is not None and settings.agent_backend in registry.backends:
         factory, _ = registry.backends[settings.agent_backend]
-        return factory(settings)
-    return backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
-                         base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                         model=settings.openai_model)
+        backend = factory(settings)
+    else:
+        backend = backend_named(settings.agent_backend, delay_ms=settings.offline_delay_ms,
+                                base_url=settings.openai_base_url,
+                                api_key=settings.openai_api_key, model=settings.openai_model,
+                                prices=settings.model_prices,
+                                timeout_seconds=settings.openai_timeout_seconds)
+    return MeteredBackend(backend, meter) if meter is not None else backend
 
 
 async def run_worker(settings: Settings, registry: Registry) -> None:
-    """Run until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    """Run until SIGINT/SIGTERM, then let running activities finish (for at most
+    `graceful_shutdown_timeout`; then they are cancelled and Temporal retries them) and stop."""
     # Before the client: its TracingInterceptor and the pool's queries use this provider.
     configure_tracing(settings, "waystation-worker")
-    client = await connect_temporal(settings)
+    runtime = metrics_runtime(settings)
+    client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
+    meter = (runtime or Runtime.default()).metric_meter
+    backend = agent_backend(settings, registry, meter=meter)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
-                          backend=agent_backend(settings, registry), registry=registry,
+                          backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,
-                          artifact_dir=settings.artifact_path)
+                          artifact_dir=settings.artifact_path,
+                          items_sources=settings.items_sources,
+                          graceful_shutdown_timeout=timedelta(
+                              seconds=settings.graceful_shutdown_timeout))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -81,4 +103,5 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     log.info("worker polling task queue %s", settings.temporal_task_queue)
     async with worker:
         await stop.wait()
+    await backend.aclose()
     await pool.close()

@@ -43,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
         PauseInput,
         PauseResult,
     )
-    from workflows.gates import GateSpec
+    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
+    from workflows.gates import GateSpec, feedback_number
     from workflows.lifecycle import RunWorkflow
 
 PREPARE_TIMEOUT = timedelta(minutes=30)
@@ -80,7 +81,7 @@ class BatchJob(RunWorkflow):
     def __init__(self, arg: BatchRunInput) -> None:
         self._arg = arg
         self._spec = arg.spec
-        self._p = arg.progress or BatchProgress()
+        self._p = arg.progress or BatchProgress(max_cost_usd=arg.spec.max_cost_usd)
         self.init_run(arg.run_id, snapshots_taken=self._p.snapshots_taken,
                       status="paused" if self._p.paused else "running")
         self._in_flight = 0
@@ -175,6 +176,9 @@ class BatchJob(RunWorkflow):
                 or (has_work() and not p.paused and self._in_flight < workers))
             if self._stop is not None or not has_work():
                 break
+            if self._over_budget(1 if p.retries else size):
+                await self._ask_budget(size)
+                continue
             self._launch(self._next_work(end, size))
         await workflow.wait_condition(lambda: self._in_flight == 0)
 
@@ -209,7 +213,8 @@ class BatchJob(RunWorkflow):
                 BatchActivities.run_slice,
                 SliceInput(job_id=self._arg.run_id, first_ordinal=batch.first,
                            count=batch.count, max_retries=spec.max_retries,
-                           prelude=self._recorder.take_staged()),
+                           prelude=self._recorder.take_staged(),
+                           report_spend=p.max_cost_usd is not None),
                 start_to_close_timeout=SLICE_TIMEOUT, heartbeat_timeout=ITEM_HEARTBEAT_TIMEOUT,
                 retry_policy=SLICE_RETRY,
                 summary=f"items {batch.first}–{batch.first + batch.count - 1}")
@@ -219,6 +224,7 @@ class BatchJob(RunWorkflow):
                              for o in range(batch.first, batch.first + batch.count))
             return
         p.completed += result.completed
+        self._spent(result.job_cost_usd)
         rest = batch.first + batch.count - result.next_ordinal
         if rest > 0:  # the slice ran out of time: its remaining items go first
             p.ranges.insert(0, ItemRange(first=result.next_ordinal, count=rest))
@@ -229,6 +235,38 @@ class BatchJob(RunWorkflow):
                 p.retries.append(ItemRetry(ordinal=failure.ordinal, first_attempt=2,
                                            delay_seconds=spec.retry_initial_seconds))
 
+    # --- the budget ----------------------------------------------------------------------------
+
+    def _spent(self, job_cost_usd: float | None) -> None:
+        # Slices finish in any order: the largest total reported is the latest.
+        if job_cost_usd is not None:
+            self._p.cost_usd = max(self._p.cost_usd, job_cost_usd)
+
+    def _next_cost(self, items: int) -> float:
+        """What `items` more items may cost, at the average so far."""
+        p = self._p
+        done = p.completed + p.failed
+        return p.cost_usd / done * items if done else 0.0
+
+    def _over_budget(self, items: int) -> bool:
+        p = self._p
+        return p.max_cost_usd is not None and p.cost_usd + self._next_cost(items) > p.max_cost_usd
+
+    async def _ask_budget(self, items: int) -> None:
+        p, spec = self._p, self._spec
+        budget = p.max_cost_usd
+        assert budget is not None
+        outcome = await self.ask_human(
+            lambda: budget_gate_spec(
+                phase=0, spent=p.cost_usd, next_call=self._next_cost(items), budget=budget,
+                expires_in=timedelta(seconds=spec.gate_timeout_seconds), expiry_policy="pause"),
+            where="budget")
+        d = outcome.decision
+        if d is not None and d.decision == "raise":
+            p.max_cost_usd = feedback_number(d.feedback)
+        elif self._stop is None:
+            self._stop = (STOP_BUDGET, stopped_message(budget, p.cost_usd))
+
     async def _retry(self, retry: ItemRetry) -> None:
         if retry.delay_seconds > 0:
             await workflow.sleep(timedelta(seconds=retry.delay_seconds))
@@ -238,11 +276,12 @@ class BatchJob(RunWorkflow):
         """Run one item alone; returns None when it completed, else its error."""
         p, spec = self._p, self._spec
         try:
-            await workflow.execute_activity_method(
+            done = await workflow.execute_activity_method(
                 BatchActivities.run_item,
                 ItemInput(job_id=self._arg.run_id, ordinal=ordinal,
                           max_retries=spec.max_retries, prelude=self._recorder.take_staged(),
-                          first_attempt=first_attempt),
+                          first_attempt=first_attempt,
+                          report_spend=p.max_cost_usd is not None),
                 start_to_close_timeout=ITEM_TIMEOUT, heartbeat_timeout=ITEM_HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
                     # Attempt n waits retry_initial * 2^(n-2), wherever attempt 1 ran.
@@ -253,6 +292,7 @@ class BatchJob(RunWorkflow):
                     non_retryable_error_types=[TEMPLATE_ERROR, ITEM_FAILED]),
                 summary=f"item {ordinal}")
             p.completed += 1
+            self._spent(done.job_cost_usd)
             return None
         except ActivityError as failure:
             error = getattr(failure.cause, "message", None) or str(failure)

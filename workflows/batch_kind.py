@@ -13,7 +13,7 @@ from workflows.batch_models import BatchInput, BatchRunInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
-    batch = BatchActivities(deps.pool, deps.backend)
+    batch = BatchActivities(deps.pool, deps.backend, items_sources=deps.items_sources)
     return [batch.prepare_job, batch.run_slice, batch.run_item]
 
 

@@ -18,6 +18,8 @@ class BatchInput(BatchJobSpec):
     """What a user submits: the spec plus items inline, or `items_path`."""
 
     items: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+    retry_of: UUID | None = Field(None, description="The job whose failed items these are "
+                                                    "(set by POST /jobs/{id}/retry-failed).")
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
@@ -26,7 +28,7 @@ class BatchInput(BatchJobSpec):
         return self
 
     def spec(self) -> BatchJobSpec:
-        return BatchJobSpec.model_validate(self.model_dump(exclude={"items"}))
+        return BatchJobSpec.model_validate(self.model_dump(exclude={"items", "retry_of"}))
 
 
 class ItemRange(BaseModel):
@@ -59,6 +61,9 @@ class BatchProgress(BaseModel):
     snapshots_taken: int = 0
     rounds: int = 0
     pauses: int = 0
+    # The job's spend as the activities last reported it, and its budget (as last raised).
+    cost_usd: float = 0.0
+    max_cost_usd: float | None = None
     # Work queued when a run stopped early to keep its history short (usually empty).
     ranges: list[ItemRange] = Field(default_factory=list)
     retries: list[ItemRetry] = Field(default_factory=list)

@@ -34,6 +34,7 @@ GATE_NOT_PENDING = "GateNotPending"
 UNKNOWN_OPTION = "UnknownOption"
 STALE_REQUEST = "StaleRequest"
 INVALID_ARGUMENTS = "InvalidArguments"
+INVALID_FEEDBACK = "InvalidFeedback"
 
 
 class GateSpec(BaseModel):
@@ -55,6 +56,9 @@ class GateSpec(BaseModel):
     # the JSON Schema they must satisfy, and the option that requires them.
     arguments_schema: dict[str, Any] | None = None
     arguments_option: str = "edit"
+    # Options whose feedback must be a number above `feedback_number_above` (a new budget).
+    feedback_number_for: list[str] = Field(default_factory=list)
+    feedback_number_above: float = 0.0
 
     def digest(self) -> str:
         shown = {"checkpoint": self.checkpoint_name, "title": self.title,
@@ -180,6 +184,12 @@ class GateBook:
             raise ApplicationError(
                 f"unknown option {d.decision!r} for {d.checkpoint_name!r}; "
                 f"choose one of {', '.join(allowed)}", type=UNKNOWN_OPTION)
+        if d.decision in gate.spec.feedback_number_for:
+            above = gate.spec.feedback_number_above
+            if (amount := feedback_number(d.feedback)) is None or amount <= above:
+                raise ApplicationError(
+                    f"option {d.decision!r} needs feedback holding a number above {above:g}",
+                    type=INVALID_FEEDBACK)
         if d.request_id is not None and d.request_id != gate.request_id:
             raise ApplicationError(
                 f"request {d.request_id} is not the open request for {d.checkpoint_name!r} "
@@ -228,6 +238,13 @@ def _check_arguments(spec: GateSpec, d: DecisionInput) -> None:
     for error in jsonschema_rs.validator_for(spec.arguments_schema).iter_errors(d.arguments):
         field = ".".join(["arguments", *(str(p) for p in error.instance_path)])
         raise ApplicationError(f"{field}: {error.message}", type=INVALID_ARGUMENTS)
+def feedback_number(feedback: str | None) -> float | None:
+    """The number a decision's feedback holds ("2.5", "$2.50"), if it is one."""
+    try:
+        value = float((feedback or "").strip().lstrip("$"))
+    except ValueError:
+        return None
+    return value if value == value and value not in (float("inf"), float("-inf")) else None
 
 
 GateOutcome = Literal["decided", "expired"]

@@ -9,16 +9,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Literal
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.crew_tasks import CrewTaskActivities, CrewTaskInput
+    from activities.crew_tasks import CrewTaskActivities, CrewTaskInput, CrewTaskResult
+    from activities.validation.outputs import TASK_OUTPUTS
     from contracts.statuses import GateStatus
     from workflows import search_attributes as sa
-    from workflows.gates import OpenGate
+    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
+    from workflows.gates import OpenGate, feedback_number
     from workflows.lifecycle import RunWorkflow
-    from workflows.validation_gates import gate_spec
+    from workflows.validation_gates import gate_spec, task_failed_gate_spec
     from workflows.validation_models import (
         ValidationRunInput,
         ValidationRunResult,
@@ -30,7 +34,12 @@ TASK_TIMEOUT = timedelta(minutes=10)
 # Crew tasks heartbeat while they run: a task whose worker died is retried after this,
 # not after TASK_TIMEOUT.
 TASK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# Model calls fail in bursts (rate limits, overload) that last minutes: back off up to a
+# minute between tries, without a count (a worker crash must not use up tries); the task
+# itself gives up after its retry window (activities.crew_tasks.RETRY_WINDOW), and a 429's
+# Retry-After replaces the backoff.
+TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                         maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 
 NextStep = Literal["next", "rerun", "end"]
 
@@ -46,6 +55,9 @@ class ValidationRun(RunWorkflow):
         self.init_run(arg.run_id)
         # Why the run is ending at a gate: (stop reason, message).
         self._ending: tuple[str, str] | None = None
+        self._state.max_cost_usd = arg.input.max_cost_usd
+        # The dearest task so far: what the budget check expects the next call to cost.
+        self._dearest_task = 0.0
 
     # --- the run -----------------------------------------------------------------------
 
@@ -80,27 +92,91 @@ class ValidationRun(RunWorkflow):
                                       status="started", progress_pct=self._pct(phase, 0))],
                    with_state=True)
         for i, task in enumerate(phase.tasks):
-            result = await workflow.execute_activity_method(
-                CrewTaskActivities.run_crew_task,
-                CrewTaskInput(
-                    run_id=s.run_id, event_key=f"{prefix}.{task.task}", phase=phase.number,
-                    crew=task.crew, task=task.task, agent=task.agent,
-                    instructions=task.instructions, context=self._context(task),
-                    feedback=s.feedback.get(phase.number),
-                    progress_pct_started=self._pct(phase, i),
-                    progress_pct_done=self._pct(phase, i + 1),
-                    prelude=self._recorder.take_staged()),
-                start_to_close_timeout=TASK_TIMEOUT, heartbeat_timeout=TASK_HEARTBEAT_TIMEOUT,
-                retry_policy=TASK_RETRY,
-                summary=f"{task.crew} · {task.task}")
+            result = await self._run_task(phase, task, i, prefix)
+            if result is None:
+                s.skipped_tasks.append(f"p{phase.number}.{task.task}")
+                continue
+            model = TASK_OUTPUTS.get(task.task)
             if task.fills:
-                setattr(s, task.fills, result.output)
-            s.cost_usd += result.cost_usd
-            s.tokens += result.input_tokens + result.output_tokens
+                setattr(s, task.fills,
+                        model.model_validate(result.output) if model else result.output)
+            self._spend(result.cost_usd, result.input_tokens + result.output_tokens)
         self.stage(events=[self.event(f"{prefix}.completed", "phase.completed",
                                       phase=phase.number, status="completed",
                                       progress_pct=self._pct(phase, len(phase.tasks)))],
                    snapshot=f"phase {phase.number} completed", with_state=True)
+
+    async def _run_task(self, phase: PhaseDef, task: TaskDef, index: int,
+                        prefix: str) -> CrewTaskResult | None:
+        """Run a crew task; None when a human chose to skip it after it failed."""
+        s = self._state
+        tries = 0
+        while True:
+            await self._within_budget(phase)
+            tries += 1
+            # A task retried at the task_failed gate writes fresh events under a new key.
+            key = f"{prefix}.{task.task}" + (f".t{tries}" if tries > 1 else "")
+            try:
+                return await workflow.execute_activity_method(
+                    CrewTaskActivities.run_crew_task,
+                    CrewTaskInput(
+                        run_id=s.run_id, event_key=key, phase=phase.number,
+                        crew=task.crew, task=task.task, agent=task.agent,
+                        instructions=task.instructions, context=self._context(task),
+                        feedback=s.feedback.get(phase.number), model=task.model,
+                        temperature=task.temperature,
+                        progress_pct_started=self._pct(phase, index),
+                        progress_pct_done=self._pct(phase, index + 1),
+                        prelude=self._recorder.take_staged()),
+                    start_to_close_timeout=TASK_TIMEOUT,
+                    heartbeat_timeout=TASK_HEARTBEAT_TIMEOUT, retry_policy=TASK_RETRY,
+                    summary=f"{task.crew} · {task.task}")
+            except ActivityError as error:
+                # Histories from before the gate existed ended the run here.
+                if (isinstance(error.cause, CancelledError)
+                        or not workflow.patched("task-failed-gate")):
+                    raise
+                cause = error.cause
+                message = cause.message if isinstance(cause, ApplicationError) else str(error)
+                if isinstance(cause, ApplicationError) and cause.details:
+                    spent = cause.details[0]
+                    self._spend(float(spent.get("cost_usd", 0)), 0)
+                decision = await self._ask_after_failure(phase, task, message)
+                if decision == "skip":
+                    return None
+
+    async def _ask_after_failure(self, phase: PhaseDef, task: TaskDef, error: str) -> str:
+        outcome = await self.ask_human(
+            lambda: task_failed_gate_spec(phase, task, error, self._arg.input),
+            where=f"phase {phase.number} · {task.task} failed")
+        decision = outcome.decision.decision if outcome.decision else None
+        if decision in ("retry", "skip"):
+            return decision
+        await self.fail(f"{task.task} failed and the run was "
+                        f"{'aborted' if decision else 'not resumed'}: {error}",
+                        stop_reason="task_failed")
+
+    async def _within_budget(self, phase: PhaseDef) -> None:
+        """Wait at raise_budget while the next call would pass max_cost_usd."""
+        s = self._state
+        while (budget := s.max_cost_usd) is not None and s.cost_usd + self._dearest_task > budget:
+            outcome = await self.ask_human(
+                lambda: budget_gate_spec(
+                    phase=phase.number, spent=s.cost_usd, next_call=self._dearest_task,
+                    budget=budget,
+                    expires_in=timedelta(seconds=self._arg.input.gate_timeout_seconds),
+                    expiry_policy=self._arg.input.expiry_policy),
+                where=f"phase {phase.number} · budget")
+            d = outcome.decision
+            if d is None or d.decision != "raise":
+                await self.fail(stopped_message(budget, s.cost_usd), stop_reason=STOP_BUDGET)
+            s.max_cost_usd = feedback_number(d.feedback if d else None)
+
+    def _spend(self, cost_usd: float, tokens: int) -> None:
+        s = self._state
+        s.cost_usd = round(s.cost_usd + cost_usd, 9)
+        s.tokens += tokens
+        self._dearest_task = max(self._dearest_task, cost_usd)
 
     # --- gates ---------------------------------------------------------------------------
 
@@ -151,9 +227,10 @@ class ValidationRun(RunWorkflow):
 
     async def _finish(self) -> ValidationRunResult:
         s = self._state
-        rec = s.pivot_recommendation or {}
-        s.final_decision = str(rec.get("decision", "proceed"))
-        s.decision_rationale = rec.get("rationale")
+        rec = s.pivot_recommendation
+        # No recommendation (its task was skipped) means no decision, never a silent proceed.
+        s.final_decision = rec.decision if rec else None
+        s.decision_rationale = rec.rationale if rec else "no pivot recommendation was made"
         result = ValidationRunResult(run_id=s.run_id, status="completed",
                                      final_decision=s.final_decision,
                                      pivot_recommendation=s.pivot_recommendation)
@@ -173,14 +250,18 @@ class ValidationRun(RunWorkflow):
         return self._state.model_dump(mode="json")
 
     def _context(self, task: TaskDef) -> dict:
+        """Exactly the state the task reads, and its own earlier output on a re-run."""
         s = self._state
-        context: dict = {"entrepreneur_input": s.entrepreneur_input}
-        if s.target_segment:
-            context["target_segment"] = s.target_segment
-        if task.task == "recommend_pivot":
-            for field in ("desirability_signal", "feasibility_signal", "viability_signal"):
-                context[field] = (getattr(s, field) or {}).get("signal")
+        context = {field: _json(getattr(s, field)) for field in task.reads}
+        if s.phase_attempts.get(s.current_phase, 1) > 1 and task.fills:
+            previous = getattr(s, task.fills)
+            if previous is not None:
+                context["previous_output"] = _json(previous)
         return context
 
     def _pct(self, phase: PhaseDef, tasks_done: int) -> int:
         return int(100 * (phase.number + tasks_done / len(phase.tasks)) / PHASE_COUNT)
+
+
+def _json(value: object) -> object:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

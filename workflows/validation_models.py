@@ -7,6 +7,18 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.validation.outputs import (
+    CustomerProfile,
+    DesirabilityEvidence,
+    FeasibilityEvidence,
+    FitAssessment,
+    FounderInterview,
+    FoundersBrief,
+    PivotRecommendation,
+    ValidationSignal,
+    ValueMap,
+    ViabilityEvidence,
+)
 from workflows.validation_phases import CHECKPOINTS
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
@@ -29,6 +41,9 @@ class ValidationInput(BaseModel):
                              "the recommended option as decided by the system.")
     max_phase_retries: int = Field(2, ge=0, le=5,
                                    description="How often a rejected phase is re-run.")
+    max_cost_usd: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Stop at the gate raise_budget before a model call would pass this spend.")
 
 
 class ValidationRunInput(BaseModel):
@@ -45,17 +60,18 @@ class ValidationRunState(BaseModel):
     phase_name: str = "onboarding"
     entrepreneur_input: str
 
-    founders_brief: dict[str, Any] | None = None
-    customer_profile: dict[str, Any] | None = None
-    value_map: dict[str, Any] | None = None
-    fit_assessment: dict[str, Any] | None = None
-    desirability_evidence: dict[str, Any] | None = None
-    desirability_signal: dict[str, Any] | None = None
-    feasibility_evidence: dict[str, Any] | None = None
-    feasibility_signal: dict[str, Any] | None = None
-    viability_evidence: dict[str, Any] | None = None
-    viability_signal: dict[str, Any] | None = None
-    pivot_recommendation: dict[str, Any] | None = None
+    founder_interview: FounderInterview | None = None
+    founders_brief: FoundersBrief | None = None
+    customer_profile: CustomerProfile | None = None
+    value_map: ValueMap | None = None
+    fit_assessment: FitAssessment | None = None
+    desirability_evidence: DesirabilityEvidence | None = None
+    desirability_signal: ValidationSignal | None = None
+    feasibility_evidence: FeasibilityEvidence | None = None
+    feasibility_signal: ValidationSignal | None = None
+    viability_evidence: ViabilityEvidence | None = None
+    viability_signal: ValidationSignal | None = None
+    pivot_recommendation: PivotRecommendation | None = None
     final_decision: str | None = None
     decision_rationale: str | None = None
 
@@ -64,8 +80,12 @@ class ValidationRunState(BaseModel):
     phase_attempts: dict[int, int] = Field(default_factory=dict)
     feedback: dict[int, str] = Field(default_factory=dict)
     decisions: list[dict[str, Any]] = Field(default_factory=list)
+    # Spend of the tasks' successful attempts, as the workflow saw it (the read model's
+    # run totals also count failed attempts); `max_cost_usd` may be raised at a gate.
     cost_usd: float = 0.0
     tokens: int = 0
+    max_cost_usd: float | None = None
+    skipped_tasks: list[str] = Field(default_factory=list)
     retry_count: int = 0
 
 
@@ -73,5 +93,5 @@ class ValidationRunResult(BaseModel):
     run_id: UUID
     status: Literal["completed", "failed"]
     final_decision: str | None
-    pivot_recommendation: dict[str, Any] | None = None
+    pivot_recommendation: PivotRecommendation | None = None
     error_message: str | None = None

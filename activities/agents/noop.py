@@ -11,3 +11,6 @@ class NoopBackend:
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:
         return AgentResponse(output={"task": request.task}, model="noop")
+
+    async def aclose(self) -> None:
+        return None

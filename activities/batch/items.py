@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
@@ -28,13 +28,16 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentBackend, AgentRequest
+from activities.agents import AgentBackend, AgentRequest, AgentResponse
+from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
+from activities.agents.structured import AnswerProblem, validate_answer
+from activities.batch.items_source import ItemsSources
 from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
 from activities.batch.spec import END, BatchJobSpec
 from activities.batch.templates import TemplateProblem, evaluate, render
 from persistence import jobs as jobs_repo
-from persistence.db import UNAVAILABLE_ERRORS
+from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
 from persistence.writes import ReadModelWrite, apply_write
 
 HEARTBEAT_EVERY_SECONDS = 2.0
@@ -46,6 +49,10 @@ ERROR_CHARS = 500
 TEMPLATE_ERROR = "TemplateError"
 ITEMS_UNREADABLE = "ItemsUnreadable"
 ITEM_FAILED = "ItemFailed"
+# How long slices and items wait for the database to come back before they fail (and the
+# workflow's retries, then its one-item-at-a-time fallback, take over).
+OUTAGE_PATIENCE_SECONDS = 300.0
+T = TypeVar("T")
 
 
 class PrepareJobInput(BaseModel):
@@ -65,12 +72,15 @@ class ItemInput(BaseModel):
     prelude: ReadModelWrite | None = None
     # The item's attempt number at this activity's first attempt (2 after a failed slice try).
     first_attempt: int = 1
+    # Report the job's spend so far (a job with a budget).
+    report_spend: bool = False
 
 
 class ItemResult(BaseModel):
     status: str  # completed | failed
     steps_run: int = 0
     error: str | None = None
+    job_cost_usd: float | None = None
 
 
 class SliceInput(BaseModel):
@@ -79,6 +89,7 @@ class SliceInput(BaseModel):
     count: int = Field(ge=1)
     max_retries: int
     prelude: ReadModelWrite | None = None
+    report_spend: bool = False
 
 
 class SliceFailure(BaseModel):
@@ -93,6 +104,8 @@ class SliceResult(BaseModel):
     next_ordinal: int
     completed: int = 0
     failures: list[SliceFailure] = Field(default_factory=list)
+    # The job's spend after this slice, every attempt counted (when asked to report it).
+    job_cost_usd: float | None = None
 
 
 @contextlib.asynccontextmanager
@@ -114,15 +127,20 @@ async def _heartbeating() -> AsyncIterator[None]:
 
 
 class BatchActivities:
-    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend) -> None:
+    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend, *,
+                 items_sources: ItemsSources | None = None) -> None:
         self._pool = pool
         self._backend = backend
+        self._items_sources = items_sources or ItemsSources()  # none allowed unless configured
         # A job's spec never changes once stored, so each process loads it once.
         self._specs: dict[UUID, BatchJobSpec] = {}
 
     @activity.defn(name="prepare_batch_job")
     async def prepare_job(self, job: PrepareJobInput) -> PrepareJobResult:
         """Store the job and every item once; a retried call finds what is already there."""
+        return await _waiting_out_outages(lambda: self._prepare(job))
+
+    async def _prepare(self, job: PrepareJobInput) -> PrepareJobResult:
         async with self._pool.acquire() as conn:
             if (total := await jobs_repo.job_total(conn, job.run_id)) > 0:
                 return PrepareJobResult(total=total)
@@ -138,7 +156,8 @@ class BatchActivities:
                 total = len(items)
             else:
                 try:
-                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK):
+                    async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK,
+                                                 self._items_sources):
                         await jobs_repo.insert_units(conn, job.run_id, total, chunk)
                         total += len(chunk)
                         activity.heartbeat(total)
@@ -151,10 +170,18 @@ class BatchActivities:
     @activity.defn(name="run_batch_slice")
     async def run_slice(self, batch: SliceInput) -> SliceResult:
         """Run the first attempt of consecutive items, one at a time; report, never raise,
-        an item's failure (the workflow retries that item alone)."""
+        an item's failure (the workflow retries that item alone).
+
+        A database outage is waited out here, heartbeating, and the slice then starts over:
+        items it finished are skipped and a finished step is never run again, so neither the
+        slice's retries nor the items' are spent on it."""
+        async with _heartbeating():
+            return await _waiting_out_outages(lambda: self._slice(batch))
+
+    async def _slice(self, batch: SliceInput) -> SliceResult:
         result = SliceResult(next_ordinal=batch.first_ordinal)
         deadline = time.monotonic() + SLICE_BUDGET_SECONDS
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
+        async with ConnectionLease(self._pool) as lease:
             conn = await lease.conn()
             if batch.prelude is not None:
                 await apply_write(conn, batch.prelude)
@@ -168,6 +195,8 @@ class BatchActivities:
                 else:
                     result.failures.append(failure)
                 result.next_ordinal = ordinal + 1
+            if batch.report_spend:
+                result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), batch.job_id)
         return result
 
     async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
@@ -183,7 +212,7 @@ class BatchActivities:
             return SliceFailure(ordinal=ordinal, error=_cut(unit.error or "failed"),
                                 final=unit.previous_status == "failed")
         try:
-            await self._attempt(lease, spec, unit, 1, batch.max_retries, in_slice=True)
+            await self._attempt(lease, spec, unit, 1, batch.max_retries)
         except UNAVAILABLE_ERRORS:
             raise
         except ApplicationError as error:  # a template error, or the agent's own verdict
@@ -196,8 +225,17 @@ class BatchActivities:
 
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
-        async with _heartbeating(), ConnectionLease(self._pool) as lease:
-            return await self._run(lease, item)
+        """One attempt at one item; a database outage is waited out, as in a slice."""
+        async def attempt() -> ItemResult:
+            async with ConnectionLease(self._pool) as lease:
+                result = await self._run(lease, item)
+                if item.report_spend:
+                    result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(),
+                                                                   item.job_id)
+                return result
+
+        async with _heartbeating():
+            return await _waiting_out_outages(attempt)
 
     async def _spec(self, conn: asyncpg.Connection, job_id: UUID) -> BatchJobSpec:
         spec = self._specs.get(job_id)
@@ -228,12 +266,11 @@ class BatchActivities:
         return ItemResult(status="completed", steps_run=steps_run)
 
     async def _attempt(self, lease: ConnectionLease, spec: BatchJobSpec,
-                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int, *,
-                       in_slice: bool = False) -> int:
+                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int) -> int:
         """One attempt at a started item: a failure is recorded on the item, then raised.
 
-        In a slice, an unreachable database is not the item's failure: it is raised unrecorded,
-        and the slice is tried again (then its items one by one), the item with it."""
+        An unreachable database is not the item's failure: it is raised unrecorded, and the
+        activity waits the outage out and starts the item again where it stopped."""
         try:
             return await self._pipeline(lease, spec, unit, attempt)
         except TemplateProblem as problem:
@@ -241,15 +278,20 @@ class BatchActivities:
             await self._fail(lease, unit.id, message, attempt, final=True)
             raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
         except Exception as error:
-            if not (in_slice and isinstance(error, UNAVAILABLE_ERRORS)):
-                await self._fail(lease, unit.id, _describe(error), attempt,
-                                 final=attempt > max_retries)
+            if not isinstance(error, UNAVAILABLE_ERRORS):
+                final = attempt > max_retries or (
+                    isinstance(error, ApplicationError) and error.non_retryable)
+                await self._fail(lease, unit.id, _describe(error), attempt, final=final,
+                                 usage=usage_of(error))
             raise
 
     async def _fail(self, lease: ConnectionLease, unit_id: UUID, error: str, attempt: int, *,
-                    final: bool) -> None:
+                    final: bool, usage: Usage | None = None) -> None:
+        spent = usage or Usage()
         await jobs_repo.fail_unit(await lease.conn(), unit_id, final=final, error=error,
-                                  retries=attempt - 1)
+                                  retries=attempt - 1, cost_usd=spent.cost_usd,
+                                  input_tokens=spent.input_tokens,
+                                  output_tokens=spent.output_tokens)
 
     async def _pipeline(self, lease: ConnectionLease, spec: BatchJobSpec,
                         unit: jobs_repo.StartedUnit, attempt: int) -> int:
@@ -269,12 +311,15 @@ class BatchActivities:
             started = time.monotonic()
             response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
-                context={"item_id": str(unit.id)})))
-            outputs[step.name] = response.output
+                system=step.system, item_id=str(unit.id),
+                output_schema=step.output_schema, schema_name=step.name, model=step.model,
+                temperature=step.temperature)))
+            output = _step_output(step.name, step.output_schema, response)
+            outputs[step.name] = output
             following = self._next(spec, index, payload, outputs)
             now = time.monotonic()
             await jobs_repo.record_step_output(await lease.conn(), jobs_repo.StepOutputWrite(
-                unit_id=unit.id, step=step.name, step_index=index, output=response.output,
+                unit_id=unit.id, step=step.name, step_index=index, output=output,
                 rendered_prompt=prompt, next_step=None if following == END else following,
                 cost_usd=response.cost_usd, input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
@@ -293,7 +338,27 @@ class BatchActivities:
         return spec.default_next(index)
 
 
+async def _waiting_out_outages(call: Callable[[], Awaitable[T]]) -> T:
+    return await retry_while_unavailable(call, give_up_after=OUTAGE_PATIENCE_SECONDS)
+
+
+def _step_output(step: str, schema: dict[str, Any] | None,
+                 response: AgentResponse) -> dict[str, Any]:
+    """What item_outputs keeps of an answer: its text and its fields (checked when the step
+    has a schema; a backend that re-asks has done so already)."""
+    if schema is not None:
+        try:
+            validate_answer(response.output or {}, schema)
+        except AnswerProblem as problem:
+            raise ModelCallFailed(f"step {step}: the answer is invalid: {problem}",
+                                  type=INVALID_OUTPUT, non_retryable=True,
+                                  usage=response.usage) from None
+    return {"text": response.text, "fields": response.output}
+
+
 def _describe(error: Exception) -> str:
+    if isinstance(error, ApplicationError):
+        return error.message
     return f"{type(error).__name__}: {error}"
 
 

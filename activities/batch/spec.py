@@ -6,7 +6,12 @@ Validators refuse, at submit time, every template or branching rule that could n
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from referencing.exceptions import Unresolvable
 
 from activities.batch.templates import TemplateProblem, check_condition, check_template
 
@@ -29,6 +34,27 @@ class StepDef(BaseModel):
     branches: list[Branch] = Field(default_factory=list, max_length=20)
     next: str | None = Field(None, description="Where to go when no branch matches; "
                                                 "default: the following step, or end.")
+    output_schema: dict[str, Any] | None = Field(
+        None, description="JSON Schema the step's answer (a JSON object) must match; its "
+                          "fields then read as outputs.<step>.<field>.")
+    system: str | None = Field(None, max_length=50_000, description="The system prompt.")
+    model: str | None = Field(None, min_length=1, max_length=200,
+                              description="The model for this step (default: the worker's).")
+    temperature: float | None = Field(None, ge=0, le=2)
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                Draft202012Validator.check_schema(schema)
+                # Used once, so a reference to nowhere is refused now, not on every item.
+                list(Draft202012Validator(schema).iter_errors({}))
+            except SchemaError as error:
+                raise ValueError(f"not a valid JSON Schema: {error.message}") from None
+            except Unresolvable as error:
+                raise ValueError(f"not a usable JSON Schema: unresolvable {error}") from None
+        return schema
 
 
 class BatchJobSpec(BaseModel):
@@ -47,6 +73,9 @@ class BatchJobSpec(BaseModel):
     failure_threshold: float = Field(
         0.25, ge=0, le=1, description="The job fails once failed items exceed this share.")
     gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)
+    max_cost_usd: float | None = Field(
+        None, gt=0, le=1_000_000,
+        description="Stop at the gate raise_budget before the next slice would pass this spend.")
 
     @model_validator(mode="after")
     def _check_pipeline(self) -> BatchJobSpec:

@@ -5,10 +5,15 @@ reference to a missing item field or step output raises an error that names the 
 (`outputs.summarize`), so a literal placeholder can never reach an agent. Everything that can
 be checked without an item is checked when the job is submitted: syntax, the names a template
 may use (`item`, `outputs`), and that every `outputs.X` names an earlier step.
+
+A step's output is its answer's text (`{{ outputs.summarize }}`, `'poor' in output`), whose
+parsed fields read as attributes (`outputs.grade.score`); `| tojson` gives the fields as JSON
+(or the text as a JSON string when the answer had none).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -38,12 +43,59 @@ def _wrap(path: str, value: Any) -> Any:
     return Scope(path, value) if isinstance(value, Mapping) else value
 
 
+class StepText(str):
+    """A step's output: its text, with the answer's fields as attributes and items."""
+
+    path: str
+    fields: Scope
+
+    @classmethod
+    def of(cls, path: str, stored: Any) -> StepText:
+        """From what item_outputs holds: {"text", "fields"}, or an older bare object."""
+        if isinstance(stored, Mapping) and set(stored) == {"text", "fields"}:
+            text, fields = stored["text"], stored["fields"] or {}
+        elif isinstance(stored, Mapping):
+            given = stored.get("text")
+            text, fields = (given if isinstance(given, str) else json.dumps(stored)), stored
+        else:
+            text, fields = str(stored), {}
+        made = cls(text)
+        made.path, made.fields = path, Scope(path, fields)
+        return made
+
+    @property
+    def text(self) -> str:
+        return str(self)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self.fields:
+            raise AttributeError(name)
+        return self.fields[name]
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.fields[key] if isinstance(key, str) else str.__getitem__(self, key)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, StepText):
+        return _plain(dict(value.fields)) if value.fields else str(value)
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _dumps(value: Any, **kwargs: Any) -> str:
+    return json.dumps(_plain(value), **kwargs)
+
+
 class _NamedUndefined(StrictUndefined):
     """StrictUndefined whose message names the full reference, e.g. `outputs.grade`."""
 
     def _fail_with_undefined_error(self, *args: Any, **kwargs: Any) -> Any:
         owner = self._undefined_obj
-        if isinstance(owner, Scope):
+        if isinstance(owner, Scope | StepText):
             raise UndefinedError(f"{owner.path}.{self._undefined_name} is undefined")
         if self._undefined_hint is None and self._undefined_name is not None:
             raise UndefinedError(f"{self._undefined_name} is undefined")
@@ -55,6 +107,7 @@ class _NamedUndefined(StrictUndefined):
 
 _ENV = SandboxedEnvironment(undefined=_NamedUndefined, autoescape=False,
                             keep_trailing_newline=True)
+_ENV.policies["json.dumps_function"] = _dumps
 
 
 @lru_cache(maxsize=512)
@@ -69,9 +122,10 @@ def _compiled_expression(source: str) -> Any:
 
 def _context(item: Mapping[str, Any], outputs: Mapping[str, Any],
              output: Any = None) -> dict[str, Any]:
-    context = {"item": Scope("item", item), "outputs": Scope("outputs", outputs)}
+    texts = {step: StepText.of(f"outputs.{step}", stored) for step, stored in outputs.items()}
+    context: dict[str, Any] = {"item": Scope("item", item), "outputs": Scope("outputs", texts)}
     if output is not None:
-        context["output"] = _wrap("output", output)
+        context["output"] = StepText.of("output", output)
     return context
 
 

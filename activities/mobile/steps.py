@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 from temporalio import activity
@@ -28,11 +29,16 @@ from activities.mobile.models import (
 from activities.mobile.sensitivity import is_sensitive
 from activities.mobile.uixml import HierarchyError, parse_hierarchy
 from persistence import graph
+from persistence.db import retry_while_unavailable
 from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
 
 # A splash or loading screen gets this many more looks before it counts as a screen.
 TRANSITIONAL_RETRIES = 3
 MAX_SESSIONS = 64
+# How long a step's writes wait for the database to come back (a restart, a failover); the
+# workflow gives a step longer than this (workflows.mobile LOCAL_STEP_TIMEOUT).
+OUTAGE_PATIENCE_SECONDS = 75.0
+T = TypeVar("T")
 
 
 class MobileActivities:
@@ -138,28 +144,46 @@ class MobileActivities:
     async def _persist(self, arg: ExploreStepInput, write: graph.StepGraphWrite,
                        events: list[EventWrite]) -> graph.StepGraphResult:
         assert self._pool is not None
-        async with self._pool.acquire() as conn, conn.transaction():
-            if arg.command.kind == "launch":
-                await graph.upsert_app(conn, arg.app_package,
-                                       await self.device(arg).declared_activities(
-                                           arg.app_package))
-            result = await graph.record_step(conn, write)
-            events.append(EventWrite(
-                event_key=f"s{arg.step}.persist", type="agent.node.completed", task="persist",
-                status="completed", output={"step": arg.step, "screen_id": result.screen_id,
-                                            "new_screen": result.new_screen,
-                                            "new_edge": result.new_edge}))
-            await apply_write(conn, self._with_prelude(arg, events))
-        return result
+        pool = self._pool
+
+        async def persist() -> graph.StepGraphResult:
+            _heartbeat()
+            async with pool.acquire() as conn, conn.transaction():
+                if arg.command.kind == "launch":
+                    await graph.upsert_app(conn, arg.app_package,
+                                           await self.device(arg).declared_activities(
+                                               arg.app_package))
+                result = await graph.record_step(conn, write)
+                done = EventWrite(
+                    event_key=f"s{arg.step}.persist", type="agent.node.completed",
+                    task="persist", status="completed",
+                    output={"step": arg.step, "screen_id": result.screen_id,
+                            "new_screen": result.new_screen, "new_edge": result.new_edge})
+                await apply_write(conn, self._with_prelude(arg, [*events, done]))
+            return result
+
+        return await _waiting_out_outages(persist)
 
     async def _write_events(self, arg: ExploreStepInput, events: list[EventWrite]) -> None:
         if arg.persist and self._pool is not None:
-            async with self._pool.acquire() as conn:
-                await apply_write(conn, self._with_prelude(arg, events))
+            pool = self._pool
+
+            async def write() -> None:
+                _heartbeat()
+                async with pool.acquire() as conn:
+                    await apply_write(conn, self._with_prelude(arg, events))
+
+            await _waiting_out_outages(write)
 
     def _with_prelude(self, arg: ExploreStepInput, events: list[EventWrite]) -> ReadModelWrite:
         own = ReadModelWrite(run_id=arg.run_id, events=events)
         return merge_writes(arg.prelude, own) if arg.prelude else own
+
+
+async def _waiting_out_outages(call: Callable[[], Awaitable[T]]) -> T:
+    """The step's writes wait a database outage out rather than fail the step: a retried
+    step would act on the device again (a second tap) before it could record the first."""
+    return await retry_while_unavailable(call, give_up_after=OUTAGE_PATIENCE_SECONDS)
 
 
 def _heartbeat() -> None:

@@ -7,12 +7,12 @@ import json
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Path, Query
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, TemporalClient, VisibleRun
+from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
 from api.errors import ApiError, unavailable
 from api.schemas import DecisionList, DecisionRequest, DecisionView
 from persistence import gates as gates_repo
@@ -28,17 +28,17 @@ router = APIRouter(tags=["decisions"])
 UPDATE_RPC_TIMEOUT = timedelta(seconds=10)
 _STATUS_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: 422, gate_errors.GATE_NOT_PENDING: 409,
                       gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409,
-                      gate_errors.INVALID_ARGUMENTS: 422, NOT_WAITING_FOR_MESSAGE: 409}
+                      gate_errors.INVALID_FEEDBACK: 422, gate_errors.INVALID_ARGUMENTS: 422,
+                      NOT_WAITING_FOR_MESSAGE: 409}
 _CODE_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: "unknown_option",
                     gate_errors.GATE_NOT_PENDING: "not_pending",
                     gate_errors.UNKNOWN_CHECKPOINT: "not_pending",
                     gate_errors.STALE_REQUEST: "stale_request",
+                    gate_errors.INVALID_FEEDBACK: "invalid_feedback",
                     gate_errors.INVALID_ARGUMENTS: "invalid_arguments",
                     NOT_WAITING_FOR_MESSAGE: "not_waiting_for_message"}
 
 Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 @router.get("/decisions", response_model=DecisionList)

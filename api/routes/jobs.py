@@ -1,4 +1,5 @@
-"""Batch jobs: the job view with counts and cost, its items, and pause / resume.
+"""Batch jobs: the job view with counts and cost, its items, pause / resume, and retrying the
+failed items of a finished job.
 
 A job's id is its run's id. A job belongs to its run's owner: another user's job answers 404,
 exactly like another user's run. Cancelling goes through POST /runs/{id}/cancel.
@@ -10,22 +11,24 @@ from datetime import timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.auth import can_access
-from api.deps import Conn, CurrentUser, TemporalClient
+from api.deps import Conn, CurrentUser, IdempotencyKey, SettingsDep, TemporalClient
 from api.errors import ApiError, unavailable
 from api.job_schemas import ItemPage, ItemView, JobControlAccepted, JobView, UnitStatus
+from api.run_kinds import create_and_start
+from api.schemas import RunCreated
 from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence.jobs import JobRow
 from persistence.models import TERMINAL_RUN_STATUSES
 from workflows.batch import JOB_NOT_RUNNING, BatchJob
 from workflows.batch_kind import BATCH
-from workflows.batch_models import PauseInput
+from workflows.batch_models import BatchInput, PauseInput
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -65,6 +68,32 @@ async def list_items(
     page, more = units[:limit], len(units) > limit
     return ItemPage(items=[ItemView.of(u) for u in page],
                     next_cursor=str(page[-1].ordinal) if more else None)
+
+
+@router.post("/{job_id}/retry-failed", status_code=201, response_model=RunCreated)
+async def retry_failed_items(job: VisibleJob, user: CurrentUser, conn: Conn,
+                             temporal: TemporalClient, settings: SettingsDep,
+                             response: Response,
+                             idempotency_key: IdempotencyKey = None) -> RunCreated:
+    """Run the failed items of a finished job again, as a new job with the same pipeline;
+    409 while the job runs or when none failed. The finished job keeps its final status."""
+    if job.status not in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "job_not_finished", f"job {job.id} is {job.status}; retry its "
+                                                "failed items once it has finished")
+    payloads = await jobs_repo.failed_payloads(conn, job.id)
+    if not payloads:
+        raise ApiError(409, "no_failed_items", f"job {job.id} has no failed items")
+    source = await runs_repo.get_run(conn, job.run_id)
+    assert source is not None, "a visible job has its run"
+    spec = {k: v for k, v in source.input.items() if k not in ("items", "items_path")}
+    retry = BatchInput.model_validate({**spec, "items": payloads, "retry_of": job.id,
+                                       "name": f"{job.name} (retry)"[:200]})
+    run, created = await create_and_start(
+        conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=retry,
+        project_id=source.project_id, idempotency_key=idempotency_key)
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return RunCreated.of(run, created)
 
 
 @router.post("/{job_id}/pause", status_code=202, response_model=JobControlAccepted)

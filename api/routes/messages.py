@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 
-from api.deps import Conn, CurrentUser, TemporalClient, VisibleRun
+from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
 from api.errors import ApiError
 from api.routes.decisions import UPDATE_RPC_TIMEOUT, update_workflow
 from api.schemas import MessageAccepted, MessagePage, MessageRequest, TranscriptEntry
@@ -19,10 +19,6 @@ from workflows.agent_kind import AGENT
 from workflows.agent_models import MessageInput
 
 router = APIRouter(prefix="/runs", tags=["messages"])
-
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
-
 
 @router.post("/{run_id}/messages", status_code=202, response_model=MessageAccepted)
 async def post_message(run: VisibleRun, body: MessageRequest, user: CurrentUser,

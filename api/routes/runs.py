@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep, TemporalClient, VisibleRun
-from api.errors import ApiError, unavailable
-from api.run_kinds import start_run
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    RegistryDep,
+    SettingsDep,
+    TemporalClient,
+    VisibleRun,
+)
+from api.errors import ApiError
+from api.items_policy import check_items_source
+from api.run_kinds import create_and_start
 from api.schemas import (
     CancelAccepted,
     EventPage,
@@ -22,11 +30,14 @@ from api.schemas import (
     RunCreated,
     RunPage,
     RunView,
+    SnapshotHead,
+    SnapshotList,
     SnapshotView,
     run_create_model,
 )
 from persistence import events as events_repo
 from persistence import gates as gates_repo
+from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunStatus
@@ -34,8 +45,6 @@ from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
-                                              max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
 def create_router(registry: Registry) -> APIRouter:
@@ -47,29 +56,14 @@ def create_router(registry: Registry) -> APIRouter:
                          idempotency_key: IdempotencyKey = None) -> RunCreated:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
-        kind = registry.kind(body.kind)
-        run_id = uuid.uuid4()
-        input_json = body.input.model_dump(mode="json")
-        project_id = body.project_id or getattr(body.input, "project_id", None)
-        run, created = await runs_repo.create_run(
-            conn, run_id=run_id, kind=kind.name, owner=user.name, group_id=None,
-            workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-            input=input_json, project_id=project_id)
+        check_items_source(body.input, settings)
+        run, created = await create_and_start(
+            conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
+            owner=user.name, input=body.input, idempotency_key=idempotency_key,
+            project_id=body.project_id or getattr(body.input, "project_id", None))
         if not created:
-            if run.kind != kind.name or run.input != input_json:
-                raise ApiError(409, "idempotency_key_reused",
-                               "this Idempotency-Key was used for a different request")
             response.headers["Idempotent-Replayed"] = "true"
-        if created or run.status == "pending":
-            try:
-                await start_run(temporal, settings.temporal_task_queue, kind, run)
-            except RPCError as error:
-                if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
-                    # Nobody can retry this exact run: record that it never started.
-                    await runs_repo.mark_failed_to_start(conn, run.id, error.message)
-                raise unavailable("Temporal is unavailable; the run was not started") from error
-        return RunCreated(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
-                          status=run.status, created=created)
+        return RunCreated.of(run, created)
 
     # The body's type is built at run time, so it is set here rather than written above.
     create_run.__annotations__["body"] = run_create_model(
@@ -87,15 +81,17 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     project_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    q: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00]+$",
+                                   description="Text in the run's id, phase or input")] = None,
 ) -> RunPage:
-    """The caller's runs, newest first, filtered and paginated by cursor."""
+    """The caller's runs, newest first, filtered, searched and paginated by cursor."""
     if kind is not None and kind not in registry.kinds:
         raise ApiError(422, "invalid_request",
                        f"kind: unknown run kind {kind!r}; one of {', '.join(registry.names)}")
     runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
                                      awaiting_human=awaiting_human, limit=limit + 1,
                                      before=_decode_cursor(cursor) if cursor else None,
-                                     project_id=project_id)
+                                     project_id=project_id, search=q)
     page, more = runs[:limit], len(runs) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
@@ -107,7 +103,14 @@ async def get_run(run: VisibleRun, conn: Conn) -> RunView:
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
-    return RunView.of(run, pending if pending and pending.status == "pending" else None)
+    view = RunView.of(run, pending if pending and pending.status == "pending" else None)
+    if run.kind == "batch":
+        # A job's calls are counted on its items, not on run events.
+        counts = await jobs_repo.unit_counts(conn, run.id)
+        view.cost_usd = round(sum(c.cost_usd for c in counts), 9)
+        view.input_tokens = sum(c.input_tokens for c in counts)
+        view.output_tokens = sum(c.output_tokens for c in counts)
+    return view
 
 
 @router.get("/{run_id}/events", response_model=EventPage)
@@ -128,6 +131,24 @@ async def latest_snapshot(run: VisibleRun, conn: Conn) -> SnapshotView:
     snapshot = await snapshots_repo.latest_snapshot(conn, run.id)
     if snapshot is None:
         raise ApiError(404, "snapshot_not_found", f"run {run.id} has no snapshot yet")
+    return SnapshotView(**snapshot.model_dump())
+
+
+@router.get("/{run_id}/snapshots", response_model=SnapshotList)
+async def list_snapshots(run: VisibleRun, conn: Conn) -> SnapshotList:
+    """The run's snapshot history, oldest first, without the states themselves."""
+    heads = await snapshots_repo.list_snapshot_heads(conn, run.id)
+    return SnapshotList(run_id=run.id, snapshots=[
+        SnapshotHead(**h.model_dump(exclude={"run_id"})) for h in heads])
+
+
+@router.get("/{run_id}/snapshots/{step_ordinal}", response_model=SnapshotView)
+async def get_snapshot(run: VisibleRun, conn: Conn,
+                       step_ordinal: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> SnapshotView:
+    """One snapshot of the run by its ordinal (1 is the first)."""
+    snapshot = await snapshots_repo.get_snapshot(conn, run.id, step_ordinal)
+    if snapshot is None:
+        raise ApiError(404, "snapshot_not_found", f"run {run.id} has no snapshot {step_ordinal}")
     return SnapshotView(**snapshot.model_dump())
 
 

@@ -28,6 +28,9 @@ from persistence.models import TERMINAL_RUN_STATUSES, EventRow
 router = APIRouter(tags=["streams"])
 
 CATCH_UP_PAGE = 500
+# Every open request goes out when an inbox stream starts: a console shows them all at once
+# (1,000 render in well under a second; see bench/bench_console.py).
+INBOX_SNAPSHOT_LIMIT = 10_000
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
                   "Connection": "keep-alive"}
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
@@ -93,6 +96,8 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
                 except TimeoutError:
                     yield b": heartbeat\n\n"
                     break  # and look at the table, in case a notification was missed
+                if sub.closed:
+                    return  # shutting down: the client resumes with Last-Event-ID
                 if sub.overflowed:
                     yield sse("overflow", {"reason": "client too slow; reconnect with "
                                                      "Last-Event-ID", "last_seq": last_sent})
@@ -165,6 +170,8 @@ async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscriptio
             except TimeoutError:
                 yield b": heartbeat\n\n"
                 continue
+            if sub.closed:
+                return  # shutting down: the client reconnects and gets the snapshot again
             if change.get("resync"):
                 yield await _inbox_snapshot(pool, sub)
                 continue
@@ -181,7 +188,7 @@ async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscriptio
 async def _inbox_snapshot(pool: asyncpg.Pool, sub: InboxSubscription) -> bytes:
     async with pool.acquire() as conn:
         pending = await gates_repo.list_inbox(conn, owner=sub.owner, status="pending",
-                                              limit=500)
+                                              limit=INBOX_SNAPSHOT_LIMIT)
     frames = [sse("decision.pending", DecisionView.of(g).model_dump(mode="json"))
               for g in reversed(pending)]
     frames.append(sse("decision.snapshot_done", {"pending": len(pending)}))

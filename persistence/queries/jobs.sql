@@ -83,10 +83,17 @@ UPDATE work_units SET status = 'completed', completed_at = COALESCE(completed_at
  WHERE id = $1 AND status <> 'completed';
 
 -- name: fail_unit
--- Records a failed attempt: 'retrying' while attempts remain, 'failed' for good.
+-- Records a failed attempt ('retrying' while attempts remain, 'failed' for good) and what
+-- the attempt's model calls cost.
 UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_count, $4),
-                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END
+                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END,
+                      cost_usd = cost_usd + $5, input_tokens = input_tokens + $6,
+                      output_tokens = output_tokens + $7
  WHERE id = $1 AND status <> 'completed';
+
+-- name: job_cost
+-- What a job's model calls cost so far, every attempt counted (its budget check).
+SELECT COALESCE(sum(cost_usd), 0) FROM work_units WHERE job_id = $1;
 
 -- name: get_job
 -- One job with its run's owner and status (authorization and the job view).
@@ -117,3 +124,7 @@ SELECT * FROM item_outputs WHERE unit_id = $1 ORDER BY created_at, step_index;
 -- name: get_unit_output
 -- One step's output of an item.
 SELECT * FROM item_outputs WHERE unit_id = $1 AND step = $2;
+
+-- name: failed_unit_payloads
+-- The payloads of a job's failed items in ordinal order (what a retry job runs again).
+SELECT payload FROM work_units WHERE job_id = $1 AND status = 'failed' ORDER BY ordinal;

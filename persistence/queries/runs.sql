@@ -14,7 +14,8 @@ SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
 SELECT * FROM runs WHERE id = $1;
 
 -- name: list_runs
--- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor.
+-- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
+-- $8 is a project; $9 searches the id, phase and input case-insensitively.
 SELECT * FROM runs
  WHERE ($1::text IS NULL OR owner = $1)
    AND ($2::text IS NULL OR kind = $2)
@@ -22,6 +23,8 @@ SELECT * FROM runs
    AND ($4::boolean IS NULL OR (hitl_state IS NOT NULL) = $4)
    AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7::uuid))
    AND ($8::text IS NULL OR project_id = $8)
+   AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
+                                        || input::text), lower($9)) > 0)
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 

@@ -23,10 +23,10 @@ class ReviewActivities:
             crew="content", task="draft_article", agent="writer",
             instructions=f"Write a short article about {request.topic} for {request.audience}.",
             context=context, feedback=request.feedback))
-        # Any backend answers with a dict; one that knows no title or body for this task
-        # (the offline default) gets the house style instead.
-        output = answer.output if {"title", "body"} <= set(answer.output) \
-            else write_draft(context)
+        # A backend that answers with no title or body for this task (the offline default)
+        # gets the house style instead.
+        fields = answer.output or {}
+        output = fields if {"title", "body"} <= set(fields) else write_draft(context)
         body = str(output["body"])
         return Draft(revision=request.revision, title=str(output["title"]), body=body,
                      words=len(body.split()))

@@ -1,0 +1,1 @@
+"""The validation crew's task outputs, prompts and offline answers (seed 000)."""

@@ -1,0 +1,119 @@
+"""Per-user limits, per API process: open event streams at once, and writes per minute.
+
+A stream holds a connection and a subscription for as long as the client likes, and a write
+starts work on Temporal, so one user (or one leaked token) must not take them all. Over a
+limit the answer is a 429 with Retry-After in the one error shape, before any route runs, so
+nothing is written. A request without a valid token passes through: the route answers 401.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.auth import authenticate
+from api.errors import ApiError, error_response
+from api.limits import BODY_METHODS
+
+WRITE_METHODS = BODY_METHODS | {"DELETE"}
+STREAM_SUFFIX = "/stream"
+STREAM_RETRY_AFTER_SECONDS = 5
+# Idle users' buckets are forgotten once this many users have one (a full bucket is the
+# same as none).
+MAX_TRACKED_USERS = 10_000
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class WriteRate:
+    """A token bucket per user: `per_minute` writes, refilled continuously, bursts of at most
+    `per_minute`."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.capacity = float(per_minute)
+        self.per_second = per_minute / 60.0
+        self._buckets: dict[str, _Bucket] = {}
+
+    def take(self, user: str, now: float) -> float:
+        """0 when the write may go ahead, else the seconds until it may."""
+        bucket = self._buckets.get(user)
+        if bucket is None:
+            if len(self._buckets) >= MAX_TRACKED_USERS:
+                self._forget_full(now)
+            bucket = self._buckets[user] = _Bucket(self.capacity, now)
+        bucket.tokens = min(self.capacity, bucket.tokens + (now - bucket.at) * self.per_second)
+        bucket.at = now
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return 0.0
+        return (1 - bucket.tokens) / self.per_second
+
+    def _forget_full(self, now: float) -> None:
+        for user, bucket in list(self._buckets.items()):
+            if bucket.tokens + (now - bucket.at) * self.per_second >= self.capacity:
+                del self._buckets[user]
+
+
+class UserLimits:
+    """ASGI middleware; a limit of 0 turns that limit off."""
+
+    def __init__(self, app: ASGIApp, *, jwt_secret: str, max_streams: int,
+                 writes_per_minute: int) -> None:
+        self.app = app
+        self.jwt_secret = jwt_secret
+        self.max_streams = max_streams
+        self.writes = WriteRate(writes_per_minute) if writes_per_minute > 0 else None
+        self.open_streams: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        is_stream = scope["method"] == "GET" and scope["path"].endswith(STREAM_SUFFIX)
+        is_write = scope["method"] in WRITE_METHODS
+        user = self._user(scope) if (is_stream and self.max_streams) or is_write else None
+        if user is None:
+            await self.app(scope, receive, send)
+            return
+        if is_write and self.writes is not None:
+            wait = self.writes.take(user, time.monotonic())
+            if wait > 0:
+                await _too_many(scope, receive, send, math.ceil(wait),
+                                "too many writes; slow down")
+                return
+        if not (is_stream and self.max_streams):
+            await self.app(scope, receive, send)
+            return
+        if self.open_streams[user] >= self.max_streams:
+            await _too_many(scope, receive, send, STREAM_RETRY_AFTER_SECONDS,
+                            f"at most {self.max_streams} open streams per user")
+            return
+        self.open_streams[user] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open_streams[user] -= 1
+            if not self.open_streams[user]:
+                del self.open_streams[user]
+
+    def _user(self, scope: Scope) -> str | None:
+        header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        try:
+            return authenticate(self.jwt_secret, header.decode("latin-1") if header else None).name
+        except ApiError:
+            return None
+
+
+async def _too_many(scope: Scope, receive: Receive, send: Send, retry_after: int,
+                    message: str) -> None:
+    response = error_response(429, "rate_limited", message,
+                              headers={"Retry-After": str(max(1, retry_after))})
+    await response(scope, receive, send)

@@ -1,0 +1,109 @@
+"""What the three peer harnesses share: the toy's progress-event table, how a run's step
+times are read back, and the figures each harness reports.
+
+Every system writes its progress events to PostgreSQL with the database's clock, so step
+intervals and approval latencies are measured the same way for all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+
+import asyncpg
+
+from bench.common import percentile
+
+PHASES = 5
+APPROVE_AFTER = 2
+EVENTS_TABLE = """CREATE TABLE IF NOT EXISTS peer_events (
+    run_id text NOT NULL, step int NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run_id, step))"""
+# Idempotent like every Waystation write, so the peers do the same work.
+INSERT_EVENT = "INSERT INTO peer_events (run_id, step) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+
+
+@dataclass
+class Figures:
+    system: str
+    step_p50_ms: float
+    step_p99_ms: float
+    approval_p50_ms: float
+    approval_p99_ms: float
+    runs_per_s: float
+
+
+@dataclass
+class Plan:
+    database_url: str
+    runs: int  # sequential runs timed for step intervals
+    approvals: int  # sequential runs timed from approval to the next step
+    throughput_runs: int
+    concurrency: int
+
+
+def intervals_ms(times: list[float]) -> list[float]:
+    return [(b - a) * 1000 for a, b in zip(times, times[1:], strict=False)]
+
+
+async def step_times(conn: asyncpg.Connection, sql: str, run_id: str) -> list[float]:
+    """The run's step timestamps (epoch seconds, database clock), in step order."""
+    return [r[0].timestamp() for r in await conn.fetch(sql, run_id)]
+
+
+async def wait_for_row(conn: asyncpg.Connection, sql: str, *args: object,
+                       timeout: float = 30.0) -> asyncpg.Record:  # noqa: ASYNC109
+    deadline = time.monotonic() + timeout
+    while True:
+        row = await conn.fetchrow(sql, *args)
+        if row is not None:
+            return row
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no row for {sql!r} {args}")
+        await asyncio.sleep(0.002)
+
+
+async def throughput(start_and_finish: Callable[[], Awaitable[None]], runs: int,
+                     concurrency: int) -> float:
+    """Runs per second with `concurrency` runs in flight."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with gate:
+            await start_and_finish()
+    began = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(runs)))
+    return runs / (time.perf_counter() - began)
+
+
+def figures(system: str, steps: list[float], approvals: list[float], rps: float) -> Figures:
+    return Figures(system=system, step_p50_ms=percentile(steps, 50),
+                   step_p99_ms=percentile(steps, 99), approval_p50_ms=percentile(approvals, 50),
+                   approval_p99_ms=percentile(approvals, 99), runs_per_s=rps)
+
+
+def new_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+def harness_main(measure: Callable[[Plan], Awaitable[list[Figures]]]) -> None:
+    """A harness runs in its own process and prints its figures as JSON lines."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--approvals", type=int, default=20)
+    parser.add_argument("--throughput-runs", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=20)
+    args = parser.parse_args()
+    plan = Plan(database_url=args.database_url, runs=args.runs, approvals=args.approvals,
+                throughput_runs=args.throughput_runs, concurrency=args.concurrency)
+    for result in asyncio.run(measure(plan)):
+        print(json.dumps(asdict(result)), flush=True)
+    sys.exit(0)

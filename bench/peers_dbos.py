@@ -1,0 +1,104 @@
+"""The toy in DBOS Transact (run by bench.bench_peers): a workflow of five steps, each
+writing one progress event (DBOS checkpoints each step's output: the snapshot); the gated run
+waits in `recv` after step 2 until the benchmark `send`s the approval."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import asyncpg
+from dbos import DBOS
+
+from bench.peers_common import (
+    APPROVE_AFTER,
+    EVENTS_TABLE,
+    INSERT_EVENT,
+    PHASES,
+    Figures,
+    Plan,
+    figures,
+    harness_main,
+    intervals_ms,
+    new_run_id,
+    step_times,
+    throughput,
+    wait_for_row,
+)
+
+STEP_TIMES = "SELECT created_at FROM peer_events WHERE run_id = $1 ORDER BY step"
+_pool: asyncpg.Pool | None = None
+
+
+@DBOS.step()
+async def toy_step(run_id: str, number: int) -> dict[str, int]:
+    assert _pool is not None
+    await _pool.execute(INSERT_EVENT, run_id, number)
+    return {"phase": number}
+
+
+@DBOS.workflow()
+async def toy(run_id: str, gated: bool) -> int:
+    for number in range(1, PHASES + 1):
+        await toy_step(run_id, number)
+        if gated and number == APPROVE_AFTER:
+            await DBOS.recv_async("approve", timeout_seconds=600)
+    return PHASES
+
+
+async def measure(plan: Plan) -> list[Figures]:
+    global _pool
+    conn = await asyncpg.connect(plan.database_url)
+    await conn.execute(EVENTS_TABLE)
+    _pool = await asyncpg.create_pool(plan.database_url, max_size=plan.concurrency + 5)
+    system_url = await _system_database(conn, plan.database_url)
+    DBOS(config={"name": "waystation-peers", "system_database_url": system_url})
+    DBOS.launch()
+    try:
+        async def run_straight() -> str:
+            run_id = new_run_id()
+            handle: Any = await DBOS.start_workflow_async(toy, run_id, False)
+            await handle.get_result()
+            return run_id
+
+        for _ in range(3):  # warm up
+            await run_straight()
+        steps: list[float] = []
+        for _ in range(plan.runs):
+            steps += intervals_ms(await step_times(conn, STEP_TIMES, await run_straight()))
+        approvals: list[float] = []
+        for _ in range(plan.approvals):
+            run_id = new_run_id()
+            handle = await DBOS.start_workflow_async(toy, run_id, True)
+            await wait_for_row(conn, "SELECT 1 FROM peer_events WHERE run_id = $1 AND step = $2",
+                               run_id, APPROVE_AFTER)
+            await asyncio.sleep(0.05)  # let it reach recv, as a human's click comes later
+            sent = time.time()
+            await DBOS.send_async(handle.workflow_id, "approve", "approve")
+            row = await wait_for_row(conn, "SELECT created_at FROM peer_events "
+                                           "WHERE run_id = $1 AND step = $2",
+                                     run_id, APPROVE_AFTER + 1)
+            approvals.append((row[0].timestamp() - sent) * 1000)
+            await handle.get_result()
+
+        async def one_run() -> None:
+            await run_straight()
+        rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
+    finally:
+        DBOS.destroy()
+        await _pool.close()
+        await conn.close()
+    return [figures("DBOS Transact", steps, approvals, rps)]
+
+
+async def _system_database(conn: asyncpg.Connection, url: str) -> str:
+    """DBOS keeps its checkpoints in a system database of its own on the same server."""
+    name = f"dbos_sys_{new_run_id().replace('-', '')[:10]}"
+    await conn.execute(f'CREATE DATABASE "{name}"')
+    head, sep, query = url.partition("?")
+    return f"{head.rpartition('/')[0]}/{name}{sep}{query}"
+
+
+if __name__ == "__main__":
+    harness_main(measure)

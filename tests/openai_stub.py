@@ -1,0 +1,175 @@
+"""A local OpenAI-compatible chat-completions server: the paid model's stand-in in tests.
+
+It speaks the real protocol over real HTTP (uvicorn): `POST /v1/chat/completions` with SSE
+streaming chunks (`stream_options.include_usage` gives a last chunk with usage), or one JSON
+body without `stream`; `response_format` `json_schema` answers are built from the schema.
+Tests script what the next requests get (per task, by the schema's name): an answer text
+(fenced JSON, prose, an invalid object), an HTTP error with `Retry-After`, or a refusal of
+`json_schema`. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from activities.agents.schema_example import example_for
+from tests.fault_helpers import free_port
+from tests.helpers import eventually
+
+
+@dataclass
+class Reply:
+    """Answer with this text."""
+
+    text: str
+
+
+@dataclass
+class Fail:
+    """Answer with an HTTP error (a `Retry-After` header when given)."""
+
+    status: int
+    retry_after: float | None = None
+    message: str = "scripted failure"
+
+
+@dataclass
+class RefuseSchema:
+    """Answer 400 when the request asks for a `json_schema` response format."""
+
+
+Scripted = Reply | Fail | RefuseSchema
+
+
+@dataclass
+class Recorded:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+
+    @property
+    def task(self) -> str | None:
+        fmt = self.body.get("response_format") or {}
+        return (fmt.get("json_schema") or {}).get("name")
+
+    @property
+    def user_text(self) -> str:
+        return "\n".join(m["content"] for m in self.body["messages"] if m["role"] == "user")
+
+    @property
+    def system_text(self) -> str:
+        return "\n".join(m["content"] for m in self.body["messages"] if m["role"] == "system")
+
+
+@dataclass
+class OpenAIStub:
+    """Start with `await stub.start()`; `stub.base_url` goes to the backend."""
+
+    chunk_delay: float = 0.0
+    # Answers to requests nothing is scripted for: (recorded request) -> text.
+    default_text: Any = None
+    requests: list[Recorded] = field(default_factory=list)
+    _scripts: dict[str | None, list[Scripted]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task | None = None
+
+    def script(self, *items: Scripted, task: str | None = None) -> None:
+        """Queue what the next requests (of `task`, or any) get, in order."""
+        self._scripts.setdefault(task, []).extend(items)
+
+    def of_task(self, task: str) -> list[Recorded]:
+        return [r for r in self.requests if r.task == task]
+
+    async def start(self) -> None:
+        app = Starlette(routes=[Route("/v1/chat/completions", self._complete,
+                                      methods=["POST"])])
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve())
+        await eventually(lambda: asyncio.sleep(0, self._server.started), timeout=30)
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+
+    # --- the endpoint --------------------------------------------------------------------
+
+    def _next(self, recorded: Recorded) -> Scripted | None:
+        for key in (recorded.task, None):
+            queue = self._scripts.get(key)
+            while queue:
+                item = queue.pop(0)
+                if isinstance(item, RefuseSchema) and "response_format" not in recorded.body:
+                    continue  # the refusal is spent once the client stopped asking for it
+                return item
+        return None
+
+    async def _complete(self, request: Request) -> Response:
+        body = await request.json()
+        recorded = Recorded(body=body, headers=dict(request.headers), at=time.time())
+        self.requests.append(recorded)
+        item = self._next(recorded)
+        if isinstance(item, Fail):
+            headers = {} if item.retry_after is None else {"Retry-After": str(item.retry_after)}
+            return JSONResponse({"error": {"message": item.message, "type": "scripted"}},
+                                status_code=item.status, headers=headers)
+        if isinstance(item, RefuseSchema):
+            return JSONResponse({"error": {"message": "response_format json_schema is not "
+                                                      "supported", "type": "invalid_request"}},
+                                status_code=400)
+        text = item.text if isinstance(item, Reply) else self._default(recorded)
+        usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4,
+                 "completion_tokens": len(text) // 4 + 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        model = body.get("model", "stub")
+        if not body.get("stream"):
+            return JSONResponse({"id": "cmpl-stub", "object": "chat.completion", "model": model,
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant",
+                                                          "content": text}}],
+                                 "usage": usage})
+        with_usage = (body.get("stream_options") or {}).get("include_usage", False)
+        return StreamingResponse(self._chunks(model, text, usage if with_usage else None),
+                                 media_type="text/event-stream")
+
+    async def _chunks(self, model: str, text: str, usage: dict[str, int] | None):  # type: ignore[no-untyped-def]
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return "data: " + json.dumps({
+                "id": "cmpl-stub", "object": "chat.completion.chunk", "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        for start in range(0, len(text), 24):
+            if self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
+            yield chunk({"content": text[start:start + 24]})
+        yield chunk({}, "stop")
+        if usage is not None:
+            yield "data: " + json.dumps({"id": "cmpl-stub", "object": "chat.completion.chunk",
+                                         "model": model, "choices": [], "usage": usage}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+    def _default(self, recorded: Recorded) -> str:
+        if self.default_text is not None:
+            return self.default_text(recorded)
+        fmt = recorded.body.get("response_format") or {}
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        if schema is None:
+            return "A plain answer."
+        return json.dumps(example_for(schema))
