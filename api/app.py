@@ -22,6 +22,7 @@ from api.routes import (
     health,
     items,
     jobs,
+    messages,
     metrics,
     runs,
     streams,
@@ -35,7 +36,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics)
+ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
