@@ -3,8 +3,9 @@
 Before retiring old workers (or old code paths guarded by `workflow.patched`), an operator needs
 to know which code the waiting runs began on. The first completed workflow task of a history
 records it: the Worker Deployment version when the worker used Worker Versioning, else the
-legacy build id, else the binary checksum, which the Python SDK fills with its default build id
-(a hash of the workflow code loaded by the worker), beside the SDK's name and version.
+worker's build id (which the Python SDK fills, without versioning, with its default build id: a
+hash of the code the worker loaded), else the binary checksum; beside the SDK's name and version
+when the history records them.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ def _version_of(task: WorkflowTaskCompletedEventAttributes) -> str:
                 f":{task.deployment_version.build_id}")
     if task.worker_deployment_version:
         return f"deployment {task.worker_deployment_version}"
-    if task.worker_version.build_id:
-        return f"build-id {task.worker_version.build_id}"
     sdk = f"{task.sdk_metadata.sdk_name} {task.sdk_metadata.sdk_version}".strip()
-    return f"checksum {task.binary_checksum or '-'}" + (f" ({sdk})" if sdk else "")
+    code = (f"build-id {task.worker_version.build_id}" if task.worker_version.build_id
+            else f"checksum {task.binary_checksum or '-'}")
+    return code + (f" ({sdk})" if sdk else "")
 
 
 def started_by(history: WorkflowHistory) -> str:
