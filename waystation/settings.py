@@ -104,6 +104,15 @@ class Settings(BaseSettings):
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
     worker_metrics_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_WORKER_METRICS_HOST")
+    # Retention (waystation/retention_schedule.py): runs finished this many days ago are
+    # deleted (unset: kept); archived first to compressed JSONL when the folder is set.
+    retention_days: float | None = Field(None, gt=0, validation_alias="WAYSTATION_RETENTION_DAYS")
+    retention_archive_dir: Path | None = Field(
+        None, validation_alias="WAYSTATION_RETENTION_ARCHIVE_DIR")
+    retention_interval_minutes: float = Field(
+        60, gt=0, validation_alias="WAYSTATION_RETENTION_INTERVAL_MINUTES")
+    # Erased runs are hidden at once and deleted by the retention sweep after this long.
+    erasure_grace_hours: float = Field(72, ge=0, validation_alias="WAYSTATION_ERASURE_GRACE_HOURS")
     # `json`: one object a line on stderr, with the current trace and span ids.
     log_format: Literal["text", "json"] = Field("text", validation_alias="WAYSTATION_LOG_FORMAT")
 

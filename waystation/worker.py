@@ -21,14 +21,18 @@ from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend
 from activities.batch.items_source import ItemsSources
 from activities.deps import WorkerDeps
+from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
+from activities.retention import RetentionActivities
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
+from waystation.retention_schedule import ensure_retention_schedule
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
+from workflows.retention import RetentionSweep
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +44,28 @@ def build_worker(
     artifact_dir: Path | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(),
     items_sources: ItemsSources | None = None,
+    retention_archive_dir: Path | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
     registry is given)."""
     registry = registry or load_registry(use_entry_points=False)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)
+    retention = RetentionActivities(
+        pool, client, archive_dir=retention_archive_dir,
+        store=LocalArtifactStore(artifact_dir) if artifact_dir else None)
+    functions: list[Callable[..., Any]] = [
+        ReadModelActivities(pool).record, retention.purge_batch,
+        *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]
     activities: dict[str, Callable[..., Any]] = {}
-    for function in [ReadModelActivities(pool).record,
-                     *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
+    for function in functions:
         # Kinds may share an activity; each name is registered once.
         name = activity._Definition.must_from_callable(function).name
         activities.setdefault(name or "", function)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=registry.workflows(),
+        workflows=[*registry.workflows(), RetentionSweep],
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
@@ -94,8 +104,10 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path,
                           items_sources=settings.items_sources,
+                          retention_archive_dir=settings.retention_archive_dir,
                           graceful_shutdown_timeout=timedelta(
                               seconds=settings.graceful_shutdown_timeout))
+    await ensure_retention_schedule(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
