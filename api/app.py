@@ -16,6 +16,7 @@ from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
 from api.routes import (
+    admin,
     console,
     decisions,
     graphs,
@@ -36,7 +37,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics)
+ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, admin)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

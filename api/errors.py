@@ -46,7 +46,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _error("Missing, malformed, expired or wrongly signed bearer token (or console "
                 "session)"),
     403: _error("A change authenticated by a console session cookie without the session's "
-                "X-CSRF-Token header"),
+                "X-CSRF-Token header, or an operator route without the service role"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),

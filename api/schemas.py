@@ -200,6 +200,18 @@ class MessageRequest(BaseModel):
     text: str = Field(min_length=1, max_length=20_000)
 
 
+class ErasureRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=200, description="The runs' owner (a token's sub).")
+
+
+class ErasureAccepted(BaseModel):
+    user: str
+    runs_hidden: int = Field(description="Runs hidden by this request (0 when already erased).")
+    hard_delete_after: float = Field(
+        description="Seconds after which the retention sweep deletes them for good.")
+
+
 class MessageAccepted(BaseModel):
     run_id: UUID
     number: int = Field(description="The message's number in the conversation, from 1.")

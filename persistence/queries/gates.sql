@@ -32,9 +32,11 @@ SELECT * FROM hitl_requests WHERE run_id = $1 AND checkpoint_name = $2
  ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- name: list_inbox
--- Requests on the caller's runs (all runs when owner is NULL), by status, newest first.
+-- Requests on the caller's runs (all runs when owner is NULL; never erased runs), by status,
+-- newest first.
 SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
- WHERE ($1::text IS NULL OR r.owner = $1)
+ WHERE r.erased_at IS NULL
+   AND ($1::text IS NULL OR r.owner = $1)
    AND ($2::text IS NULL OR g.status = $2)
  ORDER BY g.created_at DESC, g.id DESC
  LIMIT $3;
