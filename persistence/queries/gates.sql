@@ -19,8 +19,9 @@ UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by 
  WHERE id = $1 AND status = 'pending';
 
 -- name: get_gate
--- One request by id.
-SELECT * FROM hitl_requests WHERE id = $1;
+-- One request by id, unless its run is erased (then hidden, as the run is).
+SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
+ WHERE g.id = $1 AND r.erased_at IS NULL;
 
 -- name: list_run_gates
 -- Every request of a run, oldest first.
