@@ -56,7 +56,8 @@ async def test_sweep_archives_and_deletes_old_runs_only(dev_env, pool, task_queu
         await start_execution(dev_env.client, run_id)
 
     result = await sweep(dev_env, pool, task_queue, tmp_path,
-                         RetentionSweepInput(retention_days=30, batch_size=2))
+                         RetentionSweepInput(retention_days=30, batch_size=2,
+                                             batch_pause_seconds=0))
 
     assert result.runs_deleted >= 3 and result.artifacts_deleted >= 3
     for run_id, sha in old:

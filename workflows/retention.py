@@ -48,4 +48,6 @@ class RetentionSweep:
                 result.archives.append(done.archive)
             if done.runs_deleted < arg.batch_size:
                 break
+            if arg.batch_pause_seconds:
+                await workflow.sleep(timedelta(seconds=arg.batch_pause_seconds))
         return result

@@ -14,6 +14,8 @@ class RetentionSweepInput(BaseModel):
     batch_size: int = Field(200, ge=1, le=10_000)
     # One sweep stops after this many batches; the next scheduled sweep goes on.
     max_batches: int = Field(500, ge=1)
+    # A pause between batches leaves the database to live runs (bench/bench_retention.py).
+    batch_pause_seconds: float = Field(1.0, ge=0, le=3600)
 
 
 class RetentionSweepResult(BaseModel):
