@@ -35,7 +35,7 @@ from workflows.retention import RetentionSweep
 from workflows.retention_models import RetentionSweepInput
 
 TASK_QUEUE = "bench-retention"
-IDLE_SECONDS = 5.0
+IDLE_SECONDS = 15.0
 
 
 async def seed_finished(pool: asyncpg.Pool, runs: int, events: int) -> None:
