@@ -23,6 +23,8 @@ from waystation import cli, registry
 from waystation.cluster_replay import check_runs
 from waystation.worker import build_worker
 from workflows.batch import BatchJob
+from workflows.retention import RetentionSweep
+from workflows.retention_models import RetentionSweepInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
 
@@ -101,6 +103,22 @@ async def test_runs_by_version_groups_by_the_starting_code(dev_env, waiting_run,
     header, member, total = out.strip().splitlines()
     # Without Worker Versioning: the SDK's default build id, a hash of the worker's code.
     assert header.startswith(f"build-id {load_default_build_id()}"), header
-    assert header.endswith(": 1 open"), header
+    assert "(temporal-python " in header and header.endswith(": 1 open"), header
     assert member == f"  ValidationRun {waiting_run}"
     assert total == "1 open runs, 1 versions"
+
+
+async def test_replay_covers_the_retention_sweep_and_closed_runs(
+        dev_env, pool, task_queue, monkeypatch, capsys) -> None:
+    """Waystation's own workflow replays too (else every deploy check would flag it)."""
+    sweep_id = f"sweep-{uuid.uuid4()}"
+    async with build_worker(dev_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")):
+        await dev_env.client.execute_workflow(
+            RetentionSweep.run, RetentionSweepInput(erasure_grace_hours=10_000),
+            id=sweep_id, task_queue=task_queue)
+    status, out = await asyncio.to_thread(
+        run_cli, monkeypatch, dev_env, ValidationRun,
+        ["replay", "--open", "--closed", "5", "--query", f"WorkflowId = '{sweep_id}'"], capsys)
+    assert (status, out.strip()) == (0, "replayed 1 executions (0 open, 1 closed): "
+                                        "0 would break")

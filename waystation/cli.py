@@ -314,11 +314,12 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from waystation.cluster_replay import check_runs, report
     from waystation.registry import load_registry
     from waystation.temporal_client import connect_temporal
+    from waystation.worker import worker_workflows
 
     if args.closed < 0:
         print("--closed must be 0 or more", file=sys.stderr)
         return 2
-    workflows = load_registry(settings.plugin_modules).workflows()
+    workflows = worker_workflows(load_registry(settings.plugin_modules))
 
     async def check() -> tuple[str, int]:
         client = await connect_temporal(settings)

@@ -37,6 +37,11 @@ from workflows.retention import RetentionSweep
 log = logging.getLogger(__name__)
 
 
+def worker_workflows(registry: Registry) -> list[type]:
+    """Every workflow a worker runs: the registered kinds' and Waystation's own sweep."""
+    return [*registry.workflows(), RetentionSweep]
+
+
 def build_worker(
     client: Client, pool: asyncpg.Pool, *, task_queue: str, backend: AgentBackend,
     registry: Registry | None = None, max_cached_workflows: int = 1000,
@@ -65,7 +70,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[*registry.workflows(), RetentionSweep],
+        workflows=worker_workflows(registry),
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
