@@ -122,3 +122,8 @@ async def test_replay_covers_the_retention_sweep_and_closed_runs(
         ["replay", "--open", "--closed", "5", "--query", f"WorkflowId = '{sweep_id}'"], capsys)
     assert (status, out.strip()) == (0, "replayed 1 executions (0 open, 1 closed): "
                                         "0 would break")
+
+
+def test_replay_refuses_a_negative_sample(capsys) -> None:
+    assert cli.main(["replay", "--open", "--closed", "-1"]) == 2
+    assert "--closed must be 0 or more" in capsys.readouterr().err
