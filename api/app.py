@@ -14,7 +14,7 @@ from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
-from api.routes import decisions, graphs, health, items, jobs, metrics, runs, streams
+from api.routes import decisions, graphs, groups, health, items, jobs, metrics, runs, streams
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
@@ -24,7 +24,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics)
+ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -88,7 +88,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
 
 
 def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:
-    """Conflicts and body refusals (409, 413, 415) are documented on POST routes only."""
+    """Conflicts and body refusals (409, 413, 415) are documented on POST routes only (and a
+    conflict on DELETE too: removing a group's last owner)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -97,7 +98,8 @@ def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:
                 for method, operation in operations.items():
                     if method.upper() not in BODY_METHODS:
                         for status in BODY_ONLY_ERRORS:
-                            operation["responses"].pop(str(status), None)
+                            if not (method.upper() == "DELETE" and status == 409):
+                                operation["responses"].pop(str(status), None)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

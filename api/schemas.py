@@ -15,6 +15,11 @@ ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
                                         description="The project the run belongs to; "
                                                     "`GET /runs?project_id=` filters by it.")]
 
+GroupId = Annotated[UUID | None, Field(description="The group the run belongs to: its members "
+                                                  "read it, and those whose role a gate names "
+                                                  "decide it (you must be a member, not a "
+                                                  "viewer).")]
+
 
 def run_create_model(kinds: list[RunKind]) -> Any:
     """The `POST /runs` body: one model per registered kind, discriminated by `kind`."""
@@ -25,6 +30,7 @@ def run_create_model(kinds: list[RunKind]) -> Any:
         kind=(Literal[kind.name], ...),  # type: ignore[arg-type]
         input=(kind.input_model, ...),
         project_id=(ProjectId, None),
+        group_id=(GroupId, None),
     ) for kind in kinds]
     if len(models) == 1:
         return models[0]
@@ -65,6 +71,8 @@ class DecisionView(BaseModel):
     decided_at: datetime | None
     expires_at: datetime | None
     created_at: datetime
+    decider_roles: list[str] = Field(description="The roles of the run's group that may "
+                                                 "decide it, besides the run's owner.")
 
     @classmethod
     def of(cls, gate: GateRow) -> DecisionView:
@@ -76,6 +84,7 @@ class RunView(BaseModel):
     run_id: UUID
     kind: str
     owner: str
+    group_id: UUID | None
     project_id: str | None
     workflow_id: str
     status: RunStatus
@@ -104,7 +113,7 @@ class RunView(BaseModel):
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:
         return cls(run_id=run.id, pending_checkpoint=run.hitl_state,
                    pending_decision=DecisionView.of(pending) if pending else None,
-                   **run.model_dump(exclude={"id", "hitl_state", "group_id"}))
+                   **run.model_dump(exclude={"id", "hitl_state"}))
 
 
 class RunPage(BaseModel):

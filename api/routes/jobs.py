@@ -16,8 +16,15 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeou
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.auth import can_access
-from api.deps import Conn, CurrentUser, IdempotencyKey, SettingsDep, TemporalClient
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    SettingsDep,
+    TemporalClient,
+    may_read,
+    require_run_starter,
+)
 from api.errors import ApiError, unavailable
 from api.job_schemas import ItemPage, ItemView, JobControlAccepted, JobView, UnitStatus
 from api.run_kinds import create_and_start
@@ -39,7 +46,7 @@ async def get_visible_job(job_id: UUID, user: CurrentUser, conn: Conn) -> JobRow
     """The job, if the caller may see its run; otherwise indistinguishable from none."""
     job = await jobs_repo.get_job(conn, job_id)
     run = await runs_repo.get_run(conn, job.run_id) if job else None
-    if job is None or run is None or not can_access(user, run):
+    if job is None or run is None or not await may_read(conn, user, run):
         raise ApiError(404, "job_not_found", f"job {job_id} not found")
     return job
 
@@ -88,9 +95,12 @@ async def retry_failed_items(job: VisibleJob, user: CurrentUser, conn: Conn,
     spec = {k: v for k, v in source.input.items() if k not in ("items", "items_path")}
     retry = BatchInput.model_validate({**spec, "items": payloads, "retry_of": job.id,
                                        "name": f"{job.name} (retry)"[:200]})
+    if source.group_id is not None:
+        await require_run_starter(conn, user, source.group_id)
     run, created = await create_and_start(
         conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=retry,
-        project_id=source.project_id, idempotency_key=idempotency_key)
+        project_id=source.project_id, idempotency_key=idempotency_key,
+        group_id=source.group_id)
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return RunCreated.of(run, created)
