@@ -14,7 +14,18 @@ from api.event_hub import EventHub
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
-from api.routes import decisions, graphs, groups, health, items, jobs, metrics, runs, streams
+from api.routes import (
+    decisions,
+    graphs,
+    groups,
+    health,
+    items,
+    jobs,
+    metrics,
+    runs,
+    streams,
+    webhooks,
+)
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
@@ -24,7 +35,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups)
+ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups, webhooks)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

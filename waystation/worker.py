@@ -22,6 +22,7 @@ from activities.agents.metered import MeteredBackend
 from activities.batch.items_source import ItemsSources
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
+from activities.webhooks import WebhookActivities
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
@@ -29,6 +30,7 @@ from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
+from workflows.webhook_delivery import WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,10 @@ def build_worker(
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)
     activities: dict[str, Callable[..., Any]] = {}
-    for function in [ReadModelActivities(pool).record,
+    webhooks = WebhookActivities(pool)
+    shared: list[Callable[..., Any]] = [ReadModelActivities(pool).record, webhooks.deliver,
+                                        webhooks.give_up]
+    for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
         # Kinds may share an activity; each name is registered once.
         name = activity._Definition.must_from_callable(function).name
@@ -55,7 +60,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=registry.workflows(),
+        workflows=[*registry.workflows(), WebhookDelivery],
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
