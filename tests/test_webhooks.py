@@ -137,3 +137,30 @@ async def test_webhook_refusals_write_nothing_and_delete_stops_it(http, pool):
     assert (await http.delete(f"/webhooks/{hook_id}", headers=auth(user))).status_code == 204
     assert (await http.delete(f"/webhooks/{hook_id}", headers=auth(user))).status_code == 404
     assert (await http.get("/webhooks", headers=auth(user))).json()["webhooks"] == []
+
+
+async def test_group_webhook_hears_expiry_and_the_end_of_a_members_run(http):
+    owner, member = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("alice", "bob"))
+    group = (await http.post("/groups", json={"name": "Ops"}, headers=auth(owner))).json()
+    added = await http.post(f"/groups/{group['group_id']}/members", headers=auth(owner),
+                            json={"user": member, "role": "approver"})
+    assert added.status_code == 201
+    with Receiver() as receiver:
+        created = await http.post("/webhooks", headers=auth(owner), json={
+            "url": receiver.url, "events": ["gate.expired", "run.finished"],
+            "group_id": group["group_id"]})
+        assert created.status_code == 201, created.text
+        # bob's run in the group; its gate expires in a second and the run fails.
+        started = await http.post("/runs", headers=auth(member), json={
+            "kind": "validation", "group_id": group["group_id"],
+            "input": {"entrepreneur_input": IDEA, "gates": [GATE], "gate_timeout_seconds": 1,
+                      "expiry_policy": "fail"}})
+        assert started.status_code == 201, started.text
+        await eventually(lambda: asyncio.sleep(0, len(receiver.received) >= 2), timeout=60)
+        await asyncio.sleep(0.5)  # nothing else arrives (gate.opened was not asked for)
+        types = [json.loads(r.body)["type"] for r in receiver.received]
+        assert types == ["gate.expired", "run.finished"]
+        Webhook(created.json()["secret"]).verify(receiver.received[0].body,
+                                                 receiver.received[0].headers)
+        finished = json.loads(receiver.received[1].body)["data"]
+        assert finished["owner"] == member and finished["status"] == "failed"
