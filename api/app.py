@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
@@ -15,6 +16,7 @@ from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
 from api.routes import (
+    console,
     decisions,
     graphs,
     groups,
@@ -91,6 +93,9 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
+    app.include_router(console.router)
+    app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),
+              name="console-static")
     if tracer_provider is not None:
         from waystation.telemetry import instrument_app
 

@@ -1,21 +1,35 @@
-"""Bearer JWT authentication (HS256 with the configured secret).
+"""Authentication: a bearer JWT (HS256 with the configured secret) or a console session cookie.
 
 `sub` is the user; role `service` may read and decide every run. Authorization of a run is
 decided here: `can_access` (who reads it) and `may_decide` (who answers its gates). A run's
 owner and every member of its group (seed 003) read it; the owner and the members whose group
 role a gate names decide it.
+
+Browsers cannot put an `Authorization` header on an EventSource, so the web console signs in
+once (a one-time code exchanged for a session) and then sends an HttpOnly cookie. A cookie is
+sent by the browser on its own, so every changing request authenticated by it must also carry
+the session's CSRF token in `X-CSRF-Token`, which another site's page cannot read.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import time
 from typing import Literal
 
+import asyncpg
 import jwt
 from pydantic import BaseModel
 
 from api.errors import ApiError
+from persistence import console_sessions
 from persistence.models import RunRow
+
+SESSION_COOKIE = "waystation_session"
+CSRF_HEADER = "X-CSRF-Token"
+# Methods that change nothing; every other method needs the CSRF token with a cookie.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 ALGORITHM = "HS256"
 Role = Literal["user", "service"]
@@ -62,6 +76,55 @@ def authenticate(secret: str, authorization: str | None) -> User:
     if role not in ("user", "service"):
         raise ApiError(401, "invalid_token", f"invalid token: unknown role {role!r}")
     return User(name=sub, role=role)
+
+
+class NewSession(BaseModel):
+    session_id: str
+    csrf_token: str
+    user: User
+
+
+async def issue_login_code(conn: asyncpg.Connection, user: str, role: Role = "user", *,
+                           ttl_seconds: float) -> str:
+    """A one-time sign-in code for the console; the database keeps its hash only."""
+    code = secrets.token_urlsafe(32)
+    await console_sessions.create_login_code(
+        conn, code, console_sessions.ConsoleIdentity(user_name=user, role=role),
+        ttl_seconds=ttl_seconds)
+    return code
+
+
+async def exchange_login_code(conn: asyncpg.Connection, code: str, *,
+                              ttl_seconds: float) -> NewSession:
+    """Spend a sign-in code for a fresh session; an unknown, used or expired code is a 401."""
+    async with conn.transaction():
+        identity = await console_sessions.use_login_code(conn, code)
+        if identity is None:
+            raise ApiError(401, "invalid_login_code", "this sign-in link is unknown, already "
+                                                      "used or expired; print a new one with "
+                                                      "`waystation console-link`")
+        session = NewSession(session_id=secrets.token_urlsafe(32),
+                             csrf_token=secrets.token_urlsafe(32),
+                             user=User(name=identity.user_name, role=identity.role))
+        await console_sessions.create_session(conn, session.session_id, identity,
+                                              csrf_token=session.csrf_token,
+                                              ttl_seconds=ttl_seconds)
+        await console_sessions.delete_stale(conn)
+    return session
+
+
+async def authenticate_session(conn: asyncpg.Connection, session_id: str, *, method: str,
+                               csrf_token: str | None) -> User:
+    """The user of a live console session; a change also needs the session's CSRF token."""
+    session = await console_sessions.get_session(conn, session_id)
+    if session is None:
+        raise ApiError(401, "session_expired", "the console session has expired or was signed "
+                                               "out; sign in again")
+    if method.upper() not in SAFE_METHODS and not (
+            csrf_token and hmac.compare_digest(csrf_token.encode(), session.csrf_token.encode())):
+        raise ApiError(403, "csrf_failed", f"a change made with a session cookie needs the "
+                                           f"session's {CSRF_HEADER} header")
+    return User(name=session.user_name, role=session.role)
 
 
 def can_access(user: User, run: RunRow, group_role: str | None = None) -> bool:

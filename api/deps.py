@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 from uuid import UUID
 
@@ -11,7 +12,15 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from api.auth import User, authenticate, can_access, may_decide
+from api.auth import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    User,
+    authenticate,
+    authenticate_session,
+    can_access,
+    may_decide,
+)
 from api.errors import ApiError, unavailable
 from api.temporal_gateway import TemporalGateway
 from persistence import groups as groups_repo
@@ -30,7 +39,8 @@ def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
-async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+@asynccontextmanager
+async def pooled_connection(request: Request) -> AsyncIterator[asyncpg.Connection]:
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
@@ -40,6 +50,11 @@ async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await pool.release(conn)
+
+
+async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+    async with pooled_connection(request) as conn:
+        yield conn
 
 
 async def get_temporal(request: Request) -> Client:
@@ -54,11 +69,19 @@ BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
                                 "(`waystation token --user NAME`).")
 
 
-def get_user(request: Request,
-             authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-             _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
-             ) -> User:
-    return authenticate(request.app.state.settings.jwt_secret, authorization)
+async def get_user(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+) -> User:
+    """A bearer token when one is sent (exactly as before), else the console session cookie."""
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if authorization is not None or not session_id:
+        return authenticate(request.app.state.settings.jwt_secret, authorization)
+    # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
+    async with pooled_connection(request) as conn:
+        return await authenticate_session(conn, session_id, method=request.method,
+                                          csrf_token=request.headers.get(CSRF_HEADER))
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -43,7 +43,10 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
 
 # Documented on every route (OpenAPI), so clients and schema-driven tests know the error shape.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: _error("Missing, malformed, expired or wrongly signed bearer token"),
+    401: _error("Missing, malformed, expired or wrongly signed bearer token (or console "
+                "session)"),
+    403: _error("A change authenticated by a console session cookie without the session's "
+                "X-CSRF-Token header"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),
@@ -59,7 +62,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 # Answers only a request that may carry a body (POST) can get.
-BODY_ONLY_ERRORS = (409, 413, 415)
+BODY_ONLY_ERRORS = (403, 409, 413, 415)
 
 
 class ApiError(Exception):

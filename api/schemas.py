@@ -155,6 +155,19 @@ class SnapshotView(BaseModel):
     created_at: datetime
 
 
+class SnapshotHead(BaseModel):
+    step_ordinal: int
+    label: str
+    phase: int | None
+    created_at: datetime
+
+
+class SnapshotList(BaseModel):
+    run_id: UUID
+    snapshots: list[SnapshotHead] = Field(description="Oldest first, without their state; "
+                                                      "read one by its ordinal.")
+
+
 class DecisionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     decision: str = Field(min_length=1, max_length=200)

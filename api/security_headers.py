@@ -24,6 +24,11 @@ HEADERS: tuple[tuple[bytes, bytes], ...] = (
 )
 HTML_CSP = ("default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; "
             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+# The graph picture may be framed by the API's own pages (the web console's mobile-run page).
+SAME_ORIGIN_FRAME_HEADERS = {
+    "X-Frame-Options": "SAMEORIGIN",
+    "Content-Security-Policy": HTML_CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'"),
+}
 DOCS_CDN = "https://cdn.jsdelivr.net"
 DOCS_CSP = (f"default-src 'none'; script-src 'unsafe-inline' {DOCS_CDN}; "
             f"style-src 'unsafe-inline' {DOCS_CDN} https://fonts.googleapis.com; "
@@ -49,7 +54,10 @@ class SecurityHeaders:
                 present = {name.lower() for name, _ in headers}
                 headers += [h for h in HEADERS if h[0] not in present]
                 content_type = next((v for n, v in headers if n.lower() == b"content-type"), b"")
-                if content_type.startswith(b"text/html"):
+                # A page that states its own policy (the web console, the framable graph
+                # picture) keeps it: two policies would both be enforced.
+                if content_type.startswith(b"text/html") and \
+                        b"content-security-policy" not in present:
                     headers.append((b"content-security-policy", csp))
                 message = {**message, "headers": headers}
             await send(message)

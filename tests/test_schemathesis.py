@@ -53,6 +53,8 @@ SECRET = "fuzz-secret-0123456789-0123456789-abcdef"
 EXAMPLES_PER_OPERATION = int(os.environ.get("WAYSTATION_FUZZ_EXAMPLES", 12))
 # Fixed examples by default, so CI is repeatable; WAYSTATION_FUZZ_RANDOM=1 explores anew.
 DERANDOMIZE = os.environ.get("WAYSTATION_FUZZ_RANDOM") != "1"
+# Enough scenarios that the derandomized walk follows more than 20 links into the run-scoped
+# operations (larger input schemas and the snapshot-history routes each shifted the examples).
 SCENARIOS = 35
 STEPS_PER_SCENARIO = 6
 SAMPLE_APP = "com.waystation.sample.notes"
@@ -263,6 +265,7 @@ def _seed(url: str, owners: Owners, session: requests.Session) -> dict[str, list
     owners.of[item] = alice
     return {"run_id": [gated, job, mobile], "job_id": [job], "item_id": [item],
             "checkpoint_name": ["approve_founders_brief"], "step": ["summarize"],
+            "step_ordinal": [1],
             "package": [SAMPLE_APP]}
 
 
@@ -310,7 +313,12 @@ def _run_fuzz(url: str, owners: Owners) -> None:
 
         per_operation()
 
-    class Machine(schema.as_state_machine()):  # type: ignore[misc]
+    # POST /jobs/{id}/retry-failed answers a new run id too: with a second producer of run
+    # ids the fixed walk followed no link at all (linked_steps 0). The route is still fuzzed
+    # per operation above; the walk keeps to one producer.
+    walk = schema.exclude(path_regex=r"/retry-failed$")
+
+    class Machine(walk.as_state_machine()):  # type: ignore[misc]
         """Alice's scenarios (links fill in her run ids); each step replayed as bob."""
 
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:

@@ -74,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--role", choices=("user", "service"), default="user")
     token.add_argument("--ttl", type=int, default=30 * 24 * 3600, help="lifetime in seconds")
 
+    link = sub.add_parser("console-link", parents=[common],
+                          help="print a one-time URL that signs a browser in to the console")
+    link.add_argument("--user", required=True)
+    link.add_argument("--role", choices=("user", "service"), default="user")
+
     simulator = sub.add_parser("simulator", parents=[common], help="the offline app simulator")
     simulator.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
         "list", help="print the bundled sample apps' packages, one a line")
@@ -170,6 +175,29 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_console_link(settings: Settings, args: argparse.Namespace) -> int:
+    import asyncpg
+
+    from api.auth import issue_login_code
+
+    if not args.user.strip() or len(args.user) > 200:
+        print("--user must be 1 to 200 characters", file=sys.stderr)
+        return 2
+    settings = _migrated(settings)
+
+    async def issue() -> str:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            return await issue_login_code(conn, args.user, args.role,
+                                          ttl_seconds=settings.console_login_code_seconds)
+        finally:
+            await conn.close()
+
+    # Only the URL on stdout; it signs one browser in once, within the code's lifetime.
+    print(f"{settings.console_base}/console/login?code={asyncio.run(issue())}")
+    return 0
+
+
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     import httpx
 
@@ -194,7 +222,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         run = _follow_until_checkpoint(http, api, run_id)
 
     ns = settings.temporal_namespace
-    ui = f"http://127.0.0.1:{settings.temporal_ui_port}"
+    ui = settings.temporal_ui_base
     print()
     print(f"Run id:          {run_id}")
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
@@ -295,6 +323,8 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_token(settings, args)
     if command == "demo":
         return cmd_demo(settings, args)
+    if command == "console-link":
+        return cmd_console_link(settings, args)
     if command == "simulator":
         return cmd_simulator_list()
     if command == "kinds":

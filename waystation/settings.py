@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     temporal_tls_ca: Path | None = Field(None, validation_alias="TEMPORAL_TLS_CA")
     temporal_api_key: str | None = Field(None, validation_alias="TEMPORAL_API_KEY")
     temporal_ui_port: int = Field(8233, validation_alias="TEMPORAL_UI_PORT")
+    # Where people open the Temporal Web UI; unset: the dev server's UI on TEMPORAL_UI_PORT.
+    temporal_ui_url: str | None = Field(None, validation_alias="WAYSTATION_TEMPORAL_UI_URL")
 
     # Postgres: unset means the embedded server under the data folder.
     database_url: str | None = Field(None, validation_alias="DATABASE_URL")
@@ -49,6 +51,17 @@ class Settings(BaseSettings):
     # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
     max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
     writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+
+    # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
+    # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
+    # everywhere but WAYSTATION_ENV=dev, whose plain-HTTP localhost would drop the cookie).
+    console_url: str | None = Field(None, validation_alias="WAYSTATION_CONSOLE_URL")
+    console_session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, validation_alias="WAYSTATION_CONSOLE_SESSION_HOURS")
+    console_login_code_seconds: int = Field(
+        600, ge=30, le=3600, validation_alias="WAYSTATION_CONSOLE_LOGIN_CODE_SECONDS")
+    console_cookie_secure: bool | None = Field(
+        None, validation_alias="WAYSTATION_CONSOLE_COOKIE_SECURE")
 
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
@@ -117,6 +130,20 @@ class Settings(BaseSettings):
     @cached_property
     def items_sources(self) -> ItemsSources:
         return ItemsSources.parse(self.items_dirs, self.items_url_prefixes)
+
+    @property
+    def temporal_ui_base(self) -> str:
+        return (self.temporal_ui_url or f"http://127.0.0.1:{self.temporal_ui_port}").rstrip("/")
+
+    @property
+    def console_base(self) -> str:
+        return (self.console_url or f"http://{self.api_host}:{self.api_port}").rstrip("/")
+
+    @property
+    def console_cookie_is_secure(self) -> bool:
+        if self.console_cookie_secure is not None:
+            return self.console_cookie_secure
+        return self.env != "dev"
 
     @property
     def embedded_pgdata(self) -> Path:

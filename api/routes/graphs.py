@@ -16,6 +16,7 @@ from activities.mobile.artifacts import LocalArtifactStore
 from api import graph_render
 from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
 from api.errors import ApiError
+from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
 from persistence import graph as graph_repo
 from workflows.mobile_models import PACKAGE_PATTERN
 
@@ -68,7 +69,8 @@ def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any)
     def screenshot(sha: str) -> bytes | None:
         path = store.path(sha)
         return path.read_bytes() if path else None
-    return HTMLResponse(graph_render.to_html(graph, screenshot))
+    return HTMLResponse(graph_render.to_html(graph, screenshot),
+                        headers=SAME_ORIGIN_FRAME_HEADERS)
 
 
 @router.get("/apps/{package}/graph", responses=GRAPH_RESPONSES)

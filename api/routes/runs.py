@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.deps import (
@@ -32,6 +32,8 @@ from api.schemas import (
     RunCreated,
     RunPage,
     RunView,
+    SnapshotHead,
+    SnapshotList,
     SnapshotView,
     run_create_model,
 )
@@ -85,15 +87,17 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     project_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    q: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00]+$",
+                                   description="Text in the run's id, phase or input")] = None,
 ) -> RunPage:
-    """The caller's runs, newest first, filtered and paginated by cursor."""
+    """The caller's runs, newest first, filtered, searched and paginated by cursor."""
     if kind is not None and kind not in registry.kinds:
         raise ApiError(422, "invalid_request",
                        f"kind: unknown run kind {kind!r}; one of {', '.join(registry.names)}")
     runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
                                      awaiting_human=awaiting_human, limit=limit + 1,
                                      before=_decode_cursor(cursor) if cursor else None,
-                                     project_id=project_id)
+                                     project_id=project_id, search=q)
     page, more = runs[:limit], len(runs) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
@@ -133,6 +137,24 @@ async def latest_snapshot(run: VisibleRun, conn: Conn) -> SnapshotView:
     snapshot = await snapshots_repo.latest_snapshot(conn, run.id)
     if snapshot is None:
         raise ApiError(404, "snapshot_not_found", f"run {run.id} has no snapshot yet")
+    return SnapshotView(**snapshot.model_dump())
+
+
+@router.get("/{run_id}/snapshots", response_model=SnapshotList)
+async def list_snapshots(run: VisibleRun, conn: Conn) -> SnapshotList:
+    """The run's snapshot history, oldest first, without the states themselves."""
+    heads = await snapshots_repo.list_snapshot_heads(conn, run.id)
+    return SnapshotList(run_id=run.id, snapshots=[
+        SnapshotHead(**h.model_dump(exclude={"run_id"})) for h in heads])
+
+
+@router.get("/{run_id}/snapshots/{step_ordinal}", response_model=SnapshotView)
+async def get_snapshot(run: VisibleRun, conn: Conn,
+                       step_ordinal: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> SnapshotView:
+    """One snapshot of the run by its ordinal (1 is the first)."""
+    snapshot = await snapshots_repo.get_snapshot(conn, run.id, step_ordinal)
+    if snapshot is None:
+        raise ApiError(404, "snapshot_not_found", f"run {run.id} has no snapshot {step_ordinal}")
     return SnapshotView(**snapshot.model_dump())
 
 

@@ -14,8 +14,9 @@ SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
 SELECT * FROM runs WHERE id = $1;
 
 -- name: list_runs
--- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor.
--- $1 sees the runs it owns and those of its groups.
+-- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
+-- $8 is a project; $9 searches the id, phase and input case-insensitively. $1 sees the runs
+-- it owns and those of its groups.
 SELECT * FROM runs
  WHERE ($1::text IS NULL OR owner = $1
         OR group_id IN (SELECT group_id FROM group_members WHERE user_name = $1))
@@ -24,6 +25,8 @@ SELECT * FROM runs
    AND ($4::boolean IS NULL OR (hitl_state IS NOT NULL) = $4)
    AND ($6::timestamptz IS NULL OR (created_at, id) < ($6, $7::uuid))
    AND ($8::text IS NULL OR project_id = $8)
+   AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
+                                        || input::text), lower($9)) > 0)
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 

@@ -1,0 +1,1 @@
+"""The web console's static files (HTML, CSS, JavaScript modules), served by the API."""

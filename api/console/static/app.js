@@ -1,0 +1,64 @@
+// The console's entry point: who is signed in, then one view per URL fragment:
+//   #/                 the inbox            #/runs             the runs list
+//   #/runs/<id>        a run (any kind; batch jobs and mobile runs add their own sections)
+
+import { api, ApiError, setCsrfToken } from "./api.js";
+import { showSignIn, showUser } from "./app_shell.js";
+import { replace } from "./dom.js";
+import { mountInbox } from "./inbox.js";
+import { mountRun } from "./run.js";
+import { mountRuns } from "./runs.js";
+
+const main = document.getElementById("main");
+let session = null;
+let unmount = null;
+
+const ROUTES = [
+  [/^#?\/?$/, () => mountInbox(main, session)],
+  [/^#\/runs\/?(\?.*)?$/, () => mountRuns(main, session)],
+  [/^#\/runs\/([0-9a-f-]{36})$/, (id) => mountRun(main, session, id)],
+];
+
+function route() {
+  if (unmount) unmount();
+  unmount = null;
+  const hash = window.location.hash || "#/";
+  for (const [pattern, mount] of ROUTES) {
+    const match = hash.match(pattern);
+    if (match) {
+      unmount = mount(match[1]);
+      markCurrent(hash);
+      main.focus({ preventScroll: true });
+      return;
+    }
+  }
+  replace(main, Object.assign(document.createElement("h1"), { textContent: "Not found" }));
+}
+
+function markCurrent(hash) {
+  for (const link of document.querySelectorAll("nav a")) {
+    const target = link.getAttribute("href");
+    const current = target === "#/" ? hash === "#/" || hash === "" : hash.startsWith(target);
+    if (current) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+async function boot() {
+  try {
+    session = await api("/console/session");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) {
+      showSignIn(main, error.code === "session_expired" ? "Your session has ended." : null);
+      return;
+    }
+    main.textContent = `The console cannot start: ${error.message}`;
+    return;
+  }
+  setCsrfToken(session.csrf_token);
+  showUser(session);
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+boot();

@@ -1,0 +1,148 @@
+// A run, whatever its kind: its state, the decision it waits for, the live timeline, the
+// snapshot history and every decision. Kinds with more to show (batch jobs, mobile runs) add
+// sections through KIND_SECTIONS; any other kind gets this page as it is.
+
+import { api } from "./api.js";
+import { announce } from "./app_shell.js";
+import { mountBatch } from "./batch.js";
+import { debounce, frameBatcher, h, money, replace, shortId, statusBadge, timeTag } from "./dom.js";
+import { decisionCard } from "./decision_card.js";
+import { mountMobile } from "./mobile.js";
+import { runSummary } from "./runs.js";
+import { followStream } from "./sse_reader.js";
+import { createSnapshots } from "./snapshots.js";
+import { createTimeline } from "./timeline.js";
+
+const KIND_SECTIONS = { batch: mountBatch, mobile_agent: mountMobile };
+const FINAL = new Set(["completed", "failed", "canceled"]);
+
+function section(id, title, ...content) {
+  return h("section", { class: "panel", "aria-labelledby": `${id}-h` },
+    h("h2", { id: `${id}-h` }, title), ...content);
+}
+
+export function mountRun(main, session, runId) {
+  const cleanups = [];
+  const heading = h("h1", {}, `Run ${shortId(runId)}`);
+  const facts = h("dl", { class: "facts" });
+  const actions = h("div", { class: "actions" });
+  const pending = h("div", { class: "pending" });
+  const kindSlot = h("div");
+  const timeline = createTimeline();
+  const snapshots = createSnapshots(runId);
+  const decisions = h("div");
+  const status = h("p", { role: "status", class: "run-status" });
+  let run = null;
+  let pendingShown = null;
+
+  replace(main, heading, status, facts, actions,
+    section("pending", "Waiting for", pending),
+    kindSlot,
+    section("timeline", "Timeline", timeline.element),
+    section("snapshots", "Snapshots", snapshots.element),
+    section("decisions", "Decisions", decisions));
+
+  async function loadRun() {
+    try {
+      run = await api(`/runs/${runId}`);
+    } catch (error) {
+      replace(main, h("h1", {}, "Run not found"),
+        h("p", {}, error.status === 404 ? "There is no such run, or it is not yours." : error.message));
+      return false;
+    }
+    replace(heading, `Run ${shortId(run.run_id)} `, statusBadge(run.status));
+    replace(facts, ...[
+      ["About", runSummary(run)], ["Kind", run.kind], ["Owner", run.owner],
+      ["Phase", run.phase_name ? `${run.current_phase} · ${run.phase_name}` : run.current_phase],
+      ["Created", timeTag(run.created_at)], ["Started", timeTag(run.started_at)],
+      ["Finished", timeTag(run.completed_at)],
+      run.error_message ? ["Error", run.error_message] : null,
+    ].filter(Boolean).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
+    showActions();
+    showPending(run.pending_decision);
+    return true;
+  }
+
+  function showActions() {
+    const ui = `${session.temporal_ui_url}/namespaces/${encodeURIComponent(session.temporal_namespace)}` +
+      `/workflows/${encodeURIComponent(run.workflow_id)}`;
+    replace(actions,
+      h("a", { href: ui, target: "_blank", rel: "noopener", class: "button secondary" },
+        "Open in Temporal Web UI"),
+      FINAL.has(run.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel run"));
+  }
+
+  async function cancel() {
+    if (!window.confirm("Cancel this run? It stops and records `canceled`.")) return;
+    try {
+      await api(`/runs/${runId}/cancel`, { method: "POST" });
+      status.textContent = "Cancel requested; the run records it when it has wound down.";
+    } catch (error) {
+      status.textContent = `Cancel refused: ${error.message}`;
+    }
+  }
+
+  function showPending(decision) {
+    if (decision && pendingShown === decision.request_id) return;
+    pendingShown = decision ? decision.request_id : null;
+    replace(pending, decision
+      ? decisionCard(decision, { onDecided: () => refreshSoon() }).element
+      : h("p", { class: "muted" }, FINAL.has(run?.status) ? "Nothing: the run has finished." : "Nothing: the run is not waiting for a human."));
+  }
+
+  async function loadDecisions() {
+    try {
+      const list = (await api(`/runs/${runId}/decisions`)).decisions;
+      replace(decisions, list.length ? h("div", { class: "table-scroll" }, h("table", { class: "data" },
+        h("thead", {}, h("tr", {}, ["Checkpoint", "Asked", "Status", "Decision", "Who", "When", "Why"]
+          .map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, list.map((d) => h("tr", {},
+          h("td", {}, d.checkpoint_name), h("td", {}, timeTag(d.created_at)),
+          h("td", {}, statusBadge(d.status)), h("td", {}, d.decision || "—"),
+          h("td", {}, d.decided_by || "—"), h("td", {}, timeTag(d.decided_at)),
+          h("td", {}, d.feedback || "—"))))))
+        : h("p", { class: "muted" }, "No decision was asked yet."));
+    } catch (error) {
+      replace(decisions, h("p", { class: "notice" }, error.message));
+    }
+  }
+
+  async function showCost() {
+    const latest = await snapshots.latest().catch(() => null);
+    const cost = latest?.state?.cost_usd;
+    if (typeof cost === "number" && !facts.querySelector(".cost")) {
+      facts.append(h("div", { class: "cost" }, h("dt", {}, "Cost"), h("dd", {}, money(cost))));
+    }
+  }
+
+  // Events that change what the run's row, its decisions or its snapshots show.
+  const refreshSoon = debounce(async () => {
+    if (await loadRun()) {
+      loadDecisions();
+      await snapshots.refresh();
+      showCost();
+    }
+  }, 150);
+
+  const apply = frameBatcher((events) => {
+    timeline.add(events);
+    if (events.some((e) => !e.type.startsWith("task.") && !e.type.startsWith("agent.node"))) refreshSoon();
+    for (const event of events) {
+      if (event.type === "phase.started") announce(`Phase ${event.phase} started`);
+      if (event.type === "gate.opened") announce("The run waits for a decision");
+    }
+  });
+
+  loadRun().then((found) => {
+    if (!found) return;
+    loadDecisions();
+    snapshots.refresh().then(showCost);
+    const mount = KIND_SECTIONS[run.kind];
+    if (mount) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon }));
+    // Every event not seen yet, then live ones, resuming after a drop where it was.
+    cleanups.push(followStream(`/runs/${runId}/events/stream`, (events) => events.forEach(apply),
+                               { onEnd: refreshSoon }));
+  });
+
+  return () => cleanups.forEach((fn) => fn && fn());
+}

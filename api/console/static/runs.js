@@ -1,0 +1,91 @@
+// The runs list: filters (kind, status, waiting for a human), search, and paging.
+
+import { api } from "./api.js";
+import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
+
+const STATUSES = ["pending", "running", "paused", "completed", "failed", "canceled"];
+
+// A line that says what a run is about, whatever its kind: the longest text in its input
+// (an idea, a job's name, an app's package), not a short setting such as a policy.
+export function runSummary(run) {
+  const texts = Object.values(run.input || {}).filter((v) => typeof v === "string" && v.trim());
+  const text = texts.sort((a, b) => b.length - a.length)[0];
+  if (!text) return run.kind;
+  return text.length > 90 ? `${text.slice(0, 90)}…` : text;
+}
+
+function select(id, label, values, allLabel) {
+  return [h("label", { for: id }, label),
+          h("select", { id, name: id }, h("option", { value: "" }, allLabel),
+            values.map((v) => h("option", { value: v }, v)))];
+}
+
+export function mountRuns(main, session) {
+  const form = h("form", { class: "filters", role: "search", "aria-label": "Filter runs" },
+    h("div", { class: "field" }, select("kind", "Kind", session.kinds, "all kinds")),
+    h("div", { class: "field" }, select("status", "Status", STATUSES, "any status")),
+    h("div", { class: "field field-check" },
+      h("input", { type: "checkbox", id: "awaiting", name: "awaiting" }),
+      h("label", { for: "awaiting" }, "Waiting for a human")),
+    h("div", { class: "field grow" }, h("label", { for: "q" }, "Search"),
+      h("input", { type: "search", id: "q", name: "q", placeholder: "id, idea, job name, app…" })),
+    h("button", { type: "submit", class: "primary" }, "Apply"));
+  const body = h("tbody");
+  const status = h("p", { class: "count", role: "status" });
+  const more = h("button", { type: "button", class: "secondary", hidden: true,
+                             onclick: () => load(false) }, "Show more");
+  let cursor = null;
+
+  replace(main, h("h1", {}, "Runs"), form, status,
+    h("div", { class: "table-scroll" }, h("table", { class: "data runs" },
+      h("thead", {}, h("tr", {}, ["Run", "Kind", "Status", "Phase", "Waiting for", "Created"]
+        .map((c) => h("th", { scope: "col" }, c)))), body)), more);
+
+  function params() {
+    const p = new URLSearchParams({ limit: "50" });
+    for (const name of ["kind", "status", "q"]) {
+      const value = form.elements[name].value.trim();
+      if (value) p.set(name, value);
+    }
+    if (form.elements.awaiting.checked) p.set("awaiting_human", "true");
+    if (cursor) p.set("cursor", cursor);
+    return p;
+  }
+
+  async function load(fresh) {
+    if (fresh) {
+      cursor = null;
+      clear(body);
+    }
+    status.textContent = "Loading…";
+    try {
+      const page = await api(`/runs?${params()}`);
+      for (const run of page.runs) body.append(row(run));
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+      const shown = body.children.length;
+      status.textContent = `${shown} run${shown === 1 ? "" : "s"}${cursor ? " (more below)" : ""}`;
+    } catch (error) {
+      status.textContent = `The runs could not be loaded: ${error.message}`;
+    }
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    load(true);
+  });
+  form.addEventListener("change", () => load(true));
+  load(true);
+  return null;
+}
+
+function row(run) {
+  return h("tr", { "data-run-id": run.run_id },
+    h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, shortId(run.run_id)),
+      h("span", { class: "summary" }, runSummary(run))),
+    h("td", {}, run.kind),
+    h("td", {}, statusBadge(run.status)),
+    h("td", {}, run.phase_name ? `${run.current_phase} · ${run.phase_name}` : String(run.current_phase)),
+    h("td", {}, run.pending_checkpoint || "—"),
+    h("td", {}, timeTag(run.created_at)));
+}
