@@ -1,7 +1,8 @@
 """The recorder: the one activity every run kind uses to write its read model.
 
 It also enqueues, in the same transaction, the webhook deliveries the write calls for, and
-starts them once committed (see activities/webhooks.py).
+starts them once committed (see activities/webhooks.py), and the email to a new gate's
+deciders (activities/decision_mail.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncpg
 from pydantic import BaseModel
 from temporalio import activity
 
+from activities.decision_mail import start_decision_mail
 from activities.notifications import notifications_of
 from activities.webhooks import start_deliveries
 from persistence import webhooks as webhooks_repo
@@ -21,8 +23,10 @@ class RecordResult(BaseModel):
 
 
 class ReadModelActivities:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, mail_deciders: bool = False) -> None:
         self._pool = pool
+        # With SMTP configured, each gate opened is mailed to those who may decide it.
+        self._mail_deciders = mail_deciders
 
     @activity.defn(name="record")
     async def record(self, write: ReadModelWrite) -> RecordResult:
@@ -30,8 +34,11 @@ class ReadModelActivities:
             seqs = await apply_write(conn, write)
             notes = await notifications_of(conn, write)
             deliveries = await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
+        # After the commit: the workflows must find their rows. A crash before these lines
+        # retries the whole activity, which finds the same pending deliveries and gate.
         if deliveries:
-            # After the commit: a delivery workflow must find its row. A crash before this
-            # line retries the whole activity, which finds the same pending deliveries.
             await start_deliveries(activity.client(), activity.info().task_queue, deliveries)
+        if self._mail_deciders and write.open_gate is not None:
+            await start_decision_mail(activity.client(), activity.info().task_queue,
+                                      write.open_gate.id)
         return RecordResult(seqs=seqs)

@@ -21,9 +21,9 @@ from pydantic import BaseModel
 from standardwebhooks import Webhook
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 
+from activities.start_once import start_once
 from persistence import webhooks as webhooks_repo
 from persistence.webhooks import message_id
 
@@ -48,14 +48,9 @@ def delivery_workflow_id(delivery_id: UUID) -> str:
 async def start_deliveries(client: Client, task_queue: str, deliveries: list[UUID]) -> None:
     """One workflow per delivery; a delivery already started (or finished) is left alone."""
     for delivery_id in deliveries:
-        try:
-            await client.start_workflow(
-                DELIVERY_WORKFLOW, DeliveryInput(delivery_id=delivery_id),
-                id=delivery_workflow_id(delivery_id), task_queue=task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"webhook delivery {message_id(delivery_id)}")
-        except WorkflowAlreadyStartedError:
-            pass
+        await start_once(client, DELIVERY_WORKFLOW, DeliveryInput(delivery_id=delivery_id),
+                         workflow_id=delivery_workflow_id(delivery_id), task_queue=task_queue,
+                         summary=f"webhook delivery {message_id(delivery_id)}")
 
 
 class WebhookActivities:

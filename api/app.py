@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
@@ -17,6 +18,8 @@ from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
 from api.routes import (
     console,
+    contacts,
+    decide_links,
     decisions,
     graphs,
     groups,
@@ -37,7 +40,8 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups, webhooks)
+ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups, webhooks,
+           contacts, decide_links)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -104,17 +108,20 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
 
 
 def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:
-    """Conflicts and body refusals (409, 413, 415) are documented on POST routes only (and a
-    conflict on DELETE too: removing a group's last owner)."""
+    """Conflicts and body refusals (403, 409, 413, 415) are documented on POST routes only,
+    and on any other route that declares them itself (a group's last owner, a decision link)."""
     generate = app.openapi
+    declared = {(route.path, method.lower(), str(status)) for route in app.state.routes
+                if isinstance(route, APIRoute) for method in route.methods or ()
+                for status in route.responses}
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            for operations in generate()["paths"].values():
+            for path, operations in generate()["paths"].items():
                 for method, operation in operations.items():
                     if method.upper() not in BODY_METHODS:
                         for status in BODY_ONLY_ERRORS:
-                            if not (method.upper() == "DELETE" and status == 409):
+                            if (path, method, str(status)) not in declared:
                                 operation["responses"].pop(str(status), None)
         return app.openapi_schema  # type: ignore[return-value]
 

@@ -195,3 +195,26 @@ class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: Literal["ok", "unavailable"]
     temporal: Literal["ok", "unavailable"]
+
+
+class DecisionLinkAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: str = Field(min_length=1, max_length=200)
+    feedback: str | None = Field(None, max_length=10_000)
+
+
+class DecisionLinkView(BaseModel):
+    decide_as: str = Field(description="The person the link decides as.")
+    expires_at: datetime
+    request: DecisionView
+
+
+class ContactPut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class ContactView(BaseModel):
+    user: str
+    email: str
+    updated_at: datetime

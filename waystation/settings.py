@@ -63,6 +63,14 @@ class Settings(BaseSettings):
     console_cookie_secure: bool | None = Field(
         None, validation_alias="WAYSTATION_CONSOLE_COOKIE_SECURE")
 
+    # Email to the people who may decide a request (worker), with links to
+    # CONSOLE_URL/decide-link/... valid for at most `decision_link_hours`; unset: no email.
+    smtp_url: str | None = Field(None, pattern=r"^smtps?://",
+                                 validation_alias="WAYSTATION_SMTP_URL")
+    smtp_from: str = Field("waystation@localhost", validation_alias="WAYSTATION_SMTP_FROM")
+    decision_link_hours: float = Field(
+        72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
+
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
     data_dir: Path = Field(Path("~/.waystation"), validation_alias="WAYSTATION_DATA_DIR")

@@ -6,11 +6,17 @@ import hashlib
 from datetime import timedelta
 from typing import Annotated
 
+import asyncpg
 from fastapi import APIRouter, Path, Query
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from api.auth import User
 from api.deps import (
     Conn,
     CurrentUser,
@@ -64,6 +70,14 @@ async def decide(run: VisibleRun, checkpoint_name: Checkpoint, body: DecisionReq
                  user: CurrentUser, conn: Conn, temporal: TemporalClient,
                  idempotency_key: IdempotencyKey = None) -> DecisionView:
     """Decide a pending request; 409 when it is not pending, 422 for an unknown option."""
+    return await take_decision(conn, temporal, run, checkpoint_name, body, user,
+                               idempotency_key=idempotency_key)
+
+
+async def take_decision(conn: asyncpg.Connection, temporal: Client, run: RunRow,
+                        checkpoint_name: str, body: DecisionRequest, user: User, *,
+                        idempotency_key: str | None = None) -> DecisionView:
+    """Decide as `user` (who must be allowed to), through the run's Update."""
     latest = await _checkpoint_request(conn, run, checkpoint_name)
     await require_decider(conn, user, run, latest.decider_roles, f"decide {checkpoint_name!r}")
     decision = DecisionInput(checkpoint_name=checkpoint_name, decision=body.decision,

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Response
 
 from api.auth import User
 from api.deps import Conn, CurrentUser, require_member
-from api.errors import ApiError
+from api.errors import ERROR_RESPONSES, ApiError
 from api.group_schemas import (
     GroupCreate,
     GroupDetail,
@@ -71,7 +71,8 @@ async def put_member(group_id: UUID, body: MemberPut, user: CurrentUser, conn: C
     return MemberView.of(member)
 
 
-@router.delete("/{group_id}/members/{member}", status_code=204, response_class=Response)
+@router.delete("/{group_id}/members/{member}", status_code=204, response_class=Response,
+               responses={403: ERROR_RESPONSES[403], 409: ERROR_RESPONSES[409]})
 async def remove_member(group_id: UUID, member: MemberName, user: CurrentUser,
                         conn: Conn) -> Response:
     """Remove a member; group owners remove anyone, any member removes itself."""
