@@ -13,10 +13,12 @@ from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
+from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
 from api.routes import (
+    api_keys,
     console,
     contacts,
     decide_links,
@@ -41,7 +43,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups, webhooks,
-           contacts, decide_links)
+           contacts, decide_links, api_keys)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -82,6 +84,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
     app.state.shutdown = Shutdown()
     app.state.registry = registry
+    app.state.identity_provider = identity_provider(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
@@ -105,6 +108,14 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
 
         instrument_app(app, tracer_provider)
     return app
+
+
+def identity_provider(settings: Settings) -> IdentityProvider | None:
+    if settings.jwks_url is None:
+        return None
+    assert settings.jwt_audience and settings.jwt_issuer, "Settings requires both with a JWKS"
+    return IdentityProvider(settings.jwks_url, audience=settings.jwt_audience,
+                            issuer=settings.jwt_issuer, leeway_seconds=settings.jwt_leeway_seconds)
 
 
 def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:

@@ -56,6 +56,12 @@ def issue_token(secret: str, user: str, role: Role = "user",
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
 def authenticate(secret: str, authorization: str | None) -> User:
     if not authorization:
         raise ApiError(401, "unauthenticated", "missing bearer token")

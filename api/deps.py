@@ -12,16 +12,19 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
+from api.api_keys import authenticate_api_key, is_api_key
 from api.auth import (
     CSRF_HEADER,
     SESSION_COOKIE,
     User,
     authenticate,
     authenticate_session,
+    bearer_token,
     can_access,
     may_decide,
 )
 from api.errors import ApiError, unavailable
+from api.identity import IdentityProvider, is_provider_token
 from api.temporal_gateway import TemporalGateway
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
@@ -66,7 +69,9 @@ async def get_temporal(request: Request) -> Client:
 # names each way a token can be wrong (HTTPBearer would answer them all alike).
 BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
                     description="An HS256 JWT: `sub` is the user, `role` `user` or `service` "
-                                "(`waystation token --user NAME`).")
+                                "(`waystation token --user NAME`); an RS256/ES256 JWT of the "
+                                "identity provider (WAYSTATION_JWKS_URL); or an API key "
+                                "(`wsk_...`, POST /api-keys).")
 
 
 async def get_user(
@@ -74,8 +79,17 @@ async def get_user(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
 ) -> User:
-    """A bearer token when one is sent (exactly as before), else the console session cookie."""
+    """A bearer token when one is sent (an API key, an identity provider's JWT when
+    WAYSTATION_JWKS_URL is set, else this installation's HS256 JWT), else the console
+    session cookie."""
     session_id = request.cookies.get(SESSION_COOKIE)
+    token = bearer_token(authorization)
+    if token is not None and is_api_key(token):
+        async with pooled_connection(request) as conn:
+            return await authenticate_api_key(conn, token)
+    provider: IdentityProvider | None = request.app.state.identity_provider
+    if token is not None and provider is not None and is_provider_token(token):
+        return await provider.authenticate(token)
     if authorization is not None or not session_id:
         return authenticate(request.app.state.settings.jwt_secret, authorization)
     # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.

@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from contracts.kinds import RunKind
+from persistence.api_keys import ApiKeyRow
 from persistence.models import EventRow, GateOption, GateRow, GateStatus, RunRow, RunStatus
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
@@ -218,3 +219,45 @@ class ContactView(BaseModel):
     user: str
     email: str
     updated_at: datetime
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]+$")
+    group_id: UUID | None = Field(None, description="Scope the key to this group (you must "
+                                                    "own it): the key is its own member.")
+    role: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,49}$",
+                             description="The group key's role (default `approver`; not "
+                                         "`owner`: keys do not manage members).")
+
+    @model_validator(mode="after")
+    def _role_only_for_a_group(self) -> ApiKeyCreate:
+        if self.group_id is None and self.role is not None:
+            raise ValueError("role is for group keys only (give group_id)")
+        if self.role == "owner":
+            raise ValueError("a key may not be a group owner")
+        if self.group_id is not None and self.role is None:
+            self.role = "approver"
+        return self
+
+
+class ApiKeyView(BaseModel):
+    key_id: UUID
+    name: str
+    acts_as: str = Field(description="The user the key authenticates as.")
+    group_id: UUID | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKeyRow) -> ApiKeyView:
+        return cls(key_id=key.id, name=key.name, acts_as=key.principal, group_id=key.group_id,
+                   created_at=key.created_at, revoked_at=key.revoked_at)
+
+
+class ApiKeyCreated(ApiKeyView):
+    key: str = Field(description="`Authorization: Bearer <key>`; it is never shown again.")
+
+
+class ApiKeyList(BaseModel):
+    api_keys: list[ApiKeyView]
