@@ -2,10 +2,10 @@
 
 Beside the HS256 tokens this installation signs (api/auth.py), production callers bring
 tokens from their identity provider. The signing key is the JWKS key the token's `kid` names
-(fetched, then cached for five minutes, and fetched again for an unknown `kid` so key rotation
-needs no restart); `aud` and `iss` must be the configured ones; `exp` (and `nbf`) are checked
-with a little leeway for clocks that disagree. Such a token is always a plain user: the
-service role is only for tokens this installation signs.
+(fetched, then cached for five minutes, and fetched again for an unknown `kid`, at most
+every 30 s, so key rotation needs no restart); `aud` and `iss` must be the configured ones;
+`exp` (and `nbf`) are checked with a little leeway for clocks that disagree. Such a token is
+always a plain user: the service role is only for tokens this installation signs.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ def is_provider_token(token: str) -> bool:
 
 
 class IdentityProvider:
-    def __init__(self, jwks_url: str, *, audience: str, issuer: str,
-                 leeway_seconds: float) -> None:
+    def __init__(self, jwks_url: str, *, audience: str, issuer: str, leeway_seconds: float,
+                 refetch_cooldown_seconds: float = 30.0) -> None:
+        # An unknown `kid` fetches the JWKS again, but at most once per cooldown: tokens with
+        # made-up kids must not turn the API into a flood on the provider.
         self._keys = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=300,
-                                     timeout=JWKS_TIMEOUT_SECONDS)
+                                     timeout=JWKS_TIMEOUT_SECONDS,
+                                     cooldown_duration=refetch_cooldown_seconds)
         self._audience, self._issuer, self._leeway = audience, issuer, leeway_seconds
 
     async def authenticate(self, token: str) -> User:
