@@ -13,7 +13,7 @@ from temporalio import activity
 
 from activities.decision_mail import start_decision_mail
 from activities.notifications import notifications_of
-from activities.webhooks import start_deliveries
+from activities.webhooks import start_notifications
 from persistence import webhooks as webhooks_repo
 from persistence.writes import ReadModelWrite, apply_write
 
@@ -33,11 +33,12 @@ class ReadModelActivities:
         async with self._pool.acquire() as conn, conn.transaction():
             seqs = await apply_write(conn, write)
             notes = await notifications_of(conn, write)
-            deliveries = await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
+            events = await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
         # After the commit: the workflows must find their rows. A crash before these lines
         # retries the whole activity, which finds the same pending deliveries and gate.
-        if deliveries:
-            await start_deliveries(activity.client(), activity.info().task_queue, deliveries)
+        if events:
+            await start_notifications(activity.client(), activity.info().task_queue,
+                                      write.run_id, events)
         if self._mail_deciders and write.open_gate is not None:
             await start_decision_mail(activity.client(), activity.info().task_queue,
                                       write.open_gate.id)

@@ -1,7 +1,7 @@
 """People around a run: the decision inbox of a member of many groups, and webhook delivery.
 
     python -m bench.bench_people inbox [--groups 100] [--pending 10000]
-    python -m bench.bench_people webhooks [--hooks 20] [--runs 25] [--latency-runs 30]
+    python -m bench.bench_people webhooks [--hooks 20] [--runs 50] [--latency-runs 30]
 
 `inbox`: a private embedded PostgreSQL holds `--pending` pending requests; a member of
 `--groups` groups (approver) sees a fifth of them, on its groups' runs; beside it, a user in no
@@ -10,9 +10,11 @@ as `GET /decisions` through the API (ASGI, no network).
 
 `webhooks`: a whole local stack (Postgres, Temporal dev server, worker, API) and a local
 receiver (uvicorn). Latency: one webhook, runs started one after another; the delay from a
-request's row being written to its `gate.opened` delivery arriving. Throughput: `--hooks`
-webhooks and `--runs` runs at once, deliveries per second; beside it, the same signed POSTs
-sent by one process straight to the receiver, 20 at a time.
+request's row being written to its `gate.opened` delivery arriving. Throughput: `--runs` runs
+wait at a gate (the latency runs among them), `--hooks` webhooks want `gate.decided`, every
+gate is rejected at once (each run then fails: no further work competes):
+deliveries per second; beside it, the same signed POSTs sent by one process straight to the
+receiver, 20 at a time.
 """
 
 from __future__ import annotations
@@ -198,10 +200,10 @@ async def gate_times(pool: asyncpg.Pool) -> dict[str, float]:
     return {str(r["id"]): r["created_at"].timestamp() for r in rows}
 
 
-async def start_run(http: httpx.AsyncClient) -> None:
+async def start_run(http: httpx.AsyncClient, **fields: Any) -> None:
     response = await http.post("/runs", json={"kind": "validation", "input": {
         "entrepreneur_input": "Coffee subscriptions for small offices, delivered weekly.",
-        "gates": ["approve_founders_brief"]}})
+        "gates": ["approve_founders_brief"], **fields}})
     assert response.status_code == 201, response.text
 
 
@@ -214,7 +216,7 @@ async def bench_webhooks(args: argparse.Namespace) -> None:
                                                       "events": ["gate.opened"]})
             assert hook.status_code == 201, hook.text
             for _ in range(args.latency_runs):
-                await start_run(http)
+                await start_run(http, max_phase_retries=0)
                 expected = len(receiver.arrivals) + 1
                 await wait_for(lambda e=expected: len(receiver.arrivals) >= e)
             created = await gate_times(stack.pool)
@@ -223,22 +225,38 @@ async def bench_webhooks(args: argparse.Namespace) -> None:
             print(f"gate opened -> its delivery received, {len(delays)} gates, one webhook: "
                   f"{summary(delays)}", flush=True)
 
-            for _ in range(args.hooks - 1):
+            # Throughput: the runs wait at their gate first, then every gate is decided at
+            # once, so the deliveries do not compete with the runs' own work.
+            ids_before = len(receiver.arrivals)
+            await asyncio.gather(*(start_run(http, max_phase_retries=0)
+                                   for _ in range(args.runs - args.latency_runs)))
+            await wait_for(lambda: len(receiver.arrivals) >= ids_before + args.runs
+                           - args.latency_runs)
+            for _ in range(args.hooks):
                 await http.post("/webhooks", json={"url": receiver.url,
-                                                   "events": ["gate.opened"]})
+                                                   "events": ["gate.decided"]})
+            async with stack.pool.acquire() as conn:
+                waiting = await conn.fetch("SELECT run_id FROM hitl_requests "
+                                           "WHERE status = 'pending'")
             first = len(receiver.arrivals)
-            await asyncio.gather(*(start_run(http) for _ in range(args.runs)))
-            total = args.hooks * args.runs
-            await wait_for(lambda: len(receiver.arrivals) >= first + total, timeout=600)
-            batch = receiver.arrivals[first:]
-            created = await gate_times(stack.pool)
-            opened = min(created[p["data"]["request_id"]] for _, p, _ in batch)
-            span = max(a for a, _, _ in batch) - opened
+            began = time.time()
+            await asyncio.gather(*(http.post(
+                f"/runs/{r['run_id']}/decisions/approve_founders_brief",
+                json={"decision": "reject"}) for r in waiting))
+            total = args.hooks * len(waiting)
+            def decided_batch() -> list[tuple[float, dict[str, Any], str]]:
+                return [a for a in receiver.arrivals[first:] if a[1]["type"] == "gate.decided"]
+            await wait_for(lambda: len(decided_batch()) >= total, timeout=600)
+            batch = decided_batch()
+            span = max(a for a, _, _ in batch) - began
             ids = {i for _, _, i in batch}
-            load_delays = [a - created[p["data"]["request_id"]] for a, p, _ in batch]
-            print(f"{args.hooks} webhooks x {args.runs} runs at once: {total} deliveries "
-                  f"({len(ids)} distinct ids) in {span:.2f} s = {total / span:.1f}/s; "
-                  f"delay {summary(load_delays)}", flush=True)
+            async with stack.pool.acquire() as conn:
+                decided = {str(r["id"]): r["decision_at"].timestamp() for r in await conn.fetch(
+                    "SELECT id, decision_at FROM hitl_requests WHERE decision_at IS NOT NULL")}
+            load_delays = [a - decided[p["data"]["request_id"]] for a, p, _ in batch]
+            print(f"{args.hooks} webhooks x {len(waiting)} gates decided at once: {total} "
+                  f"deliveries ({len(ids)} distinct ids) in {span:.2f} s = {total / span:.1f}/s;"
+                  f" decision -> delivery {summary(load_delays)}", flush=True)
             rate = await raw_baseline(receiver, total)
             print(f"baseline: the same {total} signed POSTs straight to the receiver, 20 at a "
                   f"time: {rate:.1f}/s; ratio {total / span / rate:.2f}x")
@@ -270,7 +288,7 @@ if __name__ == "__main__":
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--hooks", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--latency-runs", type=int, default=30)
     parsed = parser.parse_args()
     asyncio.run(bench_inbox(parsed) if parsed.part == "inbox" else bench_webhooks(parsed))

@@ -74,13 +74,19 @@ async def delete_webhook(conn: asyncpg.Connection, webhook_id: UUID, owner: str 
 
 
 async def enqueue(conn: asyncpg.Connection, run_id: UUID,
-                  notifications: list[Notification]) -> list[UUID]:
-    """Deliveries for each notification to every webhook that wants it; returns every pending
-    delivery of these notifications (those enqueued by an earlier try included)."""
+                  notifications: list[Notification]) -> list[str]:
+    """Deliveries for each notification to every webhook that wants it; returns the keys of
+    the notifications with pending deliveries (those enqueued by an earlier try included)."""
     for note in notifications:
         await conn.execute(sql("enqueue_deliveries"), run_id, note.key, note.type, note.payload)
     records = await conn.fetch(sql("pending_deliveries_of"), run_id,
                                [n.key for n in notifications])
+    return sorted({r["event_key"] for r in records})
+
+
+async def pending_deliveries(conn: asyncpg.Connection, run_id: UUID,
+                             event_keys: list[str]) -> list[UUID]:
+    records = await conn.fetch(sql("pending_deliveries_of"), run_id, event_keys)
     return [r["id"] for r in records]
 
 

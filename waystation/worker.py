@@ -32,7 +32,7 @@ from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
 from workflows.decision_mail import DecisionMail
-from workflows.webhook_delivery import WebhookDelivery
+from workflows.webhook_delivery import WebhookNotification
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,9 @@ def build_worker(
     activities: dict[str, Callable[..., Any]] = {}
     webhooks = WebhookActivities(pool)
     shared: list[Callable[..., Any]] = [
-        ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.deliver,
-        webhooks.give_up]
-    notifiers: list[type] = [WebhookDelivery]
+        ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.pending,
+        webhooks.deliver, webhooks.give_up]
+    notifiers: list[type] = [WebhookNotification]
     if mail is not None:
         shared.append(DecisionMailActivities(pool, mail).send)
         notifiers.append(DecisionMail)

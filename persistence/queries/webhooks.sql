@@ -34,8 +34,8 @@ SELECT gen_random_uuid(), w.id, r.id, $2, $3, $4
 ON CONFLICT (webhook_id, event_key) DO NOTHING;
 
 -- name: pending_deliveries_of
--- The deliveries of one event of a run still to make (a retried enqueue hands them out again).
-SELECT id FROM webhook_deliveries
+-- The deliveries of some events of a run still to make (a retried enqueue finds them again).
+SELECT id, event_key FROM webhook_deliveries
  WHERE run_id = $1 AND event_key = ANY ($2::text[]) AND status = 'pending';
 
 -- name: delivery_to_send
