@@ -28,6 +28,7 @@ from api.routes import (
     health,
     items,
     jobs,
+    messages,
     metrics,
     runs,
     streams,
@@ -42,8 +43,8 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, streams, health, graphs, jobs, items, metrics, groups, webhooks,
-           contacts, decide_links, api_keys)
+ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
+           webhooks, contacts, decide_links, api_keys)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

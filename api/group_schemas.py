@@ -73,6 +73,8 @@ class GroupRunView(BaseModel):
     phase_name: str | None
     pending_checkpoint: str | None = Field(description="The decision it waits for, if any.")
     hitl_checkpoint_at: datetime | None
+    context_summary: str | None = Field(description="What an agent run has done so far, to "
+                                                    "pick it up from (agent runs).")
     created_at: datetime
     updated_at: datetime
 
@@ -81,7 +83,8 @@ class GroupRunView(BaseModel):
         return cls(run_id=run.id, kind=run.kind, owner=run.owner, status=run.status,
                    current_phase=run.current_phase, phase_name=run.phase_name,
                    pending_checkpoint=run.hitl_state, hitl_checkpoint_at=run.hitl_checkpoint_at,
-                   created_at=run.created_at, updated_at=run.updated_at)
+                   context_summary=run.context_summary, created_at=run.created_at,
+                   updated_at=run.updated_at)
 
 
 class GroupRunList(BaseModel):

@@ -70,6 +70,8 @@ class DecisionView(BaseModel):
     feedback: str | None
     decided_by: str | None
     decided_at: datetime | None
+    decision_arguments: dict[str, Any] | None = Field(
+        None, description="The edited arguments an `edit` decision approved a tool call with.")
     expires_at: datetime | None
     created_at: datetime
     decider_roles: list[str] = Field(description="The roles of the run's group that may "
@@ -103,6 +105,8 @@ class RunView(BaseModel):
     updated_at: datetime
     completed_at: datetime | None
     finished_at: datetime | None = Field(description="When the run reached its final status.")
+    context_summary: str | None = Field(None, description="An agent run's short summary of "
+                                                          "its conversation, re-primed from.")
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
@@ -177,6 +181,9 @@ class DecisionRequest(BaseModel):
                                                       "it is no longer the open one.")
     digest: str | None = Field(None, min_length=64, max_length=64, pattern="^[0-9a-f]{64}$",
                                description="The digest of the request you reviewed.")
+    arguments: dict[str, Any] | None = Field(
+        None, description="With the `edit` option of a tool-call approval: the arguments to "
+                          "run the tool with, checked against the tool's JSON Schema.")
 
 
 class DecisionList(BaseModel):
@@ -261,3 +268,46 @@ class ApiKeyCreated(ApiKeyView):
 
 class ApiKeyList(BaseModel):
     api_keys: list[ApiKeyView]
+
+
+class MessageRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=20_000)
+
+
+class MessageAccepted(BaseModel):
+    run_id: UUID
+    number: int = Field(description="The message's number in the conversation, from 1.")
+    turn: int = Field(description="The agent turn it starts.")
+
+
+class TranscriptEntry(BaseModel):
+    """One line of an agent run's transcript, from its run events."""
+
+    seq: int
+    type: str
+    role: Literal["user", "agent", "tool"]
+    turn: int | None
+    text: str | None = None
+    sent_by: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    result: Any = None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, event: EventRow) -> TranscriptEntry:
+        out = event.output if isinstance(event.output, dict) else {}
+        role = {"message.received": "user", "agent.answered": "agent"}.get(event.type, "tool")
+        return cls(seq=event.seq, type=event.type, role=role,
+                   turn=out.get("turn", event.phase), text=out.get("text"),
+                   sent_by=out.get("sent_by"), tool=out.get("tool"),
+                   arguments=out.get("arguments"), result=out.get("result", out.get("told")),
+                   created_at=event.created_at)
+
+
+class MessagePage(BaseModel):
+    run_id: UUID
+    context_summary: str | None
+    messages: list[TranscriptEntry]
+    next_after_seq: int = Field(description="Pass as after_seq to read on.")

@@ -70,6 +70,13 @@ async def wait_for_row(conn: asyncpg.Connection, sql: str, *args: object,
         await asyncio.sleep(0.002)
 
 
+async def next_step_ms(conn: asyncpg.Connection, run_id: str, sent: float) -> float:
+    """From `sent` (epoch seconds) to the event of the step after the approval."""
+    row = await wait_for_row(conn, "SELECT created_at FROM peer_events "
+                                   "WHERE run_id = $1 AND step = $2", run_id, APPROVE_AFTER + 1)
+    return (row[0].timestamp() - sent) * 1000
+
+
 async def throughput(start_and_finish: Callable[[], Awaitable[None]], runs: int,
                      concurrency: int) -> float:
     """Runs per second with `concurrency` runs in flight."""
@@ -87,6 +94,25 @@ def figures(system: str, steps: list[float], approvals: list[float], rps: float)
     return Figures(system=system, step_p50_ms=percentile(steps, 50),
                    step_p99_ms=percentile(steps, 99), approval_p50_ms=percentile(approvals, 50),
                    approval_p99_ms=percentile(approvals, 99), runs_per_s=rps)
+
+
+async def measure_toy(system: str, plan: Plan, conn: asyncpg.Connection, step_sql: str, *,
+                      run_straight: Callable[[], Awaitable[str]],
+                      approve_one: Callable[[], Awaitable[float]]) -> Figures:
+    """The same three measurements for every system: `run_straight` runs the toy without
+    its approval and returns the run id (its steps are read back with `step_sql`),
+    `approve_one` runs it to its approval and returns approval → next step in ms."""
+    for _ in range(3):  # warm up
+        await run_straight()
+    steps: list[float] = []
+    for _ in range(plan.runs):
+        steps += intervals_ms(await step_times(conn, step_sql, await run_straight()))
+    approvals = [await approve_one() for _ in range(plan.approvals)]
+
+    async def one_run() -> None:
+        await run_straight()
+    rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
+    return figures(system, steps, approvals, rps)
 
 
 def new_run_id() -> str:

@@ -18,12 +18,10 @@ from bench.peers_common import (
     PHASES,
     Figures,
     Plan,
-    figures,
     harness_main,
-    intervals_ms,
+    measure_toy,
     new_run_id,
-    step_times,
-    throughput,
+    next_step_ms,
     wait_for_row,
 )
 
@@ -51,7 +49,8 @@ async def measure(plan: Plan) -> list[Figures]:
     global _pool
     conn = await asyncpg.connect(plan.database_url)
     await conn.execute(EVENTS_TABLE)
-    _pool = await asyncpg.create_pool(plan.database_url, max_size=plan.concurrency + 5)
+    _pool = await asyncpg.create_pool(plan.database_url, min_size=1,
+                                      max_size=plan.concurrency + 5)
     system_url = await _system_database(conn, plan.database_url)
     DBOS(config={"name": "waystation-peers", "system_database_url": system_url})
     DBOS.launch()
@@ -62,13 +61,7 @@ async def measure(plan: Plan) -> list[Figures]:
             await handle.get_result()
             return run_id
 
-        for _ in range(3):  # warm up
-            await run_straight()
-        steps: list[float] = []
-        for _ in range(plan.runs):
-            steps += intervals_ms(await step_times(conn, STEP_TIMES, await run_straight()))
-        approvals: list[float] = []
-        for _ in range(plan.approvals):
+        async def approve_one() -> float:
             run_id = new_run_id()
             handle = await DBOS.start_workflow_async(toy, run_id, True)
             await wait_for_row(conn, "SELECT 1 FROM peer_events WHERE run_id = $1 AND step = $2",
@@ -76,20 +69,17 @@ async def measure(plan: Plan) -> list[Figures]:
             await asyncio.sleep(0.05)  # let it reach recv, as a human's click comes later
             sent = time.time()
             await DBOS.send_async(handle.workflow_id, "approve", "approve")
-            row = await wait_for_row(conn, "SELECT created_at FROM peer_events "
-                                           "WHERE run_id = $1 AND step = $2",
-                                     run_id, APPROVE_AFTER + 1)
-            approvals.append((row[0].timestamp() - sent) * 1000)
+            latency = await next_step_ms(conn, run_id, sent)
             await handle.get_result()
+            return latency
 
-        async def one_run() -> None:
-            await run_straight()
-        rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
+        result = await measure_toy("DBOS Transact", plan, conn, STEP_TIMES,
+                                   run_straight=run_straight, approve_one=approve_one)
     finally:
         DBOS.destroy()
         await _pool.close()
         await conn.close()
-    return [figures("DBOS Transact", steps, approvals, rps)]
+    return [result]
 
 
 async def _system_database(conn: asyncpg.Connection, url: str) -> str:

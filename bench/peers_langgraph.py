@@ -22,13 +22,10 @@ from bench.peers_common import (
     PHASES,
     Figures,
     Plan,
-    figures,
     harness_main,
-    intervals_ms,
+    measure_toy,
     new_run_id,
-    step_times,
-    throughput,
-    wait_for_row,
+    next_step_ms,
 )
 
 STEP_TIMES = "SELECT created_at FROM peer_events WHERE run_id = $1 ORDER BY step"
@@ -84,29 +81,19 @@ async def measure(plan: Plan) -> list[Figures]:
                                {"configurable": {"thread_id": run_id}})
         return run_id
 
-    for _ in range(3):  # warm up
-        await run_straight()
-    steps: list[float] = []
-    for _ in range(plan.runs):
-        steps += intervals_ms(await step_times(conn, STEP_TIMES, await run_straight()))
-    approvals: list[float] = []
-    for _ in range(plan.approvals):
+    async def approve_one() -> float:
         run_id = new_run_id()
         config = {"configurable": {"thread_id": run_id}}
         await gated.ainvoke({"run_id": run_id, "phase": 0}, config)  # returns at the interrupt
         sent = time.time()
         await gated.ainvoke(Command(resume="approve"), config)
-        row = await wait_for_row(conn, "SELECT created_at FROM peer_events "
-                                       "WHERE run_id = $1 AND step = $2",
-                                 run_id, APPROVE_AFTER + 1)
-        approvals.append((row[0].timestamp() - sent) * 1000)
+        return await next_step_ms(conn, run_id, sent)
 
-    async def one_run() -> None:
-        await run_straight()
-    rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
+    result = await measure_toy("LangGraph + Postgres checkpointer", plan, conn, STEP_TIMES,
+                               run_straight=run_straight, approve_one=approve_one)
     await pool.close()
     await conn.close()
-    return [figures("LangGraph + Postgres checkpointer", steps, approvals, rps)]
+    return [result]
 
 
 if __name__ == "__main__":

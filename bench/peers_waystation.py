@@ -25,8 +25,7 @@ from bench.peers_common import (
     Plan,
     figures,
     harness_main,
-    intervals_ms,
-    step_times,
+    measure_toy,
     throughput,
     wait_for_row,
 )
@@ -84,13 +83,7 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
 
     async with build_worker(client, pool, task_queue=queue, backend=backend_named("noop"),
                             registry=registry):
-        for _ in range(3):  # warm up
-            await run_straight()
-        steps: list[float] = []
-        for _ in range(plan.runs):
-            steps += intervals_ms(await step_times(conn, STEP_TIMES, await run_straight()))
-        approvals: list[float] = []
-        for _ in range(plan.approvals):
+        async def approve_one() -> float:
             run_id, handle = await start(APPROVE_AFTER)
             await wait_for_row(conn, "SELECT 1 FROM hitl_requests WHERE run_id = $1 "
                                      "AND status = 'pending'", run_id)
@@ -100,13 +93,11 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
             row = await wait_for_row(conn, "SELECT created_at FROM run_events "
                                            "WHERE run_id = $1 AND event_key = $2",
                                      run_id, f"step.{APPROVE_AFTER + 1}")
-            approvals.append((row[0].timestamp() - sent) * 1000)
             await handle.result()
+            return (row[0].timestamp() - sent) * 1000
 
-        async def one_run() -> None:
-            await run_straight()
-        rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
-    return figures("Waystation (toy run kind)", steps, approvals, rps)
+        return await measure_toy("Waystation (toy run kind)", plan, conn, STEP_TIMES,
+                                 run_straight=run_straight, approve_one=approve_one)
 
 
 async def _raw(plan: Plan, client: Client) -> Figures:

@@ -48,6 +48,8 @@ class RunStateWrite(BaseModel):
     result: dict[str, Any] | None = None
     error_message: str | None = None
     stop_reason: str | None = None
+    # An agent run's re-priming summary (issue 12); None leaves the stored one as it is.
+    context_summary: str | None = None
 
 
 class SnapshotWrite(BaseModel):
@@ -81,6 +83,7 @@ class GateCloseWrite(BaseModel):
     feedback: str | None = None
     decision_by: str | None = None
     decision_at: datetime | None = None
+    arguments: dict[str, Any] | None = None
 
 
 class ReadModelWrite(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -23,7 +24,13 @@ async def append_events(
 
 
 async def list_events(
-    conn: asyncpg.Connection, run_id: UUID, *, after_seq: int, limit: int
+    conn: asyncpg.Connection, run_id: UUID, *, after_seq: int, limit: int,
+    types: Sequence[str] | None = None,
 ) -> list[EventRow]:
-    records = await conn.fetch(sql("list_events"), run_id, after_seq, limit)
+    """Events after `after_seq`; only those of `types` when given."""
+    if types is None:
+        records = await conn.fetch(sql("list_events"), run_id, after_seq, limit)
+    else:
+        records = await conn.fetch(sql("list_events_of_types"), run_id, after_seq, limit,
+                                   list(types))
     return [EventRow.from_record(r) for r in records]

@@ -47,6 +47,7 @@ class RunRow(Row):
     completed_at: datetime | None
     finished_at: datetime | None
     stop_reason: str | None
+    context_summary: str | None = None
     # Summed over every model-call attempt (migration 010).
     cost_usd: Usd = 0.0
     input_tokens: int = 0
@@ -97,6 +98,7 @@ class GateRow(Row):
     feedback: str | None
     decision_at: datetime | None
     decision_by: str | None
+    decision_arguments: dict[str, Any] | None = None
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime

@@ -40,11 +40,12 @@ async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[s
             )
         if (close := write.close_gate) is not None:
             await conn.execute(sql("close_gate"), close.id, close.status, close.decision,
-                               close.feedback, close.decision_by, close.decision_at)
+                               close.feedback, close.decision_by, close.decision_at,
+                               close.arguments)
         if (run := write.run) is not None:
             await conn.execute(sql("update_run_progress"), write.run_id, run.status,
                                run.current_phase, run.phase_name, run.hitl_state, run.result,
-                               run.error_message, run.stop_reason)
+                               run.error_message, run.stop_reason, run.context_summary)
         for snap in write.snapshots:
             await conn.execute(sql("insert_snapshot"), write.run_id, snap.step_ordinal,
                                snap.label, snap.phase, snap.state)

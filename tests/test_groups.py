@@ -154,6 +154,7 @@ async def test_group_run_read_by_members_and_decided_by_the_roles_a_gate_allows(
     group_runs = (await http.get(f"/groups/{group_id}/runs?status=paused",
                                  headers=auth(p["carol"]))).json()["runs"]
     assert [(r["run_id"], r["pending_checkpoint"]) for r in group_runs] == [(run_id, GATE)]
+    assert group_runs[0]["context_summary"] is None  # only agent runs keep one
     assert (await http.get(f"/groups/{group_id}/runs?status=completed",
                            headers=auth(p["carol"]))).json()["runs"] == []
 

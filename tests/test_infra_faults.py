@@ -370,7 +370,7 @@ async def test_decision_refused_while_workflow_task_is_retried_is_503_not_409():
     from temporalio.service import RPCError, RPCStatusCode
 
     from api.errors import ApiError
-    from api.routes.decisions import _update
+    from api.routes.decisions import update_workflow as _update
 
     def refusal(*details: str) -> RPCError:
         status = GrpcStatus(code=9, message="Workflow Task in failed state", details=[

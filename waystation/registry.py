@@ -20,15 +20,18 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import workflow
 
+from activities.agent_registry import register_agent
 from activities.agents.base import AgentBackend
 from contracts.kinds import KIND_NAME, PluginError, RunKind
+from workflows.agent_kind import AGENT
 from workflows.batch_kind import BATCH
 from workflows.mobile_kind import MOBILE
 from workflows.validation_kind import VALIDATION
 
 KINDS_GROUP = "waystation.run_kinds"
 BACKENDS_GROUP = "waystation.agent_backends"
-BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE)
+AGENTS_GROUP = "waystation.agents"
+BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE, AGENT)
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
 
 BackendFactory = Callable[[Any], AgentBackend]
@@ -103,13 +106,18 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
                 registry.add_kind(kind, source)
         for ep in entry_points(group=BACKENDS_GROUP):
             registry.add_backend(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
+        for ep in entry_points(group=AGENTS_GROUP):
+            register_agent(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
     for module_name in plugin_modules:
         source = f"WAYSTATION_PLUGINS module {module_name}"
         module = _load(functools.partial(importlib.import_module, module_name), source)
         kinds = getattr(module, "RUN_KINDS", None)
         backends = getattr(module, "AGENT_BACKENDS", None)
-        if kinds is None and backends is None:
-            raise PluginError(f"{source}: defines neither RUN_KINDS nor AGENT_BACKENDS")
+        agents = getattr(module, "AGENTS", None)
+        if kinds is None and backends is None and agents is None:
+            raise PluginError(f"{source}: defines none of RUN_KINDS, AGENT_BACKENDS, AGENTS")
+        for name, agent in (agents or {}).items():
+            register_agent(name, agent, source)
         for kind in _kinds_of(kinds or [], source):
             registry.add_kind(kind, source)
         for name, factory in (backends or {}).items():

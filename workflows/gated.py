@@ -176,7 +176,9 @@ class GatedWorkflow:
             close_gate=gate.close_write(status),
             events=[self._gate_event(gate, "decided", status, decision=decision.decision,
                                      decided_by=decision.decided_by,
-                                     feedback=decision.feedback)],
+                                     feedback=decision.feedback,
+                                     **({"arguments": decision.arguments}
+                                        if decision.arguments is not None else {}))],
             run=self._run_state())
         gate.recorded = True
         return view

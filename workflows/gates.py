@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
+import jsonschema_rs
 from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -37,6 +38,7 @@ UNKNOWN_CHECKPOINT = "UnknownCheckpoint"
 GATE_NOT_PENDING = "GateNotPending"
 UNKNOWN_OPTION = "UnknownOption"
 STALE_REQUEST = "StaleRequest"
+INVALID_ARGUMENTS = "InvalidArguments"
 INVALID_FEEDBACK = "InvalidFeedback"
 
 
@@ -55,6 +57,10 @@ class GateSpec(BaseModel):
     default_option: str | None = None
     # Which options count as a rejection (everything else approves).
     rejecting_options: list[str] = Field(default_factory=lambda: ["reject"])
+    # A gate whose answer may carry arguments (an agent's tool call, edited before it runs):
+    # the JSON Schema they must satisfy, and the option that requires them.
+    arguments_schema: dict[str, Any] | None = None
+    arguments_option: str = "edit"
     # Options whose feedback must be a number above `feedback_number_above` (a new budget).
     feedback_number_for: list[str] = Field(default_factory=list)
     feedback_number_above: float = 0.0
@@ -79,6 +85,8 @@ class DecisionInput(BaseModel):
     decided_by: str
     request_id: UUID | None = None
     digest: str | None = None
+    # Edited arguments, only for a gate with an `arguments_schema` (an "edit" decision).
+    arguments: dict[str, Any] | None = None
 
 
 class GateView(BaseModel):
@@ -92,6 +100,7 @@ class GateView(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     digest: str
+    arguments: dict[str, Any] | None = None
 
 
 class ReopenInput(BaseModel):
@@ -120,7 +129,7 @@ class OpenGate:
                         status=status, decision=d.decision if d else None,
                         feedback=d.feedback if d else None,
                         decided_by=d.decided_by if d else None, decided_at=self.decided_at,
-                        digest=self.digest)
+                        digest=self.digest, arguments=d.arguments if d else None)
 
     def open_write(self) -> GateOpenWrite:
         s = self.spec
@@ -137,7 +146,8 @@ class OpenGate:
                               decision=d.decision if d else None,
                               feedback=d.feedback if d else None,
                               decision_by=d.decided_by if d else None,
-                              decision_at=self.decided_at)
+                              decision_at=self.decided_at,
+                              arguments=d.arguments if d else None)
 
 
 class GateBook:
@@ -153,7 +163,7 @@ class GateBook:
         if (done is not None and (self.open is None
                                   or self.open.spec.checkpoint_name != d.checkpoint_name)
                 and done.decision == d.decision and done.decided_by == d.decided_by
-                and done.feedback == d.feedback
+                and done.feedback == d.feedback and done.arguments == d.arguments
                 and d.request_id in (None, done.request_id)):
             return done
         return None
@@ -198,6 +208,7 @@ class GateBook:
                 f"digest does not match the open request for {d.checkpoint_name!r}: what you "
                 "reviewed has changed; review the current request and decide again",
                 type=STALE_REQUEST)
+        _check_arguments(gate.spec, d)
 
     def accept(self, d: DecisionInput) -> OpenGate:
         """Take `d` as the open gate's decision (call right after validate, before any await)."""
@@ -217,6 +228,24 @@ class GateBook:
         return view
 
 
+def _check_arguments(spec: GateSpec, d: DecisionInput) -> None:
+    """Edited arguments go with the arguments option only, and must fit the schema, so an
+    edit that would fail the tool is refused before anything is applied."""
+    option = spec.arguments_option
+    if spec.arguments_schema is None or (d.arguments is not None and d.decision != option):
+        if d.arguments is not None:
+            where = f"only with the {option!r} option" if spec.arguments_schema else "none"
+            raise ApplicationError(f"arguments: {spec.checkpoint_name!r} takes {where}",
+                                   type=INVALID_ARGUMENTS)
+        return
+    if d.decision != option:
+        return
+    if d.arguments is None:
+        raise ApplicationError(f"arguments: required with the {option!r} option",
+                               type=INVALID_ARGUMENTS)
+    for error in jsonschema_rs.validator_for(spec.arguments_schema).iter_errors(d.arguments):
+        field = ".".join(["arguments", *(str(p) for p in error.instance_path)])
+        raise ApplicationError(f"{field}: {error.message}", type=INVALID_ARGUMENTS)
 def feedback_number(feedback: str | None) -> float | None:
     """The number a decision's feedback holds ("2.5", "$2.50"), if it is one."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import timedelta
 from typing import Annotated
 
@@ -30,6 +31,7 @@ from api.schemas import DecisionList, DecisionRequest, DecisionView
 from persistence import gates as gates_repo
 from persistence.models import TERMINAL_RUN_STATUSES, GateStatus, RunRow
 from workflows import gates as gate_errors
+from workflows.agent import NOT_WAITING_FOR_MESSAGE
 from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput, ReopenInput
 
@@ -39,12 +41,15 @@ router = APIRouter(tags=["decisions"])
 UPDATE_RPC_TIMEOUT = timedelta(seconds=10)
 _STATUS_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: 422, gate_errors.GATE_NOT_PENDING: 409,
                       gate_errors.UNKNOWN_CHECKPOINT: 409, gate_errors.STALE_REQUEST: 409,
-                      gate_errors.INVALID_FEEDBACK: 422}
+                      gate_errors.INVALID_FEEDBACK: 422, gate_errors.INVALID_ARGUMENTS: 422,
+                      NOT_WAITING_FOR_MESSAGE: 409}
 _CODE_OF_REFUSAL = {gate_errors.UNKNOWN_OPTION: "unknown_option",
                     gate_errors.GATE_NOT_PENDING: "not_pending",
                     gate_errors.UNKNOWN_CHECKPOINT: "not_pending",
                     gate_errors.STALE_REQUEST: "stale_request",
-                    gate_errors.INVALID_FEEDBACK: "invalid_feedback"}
+                    gate_errors.INVALID_FEEDBACK: "invalid_feedback",
+                    gate_errors.INVALID_ARGUMENTS: "invalid_arguments",
+                    NOT_WAITING_FOR_MESSAGE: "not_waiting_for_message"}
 
 Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
 
@@ -82,13 +87,15 @@ async def take_decision(conn: asyncpg.Connection, temporal: Client, run: RunRow,
     await require_decider(conn, user, run, latest.decider_roles, f"decide {checkpoint_name!r}")
     decision = DecisionInput(checkpoint_name=checkpoint_name, decision=body.decision,
                              feedback=body.feedback, decided_by=user.name,
-                             request_id=body.request_id, digest=body.digest)
+                             request_id=body.request_id, digest=body.digest,
+                             arguments=body.arguments)
     # The same decision sent again carries the same update id, so Temporal applies it once
     # and answers the retry with the first outcome.
     update_id = "decide-" + hashlib.sha256("|".join([
         checkpoint_name, str(latest.id), user.name, body.decision, body.feedback or "",
-        idempotency_key or ""]).encode()).hexdigest()[:32]
-    view = await _update(temporal, run, checkpoint_name, lambda handle: handle.execute_update(
+        idempotency_key or "", json.dumps(body.arguments, sort_keys=True)
+        if body.arguments is not None else ""]).encode()).hexdigest()[:32]
+    view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
         GatedWorkflow.decide, decision, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     decided = await gates_repo.get_gate(conn, view.request_id)
     assert decided is not None, "the workflow records the decision before answering"
@@ -101,7 +108,7 @@ async def reopen(run: VisibleRun, checkpoint_name: Checkpoint, user: CurrentUser
     """Open a fresh request for an expired (or stale pending) checkpoint."""
     latest = await _checkpoint_request(conn, run, checkpoint_name)
     await require_decider(conn, user, run, latest.decider_roles, f"reopen {checkpoint_name!r}")
-    view = await _update(temporal, run, checkpoint_name, lambda handle: handle.execute_update(
+    view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
         GatedWorkflow.reopen, ReopenInput(checkpoint_name=checkpoint_name,
                                           requested_by=user.name),
         rpc_timeout=UPDATE_RPC_TIMEOUT))
@@ -120,7 +127,10 @@ async def _checkpoint_request(conn, run: RunRow, checkpoint_name: str):
     return latest
 
 
-async def _update(temporal: TemporalClient, run: RunRow, checkpoint_name: str, call):
+async def update_workflow(temporal: TemporalClient, run: RunRow, checkpoint_name: str, call, *,
+                          finished: str | None = None):
+    """Send an Update to the run's workflow, its refusals mapped to precise 4xx answers and
+    its unavailability to 503 (shared with the agent run's messages)."""
     handle = temporal.get_workflow_handle(run.workflow_id)
     try:
         return await call(handle)
@@ -138,7 +148,7 @@ async def _update(temporal: TemporalClient, run: RunRow, checkpoint_name: str, c
             raise unavailable("the run cannot take a decision this instant (its last workflow "
                               "task is being retried); send it again") from error
         if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise ApiError(409, "not_pending",
+            raise ApiError(409, "not_pending", finished or
                            f"checkpoint {checkpoint_name!r} is not pending: the run "
                            "is no longer running") from error
         raise

@@ -5,3 +5,8 @@ SELECT out_key, out_seq FROM append_run_events($1, $2::jsonb);
 -- name: list_events
 -- Events of a run after a seq, in seq order.
 SELECT * FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+
+-- name: list_events_of_types
+-- Events of some types of a run after a seq, in seq order (an agent run's transcript).
+SELECT * FROM run_events WHERE run_id = $1 AND seq > $2 AND type = ANY($4::text[])
+ ORDER BY seq LIMIT $3;

@@ -15,7 +15,7 @@ ON CONFLICT (id) DO NOTHING;
 -- name: close_gate
 -- Records the outcome of a pending request; a request already closed is left as it is.
 UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by = $5,
-                         decision_at = $6, updated_at = now()
+                         decision_at = $6, decision_arguments = $7, updated_at = now()
  WHERE id = $1 AND status = 'pending';
 
 -- name: get_gate

@@ -43,6 +43,7 @@ UPDATE runs SET
     result = COALESCE($6, result),
     error_message = COALESCE($7, error_message),
     stop_reason = COALESCE($8, stop_reason),
+    context_summary = COALESCE($9, context_summary),
     started_at = COALESCE(started_at, CASE WHEN $2 <> 'pending' THEN now() END),
     completed_at = CASE WHEN $2 IN ('completed', 'failed', 'canceled') THEN COALESCE(completed_at, now())
                         ELSE completed_at END,

@@ -95,7 +95,7 @@ async def test_bad_input_is_refused_naming_the_kinds(stack: LocalStack):
         unknown = await http.post("/runs", json={"kind": "poem", "input": {}})
         assert unknown.status_code == 422
         assert unknown.json()["error"]["message"] == (
-            "kind: unknown run kind 'poem'; one of validation, batch, mobile_agent, "
+            "kind: unknown run kind 'poem'; one of validation, batch, mobile_agent, agent, "
             "content_review")
         short = await http.post("/runs", json={"kind": "content_review",
                                                "input": {"topic": "x"}})

@@ -1,0 +1,1 @@
+"""The wedding planner of seed 003: the `agent` run kind's bundled example."""

@@ -1,0 +1,25 @@
+"""The planner agent: a PydanticAI agent over the catalogue, durable on Temporal.
+
+`TemporalDurability` makes each model request and each tool call an activity when the agent
+runs inside a workflow (and changes nothing outside one, which the benchmark's in-process
+baseline uses). `book_vendor` needs a human's approval: the agent stops with a
+`DeferredToolRequests` and the `agent` run kind turns it into a gate.
+"""
+
+from __future__ import annotations
+
+from pydantic_ai import Agent, DeferredToolRequests, Tool
+from pydantic_ai.durable_exec.temporal import TemporalDurability
+
+from activities.planner.catalogue import book_vendor, check_availability, search_vendors, shortlist
+from activities.planner.model import planner_model
+
+INSTRUCTIONS = ("You help a group plan a wedding. Search the vendor catalogue, shortlist what "
+                "they like, check availability and book (a booking needs approval). Be brief.")
+
+planner: Agent[None, str | DeferredToolRequests] = Agent(
+    planner_model(), name="planner", instructions=INSTRUCTIONS,
+    output_type=[str, DeferredToolRequests],
+    tools=[Tool(search_vendors), Tool(shortlist), Tool(check_availability),
+           Tool(book_vendor, requires_approval=True)],
+    capabilities=[TemporalDurability()])

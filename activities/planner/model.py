@@ -1,0 +1,193 @@
+"""The planner's offline model: a PydanticAI `FunctionModel` that plans tool calls from the
+message, deterministically, with no network.
+
+It reads the latest request: after tool results it answers in words; after a person's
+message it picks the tool the message asks for (search, shortlist, availability, booking)
+with arguments taken from the message, the earlier turns, or the re-priming summary in its
+instructions. Asked to summarize, it writes the `context_summary`. A real model replaces it
+unchanged: the agent, its tools and the approval gate stay the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from activities.planner.catalogue import vendors
+from contracts.agents import SUMMARY_REQUEST
+
+# Asking to compare makes the model call a tool that does not exist: PydanticAI tells it so,
+# and it carries on (the issue's "a model that calls an unknown tool").
+UNKNOWN_TOOL = "compare_vendors"
+CATEGORIES = {"venue": "venue", "hall": "venue", "caterer": "caterer", "catering": "caterer",
+              "food": "caterer", "photographer": "photographer", "photos": "photographer",
+              "florist": "florist", "flowers": "florist"}
+DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+VENDOR_ID = re.compile(r"\bv-[a-z]+-\d{2}\b")
+
+
+async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    delay_ms = int(os.environ.get("WAYSTATION_OFFLINE_DELAY_MS", "0") or 0)
+    if delay_ms:
+        # A window in which a test can kill the worker mid-request, as for the offline backend.
+        await asyncio.sleep(delay_ms / 1000)
+    latest = messages[-1]
+    assert isinstance(latest, ModelRequest)
+    returns = [p for p in latest.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
+    if returns:
+        parts: list[TextPart | ToolCallPart] = [TextPart(_after_tools(returns))]
+    else:
+        prompt = " ".join(str(p.content) for p in latest.parts if isinstance(p, UserPromptPart))
+        if prompt.startswith(SUMMARY_REQUEST):
+            parts = [TextPart(_summary(messages, info.instructions or ""))]
+        else:
+            parts = _respond(prompt, messages, info.instructions or "")
+    return ModelResponse(parts=parts, usage=_usage(messages, parts), model_name="planner-offline")
+
+
+def _usage(messages: list[ModelMessage], parts: list[TextPart | ToolCallPart]) -> RequestUsage:
+    """About four characters a token, as the offline crew backend counts."""
+    seen = sum(len(str(getattr(p, "content", ""))) for m in messages for p in m.parts)
+    said = sum(len(p.content) if isinstance(p, TextPart) else len(p.args_as_json_str())
+               for p in parts)
+    return RequestUsage(input_tokens=seen // 4 + 1, output_tokens=said // 4 + 1)
+
+
+def _respond(prompt: str, messages: list[ModelMessage], instructions: str
+             ) -> list[TextPart | ToolCallPart]:
+    text = prompt.lower()
+    named = [v.id for v in vendors().values() if v.name.lower() in text]
+    date = DATE.search(prompt)
+    if "compare" in text:
+        return [ToolCallPart(UNKNOWN_TOOL, {"vendor_ids": named or _shortlisted(messages,
+                                                                              instructions)})]
+    if "book" in text and named:
+        return [ToolCallPart("book_vendor", {
+            "vendor_id": named[0], "date": date.group(1) if date else "2027-02-14",
+            "guests": _guests(text) or _guests(_all_prompts(messages)) or 100})]
+    if "availab" in text or "free on" in text:
+        ids = named or _shortlisted(messages, instructions)
+        return [ToolCallPart("check_availability", {
+            "vendor_ids": ids, "date": date.group(1) if date else "2027-02-14"})]
+    if "like" in text or "shortlist" in text:
+        ids = named or _first_found(messages, _count(text))
+        return [ToolCallPart("shortlist", {"vendor_ids": ids})]
+    category = next((c for word, c in CATEGORIES.items() if word in text), None)
+    if category is not None:
+        args: dict[str, Any] = {"category": category}
+        city = next((v.city for v in vendors().values() if v.city.lower() in text), None)
+        style = next((v.style for v in vendors().values() if v.style in text), None)
+        for key, value in (("city", city), ("style", style), ("min_capacity", _guests(text))):
+            if value is not None:
+                args[key] = value
+        return [ToolCallPart("search_vendors", args)]
+    return [TextPart("I can search vendors (venues, caterers, photographers, florists), "
+                     "shortlist them, check their availability and book one. What do you need?")]
+
+
+def _after_tools(returns: list[ToolReturnPart | RetryPromptPart]) -> str:
+    lines = []
+    for part in returns:
+        if isinstance(part, RetryPromptPart):
+            lines.append(f"I could not use {part.tool_name or 'that tool'}: I can search, "
+                         "shortlist, check availability and book instead.")
+            continue
+        content = part.content
+        if part.tool_name == "search_vendors" and isinstance(content, list):
+            found = "; ".join(f"{v['name']} ({v['id']}, {v['capacity'] or '-'} guests, "
+                              f"{v['price']} INR, {v['style']})" for v in content)
+            lines.append(f"I found {len(content)}: {found}." if content
+                         else "Nothing in the catalogue matches; try fewer conditions.")
+        elif part.tool_name == "shortlist" and isinstance(content, dict):
+            names = ", ".join(v["name"] for v in content["shortlisted"])
+            lines.append(f"Shortlisted {names}. Take your time; anyone in the group can "
+                         "carry on from here.")
+        elif part.tool_name == "check_availability" and isinstance(content, dict):
+            free = [a["name"] for a in content["availability"] if a["available"]]
+            busy = [a["name"] for a in content["availability"] if not a["available"]]
+            lines.append(f"On {content['date']}: free: {', '.join(free) or 'none'}; "
+                         f"taken: {', '.join(busy) or 'none'}.")
+        elif part.tool_name == "book_vendor" and isinstance(content, dict):
+            lines.append(f"Booked {content['vendor']} for {content['guests']} guests on "
+                         f"{content['date']} (booking {content['booking_id']})."
+                         if content.get("booked") else f"Not booked: {content.get('reason')}.")
+        else:  # a denial: the reviewer's words come back as the tool's result
+            lines.append(f"I did not {part.tool_name.replace('_', ' ')}: {content}")
+    return " ".join(lines)
+
+
+def _summary(messages: list[ModelMessage], instructions: str) -> str:
+    """What a member coming back needs: the need, the shortlist, what is booked."""
+    facts: dict[str, str | None] = {"need": None, "shortlist": None, "booked": None}
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, ToolCallPart) and part.tool_name == "search_vendors":
+                facts["need"] = ", ".join(f"{k} {v}" for k, v in part.args_as_dict().items())
+            if isinstance(listed := _returned(part, "shortlist"), dict):
+                facts["shortlist"] = ", ".join(f"{v['name']} ({v['id']})"
+                                               for v in listed["shortlisted"])
+            if isinstance(booked := _returned(part, "book_vendor"), dict) \
+                    and booked.get("booked"):
+                facts["booked"] = (f"{booked['vendor']} on {booked['date']} "
+                                   f"({booked['booking_id']})")
+    earlier = instructions.partition("Summary so far: ")[2].strip()
+    said = [f"{k}: {v}" for k, v in facts.items() if v]
+    return "; ".join(said) if said else (earlier or "nothing decided yet")
+
+
+def _returned(part: Any, tool: str) -> Any:
+    """What `tool` returned, if `part` is its result (the content is the tool's own value)."""
+    return part.content if isinstance(part, ToolReturnPart) and part.tool_name == tool else None
+
+
+def _shortlisted(messages: list[ModelMessage], instructions: str) -> list[str]:
+    for message in reversed(messages):
+        for part in message.parts:
+            if isinstance(listed := _returned(part, "shortlist"), dict):
+                return [v["id"] for v in listed["shortlisted"]]
+    # Re-primed after continue-as-new: the shortlist lives on in the summary.
+    return list(dict.fromkeys(VENDOR_ID.findall(instructions)))
+
+
+def _first_found(messages: list[ModelMessage], count: int) -> list[str]:
+    for message in reversed(messages):
+        for part in message.parts:
+            if isinstance(found := _returned(part, "search_vendors"), list):
+                return [v["id"] for v in found][:count]
+    return []
+
+
+def _all_prompts(messages: list[ModelMessage]) -> str:
+    return " ".join(str(p.content).lower() for m in messages for p in m.parts
+                    if isinstance(p, UserPromptPart))
+
+
+def _guests(text: str) -> int | None:
+    found = re.search(r"(\d+)\s*(?:guests|people|persons)", text)
+    return int(found.group(1)) if found else None
+
+
+def _count(text: str) -> int:
+    words = {"two": 2, "three": 3, "four": 4, "2": 2, "3": 3, "4": 4}
+    found = re.search(r"(?:first|top)\s+(\w+)", text)
+    return words.get(found.group(1), 3) if found else 3
+
+
+def planner_model() -> FunctionModel:
+    return FunctionModel(plan, model_name="planner-offline")
+

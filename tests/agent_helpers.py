@@ -1,0 +1,64 @@
+"""Helpers for the agent-run tests: runs, waiting for a turn or a gate, the transcript."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client, WorkflowHandle
+
+from persistence import events as events_repo
+from persistence import runs as runs_repo
+from persistence.runs import create_run
+from tests.helpers import eventually
+from workflows.agent import AgentRun
+from workflows.agent_kind import AGENT
+from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
+
+SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
+LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."
+AVAILABILITY = "Welcome back to me. Which of them are available on 2027-02-14?"
+BOOK = "Book Rosewood Estate on 2027-02-14 for 200 guests"
+
+
+async def new_agent_run(pool: asyncpg.Pool, owner: str = "priya",
+                        **fields: Any) -> AgentRunInput:
+    run_id = uuid.uuid4()
+    run_input = AgentInput(**fields)
+    async with pool.acquire() as conn:
+        await create_run(conn, run_id=run_id, kind="agent", owner=owner, group_id=None,
+                         workflow_id=AGENT.workflow_id(run_id), idempotency_key=None,
+                         input=run_input.model_dump(mode="json"))
+    return AgentRunInput(run_id=run_id, owner=owner, input=run_input)
+
+
+async def start_agent(client: Client, arg: AgentRunInput, task_queue: str) -> WorkflowHandle:
+    """The run's handle by workflow id alone, so it follows the run across continue-as-new."""
+    await client.start_workflow(AgentRun.run, arg, id=AGENT.workflow_id(arg.run_id),
+                                task_queue=task_queue)
+    return client.get_workflow_handle(AGENT.workflow_id(arg.run_id))
+
+
+async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | None = None,
+                  timeout: float = 30.0) -> Any:  # noqa: ASYNC109
+    async def check() -> Any:
+        state = await handle.query(AgentRun.state)
+        return state if state.waiting_for == what and (turn is None or state.turn == turn) \
+            else None
+    return await eventually(check, timeout=timeout)
+
+
+async def say(handle: WorkflowHandle, text: str, by: str = "priya") -> Any:
+    await waiting(handle, "message")
+    return await handle.execute_update(AgentRun.post_message, MessageInput(text=text, sent_by=by))
+
+
+async def events_of(pool: asyncpg.Pool, run_id: uuid.UUID) -> list:
+    async with pool.acquire() as conn:
+        return await events_repo.list_events(conn, run_id, after_seq=0, limit=10_000)
+
+
+async def run_row(pool: asyncpg.Pool, run_id: uuid.UUID) -> Any:
+    async with pool.acquire() as conn:
+        return await runs_repo.get_run(conn, run_id)

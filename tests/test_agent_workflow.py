@@ -1,0 +1,139 @@
+"""AgentRun on the time-skipping server, with the real read model and the offline planner."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.agents import backend_named
+from tests.agent_helpers import (
+    BOOK,
+    LIKE,
+    SEARCH,
+    events_of,
+    new_agent_run,
+    run_row,
+    say,
+    start_agent,
+    waiting,
+)
+from waystation.worker import build_worker
+from workflows.agent import NOT_WAITING_FOR_MESSAGE, AgentRun
+from workflows.agent_models import MessageInput
+from workflows.gates import INVALID_ARGUMENTS, DecisionInput
+
+
+@pytest_asyncio.fixture
+async def worker(time_env: WorkflowEnvironment, pool, task_queue) -> AsyncIterator[Worker]:
+    async with build_worker(time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")) as w:
+        yield w
+
+
+async def decide(handle, checkpoint: str, decision: str, **fields):
+    return await handle.execute_update(AgentRun.decide, DecisionInput(
+        checkpoint_name=checkpoint, decision=decision, decided_by="rohan", **fields))
+
+
+async def test_conversation_waits_ten_days_and_another_member_carries_on(
+        time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message=SEARCH)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, LIKE)
+    await waiting(handle, turn=2)
+    await time_env.sleep(timedelta(days=10))  # Monday to the Friday after next
+    row = await run_row(pool, arg.run_id)
+    assert row.status == "paused" and "Old Mill Barn (v-venue-02)" in row.context_summary
+    await say(handle, "Which of them are available on 2027-02-14?", by="rohan")
+    state = await waiting(handle, turn=3)
+    assert "free: Banyan Courtyard, Rosewood Estate; taken: Old Mill Barn" in state.last_answer
+    events = await events_of(pool, arg.run_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.output["sent_by"] for e in events if e.type == "message.received"] == [
+        "priya", "priya", "rohan"]
+    assert state.usage.requests == 9 and state.usage.input_tokens > 0  # 2 + 1 summary a turn
+    # Not waiting for a message while it works or waits at a gate: refused, nothing recorded.
+    await handle.terminate("done")
+
+
+async def test_approve_reject_with_feedback_and_edit(time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message=SEARCH)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, LIKE)
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await handle.execute_update(AgentRun.post_message, MessageInput(text="hi", sent_by="x"))
+    assert isinstance(refused.value.cause, ApplicationError)
+    assert refused.value.cause.type == NOT_WAITING_FOR_MESSAGE
+    # Rejected with feedback: the model is told and answers.
+    await decide(handle, "approve_book_vendor_1", "reject", feedback="wait for the budget")
+    state = await waiting(handle, turn=3)
+    assert state.last_answer == "I did not book vendor: wait for the budget"
+    # Edited: a bad argument is refused naming the field; the good edit runs the tool.
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    with pytest.raises(WorkflowUpdateFailedError) as bad:
+        await decide(handle, "approve_book_vendor_2", "edit",
+                     arguments={"vendor_id": "v-venue-03", "date": "2027-02-14",
+                                "guests": "many"})
+    assert bad.value.cause.type == INVALID_ARGUMENTS
+    assert bad.value.cause.message.startswith("arguments.guests:")
+    await decide(handle, "approve_book_vendor_2", "edit",
+                 arguments={"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": 180})
+    state = await waiting(handle, turn=4)
+    assert state.last_answer.startswith("Booked Rosewood Estate for 180 guests")
+    # Approved as asked.
+    await say(handle, "Book Banyan Courtyard on 2027-03-01 for 200 guests")
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_3", "approve")
+    state = await waiting(handle, turn=5)
+    assert state.last_answer.startswith("Booked Banyan Courtyard for 200 guests")
+    events = await events_of(pool, arg.run_id)
+    decided = [e.output for e in events if e.type == "gate.decided"]
+    assert [d["decision"] for d in decided] == ["reject", "edit", "approve"]
+    assert decided[1]["arguments"]["guests"] == 180
+    returned = [e.output["result"] for e in events if e.type == "tool.returned"
+                and e.output["tool"] == "book_vendor"]
+    assert len(returned) == 3 and returned[0] == {"return_value": "wait for the budget"}
+    assert "booked: Banyan Courtyard on 2027-03-01" in state.context_summary
+    await handle.terminate("done")
+
+
+async def test_unanswered_approval_expires_and_the_model_is_told(time_env, pool, worker,
+                                                                 task_queue):
+    arg = await new_agent_run(pool, message=BOOK.replace("Rosewood", "Banyan Courtyard"
+                                                        ).replace(" Estate", ""),
+                              approval_timeout_seconds=3600)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    await time_env.sleep(timedelta(hours=2))
+    state = await waiting(handle, turn=1)
+    assert "nobody approved book_vendor in time" in state.last_answer
+    events = await events_of(pool, arg.run_id)
+    assert [e.output["policy"] for e in events if e.type == "gate.expired"] == ["default"]
+    await handle.terminate("done")
+
+
+async def test_long_conversation_continues_as_new_re_primed_from_its_summary(
+        time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message=SEARCH, history_budget=50, keep_recent_turns=0)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, LIKE)
+    await waiting(handle, turn=2)
+    # Past the budget, with no recent turns kept: the shortlist lives on in the summary only.
+    await say(handle, "Which are available on 2027-02-14?", by="rohan")
+    state = await waiting(handle, turn=3)
+    assert state.continued >= 1
+    assert "taken: Old Mill Barn" in state.last_answer
+    events = await events_of(pool, arg.run_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert len({e.event_key for e in events}) == len(events)
+    await handle.terminate("done")

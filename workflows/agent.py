@@ -1,0 +1,323 @@
+"""AgentRun: a user's PydanticAI agent, run durably as a conversation (issue 12, seed 003).
+
+A turn is one `agent.run` of the registered agent; its `TemporalDurability` capability makes
+each model request and each tool call an activity, so a worker that dies mid-turn loses
+nothing and no completed tool call runs again. A tool that needs approval ends the agent run
+with `DeferredToolRequests`; each call becomes a Waystation gate (approve, reject with
+feedback, edit the arguments), and the run goes on with the answers as
+`DeferredToolResults`. After a turn the agent writes its `context_summary`, and the run waits,
+at no cost, for the next `post_message` Update, for weeks if need be. Past the history budget
+it continues as new at that wait, carrying the summary and the recent turns.
+
+Not sandboxed: the agent object (model, toolsets, capability) lives in the worker process and
+is found by name; PydanticAI's own workflow-side code keeps to Temporal's rules.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+    from pydantic_ai.exceptions import AgentRunError, UserError
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ToolCallPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from activities.agent_registry import agent_named
+    from contracts.agents import AGENT_ANSWERED, MESSAGE_RECEIVED, SUMMARY_PROMPT
+    from contracts.writes import EventWrite, GateOption, RunStateWrite
+    from workflows import search_attributes as sa
+    from workflows.agent_models import (
+        AgentCarry,
+        AgentRunInput,
+        AgentRunResult,
+        AgentState,
+        MessageAccepted,
+        MessageInput,
+    )
+    from workflows.agent_transcript import add_usage, turn_events
+    from workflows.gated import GateOutcome
+    from workflows.gates import GateSpec
+    from workflows.lifecycle import RunWorkflow
+
+NOT_WAITING_FOR_MESSAGE = "NotWaitingForMessage"
+
+
+@workflow.defn(name="AgentRun", sandboxed=False,
+               failure_exception_types=[AgentRunError, UserError])
+class AgentRun(RunWorkflow):
+    @workflow.init
+    def __init__(self, arg: AgentRunInput) -> None:
+        self._arg = arg
+        self._carry = arg.carry or AgentCarry()
+        self._agent = agent_named(arg.input.agent)
+        self._history: list[ModelMessage] = ModelMessagesTypeAdapter.validate_python(
+            self._carry.recent)
+        self._inbox: list[MessageInput] = []
+        self._waiting_for: str | None = None
+        self._pending_events: list[EventWrite] = []
+        self._phase = "starting"
+        self.init_run(arg.run_id, snapshots_taken=self._carry.snapshots)
+
+    @workflow.run
+    async def run(self, arg: AgentRunInput) -> AgentRunResult:
+        if arg.carry is None:
+            self.stage_start(agent=arg.input.agent, model=arg.input.model)
+        return await self.lifecycle(self._converse)
+
+    async def _converse(self) -> AgentRunResult:
+        c, inp = self._carry, self._arg.input
+        if self._arg.carry is None and inp.message:
+            self._inbox.append(self._received(MessageInput(text=inp.message,
+                                                           sent_by=self._arg.owner)))
+        while True:
+            if not self._inbox:
+                if workflow.info().get_current_history_length() > inp.history_budget \
+                        or workflow.info().is_continue_as_new_suggested():
+                    await self._continue_as_new()
+                if not await self._wait_for_message():
+                    return await self._finish("idle")
+            await self._turn(self._inbox.pop(0))
+            if c.turn >= inp.max_turns:
+                return await self._finish("max_turns")
+
+    # --- a turn ------------------------------------------------------------------------
+
+    async def _turn(self, message: MessageInput) -> None:
+        c = self._carry
+        c.turn += 1
+        self._phase = "thinking"
+        self.show(f"{self._arg.input.agent} · turn {c.turn} · thinking")
+        await self.record(with_state=True)
+        first = len(self._history)
+        result = await self._run_agent(message.text)
+        while isinstance(result.output, DeferredToolRequests):
+            self._take(result.all_messages(), first)
+            first = len(self._history)
+            await self.record(events=self._pending_events, with_state=True)
+            answers = await self._answer(result.output)
+            result = await self._run_agent(None, deferred=answers)
+        self._take(result.all_messages(), first)
+        c.last_answer = str(result.output)
+        summary = await self._run_agent(SUMMARY_PROMPT)
+        add_usage(c.usage, summary.new_messages())
+        c.context_summary = str(summary.output)
+        self._phase = "answered"
+        await self.record(events=[*self._pending_events, self.event(
+            f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
+            output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
+                    "usage": c.usage.model_dump()})],
+            snapshot=f"turn {c.turn}", with_state=True)
+
+    async def _run_agent(self, prompt: str | None,
+                         deferred: DeferredToolResults | None = None) -> Any:
+        c = self._carry
+        # Re-primed after a continuation: the summary stands in for the turns left behind.
+        priming = f"Summary so far: {c.context_summary}" if c.continued and c.context_summary \
+            else None
+        try:
+            return await self._agent.run(prompt, message_history=self._history,
+                                         deferred_tool_results=deferred,
+                                         model=self._arg.input.model, instructions=priming)
+        except (AgentRunError, UserError) as error:
+            # The model misbehaved past its retries, or the agent is misconfigured: no retry
+            # of the workflow task would help, so the run says so and ends.
+            await self.fail(f"agent {self._arg.input.agent}: {error}", stop_reason="agent_error")
+
+    def _take(self, messages: list[ModelMessage], first: int) -> None:
+        """Keep the run's messages and queue the events of the new ones (those from `first`),
+        keyed by their positions in the turn."""
+        c = self._carry
+        self._history, new = messages, messages[first:]
+        add_usage(c.usage, new)
+        start = first - self._turn_start()
+        self._pending_events = turn_events(self.event, c.turn, start, new)
+
+    def _turn_start(self) -> int:
+        """Where this turn's messages begin in the history: its person's message."""
+        for index in range(len(self._history) - 1, -1, -1):
+            message = self._history[index]
+            if isinstance(message, ModelRequest) and any(
+                    isinstance(p, UserPromptPart) for p in message.parts):
+                return index
+        return 0
+
+    # --- approvals ---------------------------------------------------------------------
+
+    async def _answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
+        results = DeferredToolResults()
+        for call in requests.approvals:
+            self._carry.approvals += 1
+            self._waiting_for, self._phase = "approval", f"approval of {call.tool_name}"
+            outcome = await self.ask_human(
+                functools.partial(self._approval_gate, call, self._carry.approvals),
+                where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
+                      f"approval of `{call.tool_name}`")
+            self._waiting_for, self._phase = None, "thinking"
+            results.approvals[call.tool_call_id] = await self._approval(call, outcome)
+        for call in requests.calls:
+            # Tools run outside the agent are not Waystation's to run: the model is told.
+            results.calls[call.tool_call_id] = (f"{call.tool_name} runs outside this agent "
+                                                "and is not available here")
+        return results
+
+    async def _approval(self, call: ToolCallPart,
+                        outcome: GateOutcome) -> ToolApproved | ToolDenied:
+        decision = outcome.decision
+        if decision is None:
+            await self.fail(f"approval of {call.tool_name} expired", stop_reason="gate_expired")
+        assert decision is not None
+        if outcome.status == "expired":
+            return ToolDenied(f"nobody approved {call.tool_name} in time; it was not run")
+        if outcome.status == "rejected":
+            return ToolDenied(decision.feedback or f"{decision.decided_by} said no")
+        return ToolApproved(override_args=decision.arguments)
+
+    def _approval_gate(self, call: ToolCallPart, number: int) -> GateSpec:
+        inp = self._arg.input
+        schema = self._tool_schema(call.tool_name)
+        arguments = call.args_as_dict()
+        return GateSpec(
+            checkpoint_name=f"approve_{call.tool_name.lower()}_{number}", phase=self._carry.turn,
+            title=f"Allow {call.tool_name}?",
+            description=(f"The {inp.agent} agent wants to call {call.tool_name} with "
+                         f"{arguments}. Approve, reject with feedback (the agent is told), or "
+                         "edit the arguments."),
+            context={"agent": inp.agent, "turn": self._carry.turn, "tool": call.tool_name,
+                     "call_id": call.tool_call_id, "arguments": arguments,
+                     "reason": "this tool needs a human's approval",
+                     "parameters_schema": schema},
+            options=[GateOption(value="approve", label="Run it"),
+                     GateOption(value="reject", label="Do not run it; tell the agent why"),
+                     GateOption(value="edit", label="Run it with edited arguments")],
+            recommended_option="approve", arguments_schema=schema,
+            expires_in=timedelta(seconds=inp.approval_timeout_seconds),
+            expiry_policy=inp.approval_expiry_policy, default_option="reject")
+
+    def _tool_schema(self, name: str) -> dict[str, Any]:
+        for toolset in self._agent.toolsets:
+            if isinstance(toolset, FunctionToolset) and name in toolset.tools:
+                return toolset.tools[name].tool_def.parameters_json_schema
+        # A tool the schema of which is unknown here accepts any object of arguments.
+        return {"type": "object"}
+
+    # --- messages ----------------------------------------------------------------------
+
+    async def _wait_for_message(self) -> bool:
+        c = self._carry
+        self._waiting_for, self._phase = "message", "waiting for a message"
+        self._life.status = "paused"
+        await self.record(with_state=True)
+        self.show(f"{self._arg.input.agent} · turn {c.turn} · waiting for a message")
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox),
+                timeout=timedelta(seconds=self._arg.input.idle_timeout_seconds),
+                timeout_summary="conversation idle")
+        except TimeoutError:
+            return False
+        self._life.status = "running"
+        return True
+
+    @workflow.update
+    async def post_message(self, message: MessageInput) -> MessageAccepted:
+        """A person's next message; refused unless the run waits for one."""
+        if self._waiting_for != "message":  # a second message raced the first one in
+            raise self._not_waiting()
+        self._waiting_for = None
+        accepted = self._received(message)
+        await self.record(events=[self._message_event(accepted)])
+        self._inbox.append(accepted)
+        return MessageAccepted(number=self._carry.messages, turn=self._carry.turn + 1)
+
+    @post_message.validator
+    def _validate_post_message(self, message: MessageInput) -> None:
+        if self._waiting_for != "message":
+            raise self._not_waiting()
+
+    def _not_waiting(self) -> ApplicationError:
+        doing = {"approval": "waits for an approval", None: f"is {self._phase}"}
+        return ApplicationError(f"the run is not waiting for a message: it "
+                                f"{doing.get(self._waiting_for, 'is busy')}",
+                                type=NOT_WAITING_FOR_MESSAGE, non_retryable=True)
+
+    def _received(self, message: MessageInput) -> MessageInput:
+        self._carry.messages += 1
+        if self._carry.messages == 1:
+            # The first message travels with run.started.
+            self.stage(events=[self._message_event(message)])
+        return message
+
+    def _message_event(self, message: MessageInput) -> Any:
+        n = self._carry.messages
+        return self.event(f"message.{n}", MESSAGE_RECEIVED, phase=self._carry.turn + 1,
+                          agent=message.sent_by, status="received",
+                          output={"number": n, "text": message.text, "sent_by": message.sent_by})
+
+    # --- continuing and ending ---------------------------------------------------------
+
+    async def _continue_as_new(self) -> NoReturn:
+        c, inp = self._carry, self._arg.input
+        c.continued += 1
+        c.recent = ModelMessagesTypeAdapter.dump_python(
+            self._recent(inp.keep_recent_turns), mode="json")
+
+        def carried(snapshots: int) -> AgentRunInput:
+            c.snapshots = snapshots
+            return self._arg.model_copy(update={"carry": c})
+        await self.continue_as_new(carried)
+
+    def _recent(self, turns: int) -> list[ModelMessage]:
+        if turns == 0:
+            return []
+        starts = [i for i, m in enumerate(self._history) if isinstance(m, ModelRequest)
+                  and any(isinstance(p, UserPromptPart) for p in m.parts)]
+        return self._history[starts[-turns]:] if len(starts) >= turns else self._history
+
+    async def _finish(self, reason: str) -> AgentRunResult:
+        c = self._carry
+        self._waiting_for, self._phase = None, reason
+        result = AgentRunResult(run_id=self.run_id, status="completed", stop_reason=reason,
+                                turns=c.turn, usage=c.usage, context_summary=c.context_summary)
+        await self.complete(result, stop_reason=reason,
+                            details=f"completed · {reason} after {c.turn} turns", turns=c.turn)
+        return result
+
+    # --- the base's hooks --------------------------------------------------------------
+
+    @workflow.query
+    def state(self) -> AgentState:
+        c = self._carry
+        return AgentState(agent=self._arg.input.agent, model=self._arg.input.model, turn=c.turn,
+                          waiting_for=self._waiting_for,
+                          context_summary=c.context_summary, last_answer=c.last_answer,
+                          usage=c.usage, continued=c.continued)
+
+    def _position(self) -> tuple[int, str | None]:
+        return self._carry.turn, self._phase
+
+    def _dump(self) -> dict[str, Any]:
+        return self.state().model_dump(mode="json")
+
+    def _search_attribute_updates(self) -> list[Any]:
+        # Waiting for a message is waiting for a human too (WaystationAwaitingHuman).
+        life = self._life
+        return [sa.STATUS.value_set(life.status),
+                sa.AWAITING_HUMAN.value_set(life.waiting_on is not None
+                                            or self._waiting_for is not None)]
+
+    def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
+        state = super()._run_state(result)
+        state.context_summary = self._carry.context_summary
+        return state

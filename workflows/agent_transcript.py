@@ -1,0 +1,86 @@
+"""An agent turn's PydanticAI messages as run events, and their usage and cost.
+
+Each event's key is derived from the turn and the part's position within the turn, so a
+replayed workflow (or a retried write) records every message, tool call and tool result once.
+Deterministic: called from workflow code on messages that came out of activities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        RetryPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+
+    from contracts.agents import MODEL_RESPONDED, TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
+    from contracts.writes import EventWrite
+    from workflows.agent_models import AgentUsage
+
+MakeEvent = Callable[..., EventWrite]
+
+
+def cost_usd(response: ModelResponse) -> float:
+    """The response's price from genai-prices; 0 for a model it does not know (offline)."""
+    try:
+        return float(response.cost().total_price)
+    except (LookupError, ValueError, AssertionError):
+        return 0.0
+
+
+def add_usage(usage: AgentUsage, messages: Sequence[ModelMessage]) -> AgentUsage:
+    for message in messages:
+        if isinstance(message, ModelResponse):
+            usage.requests += 1
+            usage.input_tokens += message.usage.input_tokens
+            usage.output_tokens += message.usage.output_tokens
+            usage.cost_usd = round(usage.cost_usd + cost_usd(message), 8)
+    return usage
+
+
+def turn_events(make: MakeEvent, turn: int, first: int,
+                messages: Sequence[ModelMessage]) -> list[EventWrite]:
+    """Events of `messages`, the turn's messages from position `first` on."""
+    events: list[EventWrite] = []
+    for offset, message in enumerate(messages):
+        at = f"t{turn}.m{first + offset}"
+        if isinstance(message, ModelResponse):
+            events.append(make(f"{at}.response", MODEL_RESPONDED, phase=turn, status="completed",
+                               agent=message.model_name, output=_response(message)))
+        for index, part in enumerate(message.parts):
+            event = _part_event(make, f"{at}.p{index}", turn, part)
+            if event is not None:
+                events.append(event)
+    return events
+
+
+def _response(message: ModelResponse) -> dict[str, Any]:
+    return {"model": message.model_name, "input_tokens": message.usage.input_tokens,
+            "output_tokens": message.usage.output_tokens, "cost_usd": cost_usd(message),
+            "text": "".join(p.content for p in message.parts if isinstance(p, TextPart)) or None}
+
+
+def _part_event(make: MakeEvent, key: str, turn: int, part: Any) -> EventWrite | None:
+    if isinstance(part, ToolCallPart):
+        return make(key, TOOL_CALLED, phase=turn, task=part.tool_name, status="started",
+                    output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
+                            "arguments": part.args_as_dict()})
+    if isinstance(part, ToolReturnPart):
+        return make(key, TOOL_RETURNED, phase=turn, task=part.tool_name, status="completed",
+                    output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
+                            "result": part.model_response_object()})
+    if isinstance(part, RetryPromptPart):
+        # The model called an unknown tool or gave bad arguments: it is told, and carries on.
+        return make(key, TOOL_RETRY, phase=turn, task=part.tool_name, status="retry",
+                    output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
+                            "told": part.model_response()})
+    return None
