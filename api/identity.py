@@ -43,8 +43,9 @@ class IdentityProvider:
         try:
             # PyJWKClient fetches over blocking urllib: off the event loop.
             key = await asyncio.to_thread(self._keys.get_signing_key_from_jwt, token)
-        except jwt.PyJWKClientConnectionError as error:
-            raise unavailable(f"the identity provider's keys cannot be fetched: {error}") \
+        except (jwt.PyJWKClientConnectionError, jwt.PyJWKSetError) as error:
+            # The provider is down or serves no usable key: not the caller's fault.
+            raise unavailable(f"the identity provider's keys cannot be used: {error}") \
                 from error
         except (jwt.PyJWKClientError, jwt.InvalidTokenError) as error:
             raise ApiError(401, "invalid_token", f"invalid token: {error}") from error

@@ -31,6 +31,8 @@ def verify_link(secret: str, token: str) -> UUID | None:
         link_id = UUID(hex=head)
     except ValueError:
         return None
-    if len(head) != 32 or not hmac.compare_digest(signature, _signature(secret, link_id)):
+    # Compared as bytes: compare_digest refuses non-ASCII str, and a token may hold anything.
+    if len(head) != 32 or not hmac.compare_digest(signature.encode(),
+                                                  _signature(secret, link_id).encode()):
         return None
     return link_id

@@ -116,7 +116,7 @@ async def test_mailed_link_decides_the_request_once(http, pool, mailbox):
 
     # Tampered links: 403, nothing decided.
     for bad in (token[:-1] + ("A" if token[-1] != "A" else "B"), uuid.uuid4().hex + "." + "x" * 43,
-                "garbage"):
+                "garbage", token[:-1] + "é"):
         for method in ("GET", "POST"):
             refused = await http.request(method, f"/decide-link/{bad}",
                                          json={"decision": "approve"})
