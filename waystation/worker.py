@@ -37,6 +37,10 @@ from workflows.webhook_delivery import WebhookNotification
 log = logging.getLogger(__name__)
 
 
+# Workflows of every installation besides the run kinds' (replayed by tests/test_replay.py).
+NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail)
+
+
 def build_worker(
     client: Client, pool: asyncpg.Pool, *, task_queue: str, backend: AgentBackend,
     registry: Registry | None = None, max_cached_workflows: int = 1000,
@@ -56,10 +60,8 @@ def build_worker(
     shared: list[Callable[..., Any]] = [
         ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.pending,
         webhooks.deliver, webhooks.give_up]
-    notifiers: list[type] = [WebhookNotification]
     if mail is not None:
         shared.append(DecisionMailActivities(pool, mail).send)
-        notifiers.append(DecisionMail)
     for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
         # Kinds may share an activity; each name is registered once.
@@ -68,7 +70,10 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[*registry.workflows(), *notifiers],
+        # DecisionMail registered even without SMTP: one started while it was configured
+        # still has its workflow tasks run (its activity waits, up to a day, for a worker
+        # with SMTP).
+        workflows=[*registry.workflows(), *NOTIFICATION_WORKFLOWS],
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
