@@ -32,7 +32,7 @@ from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
 from workflows.decision_mail import DecisionMail
-from workflows.webhook_delivery import WebhookNotification
+from workflows.webhook_notification import WebhookNotification
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
         DecisionMailInput,
         DecisionMailResult,
     )
-    from workflows.webhook_delivery import DELIVERY_RETRY
+    from workflows.webhook_notification import DELIVERY_RETRY
 
 SEND_TIMEOUT = timedelta(minutes=2)
 # A mail that cannot go out within a day is no longer worth sending: the inbox and webhooks
