@@ -34,7 +34,8 @@ async def show_decision_link(token: Token, conn: Conn, settings: SettingsDep) ->
     """The request a mailed link is for, and whom it decides as."""
     link = await _usable_link(conn, settings.jwt_secret, token)
     gate = await gates_repo.get_gate(conn, link.request_id)
-    assert gate is not None, "a link's request is deleted with it"
+    if gate is None:  # its run was erased: hidden, and deleted with the link later
+        raise ApiError(403, "invalid_link", "this link is not valid")
     return DecisionLinkView(decide_as=link.user_name, expires_at=link.expires_at,
                             request=DecisionView.of(gate))
 
@@ -51,7 +52,8 @@ async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Conn,
     try:
         gate = await gates_repo.get_gate(conn, link.request_id)
         run = await runs_repo.get_run(conn, gate.run_id) if gate else None
-        assert gate is not None and run is not None, "a link's request and run exist"
+        if gate is None or run is None:  # its run was erased since the link was mailed
+            raise ApiError(403, "invalid_link", "this link is not valid")
         return await take_decision(
             conn, temporal, run, gate.checkpoint_name,
             DecisionRequest(decision=body.decision, feedback=body.feedback, request_id=gate.id,
