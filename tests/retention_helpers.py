@@ -23,6 +23,11 @@ RUN_TABLES = {
     "graph_persistence_outcomes": "SELECT count(*) FROM graph_persistence_outcomes "
                                   "WHERE run_id = $1",
     "run_artifacts": "SELECT count(*) FROM run_artifacts WHERE run_id = $1",
+    "webhook_deliveries": "SELECT count(*) FROM webhook_deliveries WHERE run_id = $1",
+    "webhook_attempts": "SELECT count(*) FROM webhook_attempts a JOIN webhook_deliveries d "
+                        "ON d.id = a.delivery_id WHERE d.run_id = $1",
+    "decision_links": "SELECT count(*) FROM decision_links l JOIN hitl_requests h "
+                      "ON h.id = l.request_id WHERE h.run_id = $1",
     "runs": "SELECT count(*) FROM runs WHERE id = $1",
 }
 
@@ -45,10 +50,22 @@ async def seed_run(pool: asyncpg.Pool, store: LocalArtifactStore, *, owner: str,
             run_id, events)
         await conn.execute("INSERT INTO run_snapshots (run_id, step_ordinal, label, state) "
                            "VALUES ($1, 1, 'start', '{}')", run_id)
+        gate = uuid.uuid4()
         await conn.execute(
             "INSERT INTO hitl_requests (id, run_id, checkpoint_name, phase, title, "
-            "description, digest) VALUES ($1, $2, 'gate', 0, 't', 'd', 'x')",
-            uuid.uuid4(), run_id)
+            "description, digest) VALUES ($1, $2, 'gate', 0, 't', 'd', 'x')", gate, run_id)
+        await conn.execute(
+            "INSERT INTO decision_links (id, request_id, user_name, email, expires_at) "
+            "VALUES ($1, $2, $3, 'someone@example.com', now() + interval '1 day')",
+            uuid.uuid4(), gate, owner)
+        hook, delivery = uuid.uuid4(), uuid.uuid4()
+        await conn.execute("INSERT INTO webhooks (id, owner, url, secret, events) "
+                           "VALUES ($1, $2, 'https://example.com/hook', 's', '{}')", hook, owner)
+        await conn.execute(
+            "INSERT INTO webhook_deliveries (id, webhook_id, run_id, event_key, event_type, "
+            "payload) VALUES ($1, $2, $3, 'k', 'run.completed', '{}')", delivery, hook, run_id)
+        await conn.execute("INSERT INTO webhook_attempts (delivery_id, attempt, duration_ms) "
+                           "VALUES ($1, 1, 5)", delivery)
         await conn.execute("INSERT INTO jobs (id, run_id, name, spec, max_workers) "
                            "VALUES ($1, $1, 'job', '{}', 1)", run_id)
         unit = await conn.fetchval("INSERT INTO work_units (job_id, ordinal, payload) "

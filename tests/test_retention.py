@@ -79,6 +79,7 @@ async def test_sweep_archives_and_deletes_old_runs_only(dev_env, pool, task_queu
         assert document["job"]["run_id"] == str(run_id)
         assert len(document["work_units"]) == len(document["item_outputs"]) == 1
         assert len(document["graph_outcomes"]) == len(document["artifacts"]) == 1
+        assert len(document["webhook_deliveries"][0]["attempts"]) == 1
     assert str(recent) not in archived and str(open_run) not in archived
 
 

@@ -26,7 +26,12 @@ SELECT jsonb_build_object(
     'graph_outcomes', (SELECT coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.step), '[]')
                          FROM graph_persistence_outcomes g WHERE g.run_id = r.id),
     'artifacts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.step), '[]')
-                    FROM run_artifacts a WHERE a.run_id = r.id))::text AS document
+                    FROM run_artifacts a WHERE a.run_id = r.id),
+    'webhook_deliveries', (SELECT coalesce(jsonb_agg(to_jsonb(d) || jsonb_build_object(
+                               'attempts', (SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]')
+                                              FROM webhook_attempts t
+                                             WHERE t.delivery_id = d.id))), '[]')
+                             FROM webhook_deliveries d WHERE d.run_id = r.id))::text AS document
   FROM runs r
  WHERE r.id = ANY($1::uuid[])
  ORDER BY r.id;
@@ -47,8 +52,8 @@ DELETE FROM item_outputs
 SELECT DISTINCT sha256 FROM run_artifacts WHERE run_id = ANY($1::uuid[]);
 
 -- name: delete_runs
--- The runs themselves; their snapshots, decisions, jobs, work units, graph outcomes and
--- artifact rows go by ON DELETE CASCADE.
+-- The runs themselves; their snapshots, decisions (and decision links), jobs, work units,
+-- graph outcomes, artifact rows and webhook deliveries (and attempts) go by ON DELETE CASCADE.
 DELETE FROM runs WHERE id = ANY($1::uuid[]);
 
 -- name: orphaned_artifacts
