@@ -71,7 +71,10 @@ async def test_replay_open_flags_an_unguarded_change_and_passes_a_patched_one(
     status, out = await asyncio.to_thread(replay, TimerFirst)
     assert status == 1, out
     assert f"BREAKS ValidationRun {waiting_run}" in out
-    assert "Nondeterminism" in out and "Timer" in out, out
+    # The first mismatching command: the new code's timer where the history has an upsert.
+    assert (f"{waiting_run} run " in out and " (open): [TMPRL1100] Nondeterminism error: Timer "
+            "machine does not handle this event: HistoryEvent(id: 5, "
+            "UpsertWorkflowSearchAttributes)\n" in out), out
     assert "replayed 1 executions (1 open, 0 closed): 1 would break" in out
 
     status, out = await asyncio.to_thread(replay, PatchedTimerFirst)

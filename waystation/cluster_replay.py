@@ -9,6 +9,7 @@ history does not have.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,10 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+
+# The SDK core reports a failed activation as its Rust debug text; the message inside it is
+# the nondeterminism error an operator needs.
+_CORE_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 
 OPEN_QUERY = "ExecutionStatus = 'Running'"
 CLOSED_QUERY = "ExecutionStatus != 'Running'"
@@ -67,10 +72,17 @@ async def check_runs(client: Client, workflows: Sequence[type], *, closed: int =
             continue
         history = await fetch_history(client, execution)
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        error = str(result.replay_failure) if result.replay_failure is not None else None
+        error = failure_text(result.replay_failure) if result.replay_failure else None
         checks.append(ReplayCheck(execution.id, execution.run_id or "",
                                   execution.workflow_type, is_open, error))
     return checks
+
+
+def failure_text(failure: BaseException) -> str:
+    """The first failure message inside the replayer's error, else the error as it is."""
+    text = str(failure)
+    found = _CORE_MESSAGE.search(text)
+    return found.group(1) if found else text
 
 
 def report(checks: Sequence[ReplayCheck]) -> tuple[str, int]:
