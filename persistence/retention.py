@@ -42,6 +42,11 @@ async def delete_runs(pool: asyncpg.Pool, run_ids: list[UUID]) -> list[str]:
     return orphaned
 
 
+async def open_user_runs(conn: asyncpg.Connection, owner: str) -> list[str]:
+    """The workflow ids of `owner`'s visible runs that have not finished."""
+    return [row["workflow_id"] for row in await conn.fetch(sql("open_user_runs"), owner)]
+
+
 async def erase_user_runs(conn: asyncpg.Connection, owner: str) -> int:
     """Hide every run of `owner` from every read; returns how many were hidden now."""
     status = await conn.execute(sql("erase_user_runs"), owner)

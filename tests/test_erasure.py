@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import httpx
+from temporalio.api.enums.v1 import EventType
 
 from activities.mobile.artifacts import LocalArtifactStore
 from api.auth import issue_token
@@ -62,6 +63,11 @@ async def test_erasure_hides_at_once_and_the_sweep_deletes_after_the_grace(
             assert not listed & {str(run_id) for run_id, _ in erased}
             assert (await owner.get("/decisions")).json()["decisions"] == []
             assert (await other.get(f"/runs/{kept[0]}")).status_code == 200
+            # The open run was asked to stop (no worker takes it here, so it stays open).
+            history = await dev_env.client.get_workflow_handle(
+                f"batch-{erased[1][0]}").fetch_history()
+            assert any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+                       for e in history.events)
     finally:
         await api.stop()
 

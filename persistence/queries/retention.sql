@@ -70,6 +70,12 @@ UPDATE screens
                             ELSE hierarchy_sha END
  WHERE screenshot_sha = ANY($1::text[]) OR hierarchy_sha = ANY($1::text[]);
 
+-- name: open_user_runs
+-- The workflow ids of a user's visible runs that have not finished.
+SELECT workflow_id FROM runs
+ WHERE owner = $1 AND erased_at IS NULL
+   AND status NOT IN ('completed', 'failed', 'canceled');
+
 -- name: erase_user_runs
 -- Hides every run of a user at once (a soft delete); returns how many were hidden now.
 UPDATE runs SET erased_at = now() WHERE owner = $1 AND erased_at IS NULL;
