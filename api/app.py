@@ -16,6 +16,7 @@ from api.event_hub import EventHub
 from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
+from api.oidc import OidcClient
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
@@ -87,6 +88,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.state.shutdown = Shutdown()
     app.state.registry = registry
     app.state.identity_provider = identity_provider(settings)
+    app.state.oidc = OidcClient.from_settings(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]

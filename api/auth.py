@@ -109,13 +109,20 @@ async def exchange_login_code(conn: asyncpg.Connection, code: str, *,
             raise ApiError(401, "invalid_login_code", "this sign-in link is unknown, already "
                                                       "used or expired; print a new one with "
                                                       "`waystation console-link`")
-        session = NewSession(session_id=secrets.token_urlsafe(32),
-                             csrf_token=secrets.token_urlsafe(32),
-                             user=User(name=identity.user_name, role=identity.role))
-        await console_sessions.create_session(conn, session.session_id, identity,
-                                              csrf_token=session.csrf_token,
-                                              ttl_seconds=ttl_seconds)
-        await console_sessions.delete_stale(conn)
+        return await start_session(conn, identity, ttl_seconds=ttl_seconds)
+
+
+async def start_session(conn: asyncpg.Connection, identity: console_sessions.ConsoleIdentity,
+                        *, ttl_seconds: float) -> NewSession:
+    """A fresh console session for someone signed in (by a console link or the identity
+    provider)."""
+    session = NewSession(session_id=secrets.token_urlsafe(32),
+                         csrf_token=secrets.token_urlsafe(32),
+                         user=User(name=identity.user_name, role=identity.role))
+    await console_sessions.create_session(conn, session.session_id, identity,
+                                          csrf_token=session.csrf_token,
+                                          ttl_seconds=ttl_seconds)
+    await console_sessions.delete_stale(conn)
     return session
 
 

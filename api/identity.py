@@ -11,6 +11,7 @@ always a plain user: the service role is only for tokens this installation signs
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import jwt
 
@@ -39,7 +40,12 @@ class IdentityProvider:
                                      cooldown_duration=refetch_cooldown_seconds)
         self._audience, self._issuer, self._leeway = audience, issuer, leeway_seconds
 
-    async def authenticate(self, token: str) -> User:
+    async def verified_claims(self, token: str) -> dict[str, Any]:
+        """The token's claims once its signature, `aud`, `iss` and `exp` hold.
+
+        Raises `jwt.InvalidTokenError` (or `jwt.PyJWKClientError` for a `kid` the JWKS lacks)
+        for a token to refuse, and 503 when the provider's keys cannot be fetched; callers
+        choose how to refuse (a bearer token is a 401, a console sign-in a 403)."""
         try:
             # PyJWKClient fetches over blocking urllib: off the event loop.
             key = await asyncio.to_thread(self._keys.get_signing_key_from_jwt, token)
@@ -47,16 +53,16 @@ class IdentityProvider:
             # The provider is down or serves no usable key: not the caller's fault.
             raise unavailable(f"the identity provider's keys cannot be used: {error}") \
                 from error
-        except (jwt.PyJWKClientError, jwt.InvalidTokenError) as error:
-            raise ApiError(401, "invalid_token", f"invalid token: {error}") from error
+        return jwt.decode(token, key.key, algorithms=list(ALGORITHMS), audience=self._audience,
+                          issuer=self._issuer, leeway=self._leeway,
+                          options={"require": ["sub", "exp", "aud", "iss"]})
+
+    async def authenticate(self, token: str) -> User:
         try:
-            claims = jwt.decode(token, key.key, algorithms=list(ALGORITHMS),
-                                audience=self._audience, issuer=self._issuer,
-                                leeway=self._leeway,
-                                options={"require": ["sub", "exp", "aud", "iss"]})
+            claims = await self.verified_claims(token)
         except jwt.ExpiredSignatureError as error:
             raise ApiError(401, "token_expired", "token has expired") from error
-        except jwt.InvalidTokenError as error:
+        except (jwt.PyJWKClientError, jwt.InvalidTokenError) as error:
             raise ApiError(401, "invalid_token", f"invalid token: {error}") from error
         sub = claims["sub"]
         if not isinstance(sub, str) or not sub or len(sub) > 200:

@@ -72,6 +72,22 @@ class Settings(BaseSettings):
     jwt_leeway_seconds: float = Field(30.0, ge=0, le=300,
                                       validation_alias="WAYSTATION_JWT_LEEWAY_SECONDS")
 
+    # Console sign-in through an OpenID Connect provider (authorization code with PKCE); unset
+    # issuer: console links only. Discovery is at <issuer>/.well-known/openid-configuration;
+    # the ID token's `user_claim` names the Waystation user.
+    oidc_issuer: str | None = Field(None, pattern=r"^https?://",
+                                    validation_alias="WAYSTATION_OIDC_ISSUER")
+    oidc_client_id: str | None = Field(None, min_length=1,
+                                       validation_alias="WAYSTATION_OIDC_CLIENT_ID")
+    oidc_client_secret: str | None = Field(None, min_length=1,
+                                           validation_alias="WAYSTATION_OIDC_CLIENT_SECRET")
+    oidc_scopes: str = Field("openid profile email", pattern=r"(^|\s)openid(\s|$)",
+                             validation_alias="WAYSTATION_OIDC_SCOPES")
+    oidc_user_claim: str = Field("sub", min_length=1, validation_alias="WAYSTATION_OIDC_USER_CLAIM")
+    # The name on the console's sign-in button; unset: the issuer's host name.
+    oidc_provider_name: str | None = Field(None, min_length=1, max_length=60,
+                                           validation_alias="WAYSTATION_OIDC_PROVIDER_NAME")
+
     # Email to the people who may decide a request (worker), with links to
     # CONSOLE_URL/decide-link/... valid for at most `decision_link_hours`; unset: no email.
     smtp_url: str | None = Field(None, pattern=r"^smtps?://",
@@ -142,6 +158,8 @@ class Settings(BaseSettings):
         if self.jwks_url and not (self.jwt_audience and self.jwt_issuer):
             raise ValueError("WAYSTATION_JWKS_URL needs WAYSTATION_JWT_AUDIENCE and "
                              "WAYSTATION_JWT_ISSUER (tokens are checked against both)")
+        if self.oidc_issuer and not self.oidc_client_id:
+            raise ValueError("WAYSTATION_OIDC_ISSUER needs WAYSTATION_OIDC_CLIENT_ID")
         return self
 
     @cached_property

@@ -2,9 +2,11 @@
 
 `waystation console-link` prints a one-time URL; GET /console/login spends its code for an
 HttpOnly session cookie and redirects to `/`, so the code never stays in the address bar or
-the history. The console then calls the same JSON API as everybody else, with the cookie (and
-the CSRF token from /console/session on every change). These routes are browser plumbing, not
-part of the JSON API, so they stay out of the OpenAPI schema.
+the history. With an identity provider configured (WAYSTATION_OIDC_ISSUER), /console/oidc/login
+and its callback sign in the OpenID Connect way instead (see api.oidc) and end the same way: a
+session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
+else, with the cookie (and the CSRF token from /console/session on every change). These routes
+are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI schema.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import BaseModel
 
-from api.auth import SESSION_COOKIE, exchange_login_code
+from api.auth import SESSION_COOKIE, NewSession, exchange_login_code, start_session
 from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep
+from api.errors import ApiError
+from api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
 from persistence import console_sessions
 
 router = APIRouter(include_in_schema=False)
@@ -39,6 +43,10 @@ PAGE_HEADERS = {
 LOGIN_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 LoginCode = Annotated[str, Query(min_length=20, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
+# What a provider sends back is opaque, but bounded (RFC 6749 leaves the size to the provider).
+ProviderCode = Annotated[str | None, Query(min_length=1, max_length=4096)]
+ProviderState = Annotated[str, Query(min_length=1, max_length=200)]
+ProviderError = Annotated[str | None, Query(max_length=200, pattern=r"^[\x20-\x7e]*$")]
 
 
 class ConsoleSessionView(BaseModel):
@@ -50,6 +58,12 @@ class ConsoleSessionView(BaseModel):
     temporal_ui_url: str
     temporal_namespace: str
     kinds: list[str]
+
+
+class ConsoleConfig(BaseModel):
+    """How this installation signs browsers in (read before anyone is signed in)."""
+
+    oidc_provider: str | None
 
 
 @cache
@@ -72,10 +86,67 @@ async def console_login(code: LoginCode, conn: Conn, settings: SettingsDep) -> R
     """Spend a one-time code for a session cookie, then go to the console."""
     ttl = settings.console_session_hours * 3600
     session = await exchange_login_code(conn, code, ttl_seconds=ttl)
+    return _signed_in(session, settings)
+
+
+def _signed_in(session: NewSession, settings: SettingsDep) -> Response:
+    """Set the session cookie and go to the console; a 303 so the browser GETs `/` and the
+    sign-in URL (with its code) is replaced in the history."""
+    ttl = settings.console_session_hours * 3600
     response = RedirectResponse("/", status_code=303, headers=LOGIN_HEADERS)
     response.set_cookie(SESSION_COOKIE, session.session_id, max_age=int(ttl), path="/",
                         httponly=True, samesite="lax",
                         secure=settings.console_cookie_is_secure)
+    return response
+
+
+@router.get("/console/config", response_model=ConsoleConfig)
+async def console_config(request: Request) -> ConsoleConfig:
+    """Which sign-in the sign-in page offers besides console links."""
+    oidc: OidcClient | None = request.app.state.oidc
+    return ConsoleConfig(oidc_provider=oidc.provider_name if oidc else None)
+
+
+def _oidc(request: Request) -> OidcClient:
+    oidc: OidcClient | None = request.app.state.oidc
+    if oidc is None:
+        raise ApiError(404, "oidc_not_configured", "no identity provider is configured "
+                                                   "(WAYSTATION_OIDC_ISSUER); sign in with "
+                                                   "`waystation console-link`")
+    return oidc
+
+
+@router.get(f"{FLOW_PATH}/login")
+async def console_oidc_login(request: Request, settings: SettingsDep) -> Response:
+    """Send the browser to the identity provider, remembering the flow in a signed cookie."""
+    flow = SignInFlow.fresh()
+    target = await _oidc(request).authorization_url(flow, settings.console_base + CALLBACK_PATH)
+    response = RedirectResponse(target, status_code=302, headers=LOGIN_HEADERS)
+    # Lax: the provider's redirect back is a top-level GET from another site.
+    response.set_cookie(FLOW_COOKIE, flow.seal(settings.jwt_secret), max_age=FLOW_SECONDS,
+                        path=FLOW_PATH, httponly=True, samesite="lax",
+                        secure=settings.console_cookie_is_secure)
+    return response
+
+
+@router.get(CALLBACK_PATH)
+async def console_oidc_callback(request: Request, conn: Conn, settings: SettingsDep,
+                                state: ProviderState, code: ProviderCode = None,
+                                error: ProviderError = None) -> Response:
+    """Finish a provider sign-in: check the state, spend the code, verify the ID token,
+    then start a console session; any mismatch is a 403 and signs nobody in."""
+    oidc = _oidc(request)
+    flow = SignInFlow.unseal(request.cookies.get(FLOW_COOKIE), settings.jwt_secret, state)
+    if error is not None:
+        raise ApiError(403, "oidc_failed", f"the identity provider did not sign you in: {error}")
+    if code is None:
+        raise ApiError(422, "invalid_request", "query.code: Field required")
+    user = await oidc.user_for_code(code, flow, settings.console_base + CALLBACK_PATH)
+    session = await start_session(
+        conn, console_sessions.ConsoleIdentity(user_name=user, role="user"),
+        ttl_seconds=settings.console_session_hours * 3600)
+    response = _signed_in(session, settings)
+    response.delete_cookie(FLOW_COOKIE, path=FLOW_PATH)
     return response
 
 
