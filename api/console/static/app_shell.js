@@ -29,12 +29,20 @@ async function signOut() {
   }
 }
 
-export function showSignIn(main, message) {
+export async function showSignIn(main, message) {
   clear(document.getElementById("user"));
+  // The sign-in page still works when the configuration cannot be read: links always do.
+  const config = await api("/console/config").catch(() => ({ oidc_provider: null }));
+  const provider = config.oidc_provider;
   replace(main,
     h("h1", {}, "Sign in"),
     message ? h("p", { class: "notice" }, message) : null,
-    h("p", {}, "Ask for a sign-in link on the machine that runs Waystation:"),
+    provider
+      ? h("p", {}, h("a", { class: "button primary", href: "/console/oidc/login" },
+          `Sign in with ${provider}`))
+      : null,
+    h("p", {}, provider ? "Or ask for a sign-in link on the machine that runs Waystation:"
+                        : "Ask for a sign-in link on the machine that runs Waystation:"),
     h("pre", {}, "waystation console-link --user YOUR_NAME"),
     h("p", {}, "Open the printed link in this browser. It works once, for ten minutes."));
 }
