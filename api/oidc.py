@@ -142,6 +142,9 @@ class OidcClient:
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self._client_id:
             raise refused("the ID token names several audiences but is not for this client")
+        # An address the provider says it has not verified could be anybody's.
+        if self._user_claim == "email" and claims.get("email_verified") is False:
+            raise refused("the identity provider has not verified this email address")
         user = claims.get(self._user_claim)
         if not isinstance(user, str) or not user or len(user) > MAX_USER_NAME:
             raise refused(f"the ID token's {self._user_claim!r} claim is not a user name "

@@ -109,7 +109,7 @@ async def test_sign_in_through_the_provider_makes_a_console_session(client, prov
 
 
 @pytest.mark.parametrize("spoil", ["state", "no_flow_cookie", "audience", "nonce", "signature",
-                                   "issuer", "expired", "denied"])
+                                   "issuer", "expired", "denied", "unverified_email"])
 async def test_a_spoiled_sign_in_is_refused_and_makes_no_session(client, provider, pool, spoil):
     if spoil == "audience":
         provider.id_token_claims["aud"] = "someone-else"
@@ -121,6 +121,8 @@ async def test_a_spoiled_sign_in_is_refused_and_makes_no_session(client, provide
         provider.id_token_claims["iss"] = "http://evil.test"
     elif spoil == "expired":
         provider.id_token_claims["exp"] = 1_000_000
+    elif spoil == "unverified_email":
+        provider.id_token_claims["email_verified"] = False
     callback = await _to_callback(client)
     sessions_before = await _sessions(pool)
     if spoil == "state":

@@ -24,6 +24,7 @@ from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep
 from api.errors import ApiError
 from api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
 from persistence import console_sessions
+from waystation.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 
@@ -89,7 +90,7 @@ async def console_login(code: LoginCode, conn: Conn, settings: SettingsDep) -> R
     return _signed_in(session, settings)
 
 
-def _signed_in(session: NewSession, settings: SettingsDep) -> Response:
+def _signed_in(session: NewSession, settings: Settings) -> Response:
     """Set the session cookie and go to the console; a 303 so the browser GETs `/` and the
     sign-in URL (with its code) is replaced in the history."""
     ttl = settings.console_session_hours * 3600
