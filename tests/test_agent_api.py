@@ -185,3 +185,15 @@ async def test_stream_followed_to_an_approval_then_an_edit_decided_over_http(htt
     decided = [e["output"] for e in events if e["type"] == "gate.decided"]
     assert decided[0]["decision"] == "edit" and decided[0]["arguments"]["guests"] == 150
     await http.post(f"/runs/{run_id}/cancel")
+
+
+async def test_a_model_calling_an_unknown_tool_is_told_and_the_run_carries_on(http):
+    run_id = await start_agent(http, message="Compare Old Mill Barn and Rosewood Estate")
+    page = await waiting_for_message(http, run_id, answers=1)
+    told = [m for m in page["messages"] if m["type"] == "tool.retry"]
+    assert [m["tool"] for m in told] == ["compare_vendors"]
+    assert "Unknown tool name: 'compare_vendors'" in told[0]["result"]
+    assert page["messages"][-1]["text"].startswith("I could not use compare_vendors")
+    assert (await say(http, run_id, SEARCH)).status_code == 202
+    await waiting_for_message(http, run_id, answers=2)
+    await http.post(f"/runs/{run_id}/cancel")

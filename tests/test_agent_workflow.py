@@ -137,3 +137,20 @@ async def test_long_conversation_continues_as_new_re_primed_from_its_summary(
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert len({e.event_key for e in events}) == len(events)
     await handle.terminate("done")
+
+
+async def test_a_model_calling_an_unknown_tool_is_told_and_carries_on(
+        time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message=SEARCH)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, LIKE)
+    await say(handle, "Compare them for me")
+    state = await waiting(handle, turn=3)
+    assert state.last_answer.startswith("I could not use compare_vendors")
+    events = await events_of(pool, arg.run_id)
+    told = [e.output for e in events if e.type == "tool.retry"]
+    assert told == [{"turn": 3, "tool": "compare_vendors", "call_id": told[0]["call_id"],
+                     "told": told[0]["told"]}]
+    assert "Unknown tool name: 'compare_vendors'" in told[0]["told"]
+    assert state.usage.requests == 9
+    await handle.terminate("done")
