@@ -197,3 +197,25 @@ async def test_a_model_calling_an_unknown_tool_is_told_and_the_run_carries_on(ht
     assert (await say(http, run_id, SEARCH)).status_code == 202
     await waiting_for_message(http, run_id, answers=2)
     await http.post(f"/runs/{run_id}/cancel")
+
+
+async def test_demo_walks_the_planner_to_the_book_vendor_approval(http, capsys):
+    import argparse
+    import asyncio
+
+    from waystation.cli import cmd_demo
+
+    args = argparse.Namespace(api=str(http.base_url), token=issue_token(SECRET, "priya"),
+                              kind="agent")
+    # The demo is a blocking client; the API serves on this test's event loop.
+    code = await asyncio.to_thread(cmd_demo, Settings(jwt_secret=SECRET), args)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "agent.answered" in out and "sent: Book Rosewood Estate" in out
+    assert "Checkpoint:      approve_book_vendor_1" in out
+    edit = next(line for line in out.splitlines() if '"decision": "edit"' in line)
+    assert '"guests": 150' in edit and '"vendor_id": "v-venue-03"' in edit
+    run_id = out.split("started run ")[1].split(";")[0]
+    run = (await http.get(f"/runs/{run_id}")).json()
+    assert run["pending_checkpoint"] == "approve_book_vendor_1"
+    await http.post(f"/runs/{run_id}/cancel")
