@@ -3,7 +3,11 @@ in-process worker with the offline planner."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest_asyncio
@@ -18,6 +22,7 @@ from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 
 SECRET = "agent-api-secret-0123456789-0123456789-abc"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest_asyncio.fixture
@@ -199,23 +204,20 @@ async def test_a_model_calling_an_unknown_tool_is_told_and_the_run_carries_on(ht
     await http.post(f"/runs/{run_id}/cancel")
 
 
-async def test_demo_walks_the_planner_to_the_book_vendor_approval(http, capsys):
-    import argparse
-    import asyncio
-
-    from waystation.cli import cmd_demo
-
-    args = argparse.Namespace(api=str(http.base_url), token=issue_token(SECRET, "priya"),
-                              kind="agent")
-    # The demo is a blocking client; the API serves on this test's event loop.
-    code = await asyncio.to_thread(cmd_demo, Settings(jwt_secret=SECRET), args)
-    out = capsys.readouterr().out
-    assert code == 0, out
+async def test_demo_walks_the_planner_to_the_book_vendor_approval(http, tmp_path):
+    # A child process, as a person runs it: the API serves on this test's event loop.
+    demo = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "waystation", "demo", "--kind", "agent",
+        "--api", str(http.base_url), "--token", issue_token(SECRET, "priya"),  # type: ignore[arg-type]
+        cwd=ROOT, env={**os.environ, "WAYSTATION_DATA_DIR": str(tmp_path)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out = (await asyncio.wait_for(demo.communicate(), 60))[0].decode()
+    assert demo.returncode == 0, out
     assert "agent.answered" in out and "sent: Book Rosewood Estate" in out
     assert "Checkpoint:      approve_book_vendor_1" in out
     edit = next(line for line in out.splitlines() if '"decision": "edit"' in line)
     assert '"guests": 150' in edit and '"vendor_id": "v-venue-03"' in edit
-    run_id = out.split("started run ")[1].split(";")[0]
+    run_id = out.split("Run id:", 1)[1].split()[0]
     run = (await http.get(f"/runs/{run_id}")).json()
     assert run["pending_checkpoint"] == "approve_book_vendor_1"
     await http.post(f"/runs/{run_id}/cancel")
