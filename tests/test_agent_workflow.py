@@ -59,6 +59,13 @@ async def test_conversation_waits_ten_days_and_another_member_carries_on(
     assert [e.output["sent_by"] for e in events if e.type == "message.received"] == [
         "priya", "priya", "rohan"]
     assert state.usage.requests == 9 and state.usage.input_tokens > 0  # 2 + 1 summary a turn
+    # Every model response's usage, the summaries' included, summed once on the run.
+    responses = [e.output["usage"] for e in events if e.type == "model.responded"]
+    assert len(responses) == 9
+    row = await run_row(pool, arg.run_id)
+    assert (row.input_tokens, row.output_tokens) == (state.usage.input_tokens,
+                                                     state.usage.output_tokens)
+    assert row.cost_usd == state.usage.cost_usd == 0  # the offline model is free
     # Not waiting for a message while it works or waits at a gate: refused, nothing recorded.
     await handle.terminate("done")
 

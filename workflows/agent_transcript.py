@@ -63,8 +63,12 @@ def turn_events(make: MakeEvent, turn: int, first: int,
 
 
 def _response(message: ModelResponse) -> dict[str, Any]:
-    return {"model": message.model_name, "input_tokens": message.usage.input_tokens,
-            "output_tokens": message.usage.output_tokens, "cost_usd": cost_usd(message),
+    # `usage` is what migration 010's trigger adds to the run's cost and token columns: each
+    # response's own, once (its event key is written once).
+    return {"model": message.model_name,
+            "usage": {"input_tokens": message.usage.input_tokens,
+                      "output_tokens": message.usage.output_tokens,
+                      "cost_usd": cost_usd(message)},
             "text": "".join(p.content for p in message.parts if isinstance(p, TextPart)) or None}
 
 
