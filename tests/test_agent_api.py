@@ -93,6 +93,12 @@ async def test_conversation_over_http_with_paging_and_409s(http):
     assert "Old Mill Barn (v-venue-02)" in page["context_summary"]
     run = (await http.get(f"/runs/{run_id}")).json()
     assert run["context_summary"] == page["context_summary"]
+    answers = [m for m in page["messages"] if m["type"] == "agent.answered"]
+    events = (await http.get(f"/runs/{run_id}/events", params={"limit": 1000})).json()["events"]
+    total = next(e["output"]["total_usage"] for e in reversed(events)
+                 if e["type"] == "agent.answered")
+    assert answers and run["input_tokens"] == total["input_tokens"] > 0
+    assert run["output_tokens"] == total["output_tokens"] > 0
 
     everything = page["messages"]
     roles = [(m["role"], m["type"]) for m in everything[:4]]
