@@ -1,4 +1,9 @@
-"""The recorder: the one activity every run kind uses to write its read model."""
+"""The recorder: the one activity every run kind uses to write its read model.
+
+It also enqueues, in the same transaction, the webhook deliveries the write calls for, and
+starts them once committed (see activities/webhooks.py), and the email to a new gate's
+deciders (activities/decision_mail.py).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,10 @@ import asyncpg
 from pydantic import BaseModel
 from temporalio import activity
 
+from activities.decision_mail import start_decision_mail
+from activities.notifications import notifications_of
+from activities.webhooks import start_notifications
+from persistence import webhooks as webhooks_repo
 from persistence.writes import ReadModelWrite, apply_write
 
 
@@ -14,10 +23,23 @@ class RecordResult(BaseModel):
 
 
 class ReadModelActivities:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, mail_deciders: bool = False) -> None:
         self._pool = pool
+        # With SMTP configured, each gate opened is mailed to those who may decide it.
+        self._mail_deciders = mail_deciders
 
     @activity.defn(name="record")
     async def record(self, write: ReadModelWrite) -> RecordResult:
-        async with self._pool.acquire() as conn:
-            return RecordResult(seqs=await apply_write(conn, write))
+        async with self._pool.acquire() as conn, conn.transaction():
+            seqs = await apply_write(conn, write)
+            notes = await notifications_of(conn, write)
+            events = await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
+        # After the commit: the workflows must find their rows. A crash before these lines
+        # retries the whole activity, which finds the same pending deliveries and gate.
+        if events:
+            await start_notifications(activity.client(), activity.info().task_queue,
+                                      write.run_id, events)
+        if self._mail_deciders and write.open_gate is not None:
+            await start_decision_mail(activity.client(), activity.info().task_queue,
+                                      write.open_gate.id)
+        return RecordResult(seqs=seqs)

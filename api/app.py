@@ -8,17 +8,24 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
+from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.rate_limits import UserLimits
 from api.routes import (
+    admin,
+    api_keys,
     console,
+    contacts,
+    decide_links,
     decisions,
     graphs,
+    groups,
     health,
     items,
     jobs,
@@ -26,6 +33,7 @@ from api.routes import (
     metrics,
     runs,
     streams,
+    webhooks,
 )
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
@@ -36,7 +44,8 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics)
+ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
+           webhooks, contacts, decide_links, api_keys, admin)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -77,6 +86,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
     app.state.shutdown = Shutdown()
     app.state.registry = registry
+    app.state.identity_provider = identity_provider(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
     routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
@@ -102,17 +112,30 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     return app
 
 
+def identity_provider(settings: Settings) -> IdentityProvider | None:
+    if settings.jwks_url is None:
+        return None
+    assert settings.jwt_audience and settings.jwt_issuer, "Settings requires both with a JWKS"
+    return IdentityProvider(settings.jwks_url, audience=settings.jwt_audience,
+                            issuer=settings.jwt_issuer, leeway_seconds=settings.jwt_leeway_seconds)
+
+
 def _document_body_errors_only_where_there_is_a_body(app: FastAPI) -> None:
-    """Conflicts and body refusals (409, 413, 415) are documented on POST routes only."""
+    """Conflicts and body refusals (403, 409, 413, 415) are documented on POST routes only,
+    and on any other route that declares them itself (a group's last owner, a decision link)."""
     generate = app.openapi
+    declared = {(route.path, method.lower(), str(status)) for route in app.state.routes
+                if isinstance(route, APIRoute) for method in route.methods or ()
+                for status in route.responses}
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            for operations in generate()["paths"].values():
+            for path, operations in generate()["paths"].items():
                 for method, operation in operations.items():
                     if method.upper() not in BODY_METHODS:
                         for status in BODY_ONLY_ERRORS:
-                            operation["responses"].pop(str(status), None)
+                            if (path, method, str(status)) not in declared:
+                                operation["responses"].pop(str(status), None)
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -1,7 +1,9 @@
 """Authentication: a bearer JWT (HS256 with the configured secret) or a console session cookie.
 
 `sub` is the user; role `service` may read and decide every run. Authorization of a run is
-decided in one place, `can_access`, so groups (seed 003) can be added there later.
+decided here: `can_access` (who reads it) and `may_decide` (who answers its gates). A run's
+owner and every member of its group (seed 003) read it; the owner and the members whose group
+role a gate names decide it.
 
 Browsers cannot put an `Authorization` header on an EventSource, so the web console signs in
 once (a one-time code exchanged for a session) and then sends an HttpOnly cookie. A cookie is
@@ -52,6 +54,12 @@ def issue_token(secret: str, user: str, role: Role = "user",
     now = int(time.time())
     claims = {"sub": user, "role": role, "iat": now, "exp": now + ttl_seconds}
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
 
 
 def authenticate(secret: str, authorization: str | None) -> User:
@@ -125,5 +133,18 @@ async def authenticate_session(conn: asyncpg.Connection, session_id: str, *, met
     return User(name=session.user_name, role=session.role)
 
 
-def can_access(user: User, run: RunRow) -> bool:
-    return user.is_service or run.owner == user.name
+def can_access(user: User, run: RunRow, group_role: str | None = None) -> bool:
+    """`group_role` is the user's role in the run's group, None when not a member."""
+    return user.is_service or run.owner == user.name or group_role is not None
+
+
+def may_decide(user: User, run: RunRow, group_role: str | None, decider_roles: list[str],
+               action: str) -> None:
+    """Raises 403 naming the rule unless the user may `action` (decide a gate, cancel, ...):
+    the run's owner, the service role, or a group member whose role is in `decider_roles`."""
+    if user.is_service or run.owner == user.name or group_role in decider_roles:
+        return
+    raise ApiError(403, "not_allowed",
+                   f"role {group_role!r} may not {action}: it takes the run's owner or a group "
+                   f"member with role {' or '.join(decider_roles)}",
+                   details=[{"role": group_role, "allowed_roles": decider_roles}])

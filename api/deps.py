@@ -12,16 +12,21 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
+from api.api_keys import authenticate_api_key, is_api_key
 from api.auth import (
     CSRF_HEADER,
     SESSION_COOKIE,
     User,
     authenticate,
     authenticate_session,
+    bearer_token,
     can_access,
+    may_decide,
 )
 from api.errors import ApiError, unavailable
+from api.identity import IdentityProvider, is_provider_token
 from api.temporal_gateway import TemporalGateway
+from persistence import groups as groups_repo
 from persistence import runs as runs_repo
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
@@ -64,7 +69,9 @@ async def get_temporal(request: Request) -> Client:
 # names each way a token can be wrong (HTTPBearer would answer them all alike).
 BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
                     description="An HS256 JWT: `sub` is the user, `role` `user` or `service` "
-                                "(`waystation token --user NAME`).")
+                                "(`waystation token --user NAME`); an RS256/ES256 JWT of the "
+                                "identity provider (WAYSTATION_JWKS_URL); or an API key "
+                                "(`wsk_...`, POST /api-keys).")
 
 
 async def get_user(
@@ -72,8 +79,17 @@ async def get_user(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
     _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
 ) -> User:
-    """A bearer token when one is sent (exactly as before), else the console session cookie."""
+    """A bearer token when one is sent (an API key, an identity provider's JWT when
+    WAYSTATION_JWKS_URL is set, else this installation's HS256 JWT), else the console
+    session cookie."""
     session_id = request.cookies.get(SESSION_COOKIE)
+    token = bearer_token(authorization)
+    if token is not None and is_api_key(token):
+        async with pooled_connection(request) as conn:
+            return await authenticate_api_key(conn, token)
+    provider: IdentityProvider | None = request.app.state.identity_provider
+    if token is not None and provider is not None and is_provider_token(token):
+        return await provider.authenticate(token)
     if authorization is not None or not session_id:
         return authenticate(request.app.state.settings.jwt_secret, authorization)
     # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
@@ -92,10 +108,53 @@ TemporalClient = Annotated[Client, Depends(get_temporal)]
 CurrentUser = Annotated[User, Depends(get_user)]
 
 
+VIEWER = "viewer"
+
+
+async def group_role(conn: asyncpg.Connection, user: User, run: RunRow) -> str | None:
+    """The caller's role in the run's group; None when it has no group or the caller is not
+    a member (or needs none: the owner and the service role)."""
+    if run.group_id is None or user.is_service or run.owner == user.name:
+        return None
+    return await groups_repo.member_role(conn, run.group_id, user.name)
+
+
+async def may_read(conn: asyncpg.Connection, user: User, run: RunRow) -> bool:
+    return can_access(user, run, await group_role(conn, user, run))
+
+
+async def require_decider(conn: asyncpg.Connection, user: User, run: RunRow,
+                          decider_roles: list[str], action: str) -> None:
+    """403 naming the rule unless the caller may act on the run as a decider would."""
+    may_decide(user, run, await group_role(conn, user, run), decider_roles, action)
+
+
+async def require_member(conn: asyncpg.Connection, user: User, group_id: UUID) -> str | None:
+    """The caller's role in the group (None for the service role): 404 for an unknown group
+    or one the caller is not in, indistinguishable, as another user's run is."""
+    if user.is_service:
+        if await groups_repo.get_group(conn, group_id) is None:
+            raise ApiError(404, "group_not_found", f"group {group_id} not found")
+        return None
+    role = await groups_repo.member_role(conn, group_id, user.name)
+    if role is None:  # no such group, or not the caller's: the same answer
+        raise ApiError(404, "group_not_found", f"group {group_id} not found")
+    return role
+
+
+async def require_run_starter(conn: asyncpg.Connection, user: User, group_id: UUID) -> None:
+    """A run is started in a group by any member but a viewer (viewers only read)."""
+    role = await require_member(conn, user, group_id)
+    if role == VIEWER:
+        raise ApiError(403, "not_allowed", f"role {VIEWER!r} may not start runs in group "
+                                           f"{group_id}: viewers only read",
+                       details=[{"role": role}])
+
+
 async def get_visible_run(run_id: UUID, user: CurrentUser, conn: Conn) -> RunRow:
     """The run, if the caller may see it; another user's run is indistinguishable from none."""
     run = await runs_repo.get_run(conn, run_id)
-    if run is None or not can_access(user, run):
+    if run is None or not await may_read(conn, user, run):
         raise ApiError(404, "run_not_found", f"run {run_id} not found")
     return run
 

@@ -45,8 +45,10 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _error("Missing, malformed, expired or wrongly signed bearer token (or console "
                 "session)"),
-    403: _error("A change authenticated by a console session cookie without the session's "
-                "X-CSRF-Token header"),
+    403: _error("Not allowed: a change authenticated by a console session cookie without the "
+                "session's X-CSRF-Token header; a group role that may not do this (the message "
+                "names the rule); a decision link that is invalid, used or expired; an "
+                "operator route without the service role"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),

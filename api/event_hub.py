@@ -59,12 +59,22 @@ class RunSubscription:
 @dataclass(eq=False)
 class InboxSubscription:
     owner: str | None  # None: every owner (service role)
+    # The subscriber's role in each of its groups, read when the stream opened.
+    group_roles: dict[str, str] = field(default_factory=dict)
     queue: asyncio.Queue[dict] = field(default_factory=asyncio.Queue)
     closed: bool = False
 
     def close(self) -> None:
         self.closed = True
         self.queue.put_nowait({})
+
+    def concerns(self, change: dict) -> bool:
+        """A request on the subscriber's own run, or on its group's run where its role is one
+        the request names (the same rule as the inbox query)."""
+        if self.owner is None or self.owner == change.get("owner"):
+            return True
+        role = self.group_roles.get(str(change.get("group_id")))
+        return role is not None and role in (change.get("decider_roles") or ())
 
 
 @dataclass(eq=False)
@@ -199,7 +209,7 @@ class EventHub:
         except ValueError:
             return
         for inbox in self._inboxes:
-            if inbox.owner is None or inbox.owner == change.get("owner"):
+            if inbox.concerns(change):
                 inbox.queue.put_nowait(change)
 
     def _wake(self, run_id: UUID) -> None:
@@ -257,8 +267,9 @@ class EventHub:
                 channel.pump.cancel()
             del self._channels[subscription.run_id]
 
-    def subscribe_inbox(self, owner: str | None) -> InboxSubscription:
-        subscription = InboxSubscription(owner=owner)
+    def subscribe_inbox(self, owner: str | None,
+                        group_roles: dict[str, str] | None = None) -> InboxSubscription:
+        subscription = InboxSubscription(owner=owner, group_roles=group_roles or {})
         self._inboxes.add(subscription)
         if self._closing:
             subscription.close()

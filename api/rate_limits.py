@@ -8,6 +8,7 @@ nothing is written. A request without a valid token passes through: the route an
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections import Counter
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.auth import authenticate
+from api.api_keys import is_api_key
+from api.auth import authenticate, bearer_token
 from api.errors import ApiError, error_response
+from api.identity import is_provider_token
 from api.limits import BODY_METHODS
 
 WRITE_METHODS = BODY_METHODS | {"DELETE"}
@@ -106,10 +109,17 @@ class UserLimits:
 
     def _user(self, scope: Scope) -> str | None:
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        authorization = header.decode("latin-1") if header else None
         try:
-            return authenticate(self.jwt_secret, header.decode("latin-1") if header else None).name
+            return authenticate(self.jwt_secret, authorization).name
         except ApiError:
+            pass
+        # An API key or an identity provider's token is checked later (it needs the database
+        # or the JWKS); until then the token itself is the caller. A forged one is a 401 anyway.
+        token = bearer_token(authorization)
+        if token is None or not (is_api_key(token) or is_provider_token(token)):
             return None
+        return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
 
 
 async def _too_many(scope: Scope, receive: Receive, send: Send, retry_after: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 from temporalio import workflow
@@ -37,7 +38,8 @@ def initial_search_attributes(run: RunRow) -> TypedSearchAttributes:
 def run_start(kind: RunKind, run: RunRow) -> RunStart:
     return RunStart(run_id=run.id, owner=run.owner,
                     input=kind.input_model.model_validate(run.input),
-                    project_id=run.project_id, group_id=run.group_id)
+                    project_id=run.project_id,
+                    group_id=str(run.group_id) if run.group_id else None)
 
 
 async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow) -> None:
@@ -63,16 +65,18 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
 
 async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
                            kind: RunKind, *, owner: str, input: Any, project_id: str | None,
-                           idempotency_key: str | None) -> tuple[RunRow, bool]:
+                           idempotency_key: str | None,
+                           group_id: UUID | None = None) -> tuple[RunRow, bool]:
     """Write the run's row, then start its workflow: (run, created). The same idempotency
     key again returns the first run (409 when it was used for a different request)."""
     run_id = uuid.uuid4()
     input_json = input.model_dump(mode="json")
     run, created = await runs_repo.create_run(
-        conn, run_id=run_id, kind=kind.name, owner=owner, group_id=None,
+        conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
         workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
         input=input_json, project_id=project_id)
-    if not created and (run.kind != kind.name or run.input != input_json):
+    if not created and (run.kind != kind.name or run.input != input_json
+                        or run.group_id != group_id):
         raise ApiError(409, "idempotency_key_reused",
                        "this Idempotency-Key was used for a different request")
     if created or run.status == "pending":

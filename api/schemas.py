@@ -6,14 +6,20 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from contracts.kinds import RunKind
+from persistence.api_keys import ApiKeyRow
 from persistence.models import EventRow, GateOption, GateRow, GateStatus, RunRow, RunStatus
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
                                         description="The project the run belongs to; "
                                                     "`GET /runs?project_id=` filters by it.")]
+
+GroupId = Annotated[UUID | None, Field(description="The group the run belongs to: its members "
+                                                  "read it, and those whose role a gate names "
+                                                  "decide it (you must be a member, not a "
+                                                  "viewer).")]
 
 
 def run_create_model(kinds: list[RunKind]) -> Any:
@@ -25,6 +31,7 @@ def run_create_model(kinds: list[RunKind]) -> Any:
         kind=(Literal[kind.name], ...),  # type: ignore[arg-type]
         input=(kind.input_model, ...),
         project_id=(ProjectId, None),
+        group_id=(GroupId, None),
     ) for kind in kinds]
     if len(models) == 1:
         return models[0]
@@ -67,6 +74,8 @@ class DecisionView(BaseModel):
         None, description="The edited arguments an `edit` decision approved a tool call with.")
     expires_at: datetime | None
     created_at: datetime
+    decider_roles: list[str] = Field(description="The roles of the run's group that may "
+                                                 "decide it, besides the run's owner.")
 
     @classmethod
     def of(cls, gate: GateRow) -> DecisionView:
@@ -78,6 +87,7 @@ class RunView(BaseModel):
     run_id: UUID
     kind: str
     owner: str
+    group_id: UUID | None
     project_id: str | None
     workflow_id: str
     status: RunStatus
@@ -108,7 +118,7 @@ class RunView(BaseModel):
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:
         return cls(run_id=run.id, pending_checkpoint=run.hitl_state,
                    pending_decision=DecisionView.of(pending) if pending else None,
-                   **run.model_dump(exclude={"id", "hitl_state", "group_id"}))
+                   **run.model_dump(exclude={"id", "hitl_state"}))
 
 
 class RunPage(BaseModel):
@@ -195,9 +205,86 @@ class Health(BaseModel):
     temporal: Literal["ok", "unavailable"]
 
 
+class DecisionLinkAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: str = Field(min_length=1, max_length=200)
+    feedback: str | None = Field(None, max_length=10_000)
+
+
+class DecisionLinkView(BaseModel):
+    decide_as: str = Field(description="The person the link decides as.")
+    expires_at: datetime
+    request: DecisionView
+
+
+class ContactPut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    email: str = Field(max_length=254, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class ContactView(BaseModel):
+    user: str
+    email: str
+    updated_at: datetime
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]+$")
+    group_id: UUID | None = Field(None, description="Scope the key to this group (you must "
+                                                    "own it): the key is its own member.")
+    role: str | None = Field(None, pattern=r"^[a-z][a-z0-9_]{0,49}$",
+                             description="The group key's role (default `approver`; not "
+                                         "`owner`: keys do not manage members).")
+
+    @model_validator(mode="after")
+    def _role_only_for_a_group(self) -> ApiKeyCreate:
+        if self.group_id is None and self.role is not None:
+            raise ValueError("role is for group keys only (give group_id)")
+        if self.role == "owner":
+            raise ValueError("a key may not be a group owner")
+        if self.group_id is not None and self.role is None:
+            self.role = "approver"
+        return self
+
+
+class ApiKeyView(BaseModel):
+    key_id: UUID
+    name: str
+    acts_as: str = Field(description="The user the key authenticates as.")
+    group_id: UUID | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKeyRow) -> ApiKeyView:
+        return cls(key_id=key.id, name=key.name, acts_as=key.principal, group_id=key.group_id,
+                   created_at=key.created_at, revoked_at=key.revoked_at)
+
+
+class ApiKeyCreated(ApiKeyView):
+    key: str = Field(description="`Authorization: Bearer <key>`; it is never shown again.")
+
+
+class ApiKeyList(BaseModel):
+    api_keys: list[ApiKeyView]
+
+
 class MessageRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=20_000)
+
+
+class ErasureRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user: str = Field(min_length=1, max_length=200, description="The runs' owner (a token's sub).")
+
+
+class ErasureAccepted(BaseModel):
+    user: str
+    runs_hidden: int = Field(description="Runs hidden by this request (0 when already erased).")
+    hard_delete_after: float = Field(
+        description="Seconds after which the retention sweep deletes them for good.")
 
 
 class MessageAccepted(BaseModel):

@@ -17,6 +17,10 @@ GATE_OPENED = "gate.opened"
 GATE_DECIDED = "gate.decided"
 GATE_EXPIRED = "gate.expired"
 
+# What an outbound webhook may subscribe to (one notification however many events told it).
+RUN_FINISHED = "run.finished"
+WEBHOOK_EVENT_TYPES = (GATE_OPENED, GATE_DECIDED, GATE_EXPIRED, RUN_FINISHED)
+
 # The last event of a run: a stream that sends one of these ends. The legacy names are what
 # batch and mobile runs wrote before the shared lifecycle; their rows are still in the table.
 TERMINAL_EVENT_TYPES = frozenset({

@@ -16,6 +16,9 @@ from pydantic import BaseModel, Field
 
 from contracts.statuses import ExpiryPolicy, GateStatus, RunStatus
 
+# Who in a run's group may decide a gate that names no roles.
+DEFAULT_DECIDER_ROLES = ("owner", "approver")
+
 
 class GateOption(BaseModel):
     value: str
@@ -69,6 +72,8 @@ class GateOpenWrite(BaseModel):
     expiry_policy: ExpiryPolicy = "pause"
     default_option: str | None = None
     expires_at: datetime | None = None
+    # The group roles that may decide it, besides the run's owner (see GateSpec).
+    decider_roles: list[str] = Field(default_factory=lambda: list(DEFAULT_DECIDER_ROLES))
 
 
 class GateCloseWrite(BaseModel):

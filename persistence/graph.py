@@ -200,3 +200,13 @@ async def run_artifacts(conn: asyncpg.Connection, run_id: UUID,
 
 async def artifact_kind(conn: asyncpg.Connection, sha256: str) -> str | None:
     return await conn.fetchval(sql("artifact_content_type"), sha256)
+
+
+async def may_read_artifact(conn: asyncpg.Connection, sha256: str, owner: str | None) -> bool:
+    """Whether `owner` (None: every owner) may read a run that stored the artifact."""
+    return bool(await conn.fetchval(sql("may_read_artifact"), sha256, owner))
+
+
+async def may_read_app(conn: asyncpg.Connection, package: str, owner: str | None) -> bool:
+    """Whether `owner` (None: every owner) may read a run that explored the app."""
+    return bool(await conn.fetchval(sql("may_read_app"), package, owner))

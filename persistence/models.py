@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
-from contracts.writes import GateOption
+from contracts.writes import DEFAULT_DECIDER_ROLES, GateOption
 
 # The statuses and GateOption live in the contracts layer; re-exported for the repositories.
 __all__ = ["ExpiryPolicy", "GateOption", "GateStatus", "RunStatus", "TERMINAL_RUN_STATUSES"]
@@ -29,7 +29,7 @@ class RunRow(Row):
     id: UUID
     kind: str
     owner: str
-    group_id: str | None
+    group_id: UUID | None
     project_id: str | None
     workflow_id: str
     status: RunStatus
@@ -100,5 +100,24 @@ class GateRow(Row):
     decision_by: str | None
     decision_arguments: dict[str, Any] | None = None
     expires_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    # The group roles that may decide it (migration 012), besides the run's owner.
+    decider_roles: list[str] = Field(default_factory=lambda: list(DEFAULT_DECIDER_ROLES))
+
+
+class GroupRow(Row):
+    id: UUID
+    name: str
+    created_by: str
+    created_at: datetime
+    role: str | None = None  # the caller's role, when listed for a member
+
+
+class MemberRow(Row):
+    group_id: UUID
+    user_name: str
+    role: str
+    added_by: str
     created_at: datetime
     updated_at: datetime

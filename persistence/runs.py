@@ -13,7 +13,7 @@ from persistence.queries import sql
 
 
 async def create_run(
-    conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: str | None,
+    conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: UUID | None,
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
     project_id: str | None = None,
 ) -> tuple[RunRow, bool]:

@@ -36,7 +36,7 @@ async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[s
                 sql("insert_gate"), gate.id, write.run_id, gate.checkpoint_name, gate.phase,
                 gate.title, gate.description, gate.context,
                 [o.model_dump() for o in gate.options], gate.recommended_option, gate.digest,
-                gate.expiry_policy, gate.default_option, gate.expires_at,
+                gate.expiry_policy, gate.default_option, gate.expires_at, gate.decider_roles,
             )
         if (close := write.close_gate) is not None:
             await conn.execute(sql("close_gate"), close.id, close.status, close.decision,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -69,14 +70,17 @@ async def test_mobile_run_graph_in_every_format(api):
     page = await api.get(f"/runs/{run_id}/graph?format=html", headers=auth())
     assert page.headers["content-type"].startswith("text/html")
     assert "<svg" in page.text and "data:image/png;base64," in page.text
-    utg = await api.get(f"/apps/{NOTES}/graph?format=utg", headers=auth("bob"))
+    utg = await api.get(f"/apps/{NOTES}/graph?format=utg", headers=auth())
     assert utg.text.startswith("var utg =")
 
-    # Another user may not see the run, but may see the app's graph and coverage.
-    assert (await api.get(f"/runs/{run_id}/graph", headers=auth("bob"))).status_code == 404
-    app_graph = (await api.get(f"/apps/{NOTES}/graph", headers=auth("bob"))).json()
+    # Another user (one with no run of the app) may see neither the run nor the app's graph
+    # and coverage it produced, nor its artifacts.
+    stranger = f"stranger-{uuid.uuid4().hex[:8]}"
+    for path in (f"/runs/{run_id}/graph", f"/apps/{NOTES}/graph", f"/apps/{NOTES}/coverage"):
+        assert (await api.get(path, headers=auth(stranger))).status_code == 404, path
+    app_graph = (await api.get(f"/apps/{NOTES}/graph", headers=auth())).json()
     assert len(app_graph["screens"]) >= len(graph["screens"])
-    coverage = (await api.get(f"/apps/{NOTES}/coverage", headers=auth("bob"))).json()
+    coverage = (await api.get(f"/apps/{NOTES}/coverage", headers=auth("ops", "service"))).json()
     assert coverage["screens"] == len(app_graph["screens"])
     assert 0 < coverage["activity_coverage"] <= 1
     assert coverage["actions_tried"] <= coverage["actions_discovered"]
@@ -88,6 +92,8 @@ async def test_mobile_run_graph_in_every_format(api):
     shot = next(a for a in artifacts["artifacts"] if a["kind"] == "screenshot")
     download = await api.get(shot["url"].removeprefix("http://api"), headers=auth())
     assert download.status_code == 200 and download.content.startswith(b"\x89PNG")
+    refused = await api.get(shot["url"].removeprefix("http://api"), headers=auth(stranger))
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "artifact_not_found"
 
     events = (await api.get(f"/runs/{run_id}/events?limit=1000", headers=auth())).json()
     types = [e["type"] for e in events["events"]]

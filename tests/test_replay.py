@@ -2,9 +2,10 @@
 
 A run can wait at a gate for a week, so histories written by older code are replayed by newer
 code as a matter of course. Every file in tests/histories (recorded by
-`python -m tests.record_histories` and its batch and mobile siblings) must replay without
-nondeterminism; a failure here means the change needs `workflow.patched` or a new workflow
-name, not a re-recording. Plug-ins use the same kit: `waystation.replay.replay_histories`.
+`python -m tests.record_histories` and its batch, mobile and notification siblings) must
+replay without nondeterminism; a failure here means the change needs `workflow.patched` or a
+new workflow name, not a re-recording. Plug-ins use the same kit:
+`waystation.replay.replay_histories`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from waystation.registry import load_registry
 from waystation.replay import replay_history
+from waystation.worker import NOTIFICATION_WORKFLOWS
 
 FOLDER = Path(__file__).resolve().parent / "histories"
 HISTORIES = sorted(FOLDER.glob("*.json"))
@@ -27,5 +29,6 @@ def test_histories_are_recorded() -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_history_replays_deterministically(path: Path) -> None:
-    result = await replay_history(path, load_registry(use_entry_points=False).workflows())
+    workflows = [*load_registry(use_entry_points=False).workflows(), *NOTIFICATION_WORKFLOWS]
+    result = await replay_history(path, workflows)
     assert result.replay_failure is None

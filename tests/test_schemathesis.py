@@ -217,7 +217,14 @@ def _load_schema(url: str) -> schemathesis.BaseSchema:
             "include-method": "POST",
             "include-path": ["/runs", "/runs/{run_id}/decisions/{checkpoint_name}"],
             "checks": {"positive_data_acceptance": {
-                "expected-statuses": ["2xx", "401", "404", "409", "422", "503"]}},
+                "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "503"]}},
+        }, {
+            # People: a schema-valid request may name a group the caller is not in (404), need
+            # a group role it lacks (403), leave a group without an owner (409), or carry a
+            # decision link this installation never signed (403).
+            "include-path-regex": "^/(groups|webhooks|api-keys|decide-link|me/contact)",
+            "checks": {"positive_data_acceptance": {
+                "expected-statuses": ["2xx", "401", "403", "404", "409", "422", "503"]}},
         }, {
             # Things a run has only later, or only for some kinds: a 404 right after the run
             # was created is correct here ("no snapshot yet", "not a mobile_agent run").

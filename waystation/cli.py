@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="print the bundled sample apps' packages, one a line")
     sub.add_parser("kinds", parents=[common],
                    help="list the registered run kinds and agent backends, with their source")
+    replay = sub.add_parser(
+        "replay", parents=[common],
+        help="replay the cluster's histories against the code installed now (exit 1 if any breaks)")
+    replay.add_argument("--open", action="store_true", required=True, dest="open_runs",
+                        help="every open execution")
+    replay.add_argument("--closed", type=int, default=0, metavar="N",
+                        help="also the N most recent closed executions")
+    replay.add_argument("--query", help="a visibility filter ANDed to the selection")
+    runs = sub.add_parser("runs", parents=[common], help="open runs on the cluster")
+    runs.add_argument("--open", action="store_true", required=True, dest="open_runs")
+    runs.add_argument("--by-version", action="store_true", required=True,
+                      help="grouped by the code that started them")
+    runs.add_argument("--query", help="a visibility filter ANDed to the selection")
     demo = sub.add_parser("demo", parents=[common],
                           help="start a validation (or agent) run and show it to its first gate")
     demo.add_argument("--kind", choices=("validation", "agent"), default="validation",
@@ -341,6 +354,38 @@ def cmd_kinds(settings: Settings) -> int:
     return 0
 
 
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from waystation.cluster_replay import check_runs, report
+    from waystation.registry import load_registry
+    from waystation.temporal_client import connect_temporal
+    from waystation.worker import worker_workflows
+
+    if args.closed < 0:
+        print("--closed must be 0 or more", file=sys.stderr)
+        return 2
+    workflows = worker_workflows(load_registry(settings.plugin_modules))
+
+    async def check() -> tuple[str, int]:
+        client = await connect_temporal(settings)
+        return report(await check_runs(client, workflows, closed=args.closed, query=args.query))
+
+    text, status = asyncio.run(check())
+    print(text)
+    return status
+
+
+def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
+    from waystation.run_versions import by_version, open_run_versions
+    from waystation.temporal_client import connect_temporal
+
+    async def versions() -> str:
+        client = await connect_temporal(settings)
+        return by_version(await open_run_versions(client, query=args.query))
+
+    print(asyncio.run(versions()))
+    return 0
+
+
 def cmd_simulator_list() -> int:
     from activities.mobile.simulator.driver import bundled_packages
 
@@ -373,6 +418,10 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_simulator_list()
     if command == "kinds":
         return cmd_kinds(settings)
+    if command == "replay":
+        return cmd_replay(settings, args)
+    if command == "runs":
+        return cmd_runs(settings, args)
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
     }  # fmt: skip

@@ -410,6 +410,7 @@ def banner(urls: StackUrls, token: str) -> str:
         [
             "",
             "Waystation is up.",
+            f"  Console         {urls.api}/  (sign in: waystation console-link --user dev)",
             f"  API             {urls.api}",
             f"  API docs        {urls.docs}",
             f"  Temporal Web UI {urls.temporal_ui}/namespaces/{urls.namespace}/workflows",

@@ -63,6 +63,23 @@ class Settings(BaseSettings):
     console_cookie_secure: bool | None = Field(
         None, validation_alias="WAYSTATION_CONSOLE_COOKIE_SECURE")
 
+    # Tokens of an identity provider (RS256/ES256), besides this installation's HS256 ones:
+    # its JWKS, the audience and issuer they must name, and the clock leeway.
+    jwks_url: str | None = Field(None, pattern=r"^https?://",
+                                 validation_alias="WAYSTATION_JWKS_URL")
+    jwt_audience: str | None = Field(None, validation_alias="WAYSTATION_JWT_AUDIENCE")
+    jwt_issuer: str | None = Field(None, validation_alias="WAYSTATION_JWT_ISSUER")
+    jwt_leeway_seconds: float = Field(30.0, ge=0, le=300,
+                                      validation_alias="WAYSTATION_JWT_LEEWAY_SECONDS")
+
+    # Email to the people who may decide a request (worker), with links to
+    # CONSOLE_URL/decide-link/... valid for at most `decision_link_hours`; unset: no email.
+    smtp_url: str | None = Field(None, pattern=r"^smtps?://",
+                                 validation_alias="WAYSTATION_SMTP_URL")
+    smtp_from: str = Field("waystation@localhost", validation_alias="WAYSTATION_SMTP_FROM")
+    decision_link_hours: float = Field(
+        72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
+
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
     data_dir: Path = Field(Path("~/.waystation"), validation_alias="WAYSTATION_DATA_DIR")
@@ -104,6 +121,15 @@ class Settings(BaseSettings):
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
     worker_metrics_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_WORKER_METRICS_HOST")
+    # Retention (waystation/retention_schedule.py): runs finished this many days ago are
+    # deleted (unset: kept); archived first to compressed JSONL when the folder is set.
+    retention_days: float | None = Field(None, gt=0, validation_alias="WAYSTATION_RETENTION_DAYS")
+    retention_archive_dir: Path | None = Field(
+        None, validation_alias="WAYSTATION_RETENTION_ARCHIVE_DIR")
+    retention_interval_minutes: float = Field(
+        60, gt=0, validation_alias="WAYSTATION_RETENTION_INTERVAL_MINUTES")
+    # Erased runs are hidden at once and deleted by the retention sweep after this long.
+    erasure_grace_hours: float = Field(72, ge=0, validation_alias="WAYSTATION_ERASURE_GRACE_HOURS")
     # `json`: one object a line on stderr, with the current trace and span ids.
     log_format: Literal["text", "json"] = Field("text", validation_alias="WAYSTATION_LOG_FORMAT")
 
@@ -113,6 +139,9 @@ class Settings(BaseSettings):
             raise ValueError("WAYSTATION_JWT_SECRET must be set outside WAYSTATION_ENV=dev")
         if len(self.jwt_secret) < 32:
             raise ValueError("WAYSTATION_JWT_SECRET must be at least 32 characters")
+        if self.jwks_url and not (self.jwt_audience and self.jwt_issuer):
+            raise ValueError("WAYSTATION_JWKS_URL needs WAYSTATION_JWT_AUDIENCE and "
+                             "WAYSTATION_JWT_ISSUER (tokens are checked against both)")
         return self
 
     @cached_property

@@ -20,17 +20,35 @@ from temporalio.worker import Worker
 from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend
 from activities.batch.items_source import ItemsSources
+from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
+from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
+from activities.retention import RetentionActivities
+from activities.webhooks import WebhookActivities
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
+from waystation.retention_schedule import ensure_retention_schedule
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
+from workflows.decision_mail import DecisionMail
+from workflows.retention import RetentionSweep
+from workflows.webhook_notification import WebhookNotification
 
 log = logging.getLogger(__name__)
+
+
+# Workflows of every installation besides the run kinds' (replayed by tests/test_replay.py).
+NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail)
+
+
+def worker_workflows(registry: Registry) -> list[type]:
+    """Every workflow a worker runs: the registered kinds', the notifications' and the
+    retention sweep's."""
+    return [*registry.workflows(), *NOTIFICATION_WORKFLOWS, RetentionSweep]
 
 
 def build_worker(
@@ -40,14 +58,25 @@ def build_worker(
     artifact_dir: Path | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(),
     items_sources: ItemsSources | None = None,
+    mail: MailSettings | None = None,
+    retention_archive_dir: Path | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
-    registry is given)."""
+    registry is given), and the notifications' (webhooks; email when `mail` is given)."""
     registry = registry or load_registry(use_entry_points=False)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)
+    retention = RetentionActivities(
+        pool, client, archive_dir=retention_archive_dir,
+        store=LocalArtifactStore(artifact_dir) if artifact_dir else None)
+    webhooks = WebhookActivities(pool)
+    shared: list[Callable[..., Any]] = [
+        ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.pending,
+        webhooks.deliver, webhooks.give_up, retention.purge_batch]
+    if mail is not None:
+        shared.append(DecisionMailActivities(pool, mail).send)
     activities: dict[str, Callable[..., Any]] = {}
-    for function in [ReadModelActivities(pool).record,
+    for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
         # Kinds may share an activity; each name is registered once.
         name = activity._Definition.must_from_callable(function).name
@@ -55,7 +84,10 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=registry.workflows(),
+        # DecisionMail registered even without SMTP: one started while it was configured
+        # still has its workflow tasks run (its activity waits, up to a day, for a worker
+        # with SMTP).
+        workflows=worker_workflows(registry),
         activities=list(activities.values()),
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
@@ -79,6 +111,16 @@ def agent_backend(settings: Settings, registry: Registry | None = None, *,
     return MeteredBackend(backend, meter) if meter is not None else backend
 
 
+def mail_settings(settings: Settings) -> MailSettings | None:
+    """Email to deciders when WAYSTATION_SMTP_URL is set; links point at the API's public
+    address and are signed with the API's secret, which checks them."""
+    if settings.smtp_url is None:
+        return None
+    return MailSettings(smtp_url=settings.smtp_url, sender=settings.smtp_from,
+                        link_base=settings.console_base, link_secret=settings.jwt_secret,
+                        link_ttl=timedelta(hours=settings.decision_link_hours))
+
+
 async def run_worker(settings: Settings, registry: Registry) -> None:
     """Run until SIGINT/SIGTERM, then let running activities finish (for at most
     `graceful_shutdown_timeout`; then they are cancelled and Temporal retries them) and stop."""
@@ -94,8 +136,11 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path,
                           items_sources=settings.items_sources,
+                          retention_archive_dir=settings.retention_archive_dir,
                           graceful_shutdown_timeout=timedelta(
-                              seconds=settings.graceful_shutdown_timeout))
+                              seconds=settings.graceful_shutdown_timeout),
+                          mail=mail_settings(settings))
+    await ensure_retention_schedule(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -24,7 +24,12 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.statuses import ExpiryPolicy, GateStatus
-    from contracts.writes import GateCloseWrite, GateOpenWrite, GateOption
+    from contracts.writes import (
+        DEFAULT_DECIDER_ROLES,
+        GateCloseWrite,
+        GateOpenWrite,
+        GateOption,
+    )
 
 SYSTEM_DECIDER = "system"
 
@@ -59,6 +64,9 @@ class GateSpec(BaseModel):
     # Options whose feedback must be a number above `feedback_number_above` (a new budget).
     feedback_number_for: list[str] = Field(default_factory=list)
     feedback_number_above: float = 0.0
+    # The roles of the run's group that may decide (the run's owner always may). Not part of
+    # the digest: who decides is not what is decided.
+    decider_roles: list[str] = Field(default_factory=lambda: list(DEFAULT_DECIDER_ROLES))
 
     def digest(self) -> str:
         shown = {"checkpoint": self.checkpoint_name, "title": self.title,
@@ -130,7 +138,7 @@ class OpenGate:
             description=s.description, context=s.context, options=s.options,
             recommended_option=s.recommended_option, digest=self.digest,
             expiry_policy=s.expiry_policy, default_option=s.default_option,
-            expires_at=self.expires_at)
+            expires_at=self.expires_at, decider_roles=s.decider_roles)
 
     def close_write(self, status: GateStatus) -> GateCloseWrite:
         d = self.decision

@@ -2,7 +2,7 @@
 
 Files live at `<root>/<sha[:2]>/<sha>` and are written once (temporary file, then rename), so
 a retried step or two runs seeing the same screen store the bytes once. Another store (an
-object store bucket) needs only `put` and `open`.
+object store bucket) needs only `put`, `path` and `delete`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ class ArtifactStore(Protocol):
     def put(self, data: bytes) -> str: ...
 
     def path(self, sha256: str) -> Path | None: ...
+
+    def delete(self, sha256: str) -> None: ...
 
 
 class LocalArtifactStore:
@@ -43,3 +45,9 @@ class LocalArtifactStore:
             return None
         target = self._file(sha256)
         return target if target.is_file() else None
+
+    def delete(self, sha256: str) -> None:
+        """Remove one artifact (retention, erasure); a missing one is already gone."""
+        target = self.path(sha256)
+        if target is not None:
+            target.unlink(missing_ok=True)

@@ -7,12 +7,25 @@ import json
 from datetime import timedelta
 from typing import Annotated
 
+import asyncpg
 from fastapi import APIRouter, Path, Query
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
+from api.auth import User
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    TemporalClient,
+    VisibleRun,
+    require_decider,
+)
 from api.errors import ApiError, unavailable
 from api.schemas import DecisionList, DecisionRequest, DecisionView
 from persistence import gates as gates_repo
@@ -44,7 +57,8 @@ Checkpoint = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[a-z0-
 @router.get("/decisions", response_model=DecisionList)
 async def inbox(user: CurrentUser, conn: Conn, status: GateStatus | None = "pending",
                 limit: Annotated[int, Query(ge=1, le=500)] = 100) -> DecisionList:
-    """Decision requests on the caller's runs (pending ones by default), newest first."""
+    """Decision requests the caller may decide (pending ones by default), newest first: on
+    its own runs and on its groups' runs where its role is one the request names."""
     gates = await gates_repo.list_inbox(conn, owner=user.owner_filter, status=status, limit=limit)
     return DecisionList(decisions=[DecisionView.of(g) for g in gates])
 
@@ -61,7 +75,16 @@ async def decide(run: VisibleRun, checkpoint_name: Checkpoint, body: DecisionReq
                  user: CurrentUser, conn: Conn, temporal: TemporalClient,
                  idempotency_key: IdempotencyKey = None) -> DecisionView:
     """Decide a pending request; 409 when it is not pending, 422 for an unknown option."""
+    return await take_decision(conn, temporal, run, checkpoint_name, body, user,
+                               idempotency_key=idempotency_key)
+
+
+async def take_decision(conn: asyncpg.Connection, temporal: Client, run: RunRow,
+                        checkpoint_name: str, body: DecisionRequest, user: User, *,
+                        idempotency_key: str | None = None) -> DecisionView:
+    """Decide as `user` (who must be allowed to), through the run's Update."""
     latest = await _checkpoint_request(conn, run, checkpoint_name)
+    await require_decider(conn, user, run, latest.decider_roles, f"decide {checkpoint_name!r}")
     decision = DecisionInput(checkpoint_name=checkpoint_name, decision=body.decision,
                              feedback=body.feedback, decided_by=user.name,
                              request_id=body.request_id, digest=body.digest,
@@ -83,7 +106,8 @@ async def decide(run: VisibleRun, checkpoint_name: Checkpoint, body: DecisionReq
 async def reopen(run: VisibleRun, checkpoint_name: Checkpoint, user: CurrentUser, conn: Conn,
                  temporal: TemporalClient) -> DecisionView:
     """Open a fresh request for an expired (or stale pending) checkpoint."""
-    await _checkpoint_request(conn, run, checkpoint_name)
+    latest = await _checkpoint_request(conn, run, checkpoint_name)
+    await require_decider(conn, user, run, latest.decider_roles, f"reopen {checkpoint_name!r}")
     view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
         GatedWorkflow.reopen, ReopenInput(checkpoint_name=checkpoint_name,
                                           requested_by=user.name),

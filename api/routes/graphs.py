@@ -1,8 +1,9 @@
 """The screen graph: per app (accumulated over runs) and per run; coverage; artifacts.
 
 Authorization: a run's graph follows the run (its owner or the service role). An app's graph
-and coverage, and artifacts (content-addressed, shared by every run that saw the same bytes),
-describe the app rather than anybody's run, so any authenticated user may read them.
+and coverage, and an artifact (content-addressed, shared by every run that saw the same bytes),
+may be read by whoever may read at least one run that produced them; anyone else gets the same
+404 as for an app or artifact that does not exist, so what others explored stays unknown.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: S
                     request: Request, format: Format = "json") -> Any:
     """An app's screen graph over all runs: JSON, DOT, Mermaid, an HTML picture, utg.js."""
     screens, edges = await graph_repo.app_graph(conn, package)
-    if not screens:
+    if not screens or not await graph_repo.may_read_app(conn, package, user.owner_filter):
         raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
     return _render(_graph_json(package, screens, edges), format, request, settings)
 
@@ -98,7 +99,8 @@ async def run_graph(run: VisibleRun, conn: Conn, settings: SettingsDep, request:
 async def app_coverage(package: Package, user: CurrentUser, conn: Conn) -> dict[str, Any]:
     """Activity coverage, screens, edges, tried and unexplored actions, discovery per run."""
     report = await graph_repo.coverage(conn, package)
-    if report["screens"] == 0:
+    if report["screens"] == 0 or not await graph_repo.may_read_app(conn, package,
+                                                                   user.owner_filter):
         raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
     return report
 
@@ -120,7 +122,8 @@ async def get_artifact(sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
     """One stored artifact by its content address."""
     kind = await graph_repo.artifact_kind(conn, sha256)
     path = LocalArtifactStore(settings.artifact_path).path(sha256)
-    if kind is None or path is None:
+    if kind is None or path is None or not await graph_repo.may_read_artifact(
+            conn, sha256, user.owner_filter):
         raise ApiError(404, "artifact_not_found", f"artifact {sha256} not found")
     return FileResponse(path, media_type=kind,
                         headers={"Cache-Control": "private, max-age=31536000, immutable"})

@@ -7,8 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path
 
-from api.auth import can_access
-from api.deps import Conn, CurrentUser
+from api.deps import Conn, CurrentUser, may_read
 from api.errors import ApiError
 from api.job_schemas import ItemOutputs, ItemView, OutputView
 from persistence import jobs as jobs_repo
@@ -24,7 +23,7 @@ async def get_visible_item(item_id: UUID, user: CurrentUser, conn: Conn) -> Unit
     """The item, if the caller may see its job's run; otherwise indistinguishable from none."""
     found = await jobs_repo.get_unit(conn, item_id)
     run = await runs_repo.get_run(conn, found[1]) if found else None
-    if found is None or run is None or not can_access(user, run):
+    if found is None or run is None or not await may_read(conn, user, run):
         raise ApiError(404, "item_not_found", f"item {item_id} not found")
     return found[0]
 

@@ -16,12 +16,22 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeou
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.auth import can_access
-from api.deps import Conn, CurrentUser, IdempotencyKey, SettingsDep, TemporalClient
+from api.auth import User
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    SettingsDep,
+    TemporalClient,
+    may_read,
+    require_decider,
+    require_run_starter,
+)
 from api.errors import ApiError, unavailable
 from api.job_schemas import ItemPage, ItemView, JobControlAccepted, JobView, UnitStatus
 from api.run_kinds import create_and_start
 from api.schemas import RunCreated
+from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence.jobs import JobRow
@@ -39,7 +49,7 @@ async def get_visible_job(job_id: UUID, user: CurrentUser, conn: Conn) -> JobRow
     """The job, if the caller may see its run; otherwise indistinguishable from none."""
     job = await jobs_repo.get_job(conn, job_id)
     run = await runs_repo.get_run(conn, job.run_id) if job else None
-    if job is None or run is None or not can_access(user, run):
+    if job is None or run is None or not await may_read(conn, user, run):
         raise ApiError(404, "job_not_found", f"job {job_id} not found")
     return job
 
@@ -88,30 +98,39 @@ async def retry_failed_items(job: VisibleJob, user: CurrentUser, conn: Conn,
     spec = {k: v for k, v in source.input.items() if k not in ("items", "items_path")}
     retry = BatchInput.model_validate({**spec, "items": payloads, "retry_of": job.id,
                                        "name": f"{job.name} (retry)"[:200]})
+    if source.group_id is not None:
+        await require_run_starter(conn, user, source.group_id)
     run, created = await create_and_start(
         conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=retry,
-        project_id=source.project_id, idempotency_key=idempotency_key)
+        project_id=source.project_id, idempotency_key=idempotency_key,
+        group_id=source.group_id)
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return RunCreated.of(run, created)
 
 
 @router.post("/{job_id}/pause", status_code=202, response_model=JobControlAccepted)
-async def pause_job(job: VisibleJob, user: CurrentUser,
+async def pause_job(job: VisibleJob, user: CurrentUser, conn: Conn,
                     temporal: TemporalClient) -> JobControlAccepted:
     """Stop starting items (those in flight finish); 409 unless the job is running."""
-    return await _control(temporal, job, BatchJob.pause, PauseInput(requested_by=user.name))
+    return await _control(conn, temporal, job, user, BatchJob.pause,
+                          PauseInput(requested_by=user.name))
 
 
 @router.post("/{job_id}/resume", status_code=202, response_model=JobControlAccepted)
-async def resume_job(job: VisibleJob, user: CurrentUser,
+async def resume_job(job: VisibleJob, user: CurrentUser, conn: Conn,
                      temporal: TemporalClient) -> JobControlAccepted:
     """Start items again; 409 unless the job is paused."""
-    return await _control(temporal, job, BatchJob.resume, PauseInput(requested_by=user.name))
+    return await _control(conn, temporal, job, user, BatchJob.resume,
+                          PauseInput(requested_by=user.name))
 
 
-async def _control(temporal: TemporalClient, job: JobRow, update, request: PauseInput
-                   ) -> JobControlAccepted:
+async def _control(conn: Conn, temporal: TemporalClient, job: JobRow, user: User, update,
+                   request: PauseInput) -> JobControlAccepted:
+    run = await runs_repo.get_run(conn, job.run_id)
+    assert run is not None, "a visible job has its run"
+    # A group's viewers read jobs; pausing and resuming takes a deciding role.
+    await require_decider(conn, user, run, list(DEFAULT_DECIDER_ROLES), "pause or resume jobs")
     if job.status in TERMINAL_RUN_STATUSES:
         raise ApiError(409, "run_finished", f"job {job.id} is already {job.status}")
     handle = temporal.get_workflow_handle(BATCH.workflow_id(job.run_id))

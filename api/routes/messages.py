@@ -7,11 +7,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    TemporalClient,
+    VisibleRun,
+    require_decider,
+)
 from api.errors import ApiError
 from api.routes.decisions import UPDATE_RPC_TIMEOUT, update_workflow
 from api.schemas import MessageAccepted, MessagePage, MessageRequest, TranscriptEntry
 from contracts.agents import TRANSCRIPT_TYPES
+from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import events as events_repo
 from persistence.models import TERMINAL_RUN_STATUSES
 from workflows.agent import AgentRun
@@ -22,9 +30,11 @@ router = APIRouter(prefix="/runs", tags=["messages"])
 
 @router.post("/{run_id}/messages", status_code=202, response_model=MessageAccepted)
 async def post_message(run: VisibleRun, body: MessageRequest, user: CurrentUser,
-                       temporal: TemporalClient,
+                       conn: Conn, temporal: TemporalClient,
                        idempotency_key: IdempotencyKey = None) -> MessageAccepted:
     """The next message of a conversation; 409 unless the run waits for one."""
+    # Any member who may decide the run's gates may talk to it; viewers only read (seed 003).
+    await require_decider(conn, user, run, list(DEFAULT_DECIDER_ROLES), "send messages")
     if run.kind != AGENT.name:
         raise ApiError(409, "not_waiting_for_message",
                        f"run {run.id} is a {run.kind} run; only agent runs take messages")

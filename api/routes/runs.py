@@ -19,6 +19,8 @@ from api.deps import (
     SettingsDep,
     TemporalClient,
     VisibleRun,
+    require_decider,
+    require_run_starter,
 )
 from api.errors import ApiError
 from api.items_policy import check_items_source
@@ -35,6 +37,7 @@ from api.schemas import (
     SnapshotView,
     run_create_model,
 )
+from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import jobs as jobs_repo
@@ -57,10 +60,13 @@ def create_router(registry: Registry) -> APIRouter:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
         check_items_source(body.input, settings)
+        if body.group_id is not None:
+            await require_run_starter(conn, user, body.group_id)
         run, created = await create_and_start(
             conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
             owner=user.name, input=body.input, idempotency_key=idempotency_key,
-            project_id=body.project_id or getattr(body.input, "project_id", None))
+            project_id=body.project_id or getattr(body.input, "project_id", None),
+            group_id=body.group_id)
         if not created:
             response.headers["Idempotent-Replayed"] = "true"
         return RunCreated.of(run, created)
@@ -153,8 +159,10 @@ async def get_snapshot(run: VisibleRun, conn: Conn,
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
-async def cancel_run(run: VisibleRun, temporal: TemporalClient) -> CancelAccepted:
+async def cancel_run(run: VisibleRun, user: CurrentUser, conn: Conn,
+                     temporal: TemporalClient) -> CancelAccepted:
     """Ask the run to stop; it records `canceled` when its workflow has wound down."""
+    await require_decider(conn, user, run, list(DEFAULT_DECIDER_ROLES), "cancel the run")
     if run.status in TERMINAL_RUN_STATUSES:
         raise ApiError(409, "run_finished", f"run {run.id} is already {run.status}")
     try:

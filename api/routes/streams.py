@@ -22,6 +22,7 @@ from api.sse import LiveEvent, sse
 from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo
 from persistence import gates as gates_repo
+from persistence import groups as groups_repo
 from persistence import runs as runs_repo
 from persistence.models import TERMINAL_RUN_STATUSES, EventRow
 
@@ -152,7 +153,14 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
     """The caller's inbox, live: `decision.pending` for each open request (all of them first),
     then `decision.pending` / `decision.closed` as requests open and close."""
     hub: EventHub = request.app.state.event_hub
-    subscription = hub.subscribe_inbox(user.owner_filter)
+    # Memberships are read once: a member added later sees the group's requests on its
+    # next connection (and on any resync, as the snapshot query reads memberships anew).
+    group_roles: dict[str, str] = {}
+    if not user.is_service:
+        async with request.app.state.pool.acquire() as conn:
+            roles = await groups_repo.member_roles(conn, user.name)
+        group_roles = {str(group): role for group, role in roles.items()}
+    subscription = hub.subscribe_inbox(user.owner_filter, group_roles)
     heartbeat = request.app.state.settings.sse_heartbeat_seconds
     return StreamingResponse(
         _inbox_stream(request.app.state.pool, hub, subscription, heartbeat),

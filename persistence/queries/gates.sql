@@ -8,8 +8,8 @@ RETURNING id;
 -- The workflow chooses the id, so a retried open finds its first row.
 INSERT INTO hitl_requests (id, run_id, checkpoint_name, phase, title, description, context,
                            options, recommended_option, digest, expiry_policy, default_option,
-                           expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                           expires_at, decider_roles)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: close_gate
@@ -19,8 +19,9 @@ UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by 
  WHERE id = $1 AND status = 'pending';
 
 -- name: get_gate
--- One request by id.
-SELECT * FROM hitl_requests WHERE id = $1;
+-- One request by id, unless its run is erased (then hidden, as the run is).
+SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
+ WHERE g.id = $1 AND r.erased_at IS NULL;
 
 -- name: list_run_gates
 -- Every request of a run, oldest first.
@@ -32,9 +33,12 @@ SELECT * FROM hitl_requests WHERE run_id = $1 AND checkpoint_name = $2
  ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- name: list_inbox
--- Requests on the caller's runs (all runs when owner is NULL), by status, newest first.
+-- Requests the caller may decide (all when owner is NULL): on its own runs, and on its groups'
+-- runs where its role is one the request names; never on erased runs; by status, newest first.
 SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
- WHERE ($1::text IS NULL OR r.owner = $1)
+  LEFT JOIN group_members m ON m.group_id = r.group_id AND m.user_name = $1
+ WHERE r.erased_at IS NULL
+   AND ($1::text IS NULL OR r.owner = $1 OR m.role = ANY (g.decider_roles))
    AND ($2::text IS NULL OR g.status = $2)
  ORDER BY g.created_at DESC, g.id DESC
  LIMIT $3;

@@ -10,14 +10,17 @@ RETURNING *;
 SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
 
 -- name: get_run
--- One run by id.
-SELECT * FROM runs WHERE id = $1;
+-- One run by id, unless erased (an erased run is hidden from every read).
+SELECT * FROM runs WHERE id = $1 AND erased_at IS NULL;
 
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
--- $8 is a project; $9 searches the id, phase and input case-insensitively.
+-- $8 is a project; $9 searches the id, phase and input case-insensitively. $1 sees the runs
+-- it owns and those of its groups; erased runs nobody sees.
 SELECT * FROM runs
- WHERE ($1::text IS NULL OR owner = $1)
+ WHERE erased_at IS NULL
+   AND ($1::text IS NULL OR owner = $1
+        OR group_id IN (SELECT group_id FROM group_members WHERE user_name = $1))
    AND ($2::text IS NULL OR kind = $2)
    AND ($3::text IS NULL OR status = $3)
    AND ($4::boolean IS NULL OR (hitl_state IS NOT NULL) = $4)

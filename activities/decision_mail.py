@@ -1,0 +1,92 @@
+"""Email to the people who may decide a request, each with a signed, single-use link.
+
+Started like webhook deliveries: the recorder, having written a gate, starts one
+`DecisionMail` workflow for it (workflow id from the request id, so once), whose activity
+is retried by Temporal with backoff. Each person's link row is made once and marked sent after
+the mail went out, so a retry writes only to those not yet written to (a crash between
+sending and marking sends that one mail again, with the same link).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.smtp import send_mail
+from activities.start_once import start_once
+from contracts.decision_links import sign_link
+from persistence import decision_mail as mail_repo
+from persistence import gates as gates_repo
+from persistence.models import GateRow
+
+DECISION_MAIL_WORKFLOW = "DecisionMail"
+
+
+@dataclass(frozen=True)
+class MailSettings:
+    smtp_url: str
+    sender: str
+    # Where links point (the API's public address) and what signs them (the API checks).
+    link_base: str
+    link_secret: str
+    link_ttl: timedelta = timedelta(hours=72)
+
+
+class DecisionMailInput(BaseModel):
+    request_id: UUID
+
+
+class DecisionMailResult(BaseModel):
+    sent: int
+
+
+async def start_decision_mail(client: Client, task_queue: str, request_id: UUID) -> None:
+    await start_once(client, DECISION_MAIL_WORKFLOW, DecisionMailInput(request_id=request_id),
+                     workflow_id=f"decision-mail-{request_id}", task_queue=task_queue,
+                     summary=f"email the deciders of request {request_id}")
+
+
+class DecisionMailActivities:
+    def __init__(self, pool: asyncpg.Pool, settings: MailSettings) -> None:
+        self._pool = pool
+        self._settings = settings
+
+    @activity.defn(name="send_decision_mail")
+    async def send(self, arg: DecisionMailInput) -> DecisionMailResult:
+        """Mail each person who may decide (and has an address) their own link, once."""
+        s, sent = self._settings, 0
+        async with self._pool.acquire() as conn:
+            gate = await gates_repo.get_gate(conn, arg.request_id)
+            if gate is None or gate.status != "pending":
+                return DecisionMailResult(sent=0)  # decided already: nothing to ask
+            now = datetime.now(UTC)
+            expires_at = min(gate.expires_at or now + s.link_ttl, now + s.link_ttl)
+            for user, email in await mail_repo.deciders_with_email(conn, gate.id):
+                link = await mail_repo.upsert_link(conn, link_id=uuid.uuid4(),
+                                                   request_id=gate.id, user=user, email=email,
+                                                   expires_at=expires_at)
+                if link.sent_at is not None:
+                    continue
+                url = f"{s.link_base}/decide-link/{sign_link(s.link_secret, link.id)}"
+                await asyncio.to_thread(send_mail, s.smtp_url, sender=s.sender, to=link.email,
+                                        subject=f"Decision needed: {gate.title}",
+                                        text=_mail_text(gate, user, url, link.expires_at))
+                await mail_repo.mark_sent(conn, link.id)
+                sent += 1
+        return DecisionMailResult(sent=sent)
+
+
+def _mail_text(gate: GateRow, user: str, url: str, expires_at: datetime) -> str:
+    options = "\n".join(f"  - {o.value}: {o.label}" for o in gate.options)
+    return (f"Hello {user},\n\na run waits for your decision.\n\n{gate.title}\n\n"
+            f"{gate.description}\n\nOptions:\n{options}\n\n"
+            f"Open this link to see the request and decide it (once; it expires "
+            f"{expires_at:%Y-%m-%d %H:%M} UTC):\n{url}\n")

@@ -1,0 +1,59 @@
+"""What a read-model write tells the people around a run: the notifications webhooks get.
+
+Built inside the recorder's transaction, from the rows the write has just made, so each
+notification exists exactly when its gate or run state does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from contracts.events import GATE_DECIDED, GATE_EXPIRED, GATE_OPENED, RUN_FINISHED
+from contracts.statuses import TERMINAL_RUN_STATUSES
+from contracts.writes import ReadModelWrite
+from persistence import gates as gates_repo
+from persistence import runs as runs_repo
+from persistence.models import GateRow, RunRow
+from persistence.webhooks import Notification
+
+_CLOSED_EVENT = {"approved": GATE_DECIDED, "rejected": GATE_DECIDED, "expired": GATE_EXPIRED}
+
+
+async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> list[Notification]:
+    """The notifications `write` (already applied on `conn`) gives rise to; each keyed by what
+    happened, so applying the write again yields the same keys."""
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    if write.open_gate is not None:
+        gate = await gates_repo.get_gate(conn, write.open_gate.id)
+        if gate is not None:
+            found.append((GATE_OPENED, f"{GATE_OPENED}:{gate.id}", _gate_data(gate)))
+    if write.close_gate is not None and write.close_gate.status in _CLOSED_EVENT:
+        gate = await gates_repo.get_gate(conn, write.close_gate.id)
+        if gate is not None:
+            kind = _CLOSED_EVENT[write.close_gate.status]
+            found.append((kind, f"{kind}:{gate.id}", _gate_data(gate)))
+    if write.run is not None and write.run.status in TERMINAL_RUN_STATUSES:
+        run = await runs_repo.get_run(conn, write.run_id)
+        if run is not None:
+            found.append((RUN_FINISHED, f"{RUN_FINISHED}:{run.id}", _run_data(run)))
+    now = datetime.now(UTC).isoformat()
+    # The Standard Webhooks payload shape: type, timestamp, data.
+    return [Notification(key=key, type=kind, payload={"type": kind, "timestamp": now,
+                                                      "data": data})
+            for kind, key, data in found]
+
+
+def _gate_data(gate: GateRow) -> dict[str, Any]:
+    return gate.model_dump(mode="json", include={
+        "run_id", "checkpoint_name", "phase", "title", "description", "options",
+        "recommended_option", "digest", "status", "decision", "feedback", "decision_by",
+        "decision_at", "expires_at", "decider_roles"}) | {"request_id": str(gate.id)}
+
+
+def _run_data(run: RunRow) -> dict[str, Any]:
+    return run.model_dump(mode="json", include={
+        "kind", "owner", "group_id", "project_id", "status", "stop_reason", "error_message",
+        "finished_at"}) | {"run_id": str(run.id)}

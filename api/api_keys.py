@@ -1,0 +1,44 @@
+"""API keys for services: `wsk_<key id>_<secret>`, checked against the stored hash."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from uuid import UUID
+
+import asyncpg
+
+from api.auth import User
+from api.errors import ApiError
+from persistence import api_keys as keys_repo
+
+KEY_PREFIX = "wsk_"
+
+
+def is_api_key(token: str) -> bool:
+    return token.startswith(KEY_PREFIX)
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_key() -> tuple[UUID, str, str]:
+    """(key id, the key to show once, the hash to store)."""
+    key_id, secret = uuid.uuid4(), secrets.token_urlsafe(32)
+    return key_id, f"{KEY_PREFIX}{key_id.hex}_{secret}", secret_hash(secret)
+
+
+async def authenticate_api_key(conn: asyncpg.Connection, token: str) -> User:
+    """The principal of a live key; an unknown, revoked or altered key is a 401."""
+    head, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
+    try:
+        key_id = UUID(hex=head) if len(head) == 32 else None
+    except ValueError:
+        key_id = None
+    key = await keys_repo.live_api_key(conn, key_id) if key_id and secret else None
+    if key is None or not hmac.compare_digest(key.secret_hash, secret_hash(secret)):
+        raise ApiError(401, "invalid_token", "unknown or revoked API key")
+    return User(name=key.principal)

@@ -1,0 +1,81 @@
+-- name: runs_to_purge
+-- A batch of runs due for deletion: finished before $1 (NULL: none by age), or erased
+-- before $2 (NULL: none by erasure); oldest first.
+SELECT id, workflow_id FROM runs
+ WHERE ($1::timestamptz IS NOT NULL AND finished_at < $1)
+    OR ($2::timestamptz IS NOT NULL AND erased_at < $2)
+ ORDER BY coalesce(finished_at, erased_at)
+ LIMIT $3;
+
+-- name: archive_runs
+-- One JSON document per run: the run and every row that belongs to it.
+SELECT jsonb_build_object(
+    'run', to_jsonb(r),
+    'events', (SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.seq), '[]')
+                 FROM run_events e WHERE e.run_id = r.id),
+    'snapshots', (SELECT coalesce(jsonb_agg(to_jsonb(s) ORDER BY s.step_ordinal), '[]')
+                    FROM run_snapshots s WHERE s.run_id = r.id),
+    'decisions', (SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.created_at), '[]')
+                    FROM hitl_requests h WHERE h.run_id = r.id),
+    'job', (SELECT to_jsonb(j) FROM jobs j WHERE j.run_id = r.id),
+    'work_units', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.ordinal), '[]')
+                     FROM work_units u JOIN jobs j ON j.id = u.job_id WHERE j.run_id = r.id),
+    'item_outputs', (SELECT coalesce(jsonb_agg(to_jsonb(o)), '[]')
+                       FROM item_outputs o JOIN work_units u ON u.id = o.unit_id
+                       JOIN jobs j ON j.id = u.job_id WHERE j.run_id = r.id),
+    'graph_outcomes', (SELECT coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.step), '[]')
+                         FROM graph_persistence_outcomes g WHERE g.run_id = r.id),
+    'artifacts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.step), '[]')
+                    FROM run_artifacts a WHERE a.run_id = r.id),
+    'webhook_deliveries', (SELECT coalesce(jsonb_agg(to_jsonb(d) || jsonb_build_object(
+                               'attempts', (SELECT coalesce(jsonb_agg(to_jsonb(t)), '[]')
+                                              FROM webhook_attempts t
+                                             WHERE t.delivery_id = d.id))), '[]')
+                             FROM webhook_deliveries d WHERE d.run_id = r.id))::text AS document
+  FROM runs r
+ WHERE r.id = ANY($1::uuid[])
+ ORDER BY r.id;
+
+-- name: delete_run_events_chunk
+-- At most $2 events of the given runs; run in a loop so no transaction holds many row locks.
+DELETE FROM run_events
+ WHERE id IN (SELECT id FROM run_events WHERE run_id = ANY($1::uuid[]) LIMIT $2);
+
+-- name: delete_item_outputs_chunk
+-- At most $2 item outputs of the given runs' batch jobs, for the same reason.
+DELETE FROM item_outputs
+ WHERE unit_id IN (SELECT u.id FROM work_units u JOIN jobs j ON j.id = u.job_id
+                    WHERE j.run_id = ANY($1::uuid[]) LIMIT $2);
+
+-- name: artifacts_of_runs
+-- The artifacts the given runs saw.
+SELECT DISTINCT sha256 FROM run_artifacts WHERE run_id = ANY($1::uuid[]);
+
+-- name: delete_runs
+-- The runs themselves; their snapshots, decisions (and decision links), jobs, work units,
+-- graph outcomes, artifact rows and webhook deliveries (and attempts) go by ON DELETE CASCADE.
+DELETE FROM runs WHERE id = ANY($1::uuid[]);
+
+-- name: orphaned_artifacts
+-- Of the given artifacts, those no remaining run saw; their files can go.
+SELECT sha FROM unnest($1::text[]) AS sha
+ WHERE NOT EXISTS (SELECT 1 FROM run_artifacts a WHERE a.sha256 = sha);
+
+-- name: forget_screen_artifacts
+-- The app graph's screens stop pointing at artifacts that are deleted.
+UPDATE screens
+   SET screenshot_sha = CASE WHEN screenshot_sha = ANY($1::text[]) THEN NULL
+                             ELSE screenshot_sha END,
+       hierarchy_sha = CASE WHEN hierarchy_sha = ANY($1::text[]) THEN NULL
+                            ELSE hierarchy_sha END
+ WHERE screenshot_sha = ANY($1::text[]) OR hierarchy_sha = ANY($1::text[]);
+
+-- name: open_user_runs
+-- The workflow ids of a user's visible runs that have not finished.
+SELECT workflow_id FROM runs
+ WHERE owner = $1 AND erased_at IS NULL
+   AND status NOT IN ('completed', 'failed', 'canceled');
+
+-- name: erase_user_runs
+-- Hides every run of a user at once (a soft delete); returns how many were hidden now.
+UPDATE runs SET erased_at = now() WHERE owner = $1 AND erased_at IS NULL;

@@ -1,0 +1,112 @@
+"""Repository functions for webhooks, their deliveries and attempts (migration 013)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from persistence.models import Row
+from persistence.queries import sql
+
+
+def message_id(delivery_id: UUID) -> str:
+    """The `webhook-id` header of every attempt of a delivery."""
+    return f"msg_{delivery_id.hex}"
+
+
+class WebhookRow(Row):
+    id: UUID
+    owner: str
+    group_id: UUID | None
+    url: str
+    secret: str
+    events: list[str]
+    created_at: datetime
+    deleted_at: datetime | None
+
+
+class DeliveryRow(Row):
+    id: UUID
+    webhook_id: UUID
+    run_id: UUID
+    event_key: str
+    event_type: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+class DeliveryToSend(DeliveryRow):
+    url: str
+    secret: str
+    webhook_deleted_at: datetime | None
+
+
+class Notification(Row):
+    """One event of a run that webhooks may want: `key` identifies it for good."""
+
+    key: str
+    type: str
+    payload: dict[str, Any]
+
+
+async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
+                         group_id: UUID | None, url: str, secret: str,
+                         events: list[str]) -> WebhookRow:
+    record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
+                                 secret, events)
+    return WebhookRow.from_record(record)
+
+
+async def list_webhooks(conn: asyncpg.Connection, owner: str | None) -> list[WebhookRow]:
+    return [WebhookRow.from_record(r) for r in await conn.fetch(sql("list_webhooks"), owner)]
+
+
+async def delete_webhook(conn: asyncpg.Connection, webhook_id: UUID, owner: str | None) -> bool:
+    return await conn.fetchval(sql("delete_webhook"), webhook_id, owner) is not None
+
+
+async def enqueue(conn: asyncpg.Connection, run_id: UUID,
+                  notifications: list[Notification]) -> list[str]:
+    """Deliveries for each notification to every webhook that wants it; returns the keys of
+    the notifications with pending deliveries (those enqueued by an earlier try included)."""
+    for note in notifications:
+        await conn.execute(sql("enqueue_deliveries"), run_id, note.key, note.type, note.payload)
+    records = await conn.fetch(sql("pending_deliveries_of"), run_id,
+                               [n.key for n in notifications])
+    return sorted({r["event_key"] for r in records})
+
+
+async def pending_deliveries(conn: asyncpg.Connection, run_id: UUID,
+                             event_keys: list[str]) -> list[UUID]:
+    records = await conn.fetch(sql("pending_deliveries_of"), run_id, event_keys)
+    return [r["id"] for r in records]
+
+
+async def delivery_to_send(conn: asyncpg.Connection, delivery_id: UUID) -> DeliveryToSend | None:
+    record = await conn.fetchrow(sql("delivery_to_send"), delivery_id)
+    return DeliveryToSend.from_record(record) if record else None
+
+
+async def record_attempt(conn: asyncpg.Connection, delivery_id: UUID, *, attempt: int,
+                         status_code: int | None, error: str | None, duration_ms: int,
+                         delivered: bool) -> None:
+    await conn.execute(sql("record_attempt"), delivery_id, attempt, status_code, error,
+                       duration_ms, delivered)
+
+
+async def finish_delivery(conn: asyncpg.Connection, delivery_id: UUID, status: str) -> None:
+    await conn.execute(sql("finish_delivery"), delivery_id, status)
+
+
+async def list_deliveries(conn: asyncpg.Connection, webhook_id: UUID,
+                          limit: int) -> list[DeliveryRow]:
+    records = await conn.fetch(sql("list_deliveries"), webhook_id, limit)
+    return [DeliveryRow.from_record(r) for r in records]

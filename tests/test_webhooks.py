@@ -1,0 +1,166 @@
+"""Outbound webhooks: registered through the API, enqueued by the recorder, delivered by a
+Temporal workflow to a real local receiver, signatures checked with `standardwebhooks`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest_asyncio
+from standardwebhooks import Webhook
+
+from activities.agents import backend_named
+from api.auth import issue_token
+from tests.helpers import IDEA, eventually
+from tests.webhook_receiver import Receiver
+from waystation.settings import Settings
+from waystation.testing import InProcessApi
+from waystation.worker import build_worker
+
+SECRET = "hooks-secret-0123456789-0123456789-abcdef"
+GATE = "approve_founders_brief"
+ALL_EVENTS = ["gate.opened", "gate.decided", "gate.expired", "run.finished"]
+
+
+@pytest_asyncio.fixture
+async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
+                        temporal_task_queue=task_queue,
+                        temporal_address=dev_env.client.service_client.config.target_host)
+    api = InProcessApi(settings)
+    await api.start()
+    async with build_worker(dev_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")):
+        async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+            yield client
+        await api.stop()
+
+
+def auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {issue_token(SECRET, user)}"}
+
+
+async def test_deliveries_are_signed_retried_and_keep_one_id(http, pool):
+    user = f"hooks-{uuid.uuid4().hex[:6]}"
+    with Receiver(fail_first=2) as receiver:
+        created = await http.post("/webhooks", headers=auth(user),
+                                  json={"url": receiver.url, "events": ALL_EVENTS})
+        assert created.status_code == 201, created.text
+        hook = created.json()
+        assert hook["secret"].startswith("whsec_")
+        listed = (await http.get("/webhooks", headers=auth(user))).json()["webhooks"]
+        assert [w["webhook_id"] for w in listed] == [hook["webhook_id"]]
+        assert "secret" not in listed[0]
+
+        started = await http.post("/runs", headers=auth(user), json={
+            "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+        run_id = started.json()["run_id"]
+
+        def delivered(kind: str) -> list[dict]:
+            return [json.loads(r.body) for r in receiver.received
+                    if r.answered < 300 and json.loads(r.body)["type"] == kind]
+        await eventually(lambda: asyncio.sleep(0, delivered("gate.opened")), timeout=30)
+        # Two failures, then success: three attempts of one delivery, one webhook-id.
+        assert [r.answered for r in receiver.received] == [500, 500, 204]
+        ids = {r.headers["webhook-id"] for r in receiver.received}
+        assert len(ids) == 1
+        verifier = Webhook(hook["secret"])
+        for got in receiver.received:
+            payload = verifier.verify(got.body, got.headers)
+            assert payload["type"] == "gate.opened"
+            assert payload["data"]["run_id"] == run_id
+            assert payload["data"]["checkpoint_name"] == GATE
+        # A tampered body does not verify.
+        forged = receiver.received[-1]
+        try:
+            verifier.verify(forged.body.replace(b"gate.opened", b"gate.forged"), forged.headers)
+            raise AssertionError("a tampered body verified")
+        except Exception as error:  # noqa: BLE001 - the library's WebhookVerificationError
+            assert type(error).__name__ == "WebhookVerificationError"
+
+        decided = await http.post(f"/runs/{run_id}/decisions/{GATE}", headers=auth(user),
+                                  json={"decision": "approve", "feedback": "go"})
+        assert decided.status_code == 200
+        await eventually(lambda: asyncio.sleep(0, delivered("run.finished")), timeout=60)
+        decision = delivered("gate.decided")
+        assert [d["data"]["decision_by"] for d in decision] == [user]
+        assert delivered("run.finished")[0]["data"]["status"] == "completed"
+        # Each event once, each with its own id.
+        assert len(receiver.received) == 5
+        assert len({r.headers["webhook-id"] for r in receiver.received}) == 3
+
+    log = (await http.get(f"/webhooks/{hook['webhook_id']}/deliveries",
+                          headers=auth(user))).json()["deliveries"]
+    by_type = {d["event_type"]: d for d in log}
+    assert set(by_type) == {"gate.opened", "gate.decided", "run.finished"}
+    opened = by_type["gate.opened"]
+    assert opened["status"] == "delivered" and opened["attempts"] == 3
+    assert opened["webhook_id_header"] == next(iter(ids))
+    async with pool.acquire() as conn:
+        attempts = await conn.fetch(
+            "SELECT attempt, status_code FROM webhook_attempts WHERE delivery_id = $1 "
+            "ORDER BY attempt", uuid.UUID(opened["delivery_id"]))
+    assert [(a["attempt"], a["status_code"]) for a in attempts] == [(1, 500), (2, 500), (3, 204)]
+
+
+async def test_webhook_refusals_write_nothing_and_delete_stops_it(http, pool):
+    user = f"hooks-{uuid.uuid4().hex[:6]}"
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("SELECT count(*) FROM webhooks")
+    bad = [{"url": "ftp://example.com/x", "events": ["gate.opened"]},
+           {"url": "javascript:alert(1)", "events": ["gate.opened"]},
+           {"url": "file:///etc/passwd", "events": ["gate.opened"]},
+           {"url": "http://127.0.0.1/x", "events": []},
+           {"url": "http://127.0.0.1/x", "events": ["gate.reminded"]},
+           {"url": "http://127.0.0.1/x", "events": ["gate.opened"], "secret": "hunter2"},
+           {"url": "http://127.0.0.1/x", "events": ["gate.opened"], "extra": 1}]
+    for body in bad:
+        response = await http.post("/webhooks", headers=auth(user), json=body)
+        assert response.status_code == 422, (body, response.text)
+        assert response.json()["error"]["code"] == "invalid_request"
+    stranger = await http.post("/webhooks", headers=auth(user), json={
+        "url": "http://127.0.0.1/x", "events": ["gate.opened"], "group_id": str(uuid.uuid4())})
+    assert stranger.status_code == 404
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM webhooks") == before
+
+    secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    created = await http.post("/webhooks", headers=auth(user), json={
+        "url": "https://hooks.example.com/in", "events": ["run.finished"], "secret": secret})
+    assert created.status_code == 201 and created.json()["secret"] == secret
+    hook_id = created.json()["webhook_id"]
+    other = await http.delete(f"/webhooks/{hook_id}", headers=auth("mallory"))
+    assert other.status_code == 404
+    assert (await http.delete(f"/webhooks/{hook_id}", headers=auth(user))).status_code == 204
+    assert (await http.delete(f"/webhooks/{hook_id}", headers=auth(user))).status_code == 404
+    assert (await http.get("/webhooks", headers=auth(user))).json()["webhooks"] == []
+
+
+async def test_group_webhook_hears_expiry_and_the_end_of_a_members_run(http):
+    owner, member = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("alice", "bob"))
+    group = (await http.post("/groups", json={"name": "Ops"}, headers=auth(owner))).json()
+    added = await http.post(f"/groups/{group['group_id']}/members", headers=auth(owner),
+                            json={"user": member, "role": "approver"})
+    assert added.status_code == 201
+    with Receiver() as receiver:
+        created = await http.post("/webhooks", headers=auth(owner), json={
+            "url": receiver.url, "events": ["gate.expired", "run.finished"],
+            "group_id": group["group_id"]})
+        assert created.status_code == 201, created.text
+        # bob's run in the group; its gate expires in a second and the run fails.
+        started = await http.post("/runs", headers=auth(member), json={
+            "kind": "validation", "group_id": group["group_id"],
+            "input": {"entrepreneur_input": IDEA, "gates": [GATE], "gate_timeout_seconds": 1,
+                      "expiry_policy": "fail"}})
+        assert started.status_code == 201, started.text
+        await eventually(lambda: asyncio.sleep(0, len(receiver.received) >= 2), timeout=60)
+        await asyncio.sleep(0.5)  # nothing else arrives (gate.opened was not asked for)
+        types = [json.loads(r.body)["type"] for r in receiver.received]
+        assert types == ["gate.expired", "run.finished"]
+        Webhook(created.json()["secret"]).verify(receiver.received[0].body,
+                                                 receiver.received[0].headers)
+        finished = json.loads(receiver.received[1].body)["data"]
+        assert finished["owner"] == member and finished["status"] == "failed"

@@ -1,0 +1,48 @@
+"""A real local HTTP server that receives webhooks, failing the first N requests."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+    answered: int
+
+
+@dataclass
+class Receiver:
+    fail_first: int = 0
+    received: list[Received] = field(default_factory=list)
+    url: str = ""
+
+    def __enter__(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                status = 500 if len(receiver.received) < receiver.fail_first else 204
+                receiver.received.append(Received(
+                    headers={k.lower(): v for k, v in self.headers.items()}, body=body,
+                    answered=status))
+                self.send_response(status)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}/hook"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
