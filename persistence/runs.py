@@ -35,11 +35,11 @@ async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
 async def list_runs(
     conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
     awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
-    project_id: str | None = None, search: str | None = None,
+    project_id: str | None = None, search: str | None = None, group_id: UUID | None = None,
 ) -> list[RunRow]:
     created_at, run_id = before if before else (None, None)
     records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
-                               created_at, run_id, project_id, search)
+                               created_at, run_id, project_id, search, group_id)
     return [RunRow.from_record(r) for r in records]
 
 

@@ -19,6 +19,7 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from activities.agents import backend_named
 from api.auth import issue_token
+from persistence.groups import create_group
 from persistence.runs import create_run
 from persistence.writes import (
     EventWrite,
@@ -243,6 +244,20 @@ async def test_a_user_never_sees_another_users_run_and_csrf_is_required(browser,
     await page.get_by_label("Waiting for a human").check()
     await expect(page.locator(f"tr[data-run-id='{mine.run_id}']")).to_be_visible()
     await shot(page, "runs")
+
+    # The group filter offers the user's groups and shows only the chosen group's runs.
+    group_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        await create_group(conn, group_id=group_id, name="Wedding planners", creator=me)
+        await conn.execute("UPDATE runs SET group_id = $1 WHERE id = $2", group_id,
+                           mine.run_id)
+    solo = await new_validation_run(pool, owner=me)
+    await page.goto(f"{live.url}/#/")
+    await page.goto(f"{live.url}/#/runs")
+    await expect(page.locator(f"tr[data-run-id='{solo.run_id}']")).to_be_visible()
+    await page.get_by_label("Group").select_option(label="Wedding planners")
+    await expect(page.locator(f"tr[data-run-id='{solo.run_id}']")).to_have_count(0)
+    await expect(page.locator(f"tr[data-run-id='{mine.run_id}']")).to_be_visible()
     await page.goto(f"{live.url}/#/runs/{theirs.run_id}")
     await expect(page.get_by_role("heading", name="Run not found")).to_be_visible()
 

@@ -149,6 +149,15 @@ async def test_group_run_read_by_members_and_decided_by_the_roles_a_gate_allows(
         assert response.status_code == 404
     assert run_id not in {r["run_id"] for r in (
         await http.get("/runs", headers=auth(p["dave"]))).json()["runs"]}
+    # The runs list filters by group: this group's run only, and none for another group.
+    by_group = (await http.get("/runs", params={"group_id": group_id},
+                               headers=auth(p["bob"]))).json()["runs"]
+    assert [r["run_id"] for r in by_group] == [run_id]
+    elsewhere = await http.get("/runs", params={"group_id": str(uuid.uuid4())},
+                               headers=auth(p["bob"]))
+    assert elsewhere.status_code == 200 and elsewhere.json()["runs"] == []
+    bad = await http.get("/runs", params={"group_id": "not-a-uuid"}, headers=auth(p["bob"]))
+    assert bad.status_code == 422
 
     # The group's runs, with where each stands.
     group_runs = (await http.get(f"/groups/{group_id}/runs?status=paused",

@@ -89,6 +89,7 @@ async def list_runs(
     project_id: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     q: Annotated[str | None, Query(min_length=1, max_length=200, pattern=r"^[^\x00]+$",
                                    description="Text in the run's id, phase or input")] = None,
+    group_id: Annotated[UUID | None, Query(description="Only this group's runs")] = None,
 ) -> RunPage:
     """The caller's runs, newest first, filtered, searched and paginated by cursor."""
     if kind is not None and kind not in registry.kinds:
@@ -97,7 +98,7 @@ async def list_runs(
     runs = await runs_repo.list_runs(conn, owner=user.owner_filter, kind=kind, status=status,
                                      awaiting_human=awaiting_human, limit=limit + 1,
                                      before=_decode_cursor(cursor) if cursor else None,
-                                     project_id=project_id, search=q)
+                                     project_id=project_id, search=q, group_id=group_id)
     page, more = runs[:limit], len(runs) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)

@@ -15,8 +15,8 @@ SELECT * FROM runs WHERE id = $1 AND erased_at IS NULL;
 
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
--- $8 is a project; $9 searches the id, phase and input case-insensitively. $1 sees the runs
--- it owns and those of its groups; erased runs nobody sees.
+-- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group.
+-- $1 sees the runs it owns and those of its groups; erased runs nobody sees.
 SELECT * FROM runs
  WHERE erased_at IS NULL
    AND ($1::text IS NULL OR owner = $1
@@ -28,6 +28,7 @@ SELECT * FROM runs
    AND ($8::text IS NULL OR project_id = $8)
    AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
                                         || input::text), lower($9)) > 0)
+   AND ($10::uuid IS NULL OR group_id = $10)
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 

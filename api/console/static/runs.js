@@ -1,4 +1,4 @@
-// The runs list: filters (kind, status, waiting for a human), search, and paging.
+// The runs list: filters (kind, status, group, waiting for a human), search, and paging.
 
 import { api } from "./api.js";
 import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
@@ -14,16 +14,20 @@ export function runSummary(run) {
   return text.length > 90 ? `${text.slice(0, 90)}…` : text;
 }
 
+// `values` are strings, or [value, label] pairs.
 function select(id, label, values, allLabel) {
+  const option = (v) => Array.isArray(v) ? h("option", { value: v[0] }, v[1])
+                                         : h("option", { value: v }, v);
   return [h("label", { for: id }, label),
           h("select", { id, name: id }, h("option", { value: "" }, allLabel),
-            values.map((v) => h("option", { value: v }, v)))];
+            values.map(option))];
 }
 
 export function mountRuns(main, session) {
   const form = h("form", { class: "filters", role: "search", "aria-label": "Filter runs" },
     h("div", { class: "field" }, select("kind", "Kind", session.kinds, "all kinds")),
     h("div", { class: "field" }, select("status", "Status", STATUSES, "any status")),
+    h("div", { class: "field" }, select("group_id", "Group", [], "any group")),
     h("div", { class: "field field-check" },
       h("input", { type: "checkbox", id: "awaiting", name: "awaiting" }),
       h("label", { for: "awaiting" }, "Waiting for a human")),
@@ -43,7 +47,7 @@ export function mountRuns(main, session) {
 
   function params() {
     const p = new URLSearchParams({ limit: "50" });
-    for (const name of ["kind", "status", "q"]) {
+    for (const name of ["kind", "status", "group_id", "q"]) {
       const value = form.elements[name].value.trim();
       if (value) p.set(name, value);
     }
@@ -76,6 +80,12 @@ export function mountRuns(main, session) {
   });
   form.addEventListener("change", () => load(true));
   load(true);
+  // The caller's groups, for the group filter (none: the filter offers only "any group").
+  api("/groups").then((list) => {
+    for (const group of list.groups) {
+      form.elements.group_id.append(h("option", { value: group.group_id }, group.name));
+    }
+  }).catch(() => {});
   return null;
 }
 
