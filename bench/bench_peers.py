@@ -19,6 +19,7 @@ row is the same shape with one no-op activity per step and nothing written.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -26,14 +27,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
-
-import asyncpg
 
 from bench.common import markdown_table
 from bench.peers_common import Figures
 from persistence.embedded import embedded_database_url, stop_embedded
+from waystation.testing import create_database
 
 HARNESSES = {"waystation": "bench.peers_waystation", "langgraph": "bench.peers_langgraph",
              "dbos": "bench.peers_dbos"}
@@ -105,19 +104,7 @@ def report(results: list[Figures], args: argparse.Namespace) -> str:
 
 
 def _fresh_database(server_url: str, system: str) -> str:
-    import asyncio
-
-    async def create() -> str:
-        name = f"peers_{system}_{uuid.uuid4().hex[:8]}"
-        conn = await asyncpg.connect(server_url)
-        try:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
-        head, sep, query = server_url.partition("?")
-        return f"{head.rpartition('/')[0]}/{name}{sep}{query}"
-    return asyncio.run(create())
-
+    return asyncio.run(create_database(server_url, f"peers_{system}", migrate=False))
 
 if __name__ == "__main__":
     main()

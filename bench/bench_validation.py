@@ -51,6 +51,7 @@ from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from waystation.temporal_client import register_search_attributes
+from waystation.testing import with_database
 from waystation.worker import build_worker
 from workflows import search_attributes
 from workflows.gates import DecisionInput
@@ -74,13 +75,6 @@ def log(message: str) -> None:
 # --- infrastructure ----------------------------------------------------------------------------
 
 
-def _with_database(url: str, name: str) -> str:
-    """Swap the database name in a postgresql:// URL (keeps ?host=/socket queries)."""
-    head, sep, query = url.partition("?")
-    scheme_host, _, _ = head.rpartition("/")
-    return f"{scheme_host}/{name}{sep}{query}"
-
-
 @asynccontextmanager
 async def bench_database() -> AsyncIterator[str]:
     """A fresh, migrated database on DATABASE_URL's server or on an embedded one started here."""
@@ -99,7 +93,7 @@ async def bench_database() -> AsyncIterator[str]:
             await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
-        url = _with_database(base, name)
+        url = with_database(base, name)
         conn = await asyncpg.connect(url)
         try:
             await apply_migrations(conn)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from persistence import events as events_repo
 from persistence import runs as runs_repo
@@ -43,7 +45,12 @@ async def start_agent(client: Client, arg: AgentRunInput, task_queue: str) -> Wo
 async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | None = None,
                   timeout: float = 30.0) -> Any:  # noqa: ASYNC109
     async def check() -> Any:
-        state = await handle.query(AgentRun.state)
+        try:
+            state = await handle.query(AgentRun.state, rpc_timeout=timedelta(seconds=5))
+        except RPCError:
+            # Just after a continue-as-new the new run answers once its first task has run;
+            # on a loaded machine that can outlast one query's deadline. Ask again.
+            return None
         return state if state.waiting_for == what and (turn is None or state.turn == turn) \
             else None
     return await eventually(check, timeout=timeout)

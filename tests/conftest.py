@@ -28,8 +28,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
 from waystation.temporal_client import register_search_attributes
+from waystation.testing import create_database, installed_binary
 from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
@@ -43,15 +43,6 @@ for _name in dir(anyio):
 for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
     with contextlib.suppress(Exception):  # optional integrations whose extras are absent
         importlib.import_module(_module.name)
-
-
-def _binary(name: str) -> str:
-    found = BIN / name
-    if found.exists():
-        return str(found)
-    which = shutil.which(name)
-    assert which, f"{name} not found; install the project with its test extra"
-    return which
 
 
 @pytest.fixture(scope="session")
@@ -71,26 +62,7 @@ def database_url() -> Iterator[str]:
 
 @pytest_asyncio.fixture(scope="session")
 async def migrated_url(database_url: str) -> str:
-    name = f"waystation_test_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(database_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = _with_database(database_url, name)
-    conn = await asyncpg.connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-    return url
-
-
-def _with_database(url: str, name: str) -> str:
-    """Swap the database name in a postgresql:// URL (keeps ?host=/socket queries)."""
-    head, sep, query = url.partition("?")
-    scheme_host, _, _ = head.rpartition("/")
-    return f"{scheme_host}/{name}{sep}{query}"
+    return await create_database(database_url, "waystation_test")
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -106,7 +78,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     activity is outstanding, so one module's leftovers must not hold up another's 7 days."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
-        test_server_existing_path=_binary("temporal-test-server"))
+        test_server_existing_path=installed_binary("temporal-test-server"))
     await register_search_attributes(env.client, "default")
     yield env
     await env.shutdown()
@@ -116,7 +88,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
-        dev_server_existing_path=_binary("temporal"),
+        dev_server_existing_path=installed_binary("temporal"),
         search_attributes=search_attributes.ALL,
         dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal",
                                "--sqlite-pragma", "synchronous=normal"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,21 +25,13 @@ from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
 from waystation.temporal_client import register_search_attributes
+from waystation.testing import installed_binary
 from waystation.worker import build_worker
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
 # A case starts a workflow, drives it (decisions, pauses) and returns its handle.
 Case = Callable[[WorkflowEnvironment, asyncpg.Pool], Awaitable[WorkflowHandle]]
-
-
-def installed_binary(name: str) -> str:
-    """A binary the test extra installs next to the interpreter (temporal, the test server)."""
-    found = Path(sys.executable).parent / name
-    which = str(found) if found.exists() else shutil.which(name)
-    if not which:
-        raise SystemExit(f"{name} not found; install the project with its test extra")
-    return which
 
 
 async def record(url: str, cases: dict[str, Case], *, task_queue: str,

@@ -59,6 +59,13 @@ async def test_conversation_waits_ten_days_and_another_member_carries_on(
     assert [e.output["sent_by"] for e in events if e.type == "message.received"] == [
         "priya", "priya", "rohan"]
     assert state.usage.requests == 9 and state.usage.input_tokens > 0  # 2 + 1 summary a turn
+    # Every model response's usage, the summaries' included, summed once on the run.
+    responses = [e.output["usage"] for e in events if e.type == "model.responded"]
+    assert len(responses) == 9
+    row = await run_row(pool, arg.run_id)
+    assert (row.input_tokens, row.output_tokens) == (state.usage.input_tokens,
+                                                     state.usage.output_tokens)
+    assert row.cost_usd == state.usage.cost_usd == 0  # the offline model is free
     # Not waiting for a message while it works or waits at a gate: refused, nothing recorded.
     await handle.terminate("done")
 
@@ -136,4 +143,21 @@ async def test_long_conversation_continues_as_new_re_primed_from_its_summary(
     events = await events_of(pool, arg.run_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert len({e.event_key for e in events}) == len(events)
+    await handle.terminate("done")
+
+
+async def test_a_model_calling_an_unknown_tool_is_told_and_carries_on(
+        time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message=SEARCH)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, LIKE)
+    await say(handle, "Compare them for me")
+    state = await waiting(handle, turn=3)
+    assert state.last_answer.startswith("I could not use compare_vendors")
+    events = await events_of(pool, arg.run_id)
+    told = [e.output for e in events if e.type == "tool.retry"]
+    assert told == [{"turn": 3, "tool": "compare_vendors", "call_id": told[0]["call_id"],
+                     "told": told[0]["told"]}]
+    assert "Unknown tool name: 'compare_vendors'" in told[0]["told"]
+    assert state.usage.requests == 9
     await handle.terminate("done")

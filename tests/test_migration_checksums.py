@@ -14,7 +14,7 @@ import asyncpg
 import pytest_asyncio
 
 from persistence.migrate import apply_migrations, checksum, migration_files
-from tests.conftest import _with_database
+from waystation.testing import with_database
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,7 @@ async def fresh_url(database_url: str) -> AsyncIterator[str]:
     admin = await asyncpg.connect(database_url)
     await admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield _with_database(database_url, name)
+        yield with_database(database_url, name)
     finally:
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
         await admin.close()

@@ -20,8 +20,7 @@ import httpx
 import pytest_asyncio
 
 from persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
-from tests.conftest import _with_database
-from waystation.testing import free_port
+from waystation.testing import free_port, with_database
 
 ROOT = Path(__file__).resolve().parents[1]
 PROCESSES = 5
@@ -48,7 +47,7 @@ async def empty_database(database_url: str) -> AsyncIterator[str]:
     admin = await asyncpg.connect(database_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
-        yield _with_database(database_url, name)
+        yield with_database(database_url, name)
         await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     finally:
         await admin.close()

@@ -17,10 +17,10 @@ from activities.agents import backend_named
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
-from tests.conftest import _binary
 from tests.helpers import eventually
 from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
 from waystation.temporal_client import register_search_attributes
+from waystation.testing import installed_binary
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
@@ -139,7 +139,7 @@ async def own_time_env() -> AsyncIterator[WorkflowEnvironment]:
     any other test's activity is left outstanding, and this test needs days to pass."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
-        test_server_existing_path=_binary("temporal-test-server"))
+        test_server_existing_path=installed_binary("temporal-test-server"))
     await register_search_attributes(env.client, "default")
     yield env
     await env.shutdown()

@@ -22,6 +22,10 @@ DEMO_IDEA = (
     "with a dashboard to track consumption and reorder automatically."
 )
 DEMO_TIMEOUT_S = 180.0
+# The agent demo's two messages to the bundled planner (seed 003): a search, then a booking,
+# which stops at the `book_vendor` approval.
+DEMO_AGENT_MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
+                       "Book Rosewood Estate on 2027-02-14 for 200 guests")
 
 
 # ---------------------------------------------------------------- flags -> environment
@@ -97,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--by-version", action="store_true", required=True,
                       help="grouped by the code that started them")
     runs.add_argument("--query", help="a visibility filter ANDed to the selection")
-    demo = sub.add_parser("demo", parents=[common], help="start a validation run and show it")
+    demo = sub.add_parser("demo", parents=[common],
+                          help="start a validation (or agent) run and show it to its first gate")
+    demo.add_argument("--kind", choices=("validation", "agent"), default="validation",
+                      help="agent: the bundled planner, a message, then the book_vendor approval")
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
     return parser
@@ -219,7 +226,9 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     api = (args.api or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
     token = args.token or issue_token(settings.jwt_secret, "dev")
     headers = {"Authorization": f"Bearer {token}"}
-    body = {"kind": "validation", "input": {"entrepreneur_input": DEMO_IDEA}}
+    body: dict[str, Any] = {"kind": "validation", "input": {"entrepreneur_input": DEMO_IDEA}}
+    if args.kind == "agent":
+        body = {"kind": "agent", "input": {"agent": "planner", "message": DEMO_AGENT_MESSAGES[0]}}
 
     with httpx.Client(timeout=10.0, headers=headers) as http:
         try:
@@ -232,14 +241,17 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
             return 1
         run_id = response.json()["run_id"]
         print(f"started run {run_id}; its events until it asks a human:", flush=True)
-        run = _follow_until_checkpoint(http, api, run_id)
+        if args.kind == "agent":
+            run = _converse_until_approval(http, api, run_id)
+        else:
+            run = _follow_until_checkpoint(http, api, run_id)
 
     ns = settings.temporal_namespace
     ui = settings.temporal_ui_base
     print()
     print(f"Run id:          {run_id}")
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
-    print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/validation-{run_id}")
+    print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/{args.kind}-{run_id}")
     print(f"Events:          {api}/runs/{run_id}/events")
     print(f"Live:            curl -N -H 'Authorization: Bearer {token}' "
           f"{api}/runs/{run_id}/events/stream")
@@ -260,15 +272,47 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         "-H 'Content-Type: application/json' "
         """-d '{"decision": "approve", "feedback": "looks good"}'"""
     )
+    if args.kind == "agent":
+        arguments = dict((pending.get("context") or {}).get("arguments") or {}, guests=150)
+        print("or reject it (the agent is told why), or run it with edited arguments:")
+        for decision in ({"decision": "reject", "feedback": "wait for the budget"},
+                         {"decision": "edit", "arguments": arguments}):
+            print(f"curl -X POST {api}/runs/{run_id}/decisions/{checkpoint} "
+                  f'-H "Authorization: Bearer {token}" '
+                  f"-H 'Content-Type: application/json' -d '{json.dumps(decision)}'")
+        print("then carry the conversation on (`GET` it for the transcript):")
+        print(f"curl -X POST {api}/runs/{run_id}/messages -H \"Authorization: Bearer {token}\" "
+              """-H 'Content-Type: application/json' -d '{"text": "Which are free on """
+              """2027-03-01?"}'""")
     return 0
 
 
-def _follow_until_checkpoint(http: Any, api: str, run_id: str) -> dict[str, Any]:
-    """Print the run's live events (its SSE stream) until it asks a human or ends."""
+def _converse_until_approval(http: Any, api: str, run_id: str) -> dict[str, Any]:
+    """Follow the planner's first turn to its answer, send the booking message, and follow
+    the run on to the `book_vendor` approval."""
+    answered = _follow_until_checkpoint(http, api, run_id, until=("agent.answered", "end"))
+    after_seq, text = int(answered["last_seq"]), DEMO_AGENT_MESSAGES[1]
+    deadline = time.monotonic() + DEMO_TIMEOUT_S
+    # The answer is recorded a moment before the run starts waiting for the next message.
+    while (sent := http.post(f"{api}/runs/{run_id}/messages", json={"text": text})
+           ).status_code == 409 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if sent.status_code != 202:
+        raise SystemExit(f"POST /runs/{run_id}/messages: {sent.status_code} {sent.text}")
+    print(f"\nsent: {text}", flush=True)
+    # Resumed after what was printed (the answer is the run's newest event when it is read).
+    return _follow_until_checkpoint(http, api, run_id, after_seq=after_seq)
+
+
+def _follow_until_checkpoint(http: Any, api: str, run_id: str, *,
+                             until: tuple[str, ...] = ("gate.opened", "end"),
+                             after_seq: int = 0) -> dict[str, Any]:
+    """Print the run's live events (its SSE stream) until it asks a human or ends (or any
+    event of `until`)."""
     import httpx
 
     deadline = time.monotonic() + DEMO_TIMEOUT_S
-    url = f"{api}/runs/{run_id}/events/stream"
+    url = f"{api}/runs/{run_id}/events/stream?after_seq={after_seq}"
     print(f"following {url}\n", flush=True)
     event = ""
     # A read waits at most a few heartbeats; the stream itself may last minutes.
@@ -285,7 +329,7 @@ def _follow_until_checkpoint(http: Any, api: str, run_id: str) -> dict[str, Any]
                 where = "/".join(x for x in (data.get("crew"), data.get("task")) if x)
                 pct = f" {data['progress_pct']}%" if data.get("progress_pct") is not None else ""
                 print(f"  #{data['seq']:<4} {event:<20} {where}{pct}", flush=True)
-            if line == "" and event in ("gate.opened", "end"):
+            if line == "" and event in until:
                 break
     return http.get(f"{api}/runs/{run_id}").json()
 

@@ -151,7 +151,8 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
     folder = Path(tempfile.mkdtemp(prefix="waystation-stack-"))
     server_url = os.environ.get("DATABASE_URL")
     try:
-        url = await _fresh_database(server_url or embedded_database_url(folder / "pgdata"))
+        url = await create_database(server_url or embedded_database_url(folder / "pgdata"),
+                                    "waystation_stack")
         env = await WorkflowEnvironment.start_local(
             data_converter=pydantic_data_converter,
             dev_server_existing_path=installed_binary("temporal"),
@@ -182,18 +183,26 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def _fresh_database(server_url: str) -> str:
-    name = f"waystation_stack_{uuid.uuid4().hex[:10]}"
+def with_database(url: str, name: str) -> str:
+    """`url` with its database swapped for `name` (keeps `?host=` socket queries)."""
+    head, sep, query = url.partition("?")
+    return f"{head.rpartition('/')[0]}/{name}{sep}{query}"
+
+
+async def create_database(server_url: str, prefix: str, *, migrate: bool = True) -> str:
+    """A new, uniquely named database on `server_url`'s server (migrated unless told not to);
+    returns its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(server_url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    head, sep, query = server_url.partition("?")
-    url = f"{head.rpartition('/')[0]}/{name}{sep}{query}"
-    conn = await asyncpg.connect(url)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
+    url = with_database(server_url, name)
+    if migrate:
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
     return url

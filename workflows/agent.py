@@ -111,13 +111,18 @@ class AgentRun(RunWorkflow):
         self._take(result.all_messages(), first)
         c.last_answer = str(result.output)
         summary = await self._run_agent(SUMMARY_PROMPT)
+        # The summary request is paid for too: its response is an event after the turn's
+        # messages (it is not kept in the history, so those positions stay its own).
         add_usage(c.usage, summary.new_messages())
+        summary_events = turn_events(self.event, c.turn, len(self._history) - self._turn_start(),
+                                     summary.new_messages())
         c.context_summary = str(summary.output)
         self._phase = "answered"
-        await self.record(events=[*self._pending_events, self.event(
+        # The run's totals so far, named so that the usage trigger does not add them again.
+        await self.record(events=[*self._pending_events, *summary_events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
-                    "usage": c.usage.model_dump()})],
+                    "total_usage": c.usage.model_dump()})],
             snapshot=f"turn {c.turn}", with_state=True)
 
     async def _run_agent(self, prompt: str | None,

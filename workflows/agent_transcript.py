@@ -16,7 +16,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.messages import (
         ModelMessage,
         ModelResponse,
-        RetryPromptPart,
         TextPart,
         ToolCallPart,
         ToolReturnPart,
@@ -64,8 +63,12 @@ def turn_events(make: MakeEvent, turn: int, first: int,
 
 
 def _response(message: ModelResponse) -> dict[str, Any]:
-    return {"model": message.model_name, "input_tokens": message.usage.input_tokens,
-            "output_tokens": message.usage.output_tokens, "cost_usd": cost_usd(message),
+    # `usage` is what migration 010's trigger adds to the run's cost and token columns: each
+    # response's own, once (its event key is written once).
+    return {"model": message.model_name,
+            "usage": {"input_tokens": message.usage.input_tokens,
+                      "output_tokens": message.usage.output_tokens,
+                      "cost_usd": cost_usd(message)},
             "text": "".join(p.content for p in message.parts if isinstance(p, TextPart)) or None}
 
 
@@ -74,13 +77,14 @@ def _part_event(make: MakeEvent, key: str, turn: int, part: Any) -> EventWrite |
         return make(key, TOOL_CALLED, phase=turn, task=part.tool_name, status="started",
                     output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
                             "arguments": part.args_as_dict()})
+    if isinstance(part, ToolReturnPart) and part.outcome == "retried":
+        # The model called an unknown tool or gave bad arguments: PydanticAI answers the call
+        # with what was wrong (`outcome="retried"`), the model is told, and carries on.
+        return make(key, TOOL_RETRY, phase=turn, task=part.tool_name, status="retry",
+                    output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
+                            "told": part.model_response_str()})
     if isinstance(part, ToolReturnPart):
         return make(key, TOOL_RETURNED, phase=turn, task=part.tool_name, status="completed",
                     output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
                             "result": part.model_response_object()})
-    if isinstance(part, RetryPromptPart):
-        # The model called an unknown tool or gave bad arguments: it is told, and carries on.
-        return make(key, TOOL_RETRY, phase=turn, task=part.tool_name, status="retry",
-                    output={"turn": turn, "tool": part.tool_name, "call_id": part.tool_call_id,
-                            "told": part.model_response()})
     return None

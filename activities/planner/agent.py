@@ -8,12 +8,18 @@ baseline uses). `book_vendor` needs a human's approval: the agent stops with a
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
+from temporalio.workflow import ActivityConfig
 
 from activities.planner.catalogue import book_vendor, check_availability, search_vendors, shortlist
 from activities.planner.model import planner_model
 
+# A model request beats every few seconds while it waits for the model, so a worker that dies
+# mid-request is noticed after 5 s (PydanticAI's default: 30 s) and the request retried.
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 INSTRUCTIONS = ("You help a group plan a wedding. Search the vendor catalogue, shortlist what "
                 "they like, check availability and book (a booking needs approval). Be brief.")
 
@@ -22,4 +28,5 @@ planner: Agent[None, str | DeferredToolRequests] = Agent(
     output_type=[str, DeferredToolRequests],
     tools=[Tool(search_vendors), Tool(shortlist), Tool(check_availability),
            Tool(book_vendor, requires_approval=True)],
-    capabilities=[TemporalDurability()])
+    capabilities=[TemporalDurability(
+        model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT))])

@@ -19,7 +19,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -48,7 +47,7 @@ async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         await asyncio.sleep(delay_ms / 1000)
     latest = messages[-1]
     assert isinstance(latest, ModelRequest)
-    returns = [p for p in latest.parts if isinstance(p, ToolReturnPart | RetryPromptPart)]
+    returns = [p for p in latest.parts if isinstance(p, ToolReturnPart)]
     if returns:
         parts: list[TextPart | ToolCallPart] = [TextPart(_after_tools(returns))]
     else:
@@ -100,11 +99,12 @@ def _respond(prompt: str, messages: list[ModelMessage], instructions: str
                      "shortlist them, check their availability and book one. What do you need?")]
 
 
-def _after_tools(returns: list[ToolReturnPart | RetryPromptPart]) -> str:
+def _after_tools(returns: list[ToolReturnPart]) -> str:
     lines = []
     for part in returns:
-        if isinstance(part, RetryPromptPart):
-            lines.append(f"I could not use {part.tool_name or 'that tool'}: I can search, "
+        if part.outcome == "retried":
+            # PydanticAI's answer to an unknown tool (or bad arguments): carry on without it.
+            lines.append(f"I could not use {part.tool_name}: I can search, "
                          "shortlist, check availability and book instead.")
             continue
         content = part.content
