@@ -227,3 +227,39 @@ async def test_demo_walks_the_planner_to_the_book_vendor_approval(http, tmp_path
     run = (await http.get(f"/runs/{run_id}")).json()
     assert run["pending_checkpoint"] == "approve_book_vendor_1"
     await http.post(f"/runs/{run_id}/cancel")
+
+
+async def test_two_members_of_a_group_carry_one_conversation_on(http):
+    """Seed 003: the bride starts planning; the planner, another member of the wedding's
+    group, comes back later and carries the same conversation on; a viewer may only read."""
+    group = await http.post("/groups", json={"name": "Priya's wedding"})
+    assert group.status_code == 201, group.text
+    group_id = group.json()["group_id"]
+    for user, role in (("rohan", "approver"), ("auntie", "viewer")):
+        added = await http.post(f"/groups/{group_id}/members", json={"user": user, "role": role})
+        assert added.status_code == 201, added.text
+    started = await http.post("/runs", json={"kind": "agent", "group_id": group_id,
+                                             "input": {"message": SEARCH}})
+    assert started.status_code == 201, started.text
+    run_id = started.json()["run_id"]
+    await waiting_for_message(http, run_id, answers=1)
+
+    rohan = {"headers": auth("rohan")}
+    carried = await http.post(f"/runs/{run_id}/messages", json={"text": LIKE}, **rohan)
+    assert carried.status_code == 202, carried.text
+    page = await waiting_for_message(http, run_id, answers=2)
+    received = [m for m in page["messages"] if m["type"] == "message.received"]
+    assert [m["text"] for m in received] == [SEARCH, LIKE]
+    assert "Old Mill Barn (v-venue-02)" in page["context_summary"]
+    # Rohan reads the same transcript; the viewer reads it but may not talk; a stranger
+    # sees nothing.
+    as_rohan = (await http.get(f"/runs/{run_id}/messages", params={"limit": 500},
+                               **rohan)).json()
+    assert [m["seq"] for m in as_rohan["messages"]] == [m["seq"] for m in page["messages"]]
+    assert (await http.get(f"/runs/{run_id}", headers=auth("auntie"))).status_code == 200
+    viewer = await http.post(f"/runs/{run_id}/messages", json={"text": "hello"},
+                             headers=auth("auntie"))
+    assert viewer.status_code == 403
+    stranger = await http.get(f"/runs/{run_id}", headers=auth("mallory"))
+    assert stranger.status_code == 404
+    await http.post(f"/runs/{run_id}/cancel")
