@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+from temporalio.testing import WorkflowEnvironment
 
+from activities.agents import backend_named
 from persistence.runs import create_run
+from waystation.settings import Settings
+from waystation.testing import InProcessApi
+from waystation.worker import build_worker
 from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
 
@@ -38,3 +44,22 @@ async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 20
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
         await asyncio.sleep(interval)
+
+
+@asynccontextmanager
+async def live_api(migrated_url: str, dev_env: WorkflowEnvironment, pool: asyncpg.Pool,
+                   task_queue: str, *, secret: str, delay_ms: int = 0,
+                   **settings: Any) -> AsyncIterator[InProcessApi]:
+    """The real app under uvicorn and a worker with the offline backend, on the dev server."""
+    config = Settings(database_url=migrated_url, jwt_secret=secret,
+                      temporal_task_queue=task_queue,
+                      temporal_address=dev_env.client.service_client.config.target_host,
+                      **settings)
+    api = InProcessApi(config)
+    await api.start()
+    try:
+        async with build_worker(dev_env.client, pool, task_queue=task_queue,
+                                backend=backend_named("offline", delay_ms=delay_ms)):
+            yield api
+    finally:
+        await api.stop()

@@ -12,14 +12,10 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from activities.agents import backend_named
 from api.auth import issue_token
 from tests.agent_helpers import BOOK, LIKE, SEARCH
-from tests.helpers import eventually
+from tests.helpers import eventually, live_api
 from tests.sse_client import sse_events
-from waystation.settings import Settings
-from waystation.testing import InProcessApi
-from waystation.worker import build_worker
 
 SECRET = "agent-api-secret-0123456789-0123456789-abc"
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,17 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest_asyncio.fixture
 async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
-                        temporal_task_queue=task_queue, sse_heartbeat_seconds=1.0,
-                        temporal_address=dev_env.client.service_client.config.target_host)
-    api = InProcessApi(settings)
-    await api.start()
-    async with build_worker(dev_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")):
-        async with httpx.AsyncClient(base_url=api.url, timeout=30,
-                                     headers=auth("priya")) as client:
-            yield client
-    await api.stop()
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        sse_heartbeat_seconds=1.0) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=30, headers=auth("priya")) as client:
+        yield client
 
 
 def auth(user: str) -> dict[str, str]:

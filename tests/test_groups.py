@@ -10,13 +10,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from activities.agents import backend_named
 from api.auth import issue_token
-from tests.helpers import IDEA, eventually
+from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
-from waystation.settings import Settings
-from waystation.testing import InProcessApi
-from waystation.worker import build_worker
 
 SECRET = "groups-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
@@ -24,16 +20,10 @@ GATE = "approve_founders_brief"
 
 @pytest_asyncio.fixture
 async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
-                        temporal_task_queue=task_queue, sse_heartbeat_seconds=1.0,
-                        temporal_address=dev_env.client.service_client.config.target_host)
-    api = InProcessApi(settings)
-    await api.start()
-    async with build_worker(dev_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")):
-        async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
-            yield client
-        await api.stop()
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        sse_heartbeat_seconds=1.0) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+        yield client
 
 
 def auth(user: str, role: str = "user") -> dict[str, str]:

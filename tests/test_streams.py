@@ -10,28 +10,19 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from activities.agents import backend_named
 from api.auth import issue_token
-from tests.helpers import IDEA, eventually
+from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
-from waystation.settings import Settings
 from waystation.testing import InProcessApi
-from waystation.worker import build_worker
 
 SECRET = "stream-secret-0123456789-0123456789-abcdef"
 
 
 @pytest_asyncio.fixture
 async def live(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[InProcessApi]:
-    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
-                        temporal_task_queue=task_queue, sse_heartbeat_seconds=1.0,
-                        temporal_address=dev_env.client.service_client.config.target_host)
-    api = InProcessApi(settings)
-    await api.start()
-    async with build_worker(dev_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline", delay_ms=30)):
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET, delay_ms=30,
+                        sse_heartbeat_seconds=1.0) as api:
         yield api
-        await api.stop()
 
 
 def auth(user: str = "alice") -> dict[str, str]:

@@ -12,13 +12,9 @@ import httpx
 import pytest_asyncio
 from standardwebhooks import Webhook
 
-from activities.agents import backend_named
 from api.auth import issue_token
-from tests.helpers import IDEA, eventually
+from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
-from waystation.settings import Settings
-from waystation.testing import InProcessApi
-from waystation.worker import build_worker
 
 SECRET = "hooks-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
@@ -27,16 +23,9 @@ ALL_EVENTS = ["gate.opened", "gate.decided", "gate.expired", "run.finished"]
 
 @pytest_asyncio.fixture
 async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
-                        temporal_task_queue=task_queue,
-                        temporal_address=dev_env.client.service_client.config.target_host)
-    api = InProcessApi(settings)
-    await api.start()
-    async with build_worker(dev_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")):
-        async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
-            yield client
-        await api.stop()
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=30) as client:
+        yield client
 
 
 def auth(user: str) -> dict[str, str]:
