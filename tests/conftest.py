@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
+from tests.openai_stub import OpenAIStub
 from waystation.temporal_client import register_search_attributes
 from waystation.testing import create_database, installed_binary
 from workflows import search_attributes
@@ -104,6 +105,15 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
                                "--sqlite-pragma", "synchronous=normal"])
     yield env
     await env.shutdown()
+
+
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[OpenAIStub]:
+    """A local OpenAI-compatible server standing in for the paid model provider."""
+    server = OpenAIStub()
+    await server.start()
+    yield server
+    await server.stop()
 
 
 @pytest.fixture

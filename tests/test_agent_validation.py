@@ -41,14 +41,6 @@ EVIDENCE = DesirabilityEvidence(summary="1 of 2 passed", experiments=[
 
 
 @pytest_asyncio.fixture
-async def stub() -> AsyncIterator[OpenAIStub]:
-    server = OpenAIStub()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest_asyncio.fixture
 async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool, task_queue: str,
                  stub: OpenAIStub) -> AsyncIterator[Worker]:
     backend = OpenAICompatibleBackend(base_url=stub.base_url, api_key="sk-test",

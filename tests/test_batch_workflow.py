@@ -301,13 +301,7 @@ async def test_a_failing_slice_falls_back_to_single_items(time_env, pool, task_q
     monkeypatch.setattr(batch_items.BatchActivities, "_slice_item", broken)
     # Longer than a slice is willing to wait for the database.
     monkeypatch.setattr(batch_items, "OUTAGE_PATIENCE_SECONDS", 0.1)
-    backend = ScriptedBackend()
-    await run_with(time_env, pool, task_queue, backend)
-    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
-                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=1)
-    handle = await start(time_env.client, arg, task_queue)
-    assert (await handle.result()).completed == 8
-    assert sorted(backend.calls.values()) == [1] * 8
+    handle = await _eight_items_complete_once_each(time_env, pool, task_queue, run_with)
     # Slices of two, each tried SLICE_RETRY's three times (retries are not history events).
     counts = await activity_counts(time_env.client, handle)
     assert counts["run_batch_slice"] == 4 and counts["run_batch_item"] == 8
@@ -324,13 +318,7 @@ async def test_a_slice_waits_out_a_short_database_outage(time_env, pool, task_qu
         return await real(*args)
 
     monkeypatch.setattr(batch_items.BatchActivities, "_slice_item", flaky)
-    backend = ScriptedBackend()
-    await run_with(time_env, pool, task_queue, backend)
-    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
-                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=1)
-    handle = await start(time_env.client, arg, task_queue)
-    assert (await handle.result()).completed == 8
-    assert sorted(backend.calls.values()) == [1] * 8
+    handle = await _eight_items_complete_once_each(time_env, pool, task_queue, run_with)
     # Each slice once, no item alone: the outage cost neither retries nor the fallback.
     counts = await activity_counts(time_env.client, handle)
     assert counts["run_batch_slice"] == 4 and counts.get("run_batch_item", 0) == 0
@@ -389,3 +377,15 @@ async def test_a_database_error_in_a_slice_fails_the_slice_not_the_item(
     rows = await units(pool, arg.run_id)
     assert all(u.status == "completed" and u.retry_count == 0 for u in rows)
     assert "run_batch_item" not in await activity_counts(time_env.client, handle)
+
+
+async def _eight_items_complete_once_each(time_env, pool, task_queue, run_with):
+    """A one-worker job of eight items (slices of two): it completes, each item called once."""
+    backend = ScriptedBackend()
+    await run_with(time_env, pool, task_queue, backend)
+    arg = await new_batch_run(pool, items=[{"id": i} for i in range(8)],
+                              steps=[{"name": "w", "template": "{{ item.id }}"}], max_workers=1)
+    handle = await start(time_env.client, arg, task_queue)
+    assert (await handle.result()).completed == 8
+    assert sorted(backend.calls.values()) == [1] * 8
+    return handle

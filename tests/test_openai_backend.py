@@ -25,14 +25,6 @@ GOOD = {"segment": "clinics", "pains": [{"description": "no-shows", "severity": 
 
 
 @pytest_asyncio.fixture
-async def stub() -> AsyncIterator[OpenAIStub]:
-    server = OpenAIStub()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest_asyncio.fixture
 async def backend(stub: OpenAIStub) -> AsyncIterator[OpenAICompatibleBackend]:
     b = OpenAICompatibleBackend(base_url=stub.base_url, api_key="sk-test", model="gpt-4o-mini",
                                 progress_every_seconds=0.0)
