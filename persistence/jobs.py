@@ -132,17 +132,27 @@ async def job_spec(conn: asyncpg.Connection, job_id: UUID) -> dict[str, Any] | N
 
 
 async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int, retries: int, *,
-                     run_retrying: bool) -> StartedUnit | None:
-    record = await conn.fetchrow(sql("start_unit"), job_id, ordinal, retries, run_retrying)
+                     run_retrying: bool, finishing: StepOutputWrite | None = None,
+                     ) -> StartedUnit | None:
+    """Mark an item running and read it; `finishing`, the last step of the item before, is
+    stored by the same statement (one round trip and one commit for both)."""
+    record = await conn.fetchrow(sql("record_step_and_start_unit"), *_step_args(finishing),
+                                 job_id, ordinal, retries, run_retrying)
     return StartedUnit.model_validate(dict(record)) if record else None
 
 
 async def record_step_output(conn: asyncpg.Connection, w: StepOutputWrite) -> None:
+    await conn.execute(sql("record_step_and_start_unit"), *_step_args(w), None, None, None,
+                       None)
+
+
+def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
+    if w is None:
+        return (None,) * 14
     turn = {"step": w.step, "prompt": w.rendered_prompt, "output": w.output}
-    await conn.execute(
-        sql("record_step_output"), w.unit_id, w.step, w.step_index, w.output,
-        w.rendered_prompt, w.next_step, Decimal(str(w.cost_usd)), w.input_tokens,
-        w.output_tokens, w.duration_ms, [turn], w.attempt - 1, w.execution_ms, w.item_done)
+    return (w.unit_id, w.step, w.step_index, w.output, w.rendered_prompt, w.next_step,
+            Decimal(str(w.cost_usd)), w.input_tokens, w.output_tokens, w.duration_ms, [turn],
+            w.attempt - 1, w.execution_ms, w.item_done)
 
 
 async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:

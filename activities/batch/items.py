@@ -186,42 +186,51 @@ class BatchActivities:
             if batch.prelude is not None:
                 await apply_write(conn, batch.prelude)
             spec = await self._spec(conn, batch.job_id)
+            # The last step of the item just run, written with the next item's start.
+            finishing: jobs_repo.StepOutputWrite | None = None
             for ordinal in range(batch.first_ordinal, batch.first_ordinal + batch.count):
                 if ordinal > batch.first_ordinal and time.monotonic() > deadline:
                     break
-                failure = await self._slice_item(lease, spec, batch, ordinal)
+                failure, finishing = await self._slice_item(lease, spec, batch, ordinal,
+                                                            finishing)
                 if failure is None:
                     result.completed += 1
                 else:
                     result.failures.append(failure)
                 result.next_ordinal = ordinal + 1
+            if finishing is not None:
+                await jobs_repo.record_step_output(await lease.conn(), finishing)
             if batch.report_spend:
                 result.job_cost_usd = await jobs_repo.job_cost(await lease.conn(), batch.job_id)
         return result
 
     async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
-                          ordinal: int) -> SliceFailure | None:
+                          ordinal: int, finishing: jobs_repo.StepOutputWrite | None,
+                          ) -> tuple[SliceFailure | None, jobs_repo.StepOutputWrite | None]:
+        """Run one item of a slice after writing `finishing`; returns its failure, and its
+        last step's write when that is left for the next item's start to carry."""
         unit = await jobs_repo.start_unit(await lease.conn(), batch.job_id, ordinal, 0,
-                                          run_retrying=False)
+                                          run_retrying=False, finishing=finishing)
         if unit is None:
-            return SliceFailure(ordinal=ordinal, error="not stored", final=True)
+            return SliceFailure(ordinal=ordinal, error="not stored", final=True), None
         if unit.previous_status == "completed":
-            return None
+            return None, None
         if unit.previous_status in ("failed", "retrying"):
             # Decided by an earlier try of this slice whose result never reached the workflow.
             return SliceFailure(ordinal=ordinal, error=_cut(unit.error or "failed"),
-                                final=unit.previous_status == "failed")
+                                final=unit.previous_status == "failed"), None
         try:
-            await self._attempt(lease, spec, unit, 1, batch.max_retries)
+            _, last = await self._attempt(lease, spec, unit, 1, batch.max_retries,
+                                          hold_last=True)
         except UNAVAILABLE_ERRORS:
             raise
         except ApplicationError as error:  # a template error, or the agent's own verdict
             return SliceFailure(ordinal=ordinal, error=_cut(error.message),
-                                final=error.non_retryable or batch.max_retries == 0)
+                                final=error.non_retryable or batch.max_retries == 0), None
         except Exception as error:  # noqa: BLE001 - recorded on the item, retried by the workflow
             return SliceFailure(ordinal=ordinal, error=_cut(_describe(error)),
-                                final=batch.max_retries == 0)
-        return None
+                                final=batch.max_retries == 0), None
+        return None, last
 
     @activity.defn(name="run_batch_item")
     async def run_item(self, item: ItemInput) -> ItemResult:
@@ -262,17 +271,18 @@ class BatchActivities:
         if unit.status == "failed":
             # Failed for good by an earlier attempt whose result never reached the workflow.
             raise ApplicationError(unit.error or "failed", type=ITEM_FAILED, non_retryable=True)
-        steps_run = await self._attempt(lease, spec, unit, attempt, item.max_retries)
+        steps_run, _ = await self._attempt(lease, spec, unit, attempt, item.max_retries)
         return ItemResult(status="completed", steps_run=steps_run)
 
     async def _attempt(self, lease: ConnectionLease, spec: BatchJobSpec,
-                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int) -> int:
+                       unit: jobs_repo.StartedUnit, attempt: int, max_retries: int, *,
+                       hold_last: bool = False) -> tuple[int, jobs_repo.StepOutputWrite | None]:
         """One attempt at a started item: a failure is recorded on the item, then raised.
 
         An unreachable database is not the item's failure: it is raised unrecorded, and the
         activity waits the outage out and starts the item again where it stopped."""
         try:
-            return await self._pipeline(lease, spec, unit, attempt)
+            return await self._pipeline(lease, spec, unit, attempt, hold_last=hold_last)
         except TemplateProblem as problem:
             message = f"{problem.args[0]}"
             await self._fail(lease, unit.id, message, attempt, final=True)
@@ -294,8 +304,11 @@ class BatchActivities:
                                   output_tokens=spent.output_tokens)
 
     async def _pipeline(self, lease: ConnectionLease, spec: BatchJobSpec,
-                        unit: jobs_repo.StartedUnit, attempt: int) -> int:
-        """Run the item's remaining steps; returns how many ran now."""
+                        unit: jobs_repo.StartedUnit, attempt: int, *, hold_last: bool,
+                        ) -> tuple[int, jobs_repo.StepOutputWrite | None]:
+        """Run the item's remaining steps; returns how many ran now and, with `hold_last`,
+        the write of the step that completes the item, for the caller to make (as a crash
+        before any commit would, a crash before it runs that step again: never a stored one)."""
         payload = unit.payload if isinstance(unit.payload, dict) else {"value": unit.payload}
         outputs: dict[str, Any] = dict(unit.outputs)
         step_name, ran = spec.steps[0].name, 0
@@ -318,16 +331,20 @@ class BatchActivities:
             outputs[step.name] = output
             following = self._next(spec, index, payload, outputs)
             now = time.monotonic()
-            await jobs_repo.record_step_output(await lease.conn(), jobs_repo.StepOutputWrite(
+            write = jobs_repo.StepOutputWrite(
                 unit_id=unit.id, step=step.name, step_index=index, output=output,
                 rendered_prompt=prompt, next_step=None if following == END else following,
                 cost_usd=response.cost_usd, input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
                 duration_ms=int((now - started) * 1000), attempt=attempt,
                 item_done=following == END,
-                execution_ms=int((_now() - unit.started_at.timestamp()) * 1000)))
-            step_name, ran = following, ran + 1
-        return ran
+                execution_ms=int((_now() - unit.started_at.timestamp()) * 1000))
+            ran += 1
+            if hold_last and following == END:
+                return ran, write
+            await jobs_repo.record_step_output(await lease.conn(), write)
+            step_name = following
+        return ran, None
 
     def _next(self, spec: BatchJobSpec, index: int, payload: dict[str, Any],
               outputs: dict[str, Any]) -> str:

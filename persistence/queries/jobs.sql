@@ -31,51 +31,54 @@ SELECT total_units FROM jobs WHERE id = $1;
 -- A job's pipeline, which item activities load once per process.
 SELECT spec FROM jobs WHERE id = $1;
 
--- name: start_unit
--- Marks an item running unless it is finished (or waits for its retry and $4 is false);
--- returns it with its status before, and every stored step output.
-WITH before AS (
-    SELECT id, status FROM work_units WHERE job_id = $1 AND ordinal = $2 FOR UPDATE
-), u AS (
+-- name: record_step_and_start_unit
+-- Stores step output $1/$2 and folds it into its item ($14 ends the item as completed), then
+-- marks item $16 of job $15 running unless it is finished (or waits for its retry and $18 is
+-- false) and returns it with its status before and every stored step output. A NULL $1 or
+-- $15 skips that half: a slice starts each item in the statement that finishes the one
+-- before, so an item costs one round trip and one commit, not two.
+WITH ins AS (
+    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
+                              cost_usd, input_tokens, output_tokens, duration_ms)
+    SELECT $1::uuid, $2::text, $3::int, $4::jsonb, $5::text, $6::text, $7::numeric,
+           $8::bigint, $9::bigint, $10::int
+     WHERE $1::uuid IS NOT NULL
+    ON CONFLICT (unit_id, step) DO UPDATE SET executions = item_outputs.executions + 1
+    RETURNING (xmax = 0) AS inserted
+), recorded AS (
+    UPDATE work_units w SET
+        path = CASE WHEN i.inserted THEN w.path || $2::text ELSE w.path END,
+        rendered_prompt = $5,
+        conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb
+                            ELSE w.conversation END,
+        cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
+        input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
+        output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
+        result = $4,
+        status = CASE WHEN $14 THEN 'completed' ELSE w.status END,
+        error = CASE WHEN $14 THEN NULL ELSE w.error END,
+        completed_at = CASE WHEN $14 THEN now() ELSE w.completed_at END,
+        execution_ms = CASE WHEN $14 THEN $13::int ELSE w.execution_ms END,
+        retry_count = GREATEST(w.retry_count, $12::int)
+      FROM ins i
+     WHERE w.id = $1
+), before AS (
+    SELECT id, status FROM work_units WHERE job_id = $15 AND ordinal = $16 FOR UPDATE
+), started AS (
     UPDATE work_units w
        SET status = CASE WHEN b.status IN ('pending', 'running')
-                              OR (b.status = 'retrying' AND $4) THEN 'running'
+                              OR (b.status = 'retrying' AND $18) THEN 'running'
                          ELSE b.status END,
            started_at = COALESCE(w.started_at, now()),
-           retry_count = GREATEST(w.retry_count, $3)
+           retry_count = GREATEST(w.retry_count, $17::int)
       FROM before b
      WHERE w.id = b.id
     RETURNING w.id, w.status, b.status AS previous_status, w.payload, w.error, w.started_at
 )
-SELECT u.*,
+SELECT s.*,
        (SELECT COALESCE(jsonb_object_agg(o.step, o.output), '{}'::jsonb)
-          FROM item_outputs o WHERE o.unit_id = u.id) AS outputs
-  FROM u;
-
--- name: record_step_output
--- Stores one step's output and folds it into the item; $14 ends the item as completed.
-WITH ins AS (
-    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
-                              cost_usd, input_tokens, output_tokens, duration_ms)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-    ON CONFLICT (unit_id, step) DO UPDATE SET executions = item_outputs.executions + 1
-    RETURNING (xmax = 0) AS inserted
-)
-UPDATE work_units w SET
-    path = CASE WHEN i.inserted THEN w.path || $2::text ELSE w.path END,
-    rendered_prompt = $5,
-    conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb ELSE w.conversation END,
-    cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
-    input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
-    output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
-    result = $4,
-    status = CASE WHEN $14 THEN 'completed' ELSE w.status END,
-    error = CASE WHEN $14 THEN NULL ELSE w.error END,
-    completed_at = CASE WHEN $14 THEN now() ELSE w.completed_at END,
-    execution_ms = CASE WHEN $14 THEN $13 ELSE w.execution_ms END,
-    retry_count = GREATEST(w.retry_count, $12)
-  FROM ins i
- WHERE w.id = $1;
+          FROM item_outputs o WHERE o.unit_id = s.id) AS outputs
+  FROM started s;
 
 -- name: finish_unit_on_stored_path
 -- Completes an item whose last step was stored before a crash cut the item short.
