@@ -75,8 +75,10 @@ class BatchRunInput(BaseModel):
     spec: BatchJobSpec
     progress: BatchProgress | None = None
     # Items per workflow run before it continues as new (small in tests). A run also stops
-    # early, whatever this says, when its history nears its budget.
-    round_size: int = Field(1000, ge=1, le=100_000)
+    # early, whatever this says, when its history nears its budget. 10,000 (slices of up to
+    # MAX_SLICE_ITEMS, about a thousand events) measured 1.4-1.5x the items/s of 1,000 on the
+    # 10,000-item benchmark: fewer activities, and no round's tail waiting for its last slices.
+    round_size: int = Field(10_000, ge=1, le=100_000)
     # History events past which a run starts nothing new and continues as new (small in tests).
     history_budget: int = Field(7_000, ge=1, le=9_000)
 
