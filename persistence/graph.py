@@ -69,31 +69,29 @@ class StepGraphResult(BaseModel):
 
 
 async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphResult:
-    """Apply one step's graph write; call inside the caller's transaction."""
-    claimed = await conn.fetchval(sql("claim_step_outcome"), w.run_id, w.step, w.app_package)
+    """Apply one step's graph write; call inside the caller's transaction. Two statements:
+    the claim (with the artifacts), then the whole graph write."""
+    arts = w.artifacts
+    claimed = await conn.fetchval(
+        sql("claim_step_outcome"), w.run_id, w.step, w.app_package, [a.kind for a in arts],
+        [a.sha256 for a in arts], [a.content_type for a in arts], [a.size_bytes for a in arts])
     if claimed is None:
         return await _recorded(conn, w)
-    for artifact in w.artifacts:
-        await conn.execute(sql("insert_artifact"), w.run_id, w.step, artifact.kind,
-                           artifact.sha256, artifact.content_type, artifact.size_bytes)
-    screen_id, new_screen, edge_id, new_edge = None, False, None, False
-    action_ids: dict[str, int] = {}
-    if w.screen is not None:
-        s = w.screen
-        row = await conn.fetchrow(sql("upsert_screen"), w.app_package, s.activity,
-                                  s.layout_hash, s.content_hash, s.phash, s.screenshot_sha,
-                                  s.hierarchy_sha, s.label, w.run_id, w.step)
-        screen_id, new_screen = row["id"], row["inserted"]
-        action_ids = await _upsert_actions(conn, screen_id, w.actions)
-        if w.from_screen_id is not None and w.action_id is not None:
-            edge = await conn.fetchrow(sql("upsert_edge"), w.app_package, w.from_screen_id,
-                                       w.action_id, screen_id, w.run_id)
-            edge_id, new_edge = edge["id"], edge["inserted"]
-    await conn.execute(sql("complete_step_outcome"), w.run_id, w.step, screen_id,
-                       w.from_screen_id, w.action_id, edge_id, new_screen, new_edge,
-                       w.foreign_package, w.transitional)
-    return StepGraphResult(screen_id=screen_id, new_screen=new_screen, new_edge=new_edge,
-                           edge_id=edge_id, action_ids=action_ids)
+    s, acts = w.screen, w.actions
+    row = await conn.fetchrow(
+        sql("record_claimed_step"), w.run_id, w.step, w.app_package,
+        *((s.activity, s.layout_hash, s.content_hash, s.phash, s.screenshot_sha,
+           s.hierarchy_sha, s.label) if s is not None else (None,) * 7),
+        [a.selector for a in acts], [a.kind for a in acts], [a.label for a in acts],
+        [a.row_group for a in acts], [a.row_index for a in acts], [a.sensitive for a in acts],
+        w.from_screen_id, w.action_id, w.foreign_package, w.transitional)
+    action_ids: dict[str, int] = row["action_ids"]
+    if row["screen_id"] is not None and any(a.key not in action_ids for a in acts):
+        # Inserted meanwhile by another run's step, after this statement's snapshot.
+        action_ids = await _upsert_actions(conn, row["screen_id"], [])
+    return StepGraphResult(screen_id=row["screen_id"], new_screen=row["new_screen"],
+                           new_edge=row["new_edge"], edge_id=row["edge_id"],
+                           action_ids=action_ids)
 
 
 async def _upsert_actions(conn: asyncpg.Connection, screen_id: int,

@@ -1,21 +1,69 @@
 -- name: claim_step_outcome
--- Claims a step's outcome row; nothing returned means the step was already recorded (a retry).
-INSERT INTO graph_persistence_outcomes (run_id, step, app_package) VALUES ($1, $2, $3)
-ON CONFLICT (run_id, step) DO NOTHING
-RETURNING step;
+-- Claims a step's outcome row and stores its artifacts (arrays $4-$7: kind, sha256, content
+-- type, size); nothing returned means the step was already recorded (a retry).
+WITH claim AS (
+    INSERT INTO graph_persistence_outcomes (run_id, step, app_package) VALUES ($1, $2, $3)
+    ON CONFLICT (run_id, step) DO NOTHING
+    RETURNING step
+), artifacts AS (
+    INSERT INTO run_artifacts (run_id, step, kind, sha256, content_type, size_bytes)
+    SELECT $1, $2, a.kind, a.sha256, a.content_type, a.size_bytes
+      FROM claim, unnest($4::text[], $5::text[], $6::text[], $7::bigint[])
+                  AS a (kind, sha256, content_type, size_bytes)
+    ON CONFLICT (run_id, step, kind) DO NOTHING
+)
+SELECT step FROM claim;
 
 -- name: get_step_outcome
 -- The recorded outcome of one step.
 SELECT * FROM graph_persistence_outcomes WHERE run_id = $1 AND step = $2;
 
--- name: upsert_screen
--- A screen is found by its key; a new one is inserted, a known one counts one more visit.
-INSERT INTO screens (app_package, activity, layout_hash, content_hash, phash, screenshot_sha,
-                     hierarchy_sha, label, first_run_id, first_step)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (app_package, activity, layout_hash)
-DO UPDATE SET visit_count = screens.visit_count + 1, last_seen_at = now()
-RETURNING id, (xmax = 0) AS inserted;
+-- name: record_claimed_step
+-- A claimed step's graph in one statement: the screen ($4-$10; none when $4 is NULL) found by
+-- its key or inserted (a known one counts one more visit), its actions ($11-$16 as arrays;
+-- known ones kept), the edge from screen $17 by action $18 (seen again, it counts once more),
+-- and the step's outcome row. Returns the screen, the edge and every action of the screen.
+WITH screen AS (
+    INSERT INTO screens (app_package, activity, layout_hash, content_hash, phash,
+                         screenshot_sha, hierarchy_sha, label, first_run_id, first_step)
+    SELECT $3, $4, $5, $6, $7, $8, $9, $10, $1, $2 WHERE $4::text IS NOT NULL
+    ON CONFLICT (app_package, activity, layout_hash)
+    DO UPDATE SET visit_count = screens.visit_count + 1, last_seen_at = now()
+    RETURNING id, (xmax = 0) AS inserted
+), new_actions AS (
+    INSERT INTO actions (screen_id, selector, kind, label, row_group, row_index, sensitive)
+    SELECT s.id, a.selector, a.kind, a.label, a.row_group, a.row_index, a.sensitive
+      FROM screen s,
+           unnest($11::text[], $12::text[], $13::text[], $14::text[], $15::int[],
+                  $16::boolean[]) AS a (selector, kind, label, row_group, row_index, sensitive)
+    ON CONFLICT (screen_id, selector, kind) DO NOTHING
+    RETURNING id, selector, kind
+), edge AS (
+    INSERT INTO edges (app_package, from_screen_id, action_id, to_screen_id, first_run_id)
+    SELECT $3, $17, $18, s.id, $1 FROM screen s
+     WHERE $17::bigint IS NOT NULL AND $18::bigint IS NOT NULL
+    ON CONFLICT (from_screen_id, action_id, to_screen_id)
+    DO UPDATE SET count = edges.count + 1, last_seen_at = now()
+    RETURNING id, (xmax = 0) AS inserted
+), outcome AS (
+    UPDATE graph_persistence_outcomes
+       SET screen_id = (SELECT id FROM screen), from_screen_id = $17, action_id = $18,
+           edge_id = (SELECT id FROM edge),
+           new_screen = COALESCE((SELECT inserted FROM screen), false),
+           new_edge = COALESCE((SELECT inserted FROM edge), false),
+           foreign_package = $19, transitional = $20
+     WHERE run_id = $1 AND step = $2
+)
+SELECT (SELECT id FROM screen) AS screen_id,
+       COALESCE((SELECT inserted FROM screen), false) AS new_screen,
+       (SELECT id FROM edge) AS edge_id,
+       COALESCE((SELECT inserted FROM edge), false) AS new_edge,
+       -- Actions stored before this statement, and those it inserted (which it cannot see).
+       (SELECT COALESCE(jsonb_object_agg(a.kind || ':' || a.selector, a.id), '{}'::jsonb)
+          FROM (SELECT id, selector, kind FROM new_actions
+                UNION ALL
+                SELECT id, selector, kind FROM actions
+                 WHERE screen_id = (SELECT id FROM screen)) a) AS action_ids;
 
 -- name: insert_actions
 -- The actionable elements of a screen; those already known are kept as they are.
@@ -28,27 +76,6 @@ ON CONFLICT (screen_id, selector, kind) DO NOTHING;
 -- name: screen_actions
 -- Every action of a screen.
 SELECT id, selector, kind FROM actions WHERE screen_id = $1;
-
--- name: upsert_edge
--- Screen --action--> screen; seen again, it counts once more.
-INSERT INTO edges (app_package, from_screen_id, action_id, to_screen_id, first_run_id)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (from_screen_id, action_id, to_screen_id)
-DO UPDATE SET count = edges.count + 1, last_seen_at = now()
-RETURNING id, (xmax = 0) AS inserted;
-
--- name: complete_step_outcome
--- Fills in the claimed outcome row.
-UPDATE graph_persistence_outcomes
-   SET screen_id = $3, from_screen_id = $4, action_id = $5, edge_id = $6, new_screen = $7,
-       new_edge = $8, foreign_package = $9, transitional = $10
- WHERE run_id = $1 AND step = $2;
-
--- name: insert_artifact
--- A run's artifact of one step; its bytes live in the content-addressed store.
-INSERT INTO run_artifacts (run_id, step, kind, sha256, content_type, size_bytes)
-VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (run_id, step, kind) DO NOTHING;
 
 -- name: upsert_app
 -- The activities an app declares (its manifest), for activity coverage.
