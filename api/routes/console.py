@@ -12,7 +12,6 @@ are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI 
 from __future__ import annotations
 
 import html
-
 from functools import cache
 from importlib import resources
 from typing import Annotated, Literal
