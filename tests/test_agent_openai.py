@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from activities.agent_model import use_openai_model
 from activities.agents import backend_named
@@ -16,6 +17,7 @@ from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, 
 from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply
 from waystation.settings import Settings
 from waystation.worker import agent_model_config, build_worker
+from workflows.agent import AgentRun
 
 
 @pytest_asyncio.fixture
@@ -66,3 +68,8 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     assert row.input_tokens == state.usage.input_tokens == sum(u["input_tokens"] for u in usages)
     assert row.cost_usd == state.usage.cost_usd > 0
     await handle.terminate("done")
+    # A worker restarted on the offline configuration replays the run's history unchanged
+    # (the configured model is resolved again, but the requests' results come from history).
+    use_openai_model(None)
+    replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
