@@ -12,13 +12,13 @@ the new endpoint.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
-from pydantic_ai.settings import ModelSettings
 
 CONFIGURED_MODEL = "waystation:configured"
 
@@ -46,13 +46,21 @@ def openai_chat_model(config: OpenAIModelConfig) -> Model:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
+    return OpenAIChatModel(config.model, provider=OpenAIProvider(openai_client=_client(config)))
+
+
+@functools.lru_cache(maxsize=8)
+def _client(config: OpenAIModelConfig) -> Any:
+    """One client per configuration for the process: building one loads the TLS trust store
+    (tens of milliseconds), and a model is built for every request, in the workflow too. The
+    provider does not own it, so no request's end closes it."""
+    from openai import AsyncOpenAI
+
     # The SDK does not retry (max_retries 0): a 429 or a 5xx fails the activity and Temporal
     # retries it, waiting what the server's Retry-After asked for, with every attempt in the
     # run's history.
-    return OpenAIChatModel(config.model,
-                           provider=OpenAIProvider(base_url=config.base_url,
-                                                   api_key=config.api_key),
-                           settings=ModelSettings(timeout=config.timeout_seconds, max_retries=0))
+    return AsyncOpenAI(base_url=config.base_url, api_key=config.api_key or "api-key-not-set",
+                       timeout=config.timeout_seconds, max_retries=0)
 
 
 class ConfiguredModel(AbstractCapability[Any]):
