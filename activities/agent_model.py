@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 CONFIGURED_MODEL = "waystation:configured"
 
@@ -42,7 +45,8 @@ def use_openai_model(config: OpenAIModelConfig | None) -> None:
     _openai = config
 
 
-def openai_chat_model(config: OpenAIModelConfig) -> Model:
+def _chat_model(config: OpenAIModelConfig) -> Model:
+    # Imported here: the OpenAI SDK is large, and only a worker configured for it needs it.
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -50,7 +54,7 @@ def openai_chat_model(config: OpenAIModelConfig) -> Model:
 
 
 @functools.lru_cache(maxsize=8)
-def _client(config: OpenAIModelConfig) -> Any:
+def _client(config: OpenAIModelConfig) -> AsyncOpenAI:
     """One client per configuration for the process: building one loads the TLS trust store
     (tens of milliseconds), and a model is built for every request, in the workflow too. The
     provider does not own it, so no request's end closes it."""
@@ -71,7 +75,7 @@ class ConfiguredModel(AbstractCapability[Any]):
         if model_id != CONFIGURED_MODEL:
             return None
         if _openai is not None:
-            return openai_chat_model(_openai)
+            return _chat_model(_openai)
         own = ctx.agent.model
         assert own is not None, "an agent registered for runs has a model of its own"
         return infer_model(own)
