@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
+from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -73,3 +75,15 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     use_openai_model(None)
     replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
+
+
+async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, worker, task_queue,
+                                                           stub: OpenAIStub):
+    stub.script(Fail(401, message="Incorrect API key provided"))
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert len(stub.requests) == 1
+    row = await run_row(pool, arg.run_id)
+    assert (row.status, row.stop_reason) == ("failed", "agent_error")
