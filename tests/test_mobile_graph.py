@@ -82,3 +82,25 @@ async def test_retry_that_sees_another_screen_records_it_without_an_edge(pool):
         visits = await conn.fetchval("SELECT visit_count FROM screens WHERE id = $1",
                                      retry.screen_id)
     assert [e["to_screen_id"] for e in edges] != [retry.screen_id] and visits == 1
+
+
+async def test_one_statement_step_returns_known_and_new_actions_and_steps_outside(pool):
+    """The graph write is one statement, which cannot see the actions it inserts: the ids it
+    returns are the stored ones for known actions and the new ones for the rest."""
+    arg = await new_mobile_run(pool, app_package=PKG)
+    first = await _record(pool, _write(arg.run_id, 1, "K1"))
+    grown = _write(arg.run_id, 2, "K1")
+    grown.actions.append(graph.ActionWrite(selector="Button#new", kind="tap", label="New"))
+    again = await _record(pool, grown)
+    assert again.screen_id == first.screen_id and not again.new_screen
+    assert {k: again.action_ids[k] for k in first.action_ids} == first.action_ids
+    outside = await _record(pool, graph.StepGraphWrite(
+        run_id=arg.run_id, step=3, app_package=PKG, foreign_package="com.android.chrome"))
+    assert outside.screen_id is None and not outside.new_screen and not outside.new_edge
+    async with pool.acquire() as conn:
+        stored = {f"{r['kind']}:{r['selector']}": r["id"] for r in await conn.fetch(
+            "SELECT id, kind, selector FROM actions WHERE screen_id = $1", first.screen_id)}
+        outcome = await conn.fetchrow("SELECT * FROM graph_persistence_outcomes "
+                                      "WHERE run_id = $1 AND step = 3", arg.run_id)
+    assert again.action_ids == stored and len(stored) == 3
+    assert outcome["foreign_package"] == "com.android.chrome" and outcome["screen_id"] is None
