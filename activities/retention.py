@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.mobile.artifacts import ArtifactStore
+from persistence import events as events_repo
 from persistence import retention as retention_repo
 from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
@@ -37,6 +38,8 @@ class RetentionActivities:
     @activity.defn(name="purge_runs_batch")
     async def purge_batch(self, arg: PurgeBatchInput) -> PurgeBatchResult:
         async with self._pool.acquire() as conn:
+            # Scheduled sweeps keep creating next months' partitions for a worker up for months.
+            await events_repo.create_partitions(conn)
             due = await retention_repo.runs_to_purge(
                 conn, finished_before=arg.finished_before, erased_before=arg.erased_before,
                 limit=arg.batch_size)
