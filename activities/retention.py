@@ -38,8 +38,8 @@ class RetentionActivities:
     @activity.defn(name="purge_runs_batch")
     async def purge_batch(self, arg: PurgeBatchInput) -> PurgeBatchResult:
         async with self._pool.acquire() as conn:
-            # Scheduled sweeps keep creating next months' partitions for a worker up for months.
-            await events_repo.create_partitions(conn)
+            # Scheduled sweeps keep next months' partitions ahead and drop the months they emptied.
+            await events_repo.maintain_partitions(conn)
             due = await retention_repo.runs_to_purge(
                 conn, finished_before=arg.finished_before, erased_before=arg.erased_before,
                 limit=arg.batch_size)

@@ -40,8 +40,11 @@ async def list_events(
     return [EventRow.from_record(r) for r in records]
 
 
-async def create_partitions(conn: asyncpg.Connection,
-                            months_ahead: int = PARTITION_MONTHS_AHEAD) -> int:
-    """Create run_events' missing monthly partitions through `months_ahead` months from now;
-    returns how many were created (0 when all exist)."""
-    return int(await conn.fetchval(sql("create_event_partitions"), months_ahead))
+
+async def maintain_partitions(conn: asyncpg.Connection,
+                              months_ahead: int = PARTITION_MONTHS_AHEAD) -> tuple[int, int]:
+    """Create run_events' missing monthly partitions through `months_ahead` months from now and
+    drop the past ones retention emptied; returns (created, dropped)."""
+    created = await conn.fetchval(sql("create_event_partitions"), months_ahead)
+    dropped = await conn.fetchval(sql("drop_empty_event_partitions"))
+    return int(created), int(dropped)

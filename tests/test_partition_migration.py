@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from contracts.writes import EventWrite
 from persistence.db import create_pool
-from persistence.events import append_events, create_partitions
+from persistence.events import append_events, maintain_partitions
 from persistence.migrate import apply_migrations
 from waystation.testing import create_database
 
@@ -133,7 +133,7 @@ async def _appends_after(url: str, per_run: int) -> None:
     pool = await create_pool(url, max_size=8)
     try:
         async with pool.acquire() as conn:
-            assert await create_partitions(conn) == 0  # all there already: a no-op
+            assert await maintain_partitions(conn) == (0, 0)  # all there, none empty
             run_id = await conn.fetchval("SELECT id FROM runs WHERE owner = 'seed' "
                                          "ORDER BY created_at LIMIT 1")
             # A key first written months ago keeps its seq: the look-up spans partitions.
@@ -163,6 +163,18 @@ async def _appends_after(url: str, per_run: int) -> None:
             await conn.execute("DELETE FROM runs WHERE id = $1", run_id)
             assert await conn.fetchval(
                 "SELECT count(*) FROM run_events WHERE run_id = $1", run_id) == 0
+
+            # Once retention has emptied the oldest month, its partition goes.
+            oldest = await conn.fetchval(
+                "SELECT min(tableoid::regclass::text) FROM run_events "
+                "WHERE tableoid <> 'run_events_default'::regclass")
+            await conn.execute(f"DELETE FROM runs WHERE id IN (SELECT run_id FROM {oldest})")
+            kept = await conn.fetchval("SELECT count(*) FROM run_events")
+            created, dropped = await maintain_partitions(conn)
+            assert created == 0 and dropped >= 1  # the next month may have emptied too
+            assert await conn.fetchval("SELECT count(*) FROM run_events") == kept
+            assert await conn.fetchval("SELECT to_regclass($1)::text", oldest) is None
+            assert await conn.fetchval(GAPPED) == 0
     finally:
         await pool.close()
 

@@ -131,7 +131,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
     async with pool.acquire() as conn:
-        await events_repo.create_partitions(conn)
+        await events_repo.maintain_partitions(conn)
     meter = (runtime or Runtime.default()).metric_meter
     backend = agent_backend(settings, registry, meter=meter)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,

@@ -87,6 +87,49 @@ BEGIN
 END
 $$;
 
+-- Drops the monthly partitions wholly before p_before that hold no row (retention emptied
+-- them); returns how many it dropped. Every read of a run probes each partition's index, so
+-- months that retention has emptied should not stay around to be probed.
+--
+-- Dropping needs run_events locked exclusively: a short lock_timeout makes a busy table skip
+-- the clean-up until the next call rather than hold every append queued behind the lock.
+-- Emptiness is checked again under that lock, so a row written meanwhile is never dropped.
+CREATE FUNCTION drop_empty_run_events_partitions(p_before timestamptz)
+RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_candidates regclass[];
+    v_part       regclass;
+    v_empty      boolean;
+    v_dropped    int := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('create_run_events_partitions'));
+    SELECT coalesce(array_agg(c.oid::regclass), '{}') INTO v_candidates
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'run_events'::regclass
+       AND c.relname ~ '^run_events_\d{4}_\d{2}$'
+       AND (to_timestamp(substr(c.relname, 12), 'YYYY_MM')::timestamp + interval '1 month')
+           AT TIME ZONE 'UTC' <= p_before;
+    IF cardinality(v_candidates) = 0 THEN
+        RETURN 0;
+    END IF;
+    BEGIN
+        PERFORM set_config('lock_timeout', '200ms', true);
+        LOCK TABLE run_events IN ACCESS EXCLUSIVE MODE;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 0;
+    END;
+    FOREACH v_part IN ARRAY v_candidates LOOP
+        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s)', v_part) INTO v_empty;
+        IF v_empty THEN
+            EXECUTE format('DROP TABLE %s', v_part);
+            v_dropped := v_dropped + 1;
+        END IF;
+    END LOOP;
+    RETURN v_dropped;
+END
+$$;
+
 -- Every month the existing events span, and three ahead, exist before the copy, so it fills
 -- them directly and the default partition stays empty.
 SELECT create_run_events_partitions(
