@@ -28,7 +28,6 @@ import contextlib
 import logging
 import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -36,7 +35,6 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import Runtime
 
 from activities.agents import backend_named
 from activities.agents.metered import MeteredBackend
