@@ -41,7 +41,7 @@ async def request_erasure(conn: asyncpg.Connection, user: str) -> None:
 
 
 async def erase_due_users(pool: asyncpg.Pool, *, requested_before: datetime) -> int:
-    """Carry out the requests older than `requested_before` whose runs are all deleted;
+    """Carry out the requests older than `requested_before` whose hidden runs are deleted;
     returns how many users were erased now. Each user's rows change in one transaction, and
     the request is forgotten in it, so a retried sweep finds only what is left to do."""
     async with pool.acquire() as conn:
@@ -50,7 +50,7 @@ async def erase_due_users(pool: asyncpg.Pool, *, requested_before: datetime) -> 
     for row in due:
         user, pseudonym = row["user_name"], row["pseudonym"]
         async with pool.acquire() as conn, conn.transaction():
-            if await conn.fetchval(sql("user_has_runs"), user):
+            if await conn.fetchval(sql("user_has_erased_runs"), user):
                 continue  # the sweep's next batches delete them first
             for query in DELETE_PERSONAL:
                 await conn.execute(sql(query), user)

@@ -27,9 +27,10 @@ UPDATE webhooks SET deleted_at = now()
 -- Erasure requests older than $1, oldest first, with their pseudonyms.
 SELECT user_name, pseudonym FROM user_erasures WHERE requested_at < $1 ORDER BY requested_at;
 
--- name: user_has_runs
--- Whether runs of $1 remain (the sweep deletes them a batch at a time).
-SELECT EXISTS (SELECT 1 FROM runs WHERE owner = $1);
+-- name: user_has_erased_runs
+-- Whether hidden runs of $1 remain (the sweep deletes them a batch at a time); runs started
+-- after the request are not erased and do not count.
+SELECT EXISTS (SELECT 1 FROM runs WHERE owner = $1 AND erased_at IS NOT NULL);
 
 -- name: delete_user_contact
 -- $1's email address.
