@@ -170,6 +170,14 @@ async def _appends_after(url: str, per_run: int) -> None:
                 "WHERE tableoid <> 'run_events_default'::regclass")
             await conn.execute(f"DELETE FROM runs WHERE id IN (SELECT run_id FROM {oldest})")
             kept = await conn.fetchval("SELECT count(*) FROM run_events")
+            # While a reader holds the table, the drop gives up at once instead of queueing
+            # every append behind its lock.
+            async with pool.acquire() as reader, reader.transaction():
+                await reader.fetchval("SELECT count(*) FROM run_events WHERE run_id = $1",
+                                      run_id)
+                began = time.perf_counter()
+                assert await maintain_partitions(conn) == (0, 0)
+                assert time.perf_counter() - began < 2
             created, dropped = await maintain_partitions(conn)
             assert created == 0 and dropped >= 1  # the next month may have emptied too
             assert await conn.fetchval("SELECT count(*) FROM run_events") == kept
@@ -186,3 +194,20 @@ async def test_partition_migration_keeps_10k_events(release_020_url: str) -> Non
 @pytest.mark.slow
 async def test_partition_migration_keeps_1m_events(release_020_url: str) -> None:
     await _migrate_and_check(release_020_url, runs=2000, per_run=500)
+
+
+async def test_workers_starting_at_once_create_each_month_once(pool: asyncpg.Pool) -> None:
+    async def create() -> int:
+        async with pool.acquire() as conn:
+            return int(await conn.fetchval(
+                "SELECT create_run_events_partitions(now(), now() + interval '9 months')"))
+
+    async with pool.acquire() as conn:
+        before = await conn.fetchval(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'run_events'::regclass")
+    created = await asyncio.gather(*(create() for _ in range(4)))
+    async with pool.acquire() as conn:
+        after = await conn.fetchval(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'run_events'::regclass")
+    assert sum(created) == after - before
+    assert sorted(created)[:3] == [0, 0, 0]
