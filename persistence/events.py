@@ -40,7 +40,6 @@ async def list_events(
     return [EventRow.from_record(r) for r in records]
 
 
-
 async def maintain_partitions(conn: asyncpg.Connection,
                               months_ahead: int = PARTITION_MONTHS_AHEAD) -> tuple[int, int]:
     """Create run_events' missing monthly partitions through `months_ahead` months from now and

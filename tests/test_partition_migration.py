@@ -133,7 +133,12 @@ async def _appends_after(url: str, per_run: int) -> None:
     pool = await create_pool(url, max_size=8)
     try:
         async with pool.acquire() as conn:
-            assert await maintain_partitions(conn) == (0, 0)  # all there, none empty
+            async with conn.transaction():
+                assert await maintain_partitions(conn) == (0, 0)  # all there, none empty
+                # ... and so it did not lock run_events against appends either.
+                assert not await conn.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() "
+                    "AND relation = 'run_events'::regclass AND mode = 'AccessExclusiveLock')")
             run_id = await conn.fetchval("SELECT id FROM runs WHERE owner = 'seed' "
                                          "ORDER BY created_at LIMIT 1")
             # A key first written months ago keeps its seq: the look-up spans partitions.

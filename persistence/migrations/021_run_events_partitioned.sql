@@ -98,19 +98,26 @@ CREATE FUNCTION drop_empty_run_events_partitions(p_before timestamptz)
 RETURNS int
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_candidates regclass[];
-    v_part       regclass;
-    v_empty      boolean;
-    v_dropped    int := 0;
+    v_empty   regclass[] := '{}';
+    v_part    regclass;
+    v_is      boolean;
+    v_dropped int := 0;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('create_run_events_partitions'));
-    SELECT coalesce(array_agg(c.oid::regclass), '{}') INTO v_candidates
-      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-     WHERE i.inhparent = 'run_events'::regclass
-       AND c.relname ~ '^run_events_\d{4}_\d{2}$'
-       AND (to_timestamp(substr(c.relname, 12), 'YYYY_MM')::timestamp + interval '1 month')
-           AT TIME ZONE 'UTC' <= p_before;
-    IF cardinality(v_candidates) = 0 THEN
+    -- Looked at without the lock first: most calls find nothing to drop and lock nothing.
+    FOR v_part IN
+        SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'run_events'::regclass
+           AND c.relname ~ '^run_events_\d{4}_\d{2}$'
+           AND (to_timestamp(substr(c.relname, 12), 'YYYY_MM')::timestamp + interval '1 month')
+               AT TIME ZONE 'UTC' <= p_before
+    LOOP
+        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s)', v_part) INTO v_is;
+        IF v_is THEN
+            v_empty := v_empty || v_part;
+        END IF;
+    END LOOP;
+    IF cardinality(v_empty) = 0 THEN
         RETURN 0;
     END IF;
     BEGIN
@@ -119,9 +126,9 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN 0;
     END;
-    FOREACH v_part IN ARRAY v_candidates LOOP
-        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s)', v_part) INTO v_empty;
-        IF v_empty THEN
+    FOREACH v_part IN ARRAY v_empty LOOP
+        EXECUTE format('SELECT NOT EXISTS (SELECT 1 FROM %s)', v_part) INTO v_is;
+        IF v_is THEN
             EXECUTE format('DROP TABLE %s', v_part);
             v_dropped := v_dropped + 1;
         END IF;
