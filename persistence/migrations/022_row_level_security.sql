@@ -1,0 +1,143 @@
+-- Row-level security as a second wall behind the API's checks (issue 13, seed 000's policies).
+--
+-- The API borrows each connection as role `waystation_api` with the caller's claims set on it
+-- (`waystation.user`, `waystation.role`: see persistence/claims.py); a row is visible when the
+-- claims allow it: the run's owner, a member of the run's group, the `service` role. No claims,
+-- no rows. Workers connect as `waystation_worker`, which the policies let read and write
+-- everything. RLS is forced, so a table owner is held to the policies too; only superusers and
+-- BYPASSRLS roles pass (the migration runner, the metrics reader in development).
+
+-- Roles are cluster-wide: several databases (tests, a second installation) share them, and two
+-- migrations may race to create them.
+DO $$
+BEGIN
+    CREATE ROLE waystation_api NOLOGIN NOBYPASSRLS;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END
+$$;
+DO $$
+BEGIN
+    CREATE ROLE waystation_worker NOLOGIN NOBYPASSRLS;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+END
+$$;
+
+GRANT USAGE ON SCHEMA public TO waystation_api, waystation_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public
+   TO waystation_api, waystation_worker;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO waystation_api, waystation_worker;
+REVOKE ALL ON schema_migrations FROM waystation_api, waystation_worker;
+-- Tables of later migrations get the same grants (they still need their own policies: see
+-- tests/test_rls.py, which fails for a readable table without forced RLS).
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO waystation_api, waystation_worker;
+ALTER DEFAULT PRIVILEGES IN SCHEMA public
+    GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO waystation_api, waystation_worker;
+
+-- The claims. An unset custom setting reads as NULL in a fresh session but as '' once it was
+-- set and reset in the same session (a pooled connection): both mean "nobody".
+CREATE FUNCTION waystation_user() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT NULLIF(current_setting('waystation.user', true), '') $$;
+
+CREATE FUNCTION waystation_claims_role() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(current_setting('waystation.role', true), '') $$;
+
+-- The caller's groups. SECURITY DEFINER because group_members' own policy asks the same
+-- question (a policy reading its own table would recurse); its owner, the migration runner,
+-- is a superuser or a member of waystation_worker, so it reads every membership.
+CREATE FUNCTION waystation_user_groups() RETURNS SETOF uuid LANGUAGE sql STABLE
+SECURITY DEFINER SET search_path = pg_catalog, public
+AS $$ SELECT group_id FROM public.group_members
+       WHERE user_name = NULLIF(current_setting('waystation.user', true), '') $$;
+REVOKE ALL ON FUNCTION waystation_user_groups() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION waystation_user_groups() TO waystation_api;
+
+-- Every table a user can read: RLS on and forced; the worker sees and writes all of it.
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['runs', 'run_events', 'run_snapshots', 'hitl_requests', 'jobs',
+                             'work_units', 'item_outputs', 'apps', 'screens', 'actions',
+                             'edges', 'graph_persistence_outcomes', 'run_artifacts',
+                             'console_login_codes', 'console_sessions', 'groups',
+                             'group_members', 'webhooks', 'webhook_deliveries',
+                             'webhook_attempts', 'user_contacts', 'decision_links', 'api_keys']
+    LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format('CREATE POLICY worker_all ON %I TO waystation_worker '
+                       'USING (true) WITH CHECK (true)', t);
+    END LOOP;
+END
+$$;
+
+-- The API's policies. One per table, FOR ALL: what a caller sees is what it may write (the
+-- API's own checks decide the finer rules: who decides, who manages members).
+CREATE POLICY api_visible ON runs TO waystation_api
+    USING (waystation_claims_role() = 'service' OR owner = waystation_user()
+           OR group_id IN (SELECT waystation_user_groups()));
+
+-- A run's rows are visible with the run (the subquery is itself under runs' policy).
+CREATE POLICY api_visible ON run_events TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = run_events.run_id));
+CREATE POLICY api_visible ON run_snapshots TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = run_snapshots.run_id));
+CREATE POLICY api_visible ON hitl_requests TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = hitl_requests.run_id));
+CREATE POLICY api_visible ON jobs TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.run_id));
+CREATE POLICY api_visible ON work_units TO waystation_api
+    USING (EXISTS (SELECT 1 FROM jobs j WHERE j.id = work_units.job_id));
+CREATE POLICY api_visible ON item_outputs TO waystation_api
+    USING (EXISTS (SELECT 1 FROM work_units u WHERE u.id = item_outputs.unit_id));
+CREATE POLICY api_visible ON graph_persistence_outcomes TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = graph_persistence_outcomes.run_id));
+CREATE POLICY api_visible ON run_artifacts TO waystation_api
+    USING (EXISTS (SELECT 1 FROM runs r WHERE r.id = run_artifacts.run_id));
+
+-- An app's screen graph is shared by the runs that explored it: visible to whoever sees one.
+CREATE POLICY api_visible ON apps TO waystation_api
+    USING (EXISTS (SELECT 1 FROM graph_persistence_outcomes o
+                    WHERE o.app_package = apps.app_package));
+CREATE POLICY api_visible ON screens TO waystation_api
+    USING (EXISTS (SELECT 1 FROM graph_persistence_outcomes o
+                    WHERE o.app_package = screens.app_package));
+CREATE POLICY api_visible ON edges TO waystation_api
+    USING (EXISTS (SELECT 1 FROM graph_persistence_outcomes o
+                    WHERE o.app_package = edges.app_package));
+CREATE POLICY api_visible ON actions TO waystation_api
+    USING (EXISTS (SELECT 1 FROM screens s WHERE s.id = actions.screen_id));
+
+CREATE POLICY api_visible ON groups TO waystation_api
+    USING (waystation_claims_role() = 'service' OR created_by = waystation_user()
+           OR id IN (SELECT waystation_user_groups()));
+CREATE POLICY api_visible ON group_members TO waystation_api
+    USING (waystation_claims_role() = 'service' OR user_name = waystation_user()
+           OR group_id IN (SELECT waystation_user_groups()));
+
+CREATE POLICY api_visible ON webhooks TO waystation_api
+    USING (waystation_claims_role() = 'service' OR owner = waystation_user());
+CREATE POLICY api_visible ON webhook_deliveries TO waystation_api
+    USING (EXISTS (SELECT 1 FROM webhooks w WHERE w.id = webhook_deliveries.webhook_id));
+CREATE POLICY api_visible ON webhook_attempts TO waystation_api
+    USING (EXISTS (SELECT 1 FROM webhook_deliveries d
+                    WHERE d.id = webhook_attempts.delivery_id));
+
+CREATE POLICY api_visible ON user_contacts TO waystation_api
+    USING (waystation_claims_role() = 'service' OR user_name = waystation_user());
+
+-- Credentials are looked up before anyone is known, by the secret they hold: the
+-- `authenticator` claims (sign-in, sessions, API keys, emailed links) see them, nothing else.
+CREATE POLICY api_visible ON console_login_codes TO waystation_api
+    USING (waystation_claims_role() IN ('service', 'authenticator')
+           OR user_name = waystation_user());
+CREATE POLICY api_visible ON console_sessions TO waystation_api
+    USING (waystation_claims_role() IN ('service', 'authenticator')
+           OR user_name = waystation_user());
+CREATE POLICY api_visible ON api_keys TO waystation_api
+    USING (waystation_claims_role() IN ('service', 'authenticator')
+           OR owner = waystation_user());
+CREATE POLICY api_visible ON decision_links TO waystation_api
+    USING (waystation_claims_role() IN ('service', 'authenticator')
+           OR user_name = waystation_user());
