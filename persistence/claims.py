@@ -44,9 +44,9 @@ async def set_claims(conn: asyncpg.Connection, claims: Claims) -> None:
 
 
 @asynccontextmanager
-async def claimed_connection(pool: asyncpg.Pool, claims: Claims, *,
-                             timeout: float | None = None) -> AsyncIterator[asyncpg.Connection]:
+async def claimed_connection(pool: asyncpg.Pool,
+                             claims: Claims) -> AsyncIterator[asyncpg.Connection]:
     """A connection of `pool` whose queries run for `claims` while it is borrowed."""
-    async with pool.acquire(timeout=timeout) as conn:
+    async with pool.acquire() as conn:
         await set_claims(conn, claims)
         yield conn

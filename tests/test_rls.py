@@ -14,12 +14,20 @@ import pytest_asyncio
 from persistence import gates as gates_repo
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
-from persistence.claims import API_ROLE, AUTHENTICATOR, SERVICE, WORKER_ROLE, Claims, \
-    claimed_connection
+from persistence.claims import (
+    API_ROLE,
+    AUTHENTICATOR,
+    SERVICE,
+    WORKER_ROLE,
+    Claims,
+    claimed_connection,
+)
 from persistence.db import create_pool
+from persistence.migrate import apply_migrations
 from persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
 from tests.console_helpers import open_gate
 from tests.helpers import new_validation_run
+from waystation.testing import with_database
 
 # The run tables, read with no WHERE at all: the policies are the only filter.
 UNFILTERED = {
@@ -160,3 +168,52 @@ async def test_every_table_but_the_migrations_ledger_forces_row_level_security(p
     granted = await pool.fetchval(
         "SELECT has_table_privilege($1, 'schema_migrations', 'SELECT')", API_ROLE)
     assert granted is False
+
+
+def as_login(url: str, login: str) -> str:
+    """`url` signing in as `login` (no password: the test server trusts local sockets; a
+    DATABASE_URL server must trust it too)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{login}@{rest.partition('@')[2]}"
+
+
+async def test_a_non_superuser_owner_deployment(database_url: str):
+    """Production's shape: a plain login role owns the database, is granted both roles, runs
+    the migrations (so it owns the tables and the SECURITY DEFINER function, and forced RLS
+    holds it to the policies), and serves the API and the workers."""
+    tag = uuid.uuid4().hex[:8]
+    login, name = f"ws_owner_{tag}", f"waystation_rls_{tag}"
+    admin = await asyncpg.connect(database_url)
+    try:
+        await admin.execute(f"CREATE ROLE {login} LOGIN NOSUPERUSER NOBYPASSRLS")
+        await admin.execute(f"CREATE DATABASE {name} OWNER {login}")
+        url = as_login(with_database(database_url, name), login)
+        conn = await asyncpg.connect(url)
+        try:
+            # The roles exist already (cluster-wide); the migration only uses them.
+            await admin.execute(f"GRANT {API_ROLE}, {WORKER_ROLE} TO {login}")
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+        api = await create_pool(url, max_size=1, role=API_ROLE)
+        worker = await create_pool(url, max_size=1, role=WORKER_ROLE)
+        try:
+            async with worker.acquire() as conn:
+                group_id = uuid.uuid4()
+                await groups_repo.create_group(conn, group_id=group_id, name="g", creator="bob")
+                await groups_repo.put_member(conn, group_id=group_id, user="carol",
+                                             role="viewer", added_by="bob")
+            mine = (await new_validation_run(worker, "alice")).run_id
+            shared = (await new_validation_run(worker, "bob", group_id=group_id)).run_id
+            await new_validation_run(worker, "bob")
+            for user, expected in (("alice", {mine}), ("carol", {shared}), (None, set())):
+                async with claimed_connection(api, Claims(user=user)) as conn:
+                    seen = {r["id"] for r in await conn.fetch("SELECT id FROM runs")}
+                assert seen == expected, user
+        finally:
+            await api.close()
+            await worker.close()
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.execute(f"DROP ROLE IF EXISTS {login}")
+        await admin.close()

@@ -83,7 +83,8 @@ async def console_page() -> HTMLResponse:
 
 
 @router.get("/console/login")
-async def console_login(code: LoginCode, conn: AuthenticatorConn, settings: SettingsDep) -> Response:
+async def console_login(code: LoginCode, conn: AuthenticatorConn,
+                        settings: SettingsDep) -> Response:
     """Spend a one-time code for a session cookie, then go to the console."""
     ttl = settings.console_session_hours * 3600
     session = await exchange_login_code(conn, code, ttl_seconds=ttl)

@@ -30,7 +30,8 @@ Token = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 @router.get("/{token}", response_model=DecisionLinkView, responses={403: ERROR_RESPONSES[403]})
-async def show_decision_link(token: Token, conn: AuthenticatorConn, settings: SettingsDep) -> DecisionLinkView:
+async def show_decision_link(token: Token, conn: AuthenticatorConn,
+                             settings: SettingsDep) -> DecisionLinkView:
     """The request a mailed link is for, and whom it decides as."""
     link = await _usable_link(conn, settings.jwt_secret, token)
     await act_as(conn, User(name=link.user_name))

@@ -7,18 +7,21 @@
 -- everything. RLS is forced, so a table owner is held to the policies too; only superusers and
 -- BYPASSRLS roles pass (the migration runner, the metrics reader in development).
 
--- Roles are cluster-wide: several databases (tests, a second installation) share them, and two
--- migrations may race to create them.
+-- Roles are cluster-wide: several databases (tests, a second installation) share them, two
+-- migrations may race to create them, and a login without CREATEROLE finds them made by an
+-- administrator (it may not even try CREATE ROLE).
 DO $$
+DECLARE
+    r text;
 BEGIN
-    CREATE ROLE waystation_api NOLOGIN NOBYPASSRLS;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
-END
-$$;
-DO $$
-BEGIN
-    CREATE ROLE waystation_worker NOLOGIN NOBYPASSRLS;
-EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+    FOREACH r IN ARRAY ARRAY['waystation_api', 'waystation_worker'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN NOBYPASSRLS', r);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+            END;
+        END IF;
+    END LOOP;
 END
 $$;
 
