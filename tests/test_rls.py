@@ -180,7 +180,8 @@ def as_login(url: str, login: str) -> str:
 async def test_a_non_superuser_owner_deployment(database_url: str):
     """Production's shape: a plain login role owns the database, is granted both roles, runs
     the migrations (so it owns the tables and the SECURITY DEFINER function, and forced RLS
-    holds it to the policies), and serves the API and the workers."""
+    holds it to the policies), and serves the API (as waystation_api) and the workers (as
+    itself: its membership of waystation_worker lets it write everything)."""
     tag = uuid.uuid4().hex[:8]
     login, name = f"ws_owner_{tag}", f"waystation_rls_{tag}"
     admin = await asyncpg.connect(database_url)
@@ -196,7 +197,7 @@ async def test_a_non_superuser_owner_deployment(database_url: str):
         finally:
             await conn.close()
         api = await create_pool(url, max_size=1, role=API_ROLE)
-        worker = await create_pool(url, max_size=1, role=WORKER_ROLE)
+        worker = await create_pool(url, max_size=1)
         try:
             async with worker.acquire() as conn:
                 group_id = uuid.uuid4()

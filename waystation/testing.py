@@ -39,7 +39,6 @@ from temporalio.testing import WorkflowEnvironment
 from activities.agents import backend_named
 from api.app import create_app
 from api.auth import issue_token
-from persistence.claims import WORKER_ROLE
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
@@ -158,7 +157,7 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
             data_converter=pydantic_data_converter,
             dev_server_existing_path=installed_binary("temporal"),
             search_attributes=search_attributes.ALL, dev_server_extra_args=DEV_SERVER_ARGS)
-        pool = await create_pool(url, max_size=10, role=WORKER_ROLE)
+        pool = await create_pool(url, max_size=10)
         try:
             config = Settings(database_url=url, jwt_secret=TEST_SECRET,
                               temporal_task_queue=f"stack-{uuid.uuid4()}",

@@ -26,7 +26,6 @@ from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
-from persistence.claims import WORKER_ROLE
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
@@ -129,7 +128,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     configure_tracing(settings, "waystation-worker")
     runtime = metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
-    pool = await create_pool(resolve_database_url(settings), role=WORKER_ROLE)
+    pool = await create_pool(resolve_database_url(settings))
     meter = (runtime or Runtime.default()).metric_meter
     backend = agent_backend(settings, registry, meter=meter)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,

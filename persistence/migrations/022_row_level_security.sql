@@ -3,9 +3,9 @@
 -- The API borrows each connection as role `waystation_api` with the caller's claims set on it
 -- (`waystation.user`, `waystation.role`: see persistence/claims.py); a row is visible when the
 -- claims allow it: the run's owner, a member of the run's group, the `service` role. No claims,
--- no rows. Workers connect as `waystation_worker`, which the policies let read and write
--- everything. RLS is forced, so a table owner is held to the policies too; only superusers and
--- BYPASSRLS roles pass (the migration runner, the metrics reader in development).
+-- no rows. Workers connect as the login role, a member of `waystation_worker`, which the
+-- policies let read and write everything. RLS is forced, so a table owner is held to the
+-- policies too; only superusers and BYPASSRLS roles pass (the embedded server's `postgres`).
 
 -- Roles are cluster-wide: several databases (tests, a second installation) share them, two
 -- migrations may race to create them, and a login without CREATEROLE finds them made by an
@@ -30,12 +30,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public
    TO waystation_api, waystation_worker;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO waystation_api, waystation_worker;
 REVOKE ALL ON schema_migrations FROM waystation_api, waystation_worker;
--- Tables of later migrations get the same grants (they still need their own policies: see
--- tests/test_rls.py, which fails for a readable table without forced RLS).
-ALTER DEFAULT PRIVILEGES IN SCHEMA public
-    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO waystation_api, waystation_worker;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public
-    GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO waystation_api, waystation_worker;
+-- No default privileges: a table of a later migration is refused to the API until that
+-- migration grants it along with its policies (a loud error rather than a silent leak), and
+-- partitions created at run time are reached through their parent's grants and policies only.
 
 -- The claims. An unset custom setting reads as NULL in a fresh session but as '' once it was
 -- set and reset in the same session (a pooled connection): both mean "nobody".
