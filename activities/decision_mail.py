@@ -42,16 +42,23 @@ class MailSettings:
 
 class DecisionMailInput(BaseModel):
     request_id: UUID
+    # 0: the first mail (to everyone not yet written to, e.g. after an escalation too);
+    # n: the n-th reminder, to everyone who has not voted and not yet had it.
+    reminder: int = 0
 
 
 class DecisionMailResult(BaseModel):
     sent: int
 
 
-async def start_decision_mail(client: Client, task_queue: str, request_id: UUID) -> None:
-    await start_once(client, DECISION_MAIL_WORKFLOW, DecisionMailInput(request_id=request_id),
-                     workflow_id=f"decision-mail-{request_id}", task_queue=task_queue,
-                     summary=f"email the deciders of request {request_id}")
+async def start_decision_mail(client: Client, task_queue: str, request_id: UUID, *,
+                              occasion: str = "", reminder: int = 0) -> None:
+    """One mail workflow per request and occasion (opened, `escalated`, `reminder-<n>`)."""
+    await start_once(client, DECISION_MAIL_WORKFLOW,
+                     DecisionMailInput(request_id=request_id, reminder=reminder),
+                     workflow_id=f"decision-mail-{request_id}{'-' + occasion if occasion else ''}",
+                     task_queue=task_queue,
+                     summary=f"email the deciders of request {request_id} {occasion}".rstrip())
 
 
 class DecisionMailActivities:
@@ -73,13 +80,17 @@ class DecisionMailActivities:
                 link = await mail_repo.upsert_link(conn, link_id=uuid.uuid4(),
                                                    request_id=gate.id, user=user, email=email,
                                                    expires_at=expires_at)
-                if link.sent_at is not None:
+                if (link.sent_at is not None if not arg.reminder
+                        else link.used_at is not None or link.reminded >= arg.reminder):
                     continue
                 url = f"{s.link_base}/decide-link/{sign_link(s.link_secret, link.id)}"
+                subject = f"{'Reminder: d' if arg.reminder else 'D'}ecision needed: {gate.title}"
                 await asyncio.to_thread(send_mail, s.smtp_url, sender=s.sender, to=link.email,
-                                        subject=f"Decision needed: {gate.title}",
+                                        subject=subject,
                                         text=_mail_text(gate, user, url, link.expires_at))
                 await mail_repo.mark_sent(conn, link.id)
+                if arg.reminder:
+                    await mail_repo.mark_reminded(conn, link.id, arg.reminder)
                 sent += 1
         return DecisionMailResult(sent=sent)
 

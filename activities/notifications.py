@@ -11,7 +11,14 @@ from typing import Any
 
 import asyncpg
 
-from contracts.events import GATE_DECIDED, GATE_EXPIRED, GATE_OPENED, RUN_FINISHED
+from contracts.events import (
+    GATE_DECIDED,
+    GATE_ESCALATED,
+    GATE_EXPIRED,
+    GATE_OPENED,
+    GATE_REMINDED,
+    RUN_FINISHED,
+)
 from contracts.statuses import TERMINAL_RUN_STATUSES
 from contracts.writes import ReadModelWrite
 from persistence import gates as gates_repo
@@ -30,6 +37,12 @@ async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> l
         gate = await gates_repo.get_gate(conn, write.open_gate.id)
         if gate is not None:
             found.append((GATE_OPENED, f"{GATE_OPENED}:{gate.id}", _gate_data(gate)))
+    if (notice := write.gate_notice) is not None:
+        gate = await gates_repo.get_gate(conn, notice.request_id)
+        if gate is not None and gate.status == "pending":
+            kind = GATE_REMINDED if notice.kind == "reminded" else GATE_ESCALATED
+            found.append((kind, f"{kind}:{gate.id}:{notice.number}",
+                          _gate_data(gate) | {"number": notice.number}))
     if write.close_gate is not None and write.close_gate.status in _CLOSED_EVENT:
         gate = await gates_repo.get_gate(conn, write.close_gate.id)
         if gate is not None:
@@ -50,7 +63,8 @@ def _gate_data(gate: GateRow) -> dict[str, Any]:
     return gate.model_dump(mode="json", include={
         "run_id", "checkpoint_name", "phase", "title", "description", "options",
         "recommended_option", "digest", "status", "decision", "feedback", "decision_by",
-        "decision_at", "expires_at", "decider_roles"}) | {"request_id": str(gate.id)}
+        "decision_at", "expires_at", "decider_roles", "decider_users", "quorum",
+        "answer_schema", "answer"}) | {"request_id": str(gate.id)}
 
 
 def _run_data(run: RunRow) -> dict[str, Any]:

@@ -42,4 +42,9 @@ class ReadModelActivities:
         if self._mail_deciders and write.open_gate is not None:
             await start_decision_mail(activity.client(), activity.info().task_queue,
                                       write.open_gate.id)
+        if self._mail_deciders and (notice := write.gate_notice) is not None:
+            reminder = notice.number if notice.kind == "reminded" else 0
+            await start_decision_mail(
+                activity.client(), activity.info().task_queue, notice.request_id,
+                occasion=f"reminder-{reminder}" if reminder else "escalated", reminder=reminder)
         return RecordResult(seqs=seqs)

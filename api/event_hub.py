@@ -70,9 +70,12 @@ class InboxSubscription:
         self.queue.put_nowait({})
 
     def concerns(self, change: dict) -> bool:
-        """A request on the subscriber's own run, or on its group's run where its role is one
-        the request names (the same rule as the inbox query)."""
+        """A request on the subscriber's own run, on its group's run where its role is one
+        the request names, or naming it (the same rule as the inbox query)."""
         if self.owner is None or self.owner == change.get("owner"):
+            return True
+        if self.owner in (change.get("decider_users") or ()) or self.owner in (
+                change.get("delegates") or ()):
             return True
         role = self.group_roles.get(str(change.get("group_id")))
         return role is not None and role in (change.get("decider_roles") or ())

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+from pydantic import TypeAdapter
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import (
@@ -22,10 +23,13 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from api.errors import ApiError, unavailable
+from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
 from contracts.kinds import RunKind, RunStart
 from persistence import runs as runs_repo
 from persistence.models import RunRow
 from workflows import search_attributes as sa
+
+_POLICIES = TypeAdapter(GatePolicies)
 
 
 def initial_search_attributes(run: RunRow) -> TypedSearchAttributes:
@@ -54,29 +58,35 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
                             "workflow's run argument with a model of run_id, owner and input")
         arg = arg_type(run_id=start.run_id, owner=start.owner, input=start.input)
     assert defn.name is not None, "a registered workflow is never dynamic"
+    policies = merge_policies(kind.gate_policy,
+                              _POLICIES.validate_python(run.gate_policies or {}))
     await client.start_workflow(
         defn.name, arg, id=run.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         search_attributes=initial_search_attributes(run),
         static_summary=kind.summary(start),
         static_details=kind.details(start) if kind.details else None,
-        task_timeout=kind.task_timeout)
+        task_timeout=kind.task_timeout,
+        memo={GATE_POLICY_MEMO: _POLICIES.dump_python(policies, mode="json",
+                                                      exclude_unset=True)} if policies else None)
 
 
 async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
                            kind: RunKind, *, owner: str, input: Any, project_id: str | None,
-                           idempotency_key: str | None,
-                           group_id: UUID | None = None) -> tuple[RunRow, bool]:
+                           idempotency_key: str | None, group_id: UUID | None = None,
+                           gate_policies: GatePolicies | None = None) -> tuple[RunRow, bool]:
     """Write the run's row, then start its workflow: (run, created). The same idempotency
     key again returns the first run (409 when it was used for a different request)."""
     run_id = uuid.uuid4()
     input_json = input.model_dump(mode="json")
+    policies_json = (_POLICIES.dump_python(gate_policies, mode="json", exclude_unset=True)
+                     if gate_policies else None)
     run, created = await runs_repo.create_run(
         conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
         workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-        input=input_json, project_id=project_id)
+        input=input_json, project_id=project_id, gate_policies=policies_json)
     if not created and (run.kind != kind.name or run.input != input_json
-                        or run.group_id != group_id):
+                        or run.group_id != group_id or run.gate_policies != policies_json):
         raise ApiError(409, "idempotency_key_reused",
                        "this Idempotency-Key was used for a different request")
     if created or run.status == "pending":

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model, model_validator
 
+from contracts.gate_policy import GatePolicies
 from contracts.kinds import RunKind
 from persistence.api_keys import ApiKeyRow
-from persistence.models import EventRow, GateOption, GateRow, GateStatus, RunRow, RunStatus
+from persistence.models import (
+    DelegationRow,
+    EventRow,
+    GateOption,
+    GateRow,
+    GateStatus,
+    RunRow,
+    RunStatus,
+    VoteRow,
+)
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
                                         description="The project the run belongs to; "
@@ -20,6 +31,15 @@ GroupId = Annotated[UUID | None, Field(description="The group the run belongs to
                                                   "read it, and those whose role a gate names "
                                                   "decide it (you must be a member, not a "
                                                   "viewer).")]
+
+
+GateRules = Annotated[GatePolicies | None, Field(
+    max_length=50, description="Rules for this run's gates, by checkpoint name (`*`: every "
+                               "gate): who decides (`decider_roles`, `decider_users`, "
+                               "`quorum`), a typed answer (`answer_schema`, `answer_options`), "
+                               "reminders (`remind_before_expiry`, `remind_every`) and "
+                               "escalation (`escalate_after`, `escalate_to_roles`); durations "
+                               "in seconds or ISO 8601 (`P2D`). Laid over the kind's defaults.")]
 
 
 def run_create_model(kinds: list[RunKind]) -> Any:
@@ -32,6 +52,7 @@ def run_create_model(kinds: list[RunKind]) -> Any:
         input=(kind.input_model, ...),
         project_id=(ProjectId, None),
         group_id=(GroupId, None),
+        gates=(GateRules, None),
     ) for kind in kinds]
     if len(models) == 1:
         return models[0]
@@ -70,17 +91,49 @@ class DecisionView(BaseModel):
     feedback: str | None
     decided_by: str | None
     decided_at: datetime | None
-    decision_arguments: dict[str, Any] | None = Field(
-        None, description="The edited arguments an `edit` decision approved a tool call with.")
+    answer: Any = Field(None, description="The typed answer the decision carried (an edited "
+                                          "document, a tool call's edited arguments).")
+    answer_schema: dict[str, Any] | None = Field(
+        None, description="The JSON Schema a typed answer must satisfy; options say whether "
+                          "they carry one (`answer`: `required` / `optional`).")
+    answer_initial: Any = Field(None, description="The document offered for editing.")
     expires_at: datetime | None
     created_at: datetime
     decider_roles: list[str] = Field(description="The roles of the run's group that may "
                                                  "decide it, besides the run's owner.")
+    decider_users: list[str] = Field(default_factory=list,
+                                     description="People named as deciders besides the roles.")
+    quorum: int = Field(1, description="Approvals it takes; one rejection rejects.")
+    votes: list[VoteView] = Field(default_factory=list, description="Every vote, in order.")
+    delegations: list[DelegationView] = Field(default_factory=list)
+    reminders_sent: int = 0
+    escalated_at: datetime | None = None
 
     @classmethod
-    def of(cls, gate: GateRow) -> DecisionView:
+    def of(cls, gate: GateRow, votes: Sequence[VoteRow] = (),
+           delegations: Sequence[DelegationRow] = ()) -> DecisionView:
         return cls(request_id=gate.id, decided_by=gate.decision_by, decided_at=gate.decision_at,
+                   votes=[VoteView.model_validate(v.model_dump()) for v in votes
+                          if v.request_id == gate.id],
+                   delegations=[DelegationView.model_validate(d.model_dump())
+                                for d in delegations if d.request_id == gate.id],
                    **gate.model_dump(exclude={"id", "decision_by", "decision_at", "updated_at"}))
+
+
+class VoteView(BaseModel):
+    voter: str
+    on_behalf_of: str = Field(description="Whose vote it is (the voter's own unless delegated).")
+    option: str
+    feedback: str | None
+    answer: Any
+    digest: str = Field(description="The digest of what the voter saw.")
+    voted_at: datetime
+
+
+class DelegationView(BaseModel):
+    from_user: str
+    to_user: str
+    delegated_at: datetime
 
 
 class RunView(BaseModel):
@@ -113,12 +166,15 @@ class RunView(BaseModel):
     cost_usd: float = Field(0.0, description="Model calls' cost, every attempt counted.")
     input_tokens: int = 0
     output_tokens: int = 0
+    gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
+                                                          "started with (`POST /runs` `gates`).")
 
     @classmethod
     def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:
         return cls(run_id=run.id, pending_checkpoint=run.hitl_state,
                    pending_decision=DecisionView.of(pending) if pending else None,
-                   **run.model_dump(exclude={"id", "hitl_state"}))
+                   gates=run.gate_policies,
+                   **run.model_dump(exclude={"id", "hitl_state", "gate_policies"}))
 
 
 class RunPage(BaseModel):
@@ -181,9 +237,17 @@ class DecisionRequest(BaseModel):
                                                       "it is no longer the open one.")
     digest: str | None = Field(None, min_length=64, max_length=64, pattern="^[0-9a-f]{64}$",
                                description="The digest of the request you reviewed.")
-    arguments: dict[str, Any] | None = Field(
-        None, description="With the `edit` option of a tool-call approval: the arguments to "
-                          "run the tool with, checked against the tool's JSON Schema.")
+    answer: Any = Field(None, validation_alias=AliasChoices("answer", "arguments"),
+                        description="The typed answer, for an option that takes one: checked "
+                                    "against the request's `answer_schema` (422 naming the "
+                                    "JSON path). `arguments` is accepted as its other name (a "
+                                    "tool call's edited arguments).")
+
+
+class DelegationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: str = Field(min_length=1, max_length=200, description="The member who casts your vote.")
+    request_id: UUID | None = Field(None, description="The request you reviewed.")
 
 
 class DecisionList(BaseModel):

@@ -10,7 +10,8 @@ from pydantic import AnyUrl, BaseModel, ConfigDict, Field, UrlConstraints, field
 
 from persistence.webhooks import DeliveryRow, WebhookRow
 
-WebhookEvent = Literal["gate.opened", "gate.decided", "gate.expired", "run.finished"]
+WebhookEvent = Literal["gate.opened", "gate.reminded", "gate.escalated", "gate.decided",
+                       "gate.expired", "run.finished"]
 # http(s) only, as the spec and our SSRF stance want: no file:, ftp:, javascript: ...
 WebhookUrl = Annotated[AnyUrl, UrlConstraints(allowed_schemes=["http", "https"],
                                               max_length=2000, host_required=True)]
@@ -24,7 +25,7 @@ class WebhookCreate(BaseModel):
     secret: str | None = Field(None, pattern=SECRET_PATTERN,
                                description="`whsec_` + base64 of 24-64 bytes; generated "
                                            "when absent (and shown once).")
-    events: list[WebhookEvent] = Field(min_length=1, max_length=4)
+    events: list[WebhookEvent] = Field(min_length=1, max_length=6)
     group_id: UUID | None = Field(None, description="Events of this group's runs (you must "
                                                     "be a member) instead of your own runs'.")
 

@@ -2,7 +2,8 @@
 
 A run's life is told by the same four events whatever its kind (`run.started`, then one of
 `run.completed`, `run.failed`, `run.canceled`, each carrying its `stop_reason`); gates by
-`gate.opened`, `gate.decided`, `gate.expired`. Kind-specific events (`phase.started`,
+`gate.opened`, (`gate.voted`, `gate.delegated`, `gate.reminded`, `gate.escalated`),
+`gate.decided`, `gate.expired`. Kind-specific events (`phase.started`,
 `item.failed`, `agent.node.completed`, ...) add detail between them.
 """
 
@@ -16,10 +17,17 @@ RUN_CANCELED = "run.canceled"
 GATE_OPENED = "gate.opened"
 GATE_DECIDED = "gate.decided"
 GATE_EXPIRED = "gate.expired"
+# While a gate waits: one person's vote towards a quorum, a vote handed on, a reminder, an
+# escalation to more deciders.
+GATE_VOTED = "gate.voted"
+GATE_DELEGATED = "gate.delegated"
+GATE_REMINDED = "gate.reminded"
+GATE_ESCALATED = "gate.escalated"
 
 # What an outbound webhook may subscribe to (one notification however many events told it).
 RUN_FINISHED = "run.finished"
-WEBHOOK_EVENT_TYPES = (GATE_OPENED, GATE_DECIDED, GATE_EXPIRED, RUN_FINISHED)
+WEBHOOK_EVENT_TYPES = (GATE_OPENED, GATE_REMINDED, GATE_ESCALATED, GATE_DECIDED, GATE_EXPIRED,
+                       RUN_FINISHED)
 
 # The last event of a run: a stream that sends one of these ends. The legacy names are what
 # batch and mobile runs wrote before the shared lifecycle; their rows are still in the table.

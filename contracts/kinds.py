@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel
+
+from contracts.gate_policy import GatePolicies
 
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,49}$")
 
@@ -54,6 +56,8 @@ class RunKind:
     - `build_input`: the workflow's argument; by default the workflow's argument model built
       from `run_id`, `owner` and `input`.
     - `task_timeout`: a workflow task timeout other than Temporal's default.
+    - `gate_policy`: default rules for its runs' gates, by checkpoint name or `*` (who
+      decides, quorum, typed answers, reminders, escalation); a run's own rules override them.
     """
 
     name: str
@@ -66,6 +70,7 @@ class RunKind:
     build_input: Callable[[RunStart], BaseModel] | None = None
     task_timeout: timedelta | None = None
     description: str = ""
+    gate_policy: GatePolicies = field(default_factory=dict)
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

@@ -9,11 +9,12 @@ row by refusing to leave a terminal status.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from contracts.gate_policy import AnswerMode
 from contracts.statuses import ExpiryPolicy, GateStatus, RunStatus
 
 # Who in a run's group may decide a gate that names no roles.
@@ -24,6 +25,13 @@ class GateOption(BaseModel):
     value: str
     label: str
     description: str = ""
+    # Whether choosing it carries the gate's typed answer: `required` (the option is the
+    # answer), `optional` ("approve with edits"), or `none`.
+    answer: AnswerMode = "none"
+
+    def shown(self) -> dict[str, Any]:
+        """What the digest covers (an option without an answer as it always was)."""
+        return self.model_dump(exclude={"answer"} if self.answer == "none" else None)
 
 
 class EventWrite(BaseModel):
@@ -74,6 +82,10 @@ class GateOpenWrite(BaseModel):
     expires_at: datetime | None = None
     # The group roles that may decide it, besides the run's owner (see GateSpec).
     decider_roles: list[str] = Field(default_factory=lambda: list(DEFAULT_DECIDER_ROLES))
+    decider_users: list[str] = Field(default_factory=list)
+    quorum: int = 1
+    answer_schema: dict[str, Any] | None = None
+    answer_initial: Any = None
 
 
 class GateCloseWrite(BaseModel):
@@ -83,7 +95,37 @@ class GateCloseWrite(BaseModel):
     feedback: str | None = None
     decision_by: str | None = None
     decision_at: datetime | None = None
-    arguments: dict[str, Any] | None = None
+    answer: Any = None
+
+
+class VoteWrite(BaseModel):
+    """One person's vote on a request (cast by `voter`, for `on_behalf_of` when delegated)."""
+
+    request_id: UUID
+    voter: str
+    on_behalf_of: str
+    option: str
+    feedback: str | None = None
+    answer: Any = None
+    digest: str
+    voted_at: datetime
+
+
+class DelegationWrite(BaseModel):
+    request_id: UUID
+    from_user: str
+    to_user: str
+    delegated_at: datetime
+
+
+class GateNoticeWrite(BaseModel):
+    """A reminder or escalation of a waiting request (`number` counts them, for idempotency)."""
+
+    request_id: UUID
+    kind: Literal["reminded", "escalated"]
+    number: int
+    # After an escalation: everyone who may now decide.
+    decider_roles: list[str] | None = None
 
 
 class ReadModelWrite(BaseModel):
@@ -93,6 +135,9 @@ class ReadModelWrite(BaseModel):
     snapshots: list[SnapshotWrite] = Field(default_factory=list)
     open_gate: GateOpenWrite | None = None
     close_gate: GateCloseWrite | None = None
+    votes: list[VoteWrite] = Field(default_factory=list)
+    delegation: DelegationWrite | None = None
+    gate_notice: GateNoticeWrite | None = None
 
 
 def merge_writes(first: ReadModelWrite, then: ReadModelWrite) -> ReadModelWrite:
@@ -100,4 +145,6 @@ def merge_writes(first: ReadModelWrite, then: ReadModelWrite) -> ReadModelWrite:
     return ReadModelWrite(
         run_id=first.run_id, events=first.events + then.events, run=then.run or first.run,
         snapshots=first.snapshots + then.snapshots,
-        open_gate=then.open_gate or first.open_gate, close_gate=then.close_gate or first.close_gate)
+        open_gate=then.open_gate or first.open_gate, close_gate=then.close_gate or first.close_gate,
+        votes=first.votes + then.votes, delegation=then.delegation or first.delegation,
+        gate_notice=then.gate_notice or first.gate_notice)

@@ -26,6 +26,7 @@ class LinkRow(Row):
     sent_at: datetime | None
     used_at: datetime | None
     created_at: datetime
+    reminded: int = 0
 
 
 async def put_contact(conn: asyncpg.Connection, user: str, email: str) -> ContactRow:
@@ -52,6 +53,10 @@ async def upsert_link(conn: asyncpg.Connection, *, link_id: UUID, request_id: UU
 
 async def mark_sent(conn: asyncpg.Connection, link_id: UUID) -> None:
     await conn.execute(sql("mark_link_sent"), link_id)
+
+
+async def mark_reminded(conn: asyncpg.Connection, link_id: UUID, number: int) -> None:
+    await conn.execute(sql("mark_link_reminded"), link_id, number)
 
 
 async def get_link(conn: asyncpg.Connection, link_id: UUID) -> LinkRow | None:

@@ -6,7 +6,7 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import GateRow
+from persistence.models import DelegationRow, GateRow, VoteRow
 from persistence.queries import sql
 
 
@@ -31,3 +31,18 @@ async def list_inbox(
 ) -> list[GateRow]:
     records = await conn.fetch(sql("list_inbox"), owner, status, limit)
     return [GateRow.from_record(r) for r in records]
+
+
+async def list_votes(conn: asyncpg.Connection, request_ids: list[UUID]) -> list[VoteRow]:
+    return [VoteRow.from_record(r) for r in await conn.fetch(sql("list_gate_votes"), request_ids)]
+
+
+async def list_delegations(conn: asyncpg.Connection,
+                           request_ids: list[UUID]) -> list[DelegationRow]:
+    return [DelegationRow.from_record(r)
+            for r in await conn.fetch(sql("list_gate_delegations"), request_ids)]
+
+
+async def delegated_to(conn: asyncpg.Connection, request_id: UUID, user: str) -> list[str]:
+    """Whose votes on the request were handed to `user`."""
+    return [r["from_user"] for r in await conn.fetch(sql("delegated_to"), request_id, user)]

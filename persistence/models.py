@@ -48,6 +48,8 @@ class RunRow(Row):
     finished_at: datetime | None
     stop_reason: str | None
     context_summary: str | None = None
+    # The gate rules the run was started with (migration 023).
+    gate_policies: dict[str, Any] | None = None
     # Summed over every model-call attempt (migration 010).
     cost_usd: Usd = 0.0
     input_tokens: int = 0
@@ -98,12 +100,37 @@ class GateRow(Row):
     feedback: str | None
     decision_at: datetime | None
     decision_by: str | None
-    decision_arguments: dict[str, Any] | None = None
+    answer: Any = None
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
     # The group roles that may decide it (migration 012), besides the run's owner.
     decider_roles: list[str] = Field(default_factory=lambda: list(DEFAULT_DECIDER_ROLES))
+    # Migration 023: named deciders, quorum, typed answer, reminders and escalation.
+    decider_users: list[str] = Field(default_factory=list)
+    quorum: int = 1
+    answer_schema: dict[str, Any] | None = None
+    answer_initial: Any = None
+    reminders_sent: int = 0
+    escalated_at: datetime | None = None
+
+
+class VoteRow(Row):
+    request_id: UUID
+    voter: str
+    on_behalf_of: str
+    option: str
+    feedback: str | None
+    answer: Any
+    digest: str
+    voted_at: datetime
+
+
+class DelegationRow(Row):
+    request_id: UUID
+    from_user: str
+    to_user: str
+    delegated_at: datetime
 
 
 class GroupRow(Row):

@@ -15,11 +15,11 @@ from persistence.queries import sql
 async def create_run(
     conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: UUID | None,
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
-    project_id: str | None = None,
+    project_id: str | None = None, gate_policies: dict[str, Any] | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a run; returns (run, created). A repeated idempotency key returns the first run."""
     record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id, workflow_id,
-                                 idempotency_key, input, project_id)
+                                 idempotency_key, input, project_id, gate_policies)
     if record is not None:
         return RunRow.from_record(record), True
     existing = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)

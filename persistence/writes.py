@@ -10,20 +10,22 @@ from __future__ import annotations
 import asyncpg
 
 from contracts.writes import (
+    DelegationWrite,
     EventWrite,
     GateCloseWrite,
     GateOpenWrite,
     ReadModelWrite,
     RunStateWrite,
     SnapshotWrite,
+    VoteWrite,
     merge_writes,
 )
 from persistence.events import append_events
 from persistence.queries import sql
 
 # The write models are the contracts layer's; re-exported for the activities that apply them.
-__all__ = ["EventWrite", "GateCloseWrite", "GateOpenWrite", "ReadModelWrite", "RunStateWrite",
-           "SnapshotWrite", "apply_write", "merge_writes"]
+__all__ = ["DelegationWrite", "EventWrite", "GateCloseWrite", "GateOpenWrite", "ReadModelWrite",
+           "RunStateWrite", "SnapshotWrite", "VoteWrite", "apply_write", "merge_writes"]
 
 
 async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[str, int]:
@@ -37,11 +39,25 @@ async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[s
                 gate.title, gate.description, gate.context,
                 [o.model_dump() for o in gate.options], gate.recommended_option, gate.digest,
                 gate.expiry_policy, gate.default_option, gate.expires_at, gate.decider_roles,
+                gate.decider_users, gate.quorum, gate.answer_schema, gate.answer_initial,
             )
         if (close := write.close_gate) is not None:
             await conn.execute(sql("close_gate"), close.id, close.status, close.decision,
                                close.feedback, close.decision_by, close.decision_at,
-                               close.arguments)
+                               close.answer)
+        for vote in write.votes:
+            await conn.execute(sql("insert_vote"), vote.request_id, vote.voter,
+                               vote.on_behalf_of, vote.option, vote.feedback, vote.answer,
+                               vote.digest, vote.voted_at)
+        if (handed := write.delegation) is not None:
+            await conn.execute(sql("insert_delegation"), handed.request_id, handed.from_user,
+                               handed.to_user, handed.delegated_at)
+        if (notice := write.gate_notice) is not None:
+            if notice.kind == "escalated":
+                await conn.execute(sql("record_escalation"), notice.request_id,
+                                   notice.decider_roles)
+            else:
+                await conn.execute(sql("record_reminder"), notice.request_id, notice.number)
         if (run := write.run) is not None:
             await conn.execute(sql("update_run_progress"), write.run_id, run.status,
                                run.current_phase, run.phase_name, run.hitl_state, run.result,

@@ -159,14 +159,19 @@ async def test_stream_followed_to_an_approval_then_an_edit_decided_over_http(htt
     assert pending["context"]["tool"] == "book_vendor"
     assert pending["context"]["arguments"] == {"vendor_id": "v-venue-03", "date": "2027-02-14",
                                                "guests": 200}
-    assert {o["value"] for o in pending["options"]} == {"approve", "reject", "edit"}
+    assert {o["value"]: o["answer"] for o in pending["options"]} == {
+        "approve": "none", "reject": "none", "edit": "required"}
+    # The edit is a typed answer: the tool's schema, the call's arguments offered to edit.
+    assert pending["answer_schema"]["properties"]["guests"]["type"] == "integer"
+    assert pending["answer_initial"] == pending["context"]["arguments"]
 
     bad = await http.post(f"/runs/{run_id}/decisions/{gate}", json={
         "decision": "edit", "digest": pending["digest"],
         "arguments": {"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": "many"}})
     assert bad.status_code == 422, bad.text
-    assert bad.json()["error"]["code"] == "invalid_arguments"
-    assert bad.json()["error"]["message"].startswith("arguments.guests:")
+    assert bad.json()["error"]["code"] == "invalid_answer"
+    assert bad.json()["error"]["message"].startswith("answer.guests:")
+    assert bad.json()["error"]["details"] == [{"path": "answer.guests"}]
     # Nothing applied: the gate is still open, with the same request.
     still = (await http.get(f"/runs/{run_id}")).json()
     assert still["pending_checkpoint"] == gate
@@ -183,7 +188,9 @@ async def test_stream_followed_to_an_approval_then_an_edit_decided_over_http(htt
     assert returned[-1]["guests"] == 150
     events = (await http.get(f"/runs/{run_id}/events", params={"limit": 1000})).json()["events"]
     decided = [e["output"] for e in events if e["type"] == "gate.decided"]
-    assert decided[0]["decision"] == "edit" and decided[0]["arguments"]["guests"] == 150
+    assert decided[0]["decision"] == "edit" and decided[0]["answer"]["guests"] == 150
+    audit = (await http.get(f"/runs/{run_id}/decisions")).json()["decisions"][0]
+    assert audit["answer"]["guests"] == 150 and audit["votes"][0]["answer"]["guests"] == 150
     await http.post(f"/runs/{run_id}/cancel")
 
 

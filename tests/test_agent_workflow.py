@@ -27,7 +27,7 @@ from tests.agent_helpers import (
 from waystation.worker import build_worker
 from workflows.agent import NOT_WAITING_FOR_MESSAGE, AgentRun
 from workflows.agent_models import MessageInput
-from workflows.gates import INVALID_ARGUMENTS, DecisionInput
+from workflows.gates import INVALID_ANSWER, DecisionInput
 
 
 @pytest_asyncio.fixture
@@ -91,8 +91,8 @@ async def test_approve_reject_with_feedback_and_edit(time_env, pool, worker, tas
         await decide(handle, "approve_book_vendor_2", "edit",
                      arguments={"vendor_id": "v-venue-03", "date": "2027-02-14",
                                 "guests": "many"})
-    assert bad.value.cause.type == INVALID_ARGUMENTS
-    assert bad.value.cause.message.startswith("arguments.guests:")
+    assert bad.value.cause.type == INVALID_ANSWER
+    assert bad.value.cause.message.startswith("answer.guests:")
     await decide(handle, "approve_book_vendor_2", "edit",
                  arguments={"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": 180})
     state = await waiting(handle, turn=4)
@@ -106,7 +106,7 @@ async def test_approve_reject_with_feedback_and_edit(time_env, pool, worker, tas
     events = await events_of(pool, arg.run_id)
     decided = [e.output for e in events if e.type == "gate.decided"]
     assert [d["decision"] for d in decided] == ["reject", "edit", "approve"]
-    assert decided[1]["arguments"]["guests"] == 180
+    assert decided[1]["answer"]["guests"] == 180
     returned = [e.output["result"] for e in events if e.type == "tool.returned"
                 and e.output["tool"] == "book_vendor"]
     assert len(returned) == 3 and returned[0] == {"return_value": "wait for the budget"}

@@ -90,9 +90,11 @@ def bearer(user: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {issue_token(SECRET, user)}"}
 
 
-async def start(live: InProcessApi, user: str, kind: str, body: dict) -> str:
+async def start(live: InProcessApi, user: str, kind: str, body: dict,
+                gates: dict | None = None) -> str:
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
-        response = await http.post("/runs", json={"kind": kind, "input": body},
+        response = await http.post("/runs", json={"kind": kind, "input": body,
+                                                  **({"gates": gates} if gates else {})},
                                    headers=bearer(user))
     assert response.status_code == 201, response.text
     return response.json()["run_id"]
@@ -155,26 +157,26 @@ async def test_decision_arrives_live_is_approved_with_a_click_and_the_run_moves_
     await inbox.context.close()
 
 
-async def test_typed_answer_form_refuses_invalid_input_before_sending(browser, live, pool):
+async def test_typed_answer_form_refuses_invalid_input_and_the_run_gets_the_answer(
+        browser, live, pool):
     user = f"tia-{uuid.uuid4().hex[:6]}"
-    run = await new_validation_run(pool, owner=user)
     page = await signed_in_page(browser, live, pool, user)
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-    await open_gate(pool, run.run_id, title="Set the pilot budget", context={
-        "evidence": [{"source": "interviews", "people": 12, "positive": 9},
-                     {"source": "survey", "people": 40, "positive": 22}],
-        "summary": "Most offices asked for a trial month.",
+    # Every gate of this run asks for a typed answer with its approval, offered prefilled.
+    run_id = await start(live, user, "validation", {"entrepreneur_input": IDEA}, gates={"*": {
         "answer_schema": {
             "type": "object", "required": ["budget_usd", "owner_email"],
             "properties": {
                 "budget_usd": {"type": "integer", "minimum": 100, "title": "Budget (USD)"},
                 "owner_email": {"type": "string", "format": "email"},
-                "channel": {"type": "string", "enum": ["email", "phone"]}}}})
-    card = page.locator("article.decision", has_text="Set the pilot budget")
+                "channel": {"type": "string", "enum": ["email", "phone"]}}},
+        "answer_options": {"approve": "required"}}})
+    card = page.locator("article.decision", has_text="Approve the founder's brief")
     await expect(card).to_be_visible()
-    # The evidence is a table, not only JSON.
-    await expect(card.locator("table.data th", has_text="Positive")).to_be_visible()
+    await expect(card.locator("dl.kv").first).to_be_visible()
+    await expect(card.get_by_role("button", name="Approve recommended")).to_contain_text(
+        "with the answer")
 
     await card.get_by_label("Budget (USD)").fill("ten dollars")
     await card.get_by_role("button", name="Approve recommended").click()
@@ -191,14 +193,19 @@ async def test_typed_answer_form_refuses_invalid_input_before_sending(browser, l
     assert not [u for u in posts if "/decisions/" in u], "an invalid answer was sent"
     async with pool.acquire() as conn:
         status = await conn.fetchval("SELECT status FROM hitl_requests WHERE run_id = $1",
-                                     run.run_id)
+                                     uuid.UUID(run_id))
     assert status == "pending"
 
     await card.get_by_label("Budget (USD)").fill("500")
     await card.get_by_label("Owner email").fill("lead@example.com")
     await card.get_by_role("button", name="Approve recommended").click()
     await expect(card.locator(".form-errors")).to_be_hidden()
-    await eventually(lambda: asyncio.sleep(0, [u for u in posts if "/decisions/" in u]))
+    await expect(card.locator(".card-status")).to_contain_text(f"approved: approve by {user}")
+    async with pool.acquire() as conn:
+        answer = await conn.fetchval(
+            "SELECT answer FROM hitl_requests WHERE run_id = $1 AND status = 'approved'",
+            uuid.UUID(run_id))
+    assert answer == {"budget_usd": 500, "owner_email": "lead@example.com"}
     await page.context.close()
 
 

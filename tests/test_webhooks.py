@@ -103,7 +103,7 @@ async def test_webhook_refusals_write_nothing_and_delete_stops_it(http, pool):
            {"url": "javascript:alert(1)", "events": ["gate.opened"]},
            {"url": "file:///etc/passwd", "events": ["gate.opened"]},
            {"url": "http://127.0.0.1/x", "events": []},
-           {"url": "http://127.0.0.1/x", "events": ["gate.reminded"]},
+           {"url": "http://127.0.0.1/x", "events": ["gate.snoozed"]},
            {"url": "http://127.0.0.1/x", "events": ["gate.opened"], "secret": "hunter2"},
            {"url": "http://127.0.0.1/x", "events": ["gate.opened"], "extra": 1}]
     for body in bad:

@@ -276,7 +276,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         arguments = dict((pending.get("context") or {}).get("arguments") or {}, guests=150)
         print("or reject it (the agent is told why), or run it with edited arguments:")
         for decision in ({"decision": "reject", "feedback": "wait for the budget"},
-                         {"decision": "edit", "arguments": arguments}):
+                         {"decision": "edit", "answer": arguments}):
             print(f"curl -X POST {api}/runs/{run_id}/decisions/{checkpoint} "
                   f'-H "Authorization: Bearer {token}" '
                   f"-H 'Content-Type: application/json' -d '{json.dumps(decision)}'")

@@ -187,7 +187,7 @@ class AgentRun(RunWorkflow):
             return ToolDenied(f"nobody approved {call.tool_name} in time; it was not run")
         if outcome.status == "rejected":
             return ToolDenied(decision.feedback or f"{decision.decided_by} said no")
-        return ToolApproved(override_args=decision.arguments)
+        return ToolApproved(override_args=decision.answer)
 
     def _approval_gate(self, call: ToolCallPart, number: int) -> GateSpec:
         inp = self._arg.input
@@ -205,8 +205,9 @@ class AgentRun(RunWorkflow):
                      "parameters_schema": schema},
             options=[GateOption(value="approve", label="Run it"),
                      GateOption(value="reject", label="Do not run it; tell the agent why"),
-                     GateOption(value="edit", label="Run it with edited arguments")],
-            recommended_option="approve", arguments_schema=schema,
+                     GateOption(value="edit", label="Run it with edited arguments",
+                                answer="required")],
+            recommended_option="approve", answer_schema=schema, answer_initial=arguments,
             expires_in=timedelta(seconds=inp.approval_timeout_seconds),
             expiry_policy=inp.approval_expiry_policy, default_option="reject")
 

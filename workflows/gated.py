@@ -12,18 +12,23 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import TypeAdapter
+
+    from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, policy_for
     from contracts.statuses import GateStatus, RunStatus
-    from contracts.writes import RunStateWrite
+    from contracts.writes import DelegationWrite, GateNoticeWrite, RunStateWrite
     from workflows.gates import (
         GATE_NOT_PENDING,
         SYSTEM_DECIDER,
         DecisionInput,
+        DelegateInput,
         GateBook,
         GateSpec,
         GateView,
@@ -45,17 +50,33 @@ def _recorded(gate: OpenGate) -> bool:
     return gate.recorded
 
 
+_POLICIES = TypeAdapter(GatePolicies)
+# Typed answers (their schema and initial document) joined the digest after agent runs had
+# recorded tool-call approvals without them.
+TYPED_ANSWER_DIGEST = "typed-answer-digest"
+
+
 class GatedWorkflow:
     _gates: GateBook
     _recorder: RunRecorder
     _reopen: str | None
     _paused_at: str | None
+    _gate_policies: GatePolicies | None
 
     def _init_gates(self, recorder: RunRecorder) -> None:
         self._gates = GateBook()
         self._recorder = recorder
         self._reopen = None
         self._paused_at = None
+        self._gate_policies = None
+
+    def _policed(self, spec: GateSpec) -> GateSpec:
+        """`spec` under the rules the run started with (its kind's defaults and its own
+        overrides, in the memo of its start event, so a replay sees the same)."""
+        if self._gate_policies is None:
+            raw = workflow.memo_value(GATE_POLICY_MEMO, default=None)
+            self._gate_policies = _POLICIES.validate_python(raw or {})
+        return spec.with_policy(policy_for(self._gate_policies, spec.checkpoint_name))
 
     # --- asking --------------------------------------------------------------------------
 
@@ -66,8 +87,10 @@ class GatedWorkflow:
         current state; `where` prefixes the Web UI's current details ("phase 1 · discovery").
         """
         while True:
-            spec = make_spec()
-            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in)
+            spec = self._policed(make_spec())
+            covers_answer = spec.answer_schema is None or workflow.patched(TYPED_ANSWER_DIGEST)
+            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in,
+                            covers_answer=covers_answer)
             self._reopen, self._paused_at = None, None
             self._set_gate_state(spec.checkpoint_name, "paused")
             await self._recorder.write(
@@ -81,12 +104,7 @@ class GatedWorkflow:
             workflow.set_current_details(
                 f"{where} · waiting for decision {spec.checkpoint_name} until "
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
-            try:
-                await workflow.wait_condition(
-                    functools.partial(self._answered_or_reopened, gate),
-                    timeout=spec.expires_in, timeout_summary=f"{spec.checkpoint_name} expiry")
-            except TimeoutError:
-                pass
+            await self._wait_on(gate, where)
             if gate.decision is not None:
                 await workflow.wait_condition(functools.partial(_recorded, gate))
                 return GateOutcome(gate, gate.status_for(gate.decision.decision), gate.decision)
@@ -99,6 +117,48 @@ class GatedWorkflow:
 
     def _answered_or_reopened(self, gate: OpenGate) -> bool:
         return gate.decision is not None or self._reopen is not None
+
+    async def _wait_on(self, gate: OpenGate, where: str) -> None:
+        """Wait until the gate is decided, re-opened or expired, reminding and escalating on
+        its schedule meanwhile (durable timers: the wait still costs nothing)."""
+        spec, answered = gate.spec, functools.partial(self._answered_or_reopened, gate)
+        notices = spec.notices(workflow.now(), gate.expires_at)
+        if not notices:  # one timer, as every gate had before reminders
+            try:
+                await workflow.wait_condition(answered, timeout=spec.expires_in,
+                                              timeout_summary=f"{spec.checkpoint_name} expiry")
+            except TimeoutError:
+                pass
+            return
+        reminders = 0
+        for at, kind in [*notices, (gate.expires_at, "expiry")]:
+            try:
+                await workflow.wait_condition(
+                    answered, timeout=max(at - workflow.now(), timedelta(0)),
+                    timeout_summary=f"{spec.checkpoint_name} {kind}")
+                return
+            except TimeoutError:
+                pass
+            if kind == "reminded":
+                reminders += 1
+                await self._notice(gate, "reminded", reminders)
+            elif kind == "escalated":
+                gate.spec = spec = spec.model_copy(update={"decider_roles": list(dict.fromkeys(
+                    spec.decider_roles + spec.escalate_to_roles))})
+                await self._notice(gate, "escalated", 1, decider_roles=spec.decider_roles)
+                workflow.set_current_details(
+                    f"{where} · waiting for decision {spec.checkpoint_name} (escalated to "
+                    f"{', '.join(spec.escalate_to_roles)}) until "
+                    f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
+
+    async def _notice(self, gate: OpenGate, kind: Literal["reminded", "escalated"],
+                      number: int, **output: Any) -> None:
+        await self._recorder.write(
+            gate_notice=GateNoticeWrite(request_id=gate.request_id, kind=kind, number=number,
+                                        decider_roles=output.get("decider_roles")),
+            events=[self._gate_event(gate, f"{kind}.{number}", "pending", gate_event=kind,
+                                     number=number, expires_at=gate.expires_at.isoformat(),
+                                     **output)])
 
     async def _expire(self, gate: OpenGate, where: str) -> GateOutcome | None:
         """Close an expired gate by its policy; None means: paused, then re-opened."""
@@ -127,11 +187,14 @@ class GatedWorkflow:
         await workflow.wait_condition(lambda: self._reopen is not None)
         return None
 
-    def _gate_event(self, gate: OpenGate, what: str, status: str, **output: Any):
+    def _gate_event(self, gate: OpenGate, what: str, status: str, *,
+                    gate_event: str | None = None, **output: Any):
+        """A `gate.<what>` event (`gate_event` names the type when `what` is more exact)."""
         return self._recorder.event(
-            f"gate.{gate.request_id}.{what}", f"gate.{what}", phase=gate.spec.phase,
-            status=status, output={"checkpoint_name": gate.spec.checkpoint_name,
-                                   "request_id": str(gate.request_id), **output})
+            f"gate.{gate.request_id}.{what}", f"gate.{gate_event or what}",
+            phase=gate.spec.phase, status=status,
+            output={"checkpoint_name": gate.spec.checkpoint_name,
+                    "request_id": str(gate.request_id), **output})
 
     async def close_open_gate(self, status: GateStatus) -> None:
         """Close whatever request is open (the run is being canceled or is ending)."""
@@ -167,21 +230,46 @@ class GatedWorkflow:
     async def _take_decision(self, decision: DecisionInput) -> GateView:
         # accept() and close() run before the first await, so a racing second decision
         # already sees this one and is refused.
-        gate = self._gates.accept(decision)
+        gate, votes = self._gates.accept(decision)
+        answer = {"answer": decision.answer} if decision.answer is not None else {}
+        if gate.decision is None:  # a vote towards the quorum; the gate stays open
+            await self._recorder.write(votes=votes, events=[self._gate_event(
+                gate, f"voted.{decision.decided_by}", "pending", gate_event="voted",
+                decision=decision.decision, decided_by=decision.decided_by,
+                feedback=decision.feedback, on_behalf_of=[v.on_behalf_of for v in votes],
+                approvals=gate.approvals(), quorum=gate.spec.quorum, **answer)])
+            return gate.view("pending")
         status = gate.status_for(decision.decision)
         view = self._gates.close(status)
         self._on_gate_closed(gate, status)
         self._set_gate_state(None, "running")
+        quorum: dict[str, Any] = ({"votes": [v.on_behalf_of for v in gate.votes],
+                                   "quorum": gate.spec.quorum} if gate.spec.quorum > 1 else {})
         await self._recorder.write(
-            close_gate=gate.close_write(status),
+            close_gate=gate.close_write(status), votes=votes,
             events=[self._gate_event(gate, "decided", status, decision=decision.decision,
                                      decided_by=decision.decided_by,
-                                     feedback=decision.feedback,
-                                     **({"arguments": decision.arguments}
-                                        if decision.arguments is not None else {}))],
+                                     feedback=decision.feedback, **answer, **quorum)],
             run=self._run_state())
         gate.recorded = True
         return view
+
+    @workflow.update
+    async def delegate(self, handed: DelegateInput) -> GateView:
+        """Hand one's vote on the open request to another person, who then casts it."""
+        gate = self._gates.validate_delegation(handed)
+        gate.delegations[handed.from_user] = handed.to_user
+        await self._recorder.write(
+            delegation=DelegationWrite(request_id=gate.request_id, from_user=handed.from_user,
+                                       to_user=handed.to_user, delegated_at=workflow.now()),
+            events=[self._gate_event(gate, f"delegated.{handed.from_user}", "pending",
+                                     gate_event="delegated", from_user=handed.from_user,
+                                     to_user=handed.to_user)])
+        return gate.view("pending")
+
+    @delegate.validator
+    def _validate_delegate(self, handed: DelegateInput) -> None:
+        self._gates.validate_delegation(handed)
 
     @workflow.update
     async def reopen(self, request: ReopenInput) -> GateView:

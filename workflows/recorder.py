@@ -20,12 +20,15 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from activities.read_model import ReadModelActivities
     from contracts.writes import (
+        DelegationWrite,
         EventWrite,
         GateCloseWrite,
+        GateNoticeWrite,
         GateOpenWrite,
         ReadModelWrite,
         RunStateWrite,
         SnapshotWrite,
+        VoteWrite,
         merge_writes,
     )
 
@@ -52,8 +55,7 @@ class RunRecorder:
         return EventWrite(event_key=key, type=type, **fields)
 
     def _build(self, events: list[EventWrite] | None, run: RunStateWrite | None,
-               snapshot: Snapshot | None, open_gate: GateOpenWrite | None = None,
-               close_gate: GateCloseWrite | None = None) -> ReadModelWrite:
+               snapshot: Snapshot | None, **gate_parts: Any) -> ReadModelWrite:
         snapshots = []
         if snapshot is not None:
             self._snapshots += 1
@@ -61,7 +63,7 @@ class RunRecorder:
             snapshots.append(SnapshotWrite(step_ordinal=self._snapshots, label=label,
                                            phase=phase, state=state))
         return ReadModelWrite(run_id=self.run_id, events=events or [], run=run,
-                              snapshots=snapshots, open_gate=open_gate, close_gate=close_gate)
+                              snapshots=snapshots, **gate_parts)
 
     def stage(self, *, events: list[EventWrite] | None = None, run: RunStateWrite | None = None,
               snapshot: Snapshot | None = None) -> None:
@@ -82,10 +84,14 @@ class RunRecorder:
         snapshot: Snapshot | None = None,
         open_gate: GateOpenWrite | None = None,
         close_gate: GateCloseWrite | None = None,
+        votes: list[VoteWrite] | None = None,
+        delegation: DelegationWrite | None = None,
+        gate_notice: GateNoticeWrite | None = None,
     ) -> None:
         """Write now (with anything staged), as a local activity: short, and persisted with
         the workflow task that follows it, so a crash before then simply re-runs it."""
-        write = self._build(events, run, snapshot, open_gate, close_gate)
+        write = self._build(events, run, snapshot, open_gate=open_gate, close_gate=close_gate,
+                            votes=votes or [], delegation=delegation, gate_notice=gate_notice)
         staged = self.take_staged()
         if staged is not None:
             write = merge_writes(staged, write)
@@ -100,6 +106,12 @@ def _summary(write: ReadModelWrite) -> str:
         return f"open gate {write.open_gate.checkpoint_name}"
     if write.close_gate:
         return f"close gate ({write.close_gate.status})"
+    if write.votes:
+        return f"record vote of {write.votes[0].voter}"
+    if write.delegation:
+        return f"record delegation to {write.delegation.to_user}"
+    if write.gate_notice:
+        return f"record gate {write.gate_notice.kind}"
     if write.events:
         return f"record {write.events[-1].type}"
     return f"record status {write.run.status}" if write.run else "record"

@@ -66,7 +66,7 @@ def create_router(registry: Registry) -> APIRouter:
             conn, temporal, settings.temporal_task_queue, registry.kind(body.kind),
             owner=user.name, input=body.input, idempotency_key=idempotency_key,
             project_id=body.project_id or getattr(body.input, "project_id", None),
-            group_id=body.group_id)
+            group_id=body.group_id, gate_policies=body.gates)
         if not created:
             response.headers["Idempotent-Replayed"] = "true"
         return RunCreated.of(run, created)

@@ -189,7 +189,10 @@ async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
                 gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
             if gate is None:
                 continue
-            kind = "decision.pending" if gate.status == "pending" else "decision.closed"
+            # A request the subscriber has voted on has left its inbox, decided or not.
+            voted = sub.owner is not None and sub.owner in (change.get("voters") or ())
+            kind = "decision.pending" if gate.status == "pending" and not voted \
+                else "decision.closed"
             yield sse(kind, DecisionView.of(gate).model_dump(mode="json"))
     finally:
         hub.unsubscribe_inbox(sub)

@@ -9,15 +9,18 @@ RETURNING *;
 SELECT * FROM user_contacts WHERE user_name = $1;
 
 -- name: deciders_with_email
--- Who may decide a request and can be written to: the run's owner, and the members of its
--- group whose role the request names.
+-- Who may decide a request, has not voted yet, and can be written to: the run's owner, the
+-- members of its group whose role the request names, and the people it names.
 SELECT c.user_name, c.email
   FROM hitl_requests g JOIN runs r ON r.id = g.run_id
   JOIN user_contacts c
     ON c.user_name = r.owner
+    OR c.user_name = ANY (g.decider_users)
     OR c.user_name IN (SELECT m.user_name FROM group_members m
                         WHERE m.group_id = r.group_id AND m.role = ANY (g.decider_roles))
  WHERE g.id = $1
+   AND NOT EXISTS (SELECT 1 FROM gate_votes v
+                    WHERE v.request_id = g.id AND v.on_behalf_of = c.user_name)
  ORDER BY c.user_name;
 
 -- name: upsert_link
@@ -30,6 +33,10 @@ RETURNING *;
 -- name: mark_link_sent
 -- The mail with this link went out.
 UPDATE decision_links SET sent_at = now() WHERE id = $1 AND sent_at IS NULL;
+
+-- name: mark_link_reminded
+-- Reminder number $2 went out with this link.
+UPDATE decision_links SET reminded = $2 WHERE id = $1 AND reminded < $2;
 
 -- name: get_link
 -- One link by id.

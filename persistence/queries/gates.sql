@@ -8,15 +8,57 @@ RETURNING id;
 -- The workflow chooses the id, so a retried open finds its first row.
 INSERT INTO hitl_requests (id, run_id, checkpoint_name, phase, title, description, context,
                            options, recommended_option, digest, expiry_policy, default_option,
-                           expires_at, decider_roles)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                           expires_at, decider_roles, decider_users, quorum, answer_schema,
+                           answer_initial)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (id) DO NOTHING;
 
 -- name: close_gate
 -- Records the outcome of a pending request; a request already closed is left as it is.
 UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by = $5,
-                         decision_at = $6, decision_arguments = $7, updated_at = now()
+                         decision_at = $6, answer = $7, updated_at = now()
  WHERE id = $1 AND status = 'pending';
+
+-- name: insert_vote
+-- One vote per person per request (a delegated vote is the delegator's): a retry finds it.
+-- The request is touched so that inbox streams hear of it.
+WITH vote AS (
+    INSERT INTO gate_votes (request_id, voter, on_behalf_of, option, feedback, answer, digest,
+                            voted_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (request_id, on_behalf_of) DO NOTHING
+    RETURNING request_id)
+UPDATE hitl_requests SET updated_at = now() WHERE id IN (SELECT request_id FROM vote);
+
+-- name: insert_delegation
+WITH handed AS (
+    INSERT INTO gate_delegations (request_id, from_user, to_user, delegated_at)
+    VALUES ($1, $2, $3, $4)
+    ON CONFLICT (request_id, from_user) DO NOTHING
+    RETURNING request_id)
+UPDATE hitl_requests SET updated_at = now() WHERE id IN (SELECT request_id FROM handed);
+
+-- name: record_reminder
+-- Counts a request's reminders; a retried one (same number) changes nothing.
+UPDATE hitl_requests SET reminders_sent = $2, updated_at = now()
+ WHERE id = $1 AND status = 'pending' AND reminders_sent < $2;
+
+-- name: record_escalation
+-- Widens who may decide a waiting request (the change wakes the new deciders' inboxes).
+UPDATE hitl_requests SET decider_roles = $2, escalated_at = now(), updated_at = now()
+ WHERE id = $1 AND status = 'pending' AND escalated_at IS NULL;
+
+-- name: list_gate_votes
+-- The votes on some requests, in the order they were cast.
+SELECT * FROM gate_votes WHERE request_id = ANY ($1::uuid[]) ORDER BY voted_at, on_behalf_of;
+
+-- name: list_gate_delegations
+SELECT * FROM gate_delegations WHERE request_id = ANY ($1::uuid[])
+ ORDER BY delegated_at, from_user;
+
+-- name: delegated_to
+-- Whose votes on a request were handed to a person (directly).
+SELECT from_user FROM gate_delegations WHERE request_id = $1 AND to_user = $2;
 
 -- name: get_gate
 -- One request by id, unless its run is erased (then hidden, as the run is).
@@ -33,12 +75,18 @@ SELECT * FROM hitl_requests WHERE run_id = $1 AND checkpoint_name = $2
  ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- name: list_inbox
--- Requests the caller may decide (all when owner is NULL): on its own runs, and on its groups'
--- runs where its role is one the request names; never on erased runs; by status, newest first.
+-- Requests the caller may decide (all when owner is NULL): on its own runs, on its groups'
+-- runs where its role is one the request names, where it is named, or holds a delegated
+-- vote; not those it has voted on already; never on erased runs; by status, newest first.
 SELECT g.* FROM hitl_requests g JOIN runs r ON r.id = g.run_id
   LEFT JOIN group_members m ON m.group_id = r.group_id AND m.user_name = $1
  WHERE r.erased_at IS NULL
-   AND ($1::text IS NULL OR r.owner = $1 OR m.role = ANY (g.decider_roles))
+   AND ($1::text IS NULL OR r.owner = $1 OR m.role = ANY (g.decider_roles)
+        OR $1 = ANY (g.decider_users)
+        OR EXISTS (SELECT 1 FROM gate_delegations d
+                    WHERE d.request_id = g.id AND d.to_user = $1))
+   AND ($1::text IS NULL OR g.status <> 'pending' OR NOT EXISTS (
+        SELECT 1 FROM gate_votes v WHERE v.request_id = g.id AND v.voter = $1))
    AND ($2::text IS NULL OR g.status = $2)
  ORDER BY g.created_at DESC, g.id DESC
  LIMIT $3;

@@ -1,7 +1,8 @@
 -- name: insert_run
 -- Creates a run; with an idempotency key, a second insert returns nothing (see find_run_by_key).
-INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input, project_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input, project_id,
+                  gate_policies)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
 RETURNING *;
 

@@ -1,6 +1,7 @@
 // One pending decision, ready to be decided: what is asked, the evidence rendered for a
 // person, the options (the recommended one marked), a feedback box, a typed-answer form when
-// the request carries an `answer_schema`, and the digest and request id of what was read.
+// the request carries an `answer_schema` (sent with the options that take an answer), the
+// votes so far when it needs several, and the digest and request id of what was read.
 
 import { api } from "./api.js";
 import { append, h, shortId, timeTag } from "./dom.js";
@@ -8,8 +9,10 @@ import { rawJson, renderValue } from "./render.js";
 import { schemaForm } from "./schema_form.js";
 
 const REFUSALS = {
-  409: "This request is no longer open: it was already decided, it expired, or a newer request " +
-       "replaced it. Nothing was changed.",
+  403: "You may not decide this request. Nothing was changed.",
+  409: "This request is no longer open to you: it was already decided, it expired, a newer " +
+       "request replaced it, or you have voted already. Nothing was changed.",
+  422: "The answer was refused. Nothing was changed.",
   503: "No worker took the decision in time. Send it again: it will be applied once.",
 };
 
@@ -17,8 +20,11 @@ const REFUSALS = {
 // calls it as a card nears the screen), so a thousand cards are interactive at once.
 export function decisionCard(decision, { onDecided, lazy = false } = {}) {
   const id = `d-${decision.request_id}`;
-  const { answer_schema: answerSchema, ...context } = decision.context || {};
+  const context = decision.context || {};
+  const answerSchema = decision.answer_schema;
   const hasForm = Boolean(answerSchema && typeof answerSchema === "object");
+  const takesAnswer = (choice) =>
+    (decision.options.find((o) => o.value === choice) || {}).answer || "none";
   let form = null;
   const details = h("div", { class: "card-details" });
   const status = h("p", { class: "card-status", role: "status" });
@@ -32,14 +38,17 @@ export function decisionCard(decision, { onDecided, lazy = false } = {}) {
         type: "button", class: recommended ? "primary recommended" : "secondary",
         "data-option": option.value, "aria-describedby": describe,
         onclick: () => send(option.value),
-      }, option.label || option.value, recommended ? h("span", { class: "tag" }, "recommended") : null),
+      }, option.label || option.value, recommended ? h("span", { class: "tag" }, "recommended") : null,
+        option.answer && option.answer !== "none" && hasForm
+          ? h("span", { class: "tag" }, option.answer === "required" ? "with the answer" : "edits allowed")
+          : null),
       describe ? h("span", { class: "option-desc", id: describe }, option.description) : null);
   });
 
   function render() {
     if (details.dataset.drawn) return;
     details.dataset.drawn = "true";
-    form = hasForm ? schemaForm(answerSchema) : null;
+    form = hasForm ? schemaForm(answerSchema, decision.answer_initial) : null;
     append(details, [
       Object.keys(context).length ? h("section", { class: "context", "aria-label": "Evidence" },
         renderValue(context), rawJson(decision.context, "Raw context (JSON)")) : null,
@@ -49,7 +58,7 @@ export function decisionCard(decision, { onDecided, lazy = false } = {}) {
   async function send(choice) {
     let answer;
     render();
-    if (form) {
+    if (form && takesAnswer(choice) !== "none") {
       const checked = form.check();
       if (!checked.ok) {
         status.textContent = "Fix the answer first; nothing was sent.";
@@ -82,6 +91,11 @@ export function decisionCard(decision, { onDecided, lazy = false } = {}) {
   function showClosed(closed) {
     setBusy(true);
     element.classList.add("closed");
+    if (closed.status === "pending") {  // a vote towards a quorum
+      const approvals = (closed.votes || []).filter((v) => v.option !== "reject").length;
+      status.textContent = `Your vote was counted; ${approvals} of ${closed.quorum} approvals so far.`;
+      return;
+    }
     const who = closed.decided_by ? ` by ${closed.decided_by}` : "";
     const what = closed.decision ? `: ${closed.decision}` : "";
     status.textContent = `${closed.status}${what}${who}.`;
@@ -97,6 +111,12 @@ export function decisionCard(decision, { onDecided, lazy = false } = {}) {
         timeTag(decision.created_at),
         decision.expires_at ? [" · expires ", timeTag(decision.expires_at)] : null)),
     h("p", { class: "description" }, decision.description),
+    decision.quorum > 1
+      ? h("p", { class: "quorum" }, `Needs ${decision.quorum} approvals; `,
+          (decision.votes || []).length
+            ? (decision.votes || []).map((v) => `${v.on_behalf_of}: ${v.option}`).join(", ")
+            : "no votes yet", ".")
+      : null,
     details,
     h("div", { class: "field" }, h("label", { for: `${id}-feedback` }, "Feedback"), feedback),
     h("div", { class: "options", role: "group", "aria-label": "Decision" }, buttons),

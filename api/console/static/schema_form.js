@@ -1,4 +1,4 @@
-// A form generated from a JSON Schema (a gate's `answer_schema`), and the validator that
+// A form generated from a JSON Schema (a request's `answer_schema`), and the validator that
 // refuses an invalid answer before it is sent. Supported: objects (properties, required),
 // strings (enum, minLength, maxLength, pattern, format email/date), numbers and integers
 // (minimum, maximum, exclusiveMinimum, exclusiveMaximum), booleans, arrays of those scalars
@@ -88,7 +88,17 @@ function parseScalar(schema, text) {
   return { value: text };
 }
 
-function field(schema, name, path, required) {
+// Shows `initial` (the document offered for editing) in a field's control.
+function fill(control, schema, initial) {
+  if (initial === undefined || initial === null) return;
+  if (schema.type === "boolean" && !schema.enum) control.checked = Boolean(initial);
+  else if (schema.enum) control.value = JSON.stringify(initial);
+  else if (schema.type === "array" && Array.isArray(initial)) control.value = initial.join("\n");
+  else if (typeof initial === "object") control.value = JSON.stringify(initial, null, 2);
+  else control.value = String(initial);
+}
+
+function field(schema, name, path, required, initial) {
   const id = `f${formCount}-${path.replace(/[^A-Za-z0-9_-]/g, "_") || "answer"}`;
   const label = schema.title || humanize(name || "answer");
   const hint = schema.description ? h("p", { class: "hint", id: `${id}-hint` }, schema.description) : null;
@@ -97,7 +107,8 @@ function field(schema, name, path, required) {
   let read;
   if (schema.type === "object") {
     const children = orderedProperties(schema).map(([child, sub]) =>
-      field(sub, child, join(path, child), (schema.required || []).includes(child)));
+      field(sub, child, join(path, child), (schema.required || []).includes(child),
+            initial && typeof initial === "object" ? initial[child] : undefined));
     const element = h("fieldset", { class: "schema-object" },
       h("legend", {}, label), hint, children.map((c) => c.element));
     return {
@@ -143,6 +154,7 @@ function field(schema, name, path, required) {
       }
     };
   }
+  fill(control, schema, initial);
   const describedBy = [hint && `${id}-hint`, `${id}-error`].filter(Boolean).join(" ");
   control.setAttribute("aria-describedby", describedBy);
   if (required) control.setAttribute("aria-required", "true");
@@ -179,10 +191,11 @@ function allFields(f) {
   return f.children ? f.children.flatMap(allFields) : [f];
 }
 
-// The form for `schema`: `check()` returns { ok, value, errors } and marks each invalid field.
-export function schemaForm(schema) {
+// The form for `schema`, showing `initial`: `check()` returns { ok, value, errors } and marks
+// each invalid field.
+export function schemaForm(schema, initial) {
   formCount += 1;
-  const root = field(schema, schema.title ? "" : "answer", "", true);
+  const root = field(schema, schema.title ? "" : "answer", "", true, initial);
   const fields = allFields(root);
   const summary = h("div", { class: "form-errors", role: "alert", hidden: true });
   const element = h("div", { class: "schema-form" }, root.element, summary);
