@@ -29,7 +29,7 @@ from persistence.writes import (
     apply_write,
 )
 from tests.console_helpers import append_events, login_path, open_gate
-from tests.helpers import IDEA, eventually, new_validation_run
+from tests.helpers import IDEA, new_validation_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
