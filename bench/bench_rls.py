@@ -20,7 +20,9 @@ Two legs, alternated call by call on two pools of one connection each:
   security never applies to; every call borrows the connection and runs the same query.
 
 Also printed: the RLS leg without the claims round trip (the query alone, claims already set),
-which shows what the policies themselves cost.
+which shows what the policies themselves cost; and `GET /runs/{id}` through the API (ASGI, no
+network; two queries and the claims) beside the claims round trip alone, the fixed cost RLS
+adds to every request.
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 
+from api.app import create_app
+from api.auth import issue_token
+from bench.bench_metrics import dead_address
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -45,6 +51,7 @@ from persistence.claims import API_ROLE, Claims, set_claims
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
+from waystation.settings import Settings
 
 READER = "reader"
 GROUPS = 20
@@ -153,6 +160,23 @@ async def timed_query_only(read: Read, api: asyncpg.Pool, claims: Claims,
     return times
 
 
+async def timed_api_get_run(url: str, run_id: uuid.UUID, calls: int) -> list[float]:
+    settings = Settings(database_url=url, temporal_address=dead_address())
+    app = create_app(settings)
+    headers = {"Authorization": f"Bearer {issue_token(settings.jwt_secret, READER)}"}
+    times = []
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            for i in range(calls + 10):
+                began = time.perf_counter()
+                response = await http.get(f"/runs/{run_id}", headers=headers)
+                if i >= 10:
+                    times.append(time.perf_counter() - began)
+                assert response.status_code == 200, response.text
+    return times
+
+
 async def check_same_answers(reads: dict[str, Read], api: asyncpg.Pool, bypass: asyncpg.Pool,
                              claims: Claims) -> None:
     """Both legs must answer the same: the policies hide nothing the reader may see."""
@@ -189,9 +213,15 @@ async def main(args: argparse.Namespace) -> None:
                       flush=True)
             print(f"worst ratio {worst:.2f}x (goal {GOAL:.2f}x): "
                   f"{'met' if worst <= GOAL else 'NOT met'}")
+            claims_alone = await timed_query_only(lambda c: set_claims(c, claims), api, claims,
+                                                  args.calls)
         finally:
             await api.close()
             await bypass.close()
+        http = await timed_api_get_run(url, big, args.calls)
+        share = statistics.median(claims_alone) / statistics.median(http)
+        print(f"GET /runs/{{id}} through the API (ASGI) {summary(http)} | the claims round trip "
+              f"alone {summary(claims_alone)} | {share:.1%} of the request, p50")
     finally:
         await asyncio.to_thread(stop_embedded, folder / "pgdata")
         shutil.rmtree(folder, ignore_errors=True)
