@@ -49,6 +49,9 @@ class ProviderMetadata(BaseModel):
     jwks_uri: str
     # The specification's default when the provider does not say.
     token_endpoint_auth_methods_supported: list[str] = ["client_secret_basic"]
+    # OpenID Connect RP-Initiated Logout 1.0: where signing out of the console also signs
+    # the browser out of the provider (absent: the provider offers none).
+    end_session_endpoint: str | None = None
 
 
 class SignInFlow(BaseModel):
@@ -175,6 +178,15 @@ class OidcClient:
         if not isinstance(id_token, str) or not id_token:
             raise refused("the identity provider's token answer has no ID token")
         return id_token
+
+    async def logout_url(self, after: str) -> str | None:
+        """Where to send the browser to sign out at the provider too, coming back to `after`
+        (RP-Initiated Logout with `client_id`, since the console keeps no ID token)."""
+        endpoint = (await self._discover()).end_session_endpoint
+        if endpoint is None:
+            return None
+        query = urlencode({"client_id": self._client_id, "post_logout_redirect_uri": after})
+        return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
     async def _discover(self) -> ProviderMetadata:
         async with self._discovery_lock:

@@ -170,10 +170,8 @@ class RunView(BaseModel):
                                                           "started with (`POST /runs` `gates`).")
 
     @classmethod
-    def of(cls, run: RunRow, pending: GateRow | None = None) -> RunView:
-        return cls(run_id=run.id, pending_checkpoint=run.hitl_state,
-                   pending_decision=DecisionView.of(pending) if pending else None,
-                   gates=run.gate_policies,
+    def of(cls, run: RunRow) -> RunView:
+        return cls(run_id=run.id, pending_checkpoint=run.hitl_state, gates=run.gate_policies,
                    **run.model_dump(exclude={"id", "hitl_state", "gate_policies"}))
 
 

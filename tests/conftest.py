@@ -30,6 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from tests.openai_stub import OpenAIStub
+from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.temporal_client import register_search_attributes
 from waystation.testing import create_database, installed_binary
 from workflows import search_attributes
@@ -119,3 +120,4 @@ async def stub() -> AsyncIterator[OpenAIStub]:
 @pytest.fixture
 def task_queue() -> str:
     return f"tq-{uuid.uuid4()}"
+

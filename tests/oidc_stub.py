@@ -46,7 +46,8 @@ class OidcStub:
                 "response_types_supported": ["code"], "subject_types_supported": ["public"],
                 "id_token_signing_alg_values_supported": ["RS256"],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["client_secret_basic"]}
+                "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+                "end_session_endpoint": f"{self.issuer}/logout"}
 
     def jwks(self) -> dict[str, Any]:
         jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))

@@ -10,6 +10,7 @@ tests/histories/agent_<case>.json for tests/test_replay.py. The time-skipping re
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -54,15 +55,15 @@ async def conversation(http: httpx.AsyncClient) -> str:
     return run_id
 
 
-def _decided(decision: str, feedback: str | None = None,
-             arguments: dict[str, Any] | None = None) -> Callable[..., Awaitable[str]]:
+def _decided(decision: str, feedback: str | None = None, arguments: dict[str, Any] | None = None,
+             *, field: str = "arguments") -> Callable[..., Awaitable[str]]:
     async def case(http: httpx.AsyncClient) -> str:
         run_id = await _start(http, BOOK)
         run = await _approval(http, run_id)
         body: dict[str, Any] = {"decision": decision, "feedback": feedback,
                                 "digest": run["pending_decision"]["digest"]}
         if arguments is not None:
-            body["arguments"] = arguments
+            body[field] = arguments
         answer = await http.post(f"/runs/{run_id}/decisions/{run['pending_checkpoint']}",
                                  json=body)
         answer.raise_for_status()
@@ -82,13 +83,17 @@ CASES: dict[str, Callable[[httpx.AsyncClient], Awaitable[str]]] = {
     "approval_approved": _decided("approve"),
     "approval_rejected": _decided("reject", "not that date, ask me again"),
     "approval_edited": _decided("edit", "fewer guests", EDITED),
+    # Since typed answers: the edit is the gate's answer, which its digest covers.
+    "approval_edited_typed_answer": _decided("edit", "fewer guests", EDITED, field="answer"),
     "unknown_tool": unknown_tool,
 }
 
 
-async def record(stack: LocalStack) -> None:
+async def record(stack: LocalStack, names: list[str]) -> None:
     async with stack.client("priya") as http:
         for name, case in CASES.items():
+            if names and name not in names:
+                continue
             run_id = await case(http)
             (await http.post(f"/runs/{run_id}/cancel")).raise_for_status()
             handle = stack.temporal.get_workflow_handle(f"agent-{run_id}")
@@ -102,10 +107,13 @@ async def _closed(handle: Any) -> bool:
     return (await handle.describe()).status.name != "RUNNING"
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
+    """Record the named cases (all without names)."""
+    if unknown := set(names) - set(CASES):
+        raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
     async with local_stack() as stack:
-        await record(stack)
+        await record(stack, names)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

@@ -18,12 +18,13 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
+from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from tests import history_recording
 from tests.helpers import eventually, new_validation_run
 from tests.history_recording import Case
-from workflows.gates import DecisionInput, ReopenInput
+from workflows.gates import DecisionInput, DelegateInput, ReopenInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
 
@@ -32,12 +33,13 @@ GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirabili
 
 
 
-async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, **fields: object
+async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, *,
+                 gate_rules: dict | None = None, **fields: object
                  ) -> tuple[WorkflowHandle, uuid.UUID]:
     arg = await new_validation_run(pool, **fields)
-    handle = await env.client.start_workflow(ValidationRun.run, arg,
-                                             id=VALIDATION.workflow_id(arg.run_id),
-                                             task_queue=TASK_QUEUE)
+    handle = await env.client.start_workflow(
+        ValidationRun.run, arg, id=VALIDATION.workflow_id(arg.run_id), task_queue=TASK_QUEUE,
+        memo={GATE_POLICY_MEMO: gate_rules} if gate_rules else None)
     return handle, arg.run_id
 
 
@@ -104,6 +106,27 @@ async def expire_pause_reopen(env: WorkflowEnvironment, pool: asyncpg.Pool) -> W
     return handle
 
 
+async def people_quorum_reminders(env: WorkflowEnvironment, pool: asyncpg.Pool
+                                  ) -> WorkflowHandle:
+    """Gate rules from the memo: two approvals, a typed answer that approving may carry,
+    daily reminders, escalation after two days; a vote handed on, then the quorum."""
+    handle, run_id = await _start(env, pool, gates=[GATES[0]], gate_rules={"*": {
+        "quorum": 2, "answer_schema": {"type": "object", "properties": {
+            "budget_usd": {"type": "integer", "minimum": 100}}},
+        "answer_options": {"approve": "optional"}, "remind_every": "P1D",
+        "escalate_after": "P2D", "escalate_to_roles": ["director"]}})
+    await _wait_gate(pool, run_id, GATES[0])
+    await env.sleep(timedelta(days=2, hours=12))
+    await handle.execute_update(ValidationRun.delegate, DelegateInput(
+        checkpoint_name=GATES[0], from_user="alice", to_user="dan"))
+    await handle.execute_update(ValidationRun.decide, DecisionInput(
+        checkpoint_name=GATES[0], decision="approve", decided_by="dan", for_self=False,
+        answer={"budget_usd": 500}))
+    await handle.execute_update(ValidationRun.decide, DecisionInput(
+        checkpoint_name=GATES[0], decision="approve", decided_by="bob"))
+    return handle
+
+
 async def _wait_until_attempt(handle: WorkflowHandle, phase: int, attempt: int) -> None:
     async def reached() -> bool:
         state = await handle.query(ValidationRun.state)
@@ -115,6 +138,7 @@ CASES: dict[str, Case] = {
     "approve_all": approve_all,
     "reject_segment_override": reject_segment_override,
     "expire_pause_reopen": expire_pause_reopen,
+    "people_quorum_reminders": people_quorum_reminders,
 }
 
 

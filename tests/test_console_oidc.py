@@ -71,7 +71,13 @@ async def _sessions(pool) -> int:
 
 
 async def test_sign_in_through_the_provider_makes_a_console_session(client, provider, pool):
-    assert (await client.get("/console/config")).json() == {"oidc_provider": "Stub ID"}
+    config = (await client.get("/console/config")).json()
+    assert config["oidc_provider"] == "Stub ID"
+    # Signing out of the console signs out at the provider too, coming back to the console.
+    logout = urlsplit(config["oidc_logout_url"])
+    assert f"{logout.scheme}://{logout.netloc}{logout.path}" == f"{provider.issuer}/logout"
+    assert parse_qs(logout.query) == {"client_id": [CLIENT_ID],
+                                      "post_logout_redirect_uri": [f"{CONSOLE}/"]}
     started = await client.get("/console/oidc/login")
     assert started.status_code == 302
     assert started.headers["cache-control"] == "no-store"
@@ -153,9 +159,25 @@ async def test_user_claim_missing_from_the_id_token_is_refused(client, provider,
     assert await _sessions(pool) == sessions_before
 
 
+async def test_a_browser_is_shown_why_sign_in_failed_with_a_way_to_try_again(
+        client, provider, pool):
+    callback = await _to_callback(client)
+    denied = callback.split("?")[0] + "?error=access_denied&state=" + \
+        parse_qs(urlsplit(callback).query)["state"][0]
+    sessions_before = await _sessions(pool)
+    page = await client.get(denied, headers={"accept": "text/html,application/xhtml+xml"})
+    assert page.status_code == 403 and page.headers["content-type"].startswith("text/html")
+    assert "Sign-in failed" in page.text and "access_denied" in page.text
+    assert 'href=\'/console/oidc/login\'' in page.text
+    assert not any(c.startswith(f"{SESSION_COOKIE}=")
+                   for c in page.headers.get_list("set-cookie"))
+    assert await _sessions(pool) == sessions_before
+
+
 async def test_without_a_provider_the_routes_say_so(migrated_url):
     async for client in _client(_settings(migrated_url)):
-        assert (await client.get("/console/config")).json() == {"oidc_provider": None}
+        assert (await client.get("/console/config")).json() == {"oidc_provider": None,
+                                                                "oidc_logout_url": None}
         for path in ("/console/oidc/login", "/console/oidc/callback?code=c&state=s"):
             answer = await client.get(path)
             assert answer.status_code == 404

@@ -6,50 +6,24 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from email import message_from_bytes
 from email.message import Message
 
 import httpx
-import pytest
 import pytest_asyncio
-from aiosmtpd.controller import Controller
 
 from activities.agents import backend_named
 from activities.decision_mail import MailSettings
 from api.auth import issue_token
 from tests.helpers import IDEA, eventually
 from waystation.settings import Settings
-from waystation.testing import InProcessApi, free_port
+from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 
 SECRET = "mail-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
 LINK = re.compile(r"(http://\S+/decide-link/(\S+))")
-
-
-class Mailbox:
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def handle_DATA(self, server, session, envelope) -> str:  # noqa: N802 - aiosmtpd's
-        self.messages.append(message_from_bytes(envelope.content))
-        return "250 OK"
-
-    def to(self, address: str) -> list[Message]:
-        return [m for m in self.messages if m["To"] == address]
-
-
-@pytest.fixture
-def mailbox() -> Iterator[tuple[Mailbox, int]]:
-    box, port = Mailbox(), free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
 
 
 @pytest_asyncio.fixture

@@ -4,6 +4,9 @@ API sets them from `POST /runs` "gates" and the kind's defaults)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -16,10 +19,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.agents import backend_named
+from activities.decision_mail import MailSettings
 from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import events as events_repo
 from persistence import gates as gates_repo
+from persistence.decision_mail import put_contact
+from persistence.groups import create_group, put_member
+from persistence.webhooks import create_webhook
 from tests.helpers import eventually, new_validation_run
+from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
 from workflows.gates import (
     ALREADY_VOTED,
@@ -210,3 +218,69 @@ async def test_reminders_and_escalation_fire_while_the_gate_waits(
     _, _, events = await gate_state(pool, arg)
     assert events[-1].type == "gate.decided"
     await handle.cancel()
+
+
+async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
+        time_env, pool, task_queue, mailbox):
+    """Group of alice (owner), bob (approver), carol (director), two approvals needed: a day
+    in, both deciders are reminded; bob votes; at 36 h the request escalates to directors
+    (carol is mailed); at 48 h those who have not voted (alice, carol) are reminded again.
+    A webhook hears of each reminder and the escalation."""
+    box, port = mailbox
+    tag = uuid.uuid4().hex[:6]
+    alice, bob, carol = (f"{n}-{tag}" for n in ("alice", "bob", "carol"))
+    group_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        await create_group(conn, group_id=group_id, name="Board", creator=alice)
+        for user, role in ((bob, "approver"), (carol, "director")):
+            await put_member(conn, group_id=group_id, user=user, role=role, added_by=alice)
+        for user in (alice, bob, carol):
+            await put_contact(conn, user, f"{user}@example.com")
+    mail = MailSettings(smtp_url=f"smtp://127.0.0.1:{port}", sender="ws@example.com",
+                        link_base="http://console.example", link_secret="s" * 40)
+
+    def mails() -> list[tuple[str, str]]:
+        return sorted((m["To"].split("-")[0], m["Subject"].split(":")[0]) for m in box.messages)
+
+    async def mailed(count: int) -> None:
+        await eventually(lambda: asyncio.sleep(0, len(box.messages) >= count), timeout=30)
+        await asyncio.sleep(0.3)  # nothing more arrives
+
+    with Receiver() as receiver:
+        async with pool.acquire() as conn:
+            await create_webhook(conn, webhook_id=uuid.uuid4(), owner=alice, group_id=None,
+                                 url=receiver.url, secret="whsec_" + "A" * 32,
+                                 events=["gate.reminded", "gate.escalated"])
+        async with build_worker(time_env.client, pool, task_queue=task_queue,
+                                backend=backend_named("offline"), mail=mail):
+            arg = await new_validation_run(pool, owner=alice)
+            async with pool.acquire() as conn:
+                await conn.execute("UPDATE runs SET group_id = $1 WHERE id = $2", group_id,
+                                   arg.run_id)
+            arg = arg.model_copy(update={"input": arg.input.model_copy(
+                update={"gates": [GATE]})})
+            handle = await time_env.client.start_workflow(
+                ValidationRun.run, arg, id=VALIDATION.workflow_id(arg.run_id),
+                task_queue=task_queue, memo={GATE_POLICY_MEMO: {"*": {
+                    "quorum": 2, "remind_every": "P1D", "escalate_after": "PT36H",
+                    "escalate_to_roles": ["director"]}}})
+            await wait_pending(pool, arg)
+            await mailed(2)
+            await time_env.sleep(timedelta(hours=25))
+            await mailed(4)
+            assert mails() == [("alice", "Decision needed"), ("alice", "Reminder"),
+                               ("bob", "Decision needed"), ("bob", "Reminder")]
+            assert (await vote(handle, bob)).status == "pending"
+            await time_env.sleep(timedelta(hours=24))
+            await mailed(7)
+            assert mails() == [("alice", "Decision needed"), ("alice", "Reminder"),
+                               ("alice", "Reminder"), ("bob", "Decision needed"),
+                               ("bob", "Reminder"), ("carol", "Decision needed"),
+                               ("carol", "Reminder")]
+            assert (await vote(handle, carol)).status == "approved"
+            await eventually(lambda: asyncio.sleep(0, len(receiver.received) >= 3), timeout=30)
+            heard = [json.loads(r.body) for r in receiver.received]
+            assert [(h["type"], h["data"].get("number")) for h in heard] == [
+                ("gate.reminded", 1), ("gate.escalated", 1), ("gate.reminded", 2)]
+            assert heard[1]["data"]["decider_roles"] == ["owner", "approver", "director"]
+            await handle.cancel()

@@ -3,14 +3,20 @@ server, a worker and PostgreSQL; every refusal is a precise 4xx and writes nothi
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import httpx
 import pytest_asyncio
 
+from api.run_kinds import start_run
+from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicy
+from persistence.runs import create_run
 from tests.helpers import IDEA, eventually, live_api
 from tests.test_groups import SECRET, auth, people, wedding
+from workflows.validation_kind import VALIDATION
 
 GATE = "approve_founders_brief"
 
@@ -144,3 +150,23 @@ async def test_bad_gate_rules_at_start_are_422_and_start_nothing(http):
             "kind": "validation", "gates": gates, "input": {"entrepreneur_input": IDEA}})
         assert response.status_code == 422, (gates, response.text)
     assert (await http.get("/runs", headers=auth(p["alice"]))).json()["runs"] == before
+
+
+async def test_a_kinds_gate_defaults_reach_the_workflow_under_the_runs_own_rules(
+        dev_env, pool, task_queue):
+    kind = dataclasses.replace(VALIDATION, gate_policy={
+        "*": GatePolicy(remind_every=timedelta(days=1), quorum=3),
+        GATE: GatePolicy(decider_roles=["board"])})
+    run_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        run, _ = await create_run(
+            conn, run_id=run_id, kind=kind.name, owner="kim", group_id=None,
+            workflow_id=kind.workflow_id(run_id), idempotency_key=None,
+            input={"entrepreneur_input": IDEA, "gates": [GATE]},
+            gate_policies={"*": {"quorum": 2}})
+    await start_run(dev_env.client, task_queue, kind, run)
+    handle = dev_env.client.get_workflow_handle(run.workflow_id)
+    memo = await (await handle.describe()).memo_value(GATE_POLICY_MEMO)
+    await handle.terminate()
+    assert memo == {"*": {"remind_every": "P1D", "quorum": 2},
+                    GATE: {"decider_roles": ["board"]}}

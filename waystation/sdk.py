@@ -5,11 +5,13 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
 - `RunWorkflow`: the base of a kind's workflow. `init_run(run_id)` in `__init__`;
   `await self.lifecycle(body)` in the run method; `await self.ask_human(make_spec, where=...)`
   for a gate (`GateSpec`, `GateOption`; decided through `POST /runs/{id}/decisions/...` like
-  every gate, with the same Update validation, Signal, expiry policies and digest);
+  every gate, with the same Update validation, Signal, expiry policies and digest; a gate
+  may ask for a typed answer, a quorum, named deciders, reminders and escalation);
   `self.event(...)` with `record(...)` / `stage(...)` for the run's events and snapshots;
   `await self.complete(result, stop_reason=...)` or `await self.fail(message, stop_reason=...)`.
 - `RunKind` / `RunStart`: the descriptor a plug-in registers under the entry-point group
-  `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module).
+  `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module);
+  `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them).
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -21,6 +23,7 @@ from __future__ import annotations
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.deps import WorkerDeps
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
+from contracts.gate_policy import GatePolicy
 from contracts.kinds import RunKind, RunStart, shorten
 from contracts.statuses import GateStatus, RunStatus
 from contracts.writes import EventWrite, GateOption
@@ -32,6 +35,6 @@ from workflows.lifecycle import RunLife, RunWorkflow
 __all__ = [
     "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED", "AgentBackend",
     "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "GateOption",
-    "GateOutcome", "GateSpec", "GateStatus", "ProgressReporter", "RunKind", "RunLife",
+    "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "ProgressReporter", "RunKind", "RunLife",
     "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",
 ]

@@ -11,13 +11,14 @@ are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI 
 
 from __future__ import annotations
 
+import html
 from functools import cache
 from importlib import resources
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from api.auth import SESSION_COOKIE, NewSession, exchange_login_code, start_session
 from api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
@@ -65,6 +66,9 @@ class ConsoleConfig(BaseModel):
     """How this installation signs browsers in (read before anyone is signed in)."""
 
     oidc_provider: str | None
+    oidc_logout_url: str | None = Field(
+        None, description="Where signing out sends the browser to sign out at the identity "
+                          "provider too (when it offers RP-initiated logout).")
 
 
 @cache
@@ -106,7 +110,13 @@ def _signed_in(session: NewSession, settings: Settings) -> Response:
 async def console_config(request: Request) -> ConsoleConfig:
     """Which sign-in the sign-in page offers besides console links."""
     oidc: OidcClient | None = request.app.state.oidc
-    return ConsoleConfig(oidc_provider=oidc.provider_name if oidc else None)
+    if oidc is None:
+        return ConsoleConfig(oidc_provider=None)
+    try:
+        logout = await oidc.logout_url(request.app.state.settings.console_base + "/")
+    except ApiError:  # the provider is unreachable now: signing out here still works
+        logout = None
+    return ConsoleConfig(oidc_provider=oidc.provider_name, oidc_logout_url=logout)
 
 
 def _oidc(request: Request) -> OidcClient:
@@ -136,18 +146,39 @@ async def console_oidc_callback(request: Request, conn: AuthenticatorConn, setti
                                 state: ProviderState, code: ProviderCode = None,
                                 error: ProviderError = None) -> Response:
     """Finish a provider sign-in: check the state, spend the code, verify the ID token,
-    then start a console session; any mismatch is a 403 and signs nobody in."""
-    oidc = _oidc(request)
-    flow = SignInFlow.unseal(request.cookies.get(FLOW_COOKIE), settings.jwt_secret, state)
-    if error is not None:
-        raise ApiError(403, "oidc_failed", f"the identity provider did not sign you in: {error}")
-    if code is None:
-        raise ApiError(422, "invalid_request", "query.code: Field required")
-    user = await oidc.user_for_code(code, flow, settings.console_base + CALLBACK_PATH)
+    then start a console session; any mismatch is a 403 and signs nobody in (a browser is
+    shown a page saying why, with a way to try again)."""
+    try:
+        oidc = _oidc(request)
+        flow = SignInFlow.unseal(request.cookies.get(FLOW_COOKIE), settings.jwt_secret, state)
+        if error is not None:
+            raise ApiError(403, "oidc_failed",
+                           f"the identity provider did not sign you in: {error}")
+        if code is None:
+            raise ApiError(422, "invalid_request", "query.code: Field required")
+        user = await oidc.user_for_code(code, flow, settings.console_base + CALLBACK_PATH)
+    except ApiError as refused:
+        if "text/html" not in request.headers.get("accept", ""):
+            raise
+        return _sign_in_failed_page(refused)
     session = await start_session(
         conn, console_sessions.ConsoleIdentity(user_name=user, role="user"),
         ttl_seconds=settings.console_session_hours * 3600)
     response = _signed_in(session, settings)
+    response.delete_cookie(FLOW_COOKIE, path=FLOW_PATH)
+    return response
+
+
+def _sign_in_failed_page(refused: ApiError) -> HTMLResponse:
+    page = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+            f"<meta name=viewport content='width=device-width, initial-scale=1'>"
+            f"<title>Sign-in failed · Waystation</title>"
+            f"<link rel=stylesheet href='/console/static/console.css'></head><body>"
+            f"<main class=signin-failed><h1>Sign-in failed</h1>"
+            f"<p>{html.escape(refused.message)}.</p><p>Nobody was signed in.</p>"
+            f"<p><a class=button href='{FLOW_PATH}/login'>Try again</a> · "
+            f"<a href='/'>Back to the console</a></p></main></body></html>")
+    response = HTMLResponse(page, status_code=refused.status, headers=LOGIN_HEADERS)
     response.delete_cookie(FLOW_COOKIE, path=FLOW_PATH)
     return response
 

@@ -24,6 +24,7 @@ from api.deps import (
 )
 from api.errors import ApiError
 from api.items_policy import check_items_source
+from api.routes.decisions import decision_views
 from api.run_kinds import create_and_start
 from api.schemas import (
     CancelAccepted,
@@ -110,7 +111,9 @@ async def get_run(run: VisibleRun, conn: Conn) -> RunView:
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
-    view = RunView.of(run, pending if pending and pending.status == "pending" else None)
+    view = RunView.of(run)
+    if pending is not None and pending.status == "pending":
+        view.pending_decision = (await decision_views(conn, [pending]))[0]
     if run.kind == "batch":
         # A job's calls are counted on its items, not on run events.
         counts = await jobs_repo.unit_counts(conn, run.id)

@@ -17,7 +17,8 @@ from fastapi.responses import StreamingResponse
 from api.deps import CurrentUser, VisibleRun, claims_of
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
-from api.schemas import DecisionView, EventView
+from api.routes.decisions import decision_views
+from api.schemas import EventView
 from api.sse import LiveEvent, sse
 from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo
@@ -187,13 +188,14 @@ async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
                 continue
             async with claimed_connection(pool, claims) as conn:
                 gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
-            if gate is None:
+                view = (await decision_views(conn, [gate]))[0] if gate else None
+            if gate is None or view is None:
                 continue
             # A request the subscriber has voted on has left its inbox, decided or not.
             voted = sub.owner is not None and sub.owner in (change.get("voters") or ())
             kind = "decision.pending" if gate.status == "pending" and not voted \
                 else "decision.closed"
-            yield sse(kind, DecisionView.of(gate).model_dump(mode="json"))
+            yield sse(kind, view.model_dump(mode="json"))
     finally:
         hub.unsubscribe_inbox(sub)
 
@@ -202,7 +204,7 @@ async def _inbox_snapshot(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscrip
     async with claimed_connection(pool, claims) as conn:
         pending = await gates_repo.list_inbox(conn, owner=sub.owner, status="pending",
                                               limit=INBOX_SNAPSHOT_LIMIT)
-    frames = [sse("decision.pending", DecisionView.of(g).model_dump(mode="json"))
-              for g in reversed(pending)]
+        views = await decision_views(conn, pending)
+    frames = [sse("decision.pending", v.model_dump(mode="json")) for v in reversed(views)]
     frames.append(sse("decision.snapshot_done", {"pending": len(pending)}))
     return b"".join(frames)

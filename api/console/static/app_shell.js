@@ -20,12 +20,17 @@ export function showUser(session) {
     h("button", { type: "button", class: "link", onclick: signOut }, "Sign out"));
 }
 
+// Signs the browser out here, then at the identity provider too when it offers that (it
+// sends the browser back to the console's sign-in page).
 async function signOut() {
+  let providerLogout = null;
   try {
     await api("/console/logout", { method: "POST" });
+    providerLogout = (await api("/console/config").catch(() => ({}))).oidc_logout_url;
   } finally {
     window.location.hash = "";
-    window.location.reload();
+    if (providerLogout) window.location.assign(providerLogout);
+    else window.location.reload();
   }
 }
 

@@ -90,17 +90,32 @@ export function mountRun(main, session, runId) {
       : h("p", { class: "muted" }, FINAL.has(run?.status) ? "Nothing: the run has finished." : "Nothing: the run is not waiting for a human."));
   }
 
+  // Who voted how (for whom, when handed on), and the quorum it needed.
+  function voteList(d) {
+    const votes = (d.votes || []).map((v) => h("li", {},
+      `${v.voter}${v.on_behalf_of !== v.voter ? ` for ${v.on_behalf_of}` : ""}: ${v.option}`,
+      v.feedback ? ` (“${v.feedback}”)` : "", " ", timeTag(v.voted_at)));
+    const handed = (d.delegations || []).map((x) => h("li", { class: "muted" },
+      `${x.from_user} handed their vote to ${x.to_user}`));
+    if (!votes.length && !handed.length) return "—";
+    return [d.quorum > 1 ? `${d.quorum} approvals needed` : null,
+      h("ul", { class: "votes" }, votes, handed)];
+  }
+
   async function loadDecisions() {
     try {
       const list = (await api(`/runs/${runId}/decisions`)).decisions;
       replace(decisions, list.length ? h("div", { class: "table-scroll" }, h("table", { class: "data" },
-        h("thead", {}, h("tr", {}, ["Checkpoint", "Asked", "Status", "Decision", "Who", "When", "Why"]
+        h("thead", {}, h("tr", {}, ["Checkpoint", "Asked", "Status", "Decision", "Who", "When", "Why", "Votes"]
           .map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, list.map((d) => h("tr", {},
           h("td", {}, d.checkpoint_name), h("td", {}, timeTag(d.created_at)),
-          h("td", {}, statusBadge(d.status)), h("td", {}, d.decision || "—"),
+          h("td", {}, statusBadge(d.status)),
+          h("td", {}, d.decision || "—", d.answer == null ? null : h("pre", { class: "mono answer" },
+            JSON.stringify(d.answer, null, 2))),
           h("td", {}, d.decided_by || "—"), h("td", {}, timeTag(d.decided_at)),
-          h("td", {}, d.feedback || "—"))))))
+          h("td", {}, d.feedback || "—"),
+          h("td", {}, voteList(d)))))))
         : h("p", { class: "muted" }, "No decision was asked yet."));
     } catch (error) {
       replace(decisions, h("p", { class: "notice" }, error.message));

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from content_review.activities import ReviewActivities
 from content_review.models import ReviewInput
 from content_review.workflow import ContentReview
-from waystation.sdk import RunKind, WorkerDeps, shorten
+from waystation.sdk import GatePolicy, RunKind, WorkerDeps, shorten
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -22,4 +23,7 @@ CONTENT_REVIEW = RunKind(
     summary=lambda run: f"Content review for {run.owner}: {shorten(run.input.topic)}",
     details=lambda run: f"run {run.run_id} · audience: {run.input.audience} · "
                         f"up to {run.input.max_revisions} revisions",
-    description="Draft an article, revise it with an editor's feedback, confirm publishing.")
+    description="Draft an article, revise it with an editor's feedback, confirm publishing.",
+    # Every review waiting for a day is a reminder to its deciders (a run's own `gates`
+    # may change or drop it).
+    gate_policy={"*": GatePolicy(remind_every=timedelta(days=1))})
