@@ -13,6 +13,8 @@ CREATE POLICY worker_all ON gate_votes TO waystation_worker USING (true) WITH CH
 CREATE POLICY worker_all ON gate_delegations TO waystation_worker USING (true) WITH CHECK (true);
 
 CREATE POLICY api_visible ON gate_votes TO waystation_api
-    USING (EXISTS (SELECT 1 FROM hitl_requests g WHERE g.id = gate_votes.request_id));
+    USING (waystation_claims_role() = 'service'
+           OR EXISTS (SELECT 1 FROM hitl_requests g WHERE g.id = gate_votes.request_id));
 CREATE POLICY api_visible ON gate_delegations TO waystation_api
-    USING (EXISTS (SELECT 1 FROM hitl_requests g WHERE g.id = gate_delegations.request_id));
+    USING (waystation_claims_role() = 'service'
+           OR EXISTS (SELECT 1 FROM hitl_requests g WHERE g.id = gate_delegations.request_id));
