@@ -4,8 +4,8 @@ It speaks the real protocol over real HTTP (uvicorn): `POST /v1/chat/completions
 streaming chunks (`stream_options.include_usage` gives a last chunk with usage), or one JSON
 body without `stream`; `response_format` `json_schema` answers are built from the schema.
 Tests script what the next requests get (per task, by the schema's name): an answer text
-(fenced JSON, prose, an invalid object), an HTTP error with `Retry-After`, or a refusal of
-`json_schema`. Every request is recorded.
+(fenced JSON, prose, an invalid object), a tool call (`finish_reason` `tool_calls`), an HTTP
+error with `Retry-After`, or a refusal of `json_schema`. Every request is recorded.
 """
 
 from __future__ import annotations
@@ -44,11 +44,25 @@ class Fail:
 
 
 @dataclass
+class CallTool:
+    """Answer with a call of this tool (the chat-completions `tool_calls` shape)."""
+
+    name: str
+    arguments: dict[str, Any]
+    call_id: str = "call_1"
+
+    def message(self) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "tool_calls": [{
+            "id": self.call_id, "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments)}}]}
+
+
+@dataclass
 class RefuseSchema:
     """Answer 400 when the request asks for a `json_schema` response format."""
 
 
-Scripted = Reply | Fail | RefuseSchema
+Scripted = Reply | CallTool | Fail | RefuseSchema
 
 
 @dataclass
@@ -65,6 +79,10 @@ class Recorded:
     @property
     def user_text(self) -> str:
         return "\n".join(m["content"] for m in self.body["messages"] if m["role"] == "user")
+
+    @property
+    def tool_results(self) -> list[str]:
+        return [m["content"] for m in self.body["messages"] if m["role"] == "tool"]
 
     @property
     def system_text(self) -> str:
@@ -133,16 +151,24 @@ class OpenAIStub:
             return JSONResponse({"error": {"message": "response_format json_schema is not "
                                                       "supported", "type": "invalid_request"}},
                                 status_code=400)
-        text = item.text if isinstance(item, Reply) else self._default(recorded)
+        if isinstance(item, CallTool):
+            message = item.message()
+            text = message["tool_calls"][0]["function"]["arguments"]
+        else:
+            text = item.text if isinstance(item, Reply) else self._default(recorded)
+            message = {"role": "assistant", "content": text}
         usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4,
                  "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         model = body.get("model", "stub")
+        if isinstance(item, CallTool):  # whole: the agents that call tools do not stream
+            return JSONResponse({"id": "cmpl-stub", "object": "chat.completion", "model": model,
+                                 "choices": [{"index": 0, "finish_reason": "tool_calls",
+                                              "message": message}], "usage": usage})
         if not body.get("stream"):
             return JSONResponse({"id": "cmpl-stub", "object": "chat.completion", "model": model,
                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant",
-                                                          "content": text}}],
+                                              "message": message}],
                                  "usage": usage})
         with_usage = (body.get("stream_options") or {}).get("include_usage", False)
         return StreamingResponse(self._chunks(model, text, usage if with_usage else None),

@@ -86,6 +86,8 @@ CASES: dict[str, Callable[[httpx.AsyncClient], Awaitable[str]]] = {
     # Since typed answers: the edit is the gate's answer, which its digest covers.
     "approval_edited_typed_answer": _decided("edit", "fewer guests", EDITED, field="answer"),
     "unknown_tool": unknown_tool,
+    # Since the model follows the worker's configuration (the patch `agent-configured-model`).
+    "conversation_configured_model": conversation,
 }
 
 

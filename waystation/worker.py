@@ -17,6 +17,7 @@ from temporalio.common import MetricMeter
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
+from activities.agent_model import OpenAIModelConfig, use_openai_model
 from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend
 from activities.batch.items_source import ItemsSources
@@ -26,6 +27,7 @@ from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
+from persistence import events as events_repo
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
@@ -111,6 +113,16 @@ def agent_backend(settings: Settings, registry: Registry | None = None, *,
     return MeteredBackend(backend, meter) if meter is not None else backend
 
 
+def agent_model_config(settings: Settings) -> OpenAIModelConfig | None:
+    """The OpenAI-compatible model agent runs use when their input names none (agents with
+    `ConfiguredModel()`), with the backend `openai`; None keeps each agent's own model."""
+    if settings.agent_backend != "openai":
+        return None
+    return OpenAIModelConfig(base_url=settings.openai_base_url, api_key=settings.openai_api_key,
+                             model=settings.openai_model,
+                             timeout_seconds=settings.openai_timeout_seconds)
+
+
 def mail_settings(settings: Settings) -> MailSettings | None:
     """Email to deciders when WAYSTATION_SMTP_URL is set; links point at the API's public
     address and are signed with the API's secret, which checks them."""
@@ -129,8 +141,11 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     runtime = metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
+    async with pool.acquire() as conn:
+        await events_repo.maintain_partitions(conn)
     meter = (runtime or Runtime.default()).metric_meter
     backend = agent_backend(settings, registry, meter=meter)
+    use_openai_model(agent_model_config(settings))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,

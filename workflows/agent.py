@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from pydantic_ai.toolsets import FunctionToolset
 
+    from activities.agent_model import CONFIGURED_MODEL, follows_configuration
     from activities.agent_registry import agent_named
     from contracts.agents import AGENT_ANSWERED, MESSAGE_RECEIVED, SUMMARY_PROMPT
     from contracts.writes import EventWrite, GateOption, RunStateWrite
@@ -52,6 +53,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.lifecycle import RunWorkflow
 
 NOT_WAITING_FOR_MESSAGE = "NotWaitingForMessage"
+# Runs started before configured models asked for the agent's own model (None): they replay so.
+CONFIGURED_MODEL_PATCH = "agent-configured-model"
 
 
 @workflow.defn(name="AgentRun", sandboxed=False,
@@ -134,11 +137,20 @@ class AgentRun(RunWorkflow):
         try:
             return await self._agent.run(prompt, message_history=self._history,
                                          deferred_tool_results=deferred,
-                                         model=self._arg.input.model, instructions=priming)
+                                         model=self._model(), instructions=priming)
         except (AgentRunError, UserError) as error:
             # The model misbehaved past its retries, or the agent is misconfigured: no retry
             # of the workflow task would help, so the run says so and ends.
             await self.fail(f"agent {self._arg.input.agent}: {error}", stop_reason="agent_error")
+
+    def _model(self) -> str | None:
+        """The input's model, else the worker's configured one (for an agent that follows the
+        configuration), else the agent's own."""
+        if self._arg.input.model is not None:
+            return self._arg.input.model
+        if follows_configuration(self._agent) and workflow.patched(CONFIGURED_MODEL_PATCH):
+            return CONFIGURED_MODEL
+        return None
 
     def _take(self, messages: list[ModelMessage], first: int) -> None:
         """Keep the run's messages and queue the events of the new ones (those from `first`),

@@ -24,7 +24,8 @@ def _summary(run: RunStart) -> str:
 
 def _details(run: RunStart) -> str:
     inp: AgentInput = run.input
-    return (f"run {run.run_id} · agent {inp.agent} · model {inp.model or 'the agent’s own'} · "
+    model = inp.model or "by the worker’s configuration"
+    return (f"run {run.run_id} · agent {inp.agent} · model {model} · "
             f"approvals expire after {inp.approval_timeout_seconds} s "
             f"({inp.approval_expiry_policy})")
 

@@ -26,7 +26,8 @@ class AgentInput(BaseModel):
                                             "by waiting for `POST /runs/{id}/messages`.")
     model: str | None = Field(None, min_length=1, max_length=200,
                               description="A PydanticAI model name (`openai:gpt-4o-mini`, ...) "
-                                          "instead of the agent's own model.")
+                                          "instead of the one the worker is configured with "
+                                          "(WAYSTATION_AGENT_BACKEND).")
     approval_timeout_seconds: int = Field(7 * DAY, ge=1, le=365 * DAY)
     # Unanswered approvals: `default` denies the tool call (the model is told), `pause` waits
     # for a re-open, `fail` ends the run.

@@ -3,7 +3,8 @@
 `TemporalDurability` makes each model request and each tool call an activity when the agent
 runs inside a workflow (and changes nothing outside one, which the benchmark's in-process
 baseline uses). `book_vendor` needs a human's approval: the agent stops with a
-`DeferredToolRequests` and the `agent` run kind turns it into a gate.
+`DeferredToolRequests` and the `agent` run kind turns it into a gate. `ConfiguredModel` lets a
+run that names no model follow WAYSTATION_AGENT_BACKEND (`openai`: the configured endpoint).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
+from activities.agent_model import ConfiguredModel
 from activities.planner.catalogue import book_vendor, check_availability, search_vendors, shortlist
 from activities.planner.model import planner_model
 
@@ -29,4 +31,5 @@ planner: Agent[None, str | DeferredToolRequests] = Agent(
     tools=[Tool(search_vendors), Tool(shortlist), Tool(check_availability),
            Tool(book_vendor, requires_approval=True)],
     capabilities=[TemporalDurability(
-        model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT))])
+        model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT)),
+        ConfiguredModel()])

@@ -30,6 +30,18 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public
    TO waystation_api, waystation_worker;
 GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO waystation_api, waystation_worker;
 REVOKE ALL ON schema_migrations FROM waystation_api, waystation_worker;
+-- Partitions (of run_events, migration 021) are reached through their parent only, whose
+-- policies apply; read directly they would have none.
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relispartition LOOP
+        EXECUTE format('REVOKE ALL ON %I FROM waystation_api, waystation_worker', t);
+    END LOOP;
+END
+$$;
 -- No default privileges: a table of a later migration is refused to the API until that
 -- migration grants it along with its policies (a loud error rather than a silent leak), and
 -- partitions created at run time are reached through their parent's grants and policies only.

@@ -1,0 +1,90 @@
+"""The model an agent run uses when its input names none: the worker's configuration.
+
+An agent that carries the `ConfiguredModel()` capability follows WAYSTATION_AGENT_BACKEND like
+the other kinds: with `openai` its requests go to a PydanticAI OpenAI chat model built from
+WAYSTATION_OPENAI_BASE_URL / _API_KEY / _MODEL / _TIMEOUT_SECONDS; with any other backend it
+keeps its own model (the planner's offline one). The workflow names the model by the string
+`CONFIGURED_MODEL`, which crosses into the model-request activity as that string (a `Model`
+instance cannot cross) and is resolved there, on the worker, by this capability; so the settings
+read are the worker's, and a worker restarted with other settings sends the next request to
+the new endpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities.abstract import leaf_capabilities
+from pydantic_ai.models import Model, ModelResolutionContext, infer_model
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+CONFIGURED_MODEL = "waystation:configured"
+
+
+@dataclass(frozen=True)
+class OpenAIModelConfig:
+    """An OpenAI-compatible chat-completions endpoint (the WAYSTATION_OPENAI_* settings)."""
+
+    base_url: str
+    api_key: str | None
+    model: str
+    timeout_seconds: float
+
+
+# Set once by the worker as it starts (`use_openai_model`); None keeps each agent's own model.
+_openai: OpenAIModelConfig | None = None
+
+
+def use_openai_model(config: OpenAIModelConfig | None) -> None:
+    global _openai
+    _openai = config
+
+
+def _chat_model(config: OpenAIModelConfig) -> Model:
+    # Imported here: the OpenAI SDK is large, and only a worker configured for it needs it.
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    return OpenAIChatModel(config.model, provider=OpenAIProvider(openai_client=_client(config)))
+
+
+@functools.lru_cache(maxsize=8)
+def _client(config: OpenAIModelConfig) -> AsyncOpenAI:
+    """One client per configuration for the process: building one loads the TLS trust store
+    (tens of milliseconds), and a model is built for every request, in the workflow too. The
+    provider does not own it, so no request's end closes it."""
+    from openai import AsyncOpenAI
+
+    # The SDK does not retry (max_retries 0): a 429 or a 5xx fails the activity and Temporal
+    # retries it, waiting what the server's Retry-After asked for, with every attempt in the
+    # run's history.
+    return AsyncOpenAI(base_url=config.base_url, api_key=config.api_key or "api-key-not-set",
+                       timeout=config.timeout_seconds, max_retries=0)
+
+
+class ConfiguredModel(AbstractCapability[Any]):
+    """Resolves `CONFIGURED_MODEL` to the worker's configured model (see the module)."""
+
+    async def resolve_model_id(self, ctx: ModelResolutionContext[Any], *,
+                               model_id: str) -> Model | None:
+        if model_id != CONFIGURED_MODEL:
+            return None
+        if _openai is not None:
+            return _chat_model(_openai)
+        own = ctx.agent.model
+        assert own is not None, "an agent registered for runs has a model of its own"
+        return infer_model(own)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+
+def follows_configuration(agent: Any) -> bool:
+    """Whether the agent carries `ConfiguredModel()`, so it may be given `CONFIGURED_MODEL`."""
+    return any(isinstance(c, ConfiguredModel) for c in leaf_capabilities(agent.root_capability))

@@ -1,0 +1,89 @@
+"""An agent run whose model is the configured OpenAI-compatible endpoint (the stub standing in
+for the paid provider): a tool call and an answer through real HTTP, usage and cost on the run,
+and a 429 retried by Temporal."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from temporalio.client import WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
+from activities.agent_model import use_openai_model
+from activities.agents import backend_named
+from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
+from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply
+from waystation.settings import Settings
+from waystation.worker import agent_model_config, build_worker
+from workflows.agent import AgentRun
+
+
+@pytest_asyncio.fixture
+async def worker(time_env: WorkflowEnvironment, pool, task_queue,
+                 stub: OpenAIStub) -> AsyncIterator[Worker]:
+    settings = Settings(WAYSTATION_AGENT_BACKEND="openai", WAYSTATION_OPENAI_BASE_URL=stub.base_url,
+                        WAYSTATION_OPENAI_API_KEY="sk-test", WAYSTATION_OPENAI_MODEL="gpt-4o-mini")
+    use_openai_model(agent_model_config(settings))
+    try:
+        async with build_worker(time_env.client, pool, task_queue=task_queue,
+                                backend=backend_named("offline")) as w:
+            yield w
+    finally:
+        use_openai_model(None)
+
+
+async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker, task_queue,
+                                                           stub: OpenAIStub):
+    stub.script(Fail(429, retry_after=0.1),
+                CallTool("search_vendors", {"category": "venue", "city": "Bangalore"}),
+                Reply("Old Mill Barn and Rosewood Estate fit."),
+                Reply("need: a venue in Bangalore"))
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Old Mill Barn and Rosewood Estate fit."
+    assert state.context_summary == "need: a venue in Bangalore"
+    # The 429 failed the model-request activity (the SDK does not retry), and Temporal's second
+    # attempt sent the same request again; then the tool's result
+    # went back to the model, then the summary request.
+    first, again, after_tool, summary = stub.requests
+    assert first.body == again.body and first.body["model"] == "gpt-4o-mini"
+    assert first.headers["authorization"] == "Bearer sk-test"
+    assert [t["function"]["name"] for t in first.body["tools"]] == [
+        "search_vendors", "shortlist", "check_availability", "book_vendor"]
+    assert "Old Mill Barn" in after_tool.tool_results[0]
+    assert "summar" in summary.user_text.lower()
+    history = await handle.fetch_history()
+    attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
+                if e.HasField("activity_task_started_event_attributes")]
+    assert attempts.count(2) == 1
+    events = await events_of(pool, arg.run_id)
+    assert [e.output["arguments"] for e in events if e.type == "tool.called"] == [
+        {"category": "venue", "city": "Bangalore"}]
+    usages = [e.output["usage"] for e in events if e.type == "model.responded"]
+    assert len(usages) == 3 and all(u["input_tokens"] > 0 and u["cost_usd"] > 0 for u in usages)
+    row = await run_row(pool, arg.run_id)
+    assert row.input_tokens == state.usage.input_tokens == sum(u["input_tokens"] for u in usages)
+    assert row.cost_usd == state.usage.cost_usd > 0
+    await handle.terminate("done")
+    # A worker restarted on the offline configuration replays the run's history unchanged
+    # (the configured model is resolved again, but the requests' results come from history).
+    use_openai_model(None)
+    replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
+
+
+async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, worker, task_queue,
+                                                           stub: OpenAIStub):
+    stub.script(Fail(401, message="Incorrect API key provided"))
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert len(stub.requests) == 1
+    row = await run_row(pool, arg.run_id)
+    assert (row.status, row.stop_reason) == ("failed", "agent_error")
