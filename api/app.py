@@ -39,6 +39,7 @@ from api.routes import (
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
+from persistence.claims import API_ROLE
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
@@ -64,7 +65,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = resolve_database_url(settings)
         app.state.settings = settings
-        app.state.pool = await create_pool(url, min_size=1, max_size=20)
+        app.state.pool = await create_pool(url, min_size=1, max_size=20, role=API_ROLE)
         app.state.temporal = TemporalGateway(lambda: connect_temporal(settings))
         app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
                                        subscriber_capacity=settings.sse_client_buffer)

@@ -28,6 +28,7 @@ from api.identity import IdentityProvider, is_provider_token
 from api.temporal_gateway import TemporalGateway
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
+from persistence.claims import AUTHENTICATOR, SERVICE, Claims, set_claims
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
 from waystation.registry import Registry
@@ -42,22 +43,32 @@ def get_registry(request: Request) -> Registry:
     return request.app.state.registry
 
 
+def claims_of(user: User) -> Claims:
+    return SERVICE if user.is_service else Claims(user=user.name)
+
+
 @asynccontextmanager
-async def pooled_connection(request: Request) -> AsyncIterator[asyncpg.Connection]:
+async def pooled_connection(request: Request, claims: Claims) -> AsyncIterator[asyncpg.Connection]:
+    """A connection whose queries run for `claims` (row-level security, migration 022)."""
     pool: asyncpg.Pool = request.app.state.pool
     try:
         conn = await pool.acquire(timeout=10)
     except (*UNAVAILABLE_ERRORS, TimeoutError) as error:  # type: ignore[misc]  # down or starting
         raise unavailable(f"database is unavailable: {error}") from error
     try:
+        try:
+            await set_claims(conn, claims)
+        except UNAVAILABLE_ERRORS as error:  # the connection died while idle in the pool
+            raise unavailable(f"database is unavailable: {error}") from error
         yield conn
     finally:
         await pool.release(conn)
 
 
-async def get_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
-    async with pooled_connection(request) as conn:
-        yield conn
+async def act_as(conn: asyncpg.Connection, user: User) -> None:
+    """From now on the connection's queries run for `user` (a mailed link, once verified,
+    decides as its person)."""
+    await set_claims(conn, claims_of(user))
 
 
 async def get_temporal(request: Request) -> Client:
@@ -85,7 +96,7 @@ async def get_user(
     session_id = request.cookies.get(SESSION_COOKIE)
     token = bearer_token(authorization)
     if token is not None and is_api_key(token):
-        async with pooled_connection(request) as conn:
+        async with pooled_connection(request, AUTHENTICATOR) as conn:
             return await authenticate_api_key(conn, token)
     provider: IdentityProvider | None = request.app.state.identity_provider
     if token is not None and provider is not None and is_provider_token(token):
@@ -93,9 +104,22 @@ async def get_user(
     if authorization is not None or not session_id:
         return authenticate(request.app.state.settings.jwt_secret, authorization)
     # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
-    async with pooled_connection(request) as conn:
+    async with pooled_connection(request, AUTHENTICATOR) as conn:
         return await authenticate_session(conn, session_id, method=request.method,
                                           csrf_token=request.headers.get(CSRF_HEADER))
+
+
+CurrentUser = Annotated[User, Depends(get_user)]
+
+
+async def get_conn(request: Request, user: CurrentUser) -> AsyncIterator[asyncpg.Connection]:
+    async with pooled_connection(request, claims_of(user)) as conn:
+        yield conn
+
+
+async def get_authenticator_conn(request: Request) -> AsyncIterator[asyncpg.Connection]:
+    async with pooled_connection(request, AUTHENTICATOR) as conn:
+        yield conn
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -103,9 +127,13 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
                                               max_length=200, pattern=r"^[\x21-\x7e]+$")]
 RegistryDep = Annotated[Registry, Depends(get_registry)]
-Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 TemporalClient = Annotated[Client, Depends(get_temporal)]
-CurrentUser = Annotated[User, Depends(get_user)]
+# The caller's claims are set on it (see claims_of).
+Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
+# For routes whose caller is known only by a secret the request carries (a sign-in code, a
+# mailed link): it sees credentials only, until `act_as`.
+AuthenticatorConn = Annotated[asyncpg.Connection,
+                              Depends(get_authenticator_conn, scope="function")]
 
 
 VIEWER = "viewer"

@@ -23,6 +23,7 @@ import asyncpg
 from api.schemas import EventView
 from api.sse import LiveEvent
 from persistence import events as events_repo
+from persistence.claims import SERVICE, claimed_connection
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,9 @@ class EventHub:
             channel.dirty = False
             self.table_reads += 1
             try:
-                async with self._pool.acquire() as conn:
+                # One read for every subscriber of the run, whoever they are: each was
+                # allowed to read the run when it subscribed.
+                async with claimed_connection(self._pool, SERVICE) as conn:
                     rows = await events_repo.list_events(conn, run_id,
                                                          after_seq=channel.fetched_seq,
                                                          limit=FETCH_PAGE)

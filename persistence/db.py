@@ -48,9 +48,13 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
+                      role: str | None = None) -> asyncpg.Pool:
+    """With `role`, every connection acts as that role from its start (see persistence/claims.py:
+    the API's and the workers' roles); the login role must be a member of it."""
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+        dsn, min_size=min_size, max_size=max_size, init=_init_connection,
+        server_settings={"role": role} if role else None,
     )
     assert pool is not None
     return pool

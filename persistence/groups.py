@@ -67,8 +67,12 @@ async def remove_member(conn: asyncpg.Connection, group_id: UUID, user: str) -> 
     """Remove a member: False when there was none. Raises LastOwner."""
     async with conn.transaction():
         await conn.execute(sql("lock_group"), group_id)
+        # Counted before the delete: a member that removes itself no longer sees the group's
+        # members afterwards (row-level security, migration 022). The lock keeps it exact.
+        owners = await conn.fetchval(sql("count_owners"), group_id)
         removed = await conn.fetchrow(sql("delete_member"), group_id, user)
-        await _keep_an_owner(conn, group_id)
+        if removed is not None and removed["role"] == OWNER and owners <= 1:
+            raise LastOwner(f"group {group_id} must keep at least one owner")
     return removed is not None
 
 

@@ -23,11 +23,12 @@ IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 
 
 async def new_validation_run(pool: asyncpg.Pool, owner: str = "alice",
+                             group_id: uuid.UUID | None = None,
                              **input_fields: Any) -> ValidationRunInput:
     run_id = uuid.uuid4()
     run_input = ValidationInput(entrepreneur_input=IDEA, **input_fields)
     async with pool.acquire() as conn:
-        await create_run(conn, run_id=run_id, kind="validation", owner=owner, group_id=None,
+        await create_run(conn, run_id=run_id, kind="validation", owner=owner, group_id=group_id,
                          workflow_id=VALIDATION.workflow_id(run_id), idempotency_key=None,
                          input=run_input.model_dump(mode="json"))
     return ValidationRunInput(run_id=run_id, owner=owner, input=run_input)

@@ -21,7 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from pydantic import BaseModel, Field
 
 from api.auth import SESSION_COOKIE, NewSession, exchange_login_code, start_session
-from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep
+from api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
 from api.errors import ApiError
 from api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
 from persistence import console_sessions
@@ -87,7 +87,8 @@ async def console_page() -> HTMLResponse:
 
 
 @router.get("/console/login")
-async def console_login(code: LoginCode, conn: Conn, settings: SettingsDep) -> Response:
+async def console_login(code: LoginCode, conn: AuthenticatorConn,
+                        settings: SettingsDep) -> Response:
     """Spend a one-time code for a session cookie, then go to the console."""
     ttl = settings.console_session_hours * 3600
     session = await exchange_login_code(conn, code, ttl_seconds=ttl)
@@ -141,7 +142,7 @@ async def console_oidc_login(request: Request, settings: SettingsDep) -> Respons
 
 
 @router.get(CALLBACK_PATH)
-async def console_oidc_callback(request: Request, conn: Conn, settings: SettingsDep,
+async def console_oidc_callback(request: Request, conn: AuthenticatorConn, settings: SettingsDep,
                                 state: ProviderState, code: ProviderCode = None,
                                 error: ProviderError = None) -> Response:
     """Finish a provider sign-in: check the state, spend the code, verify the ID token,

@@ -14,7 +14,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path
 
 from api.auth import User
-from api.deps import Conn, SettingsDep, TemporalClient
+from api.deps import AuthenticatorConn, SettingsDep, TemporalClient, act_as
 from api.errors import ERROR_RESPONSES, ApiError
 from api.routes.decisions import take_decision
 from api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionRequest, DecisionView
@@ -30,9 +30,11 @@ Token = Annotated[str, Path(min_length=1, max_length=200)]
 
 
 @router.get("/{token}", response_model=DecisionLinkView, responses={403: ERROR_RESPONSES[403]})
-async def show_decision_link(token: Token, conn: Conn, settings: SettingsDep) -> DecisionLinkView:
+async def show_decision_link(token: Token, conn: AuthenticatorConn,
+                             settings: SettingsDep) -> DecisionLinkView:
     """The request a mailed link is for, and whom it decides as."""
     link = await _usable_link(conn, settings.jwt_secret, token)
+    await act_as(conn, User(name=link.user_name))
     gate = await gates_repo.get_gate(conn, link.request_id)
     if gate is None:  # its run was erased: hidden, and deleted with the link later
         raise ApiError(403, "invalid_link", "this link is not valid")
@@ -41,7 +43,7 @@ async def show_decision_link(token: Token, conn: Conn, settings: SettingsDep) ->
 
 
 @router.post("/{token}", response_model=DecisionView)
-async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Conn,
+async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: AuthenticatorConn,
                          settings: SettingsDep, temporal: TemporalClient) -> DecisionView:
     """Decide the link's request as its person; the link is spent by the decision."""
     link_id = _link_id(settings.jwt_secret, token)
@@ -50,6 +52,7 @@ async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Conn,
         await _usable_link(conn, settings.jwt_secret, token)  # raises the precise refusal
         raise ApiError(403, "link_used", "this link has already been used")  # lost a race
     try:
+        await act_as(conn, User(name=link.user_name))
         gate = await gates_repo.get_gate(conn, link.request_id)
         run = await runs_repo.get_run(conn, gate.run_id) if gate else None
         if gate is None or run is None:  # its run was erased since the link was mailed
@@ -72,7 +75,7 @@ def _link_id(secret: str, token: str) -> UUID:
     return link_id
 
 
-async def _usable_link(conn: Conn, secret: str, token: str) -> LinkRow:
+async def _usable_link(conn: AuthenticatorConn, secret: str, token: str) -> LinkRow:
     link = await mail_repo.get_link(conn, _link_id(secret, token))
     if link is None:
         raise ApiError(403, "invalid_link", "this link is not valid")

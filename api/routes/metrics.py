@@ -9,6 +9,7 @@ import asyncpg
 from fastapi import APIRouter, Request, Response
 
 from api.metrics import CONTENT_TYPE_LATEST, DECISION_LATENCY_BOUNDS, ApiMetrics
+from persistence.claims import SERVICE, claimed_connection
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.metrics import ReadModelFigures, read_figures
 
@@ -31,7 +32,9 @@ async def metrics(request: Request) -> Response:
 
 async def _figures(pool: asyncpg.Pool) -> ReadModelFigures | None:
     try:
-        async with asyncio.timeout(READ_MODEL_TIMEOUT_SECONDS), pool.acquire() as conn:
+        # Counts over every run: the service's claims.
+        async with (asyncio.timeout(READ_MODEL_TIMEOUT_SECONDS),
+                    claimed_connection(pool, SERVICE) as conn):
             return await read_figures(conn, DECISION_LATENCY_BOUNDS)
     except (*UNAVAILABLE_ERRORS, TimeoutError, asyncpg.PostgresError) as error:
         log.warning("metrics without the read model: %s", error)

@@ -14,7 +14,7 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import CurrentUser, VisibleRun
+from api.deps import CurrentUser, VisibleRun, claims_of
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.routes.decisions import decision_views
@@ -25,6 +25,7 @@ from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
+from persistence.claims import Claims, claimed_connection
 from persistence.models import TERMINAL_RUN_STATUSES, EventRow
 
 router = APIRouter(tags=["streams"])
@@ -50,7 +51,7 @@ def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
 @router.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
             responses=SSE_RESPONSES)
 async def stream_run_events(
-    request: Request, run: VisibleRun,
+    request: Request, run: VisibleRun, user: CurrentUser,
     after_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=20)] = None,
 ) -> StreamingResponse:
@@ -61,18 +62,19 @@ async def stream_run_events(
     subscription = hub.subscribe_run(run.id, from_seq=run.last_seq)
     heartbeat = request.app.state.settings.sse_heartbeat_seconds
     return StreamingResponse(
-        _run_stream(request.app.state.pool, hub, subscription, start, heartbeat),
+        _run_stream(request.app.state.pool, claims_of(user), hub, subscription, start,
+                    heartbeat),
         media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
-async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, last_sent: int,
-                      heartbeat: float) -> AsyncIterator[bytes]:
+async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: RunSubscription,
+                      last_sent: int, heartbeat: float) -> AsyncIterator[bytes]:
     try:
         yield b"retry: 1000\n\n"
         while True:
             # Catch up from the table: the only way events are read in order, without gaps.
             while True:
-                async with pool.acquire() as conn:
+                async with claimed_connection(pool, claims) as conn:
                     rows = await events_repo.list_events(conn, sub.run_id, after_seq=last_sent,
                                                          limit=CATCH_UP_PAGE)
                 frames = []
@@ -88,7 +90,7 @@ async def _run_stream(pool: asyncpg.Pool, hub: EventHub, sub: RunSubscription, l
                     yield b"".join(frames)
                 if len(rows) < CATCH_UP_PAGE:
                     break
-            if await _finished_without_end_event(pool, sub, last_sent):
+            if await _finished_without_end_event(pool, claims, sub, last_sent):
                 yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
                 return
             # Live: take what the hub hands over; a gap means "catch up from the table".
@@ -141,10 +143,10 @@ def _event_frame(row: EventRow) -> bytes:
     return LiveEvent.of(EventView.of(row)).frame
 
 
-async def _finished_without_end_event(pool: asyncpg.Pool, sub: RunSubscription,
+async def _finished_without_end_event(pool: asyncpg.Pool, claims: Claims, sub: RunSubscription,
                                       last_sent: int) -> bool:
     """A run that ended with no terminal event (it never started) must still end streams."""
-    async with pool.acquire() as conn:
+    async with claimed_connection(pool, claims) as conn:
         run = await runs_repo.get_run(conn, sub.run_id)
     return run is not None and run.status in TERMINAL_RUN_STATUSES and run.last_seq <= last_sent
 
@@ -158,21 +160,21 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
     # next connection (and on any resync, as the snapshot query reads memberships anew).
     group_roles: dict[str, str] = {}
     if not user.is_service:
-        async with request.app.state.pool.acquire() as conn:
+        async with claimed_connection(request.app.state.pool, claims_of(user)) as conn:
             roles = await groups_repo.member_roles(conn, user.name)
         group_roles = {str(group): role for group, role in roles.items()}
     subscription = hub.subscribe_inbox(user.owner_filter, group_roles)
     heartbeat = request.app.state.settings.sse_heartbeat_seconds
     return StreamingResponse(
-        _inbox_stream(request.app.state.pool, hub, subscription, heartbeat),
+        _inbox_stream(request.app.state.pool, claims_of(user), hub, subscription, heartbeat),
         media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
-async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscription,
-                        heartbeat: float) -> AsyncIterator[bytes]:
+async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
+                        sub: InboxSubscription, heartbeat: float) -> AsyncIterator[bytes]:
     try:
         yield b"retry: 1000\n\n"
-        yield await _inbox_snapshot(pool, sub)
+        yield await _inbox_snapshot(pool, claims, sub)
         while True:
             try:
                 change = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
@@ -182,9 +184,9 @@ async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscriptio
             if sub.closed:
                 return  # shutting down: the client reconnects and gets the snapshot again
             if change.get("resync"):
-                yield await _inbox_snapshot(pool, sub)
+                yield await _inbox_snapshot(pool, claims, sub)
                 continue
-            async with pool.acquire() as conn:
+            async with claimed_connection(pool, claims) as conn:
                 gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
                 view = (await decision_views(conn, [gate]))[0] if gate else None
             if gate is None or view is None:
@@ -198,8 +200,8 @@ async def _inbox_stream(pool: asyncpg.Pool, hub: EventHub, sub: InboxSubscriptio
         hub.unsubscribe_inbox(sub)
 
 
-async def _inbox_snapshot(pool: asyncpg.Pool, sub: InboxSubscription) -> bytes:
-    async with pool.acquire() as conn:
+async def _inbox_snapshot(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription) -> bytes:
+    async with claimed_connection(pool, claims) as conn:
         pending = await gates_repo.list_inbox(conn, owner=sub.owner, status="pending",
                                               limit=INBOX_SNAPSHOT_LIMIT)
         views = await decision_views(conn, pending)
