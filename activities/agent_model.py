@@ -1,5 +1,8 @@
 """The model an agent run uses when its input names none: the worker's configuration.
 
+The same capability prices and counts each of the agent's requests by the worker's settings
+(activities.agent_metering).
+
 An agent that carries the `ConfiguredModel()` capability follows WAYSTATION_AGENT_BACKEND like
 the other kinds: with `openai` its requests go to a PydanticAI OpenAI chat model built from
 WAYSTATION_OPENAI_BASE_URL / _API_KEY / _MODEL / _TIMEOUT_SECONDS; with any other backend it
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
+
+from activities.agent_metering import PricedModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -79,6 +84,11 @@ class ConfiguredModel(AbstractCapability[Any]):
         own = ctx.agent.model
         assert own is not None, "an agent registered for runs has a model of its own"
         return infer_model(own)
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        # Every request, the agent's own model's too, is priced and counted by the worker's
+        # table and meter (activities.agent_metering).
+        return PricedModel(model)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
