@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
+from temporalio.common import RetryPolicy
 
 from activities.agent_metering import PricedModel
 
@@ -29,6 +31,14 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 CONFIGURED_MODEL = "waystation:configured"
+# Model requests' retries, for an agent's `TemporalDurability(model_activity_config=...)`: a
+# 429, a 5xx, a timeout or a lost connection is retried with the crew tasks' backoff (2 s
+# doubling to a minute; a 429's Retry-After replaces it, up to that minute) for ten attempts
+# (about five minutes), then the run fails with `agent_error`. A heartbeat missed by a dying
+# worker uses an attempt too. What another attempt cannot fix (400, 401, 403, 404, an
+# exhausted quota) PydanticAI does not retry at all (its `non_retryable_model_errors`).
+MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=60), maximum_attempts=10)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.agent_metering import Accounting, use_accounting
-from activities.agent_model import use_openai_model
+from activities.agent_model import MODEL_RETRY, use_openai_model
 from activities.agents import backend_named
 from activities.agents.metered import ModelMeter
 from activities.agents.prices import ModelPrice, PriceBook
@@ -24,6 +24,7 @@ from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply
 from waystation.settings import Settings
 from waystation.worker import agent_model_config, build_worker
 from workflows.agent import AgentRun
+from workflows.agent_kind import AGENT
 
 
 @pytest_asyncio.fixture
@@ -81,9 +82,12 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
 
 
-async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, worker, task_queue,
-                                                           stub: OpenAIStub):
-    stub.script(Fail(401, message="Incorrect API key provided"))
+@pytest.mark.parametrize("status", [401, 404, 400])
+async def test_a_refused_request_fails_the_run_without_retrying(time_env, pool, worker,
+                                                               task_queue, stub: OpenAIStub,
+                                                               status: int):
+    # A refused key, an unknown model, a malformed request: another attempt cannot fix them.
+    stub.script(Fail(status, message="Incorrect API key provided"))
     arg = await new_agent_run(pool, message="A venue in Bangalore, please")
     handle = await start_agent(time_env.client, arg, task_queue)
     with pytest.raises(WorkflowFailureError):
@@ -91,6 +95,23 @@ async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, work
     assert len(stub.requests) == 1
     row = await run_row(pool, arg.run_id)
     assert (row.status, row.stop_reason) == ("failed", "agent_error")
+    assert str(status) in row.error_message and "every attempt" not in row.error_message
+
+
+async def test_a_model_down_past_the_retry_bound_fails_the_run(time_env, pool, worker,
+                                                               task_queue, stub: OpenAIStub):
+    # MODEL_RETRY: ten attempts with backoff (time skipped), then the run ends, saying why.
+    stub.script(*[Fail(503, message="overloaded")] * MODEL_RETRY.maximum_attempts)
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    # The handle start_workflow returns skips time while its result is awaited (the backoff).
+    handle = await time_env.client.start_workflow(AgentRun.run, arg, task_queue=task_queue,
+                                                  id=AGENT.workflow_id(arg.run_id))
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert len(stub.requests) == MODEL_RETRY.maximum_attempts == 10
+    row = await run_row(pool, arg.run_id)
+    assert (row.status, row.stop_reason) == ("failed", "agent_error")
+    assert "failed on every attempt" in row.error_message and "503" in row.error_message
 
 
 async def test_cost_by_the_price_overrides_and_the_model_counters(time_env, pool, worker,
@@ -101,7 +122,8 @@ async def test_cost_by_the_price_overrides_and_the_model_counters(time_env, pool
     use_accounting(Accounting(PriceBook({"gpt-4o-mini": ModelPrice(input=1000, output=3000)}),
                               ModelMeter(runtime.metric_meter)))
     try:
-        stub.script(Fail(503), Reply("Old Mill Barn fits."), Reply("need: a venue"))
+        stub.script(Fail(503, retry_after=0.1), Reply("Old Mill Barn fits."),
+                    Reply("need: a venue"))
         arg = await new_agent_run(pool, message="A venue in Bangalore, please")
         handle = await start_agent(time_env.client, arg, task_queue)
         state = await waiting(handle, turn=1)
