@@ -22,6 +22,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.mobile.artifacts import ArtifactStore
+from persistence import erasure as erasure_repo
+from persistence import events as events_repo
 from persistence import retention as retention_repo
 from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
@@ -37,6 +39,8 @@ class RetentionActivities:
     @activity.defn(name="purge_runs_batch")
     async def purge_batch(self, arg: PurgeBatchInput) -> PurgeBatchResult:
         async with self._pool.acquire() as conn:
+            # Scheduled sweeps keep next months' partitions ahead and drop the months they emptied.
+            await events_repo.maintain_partitions(conn)
             due = await retention_repo.runs_to_purge(
                 conn, finished_before=arg.finished_before, erased_before=arg.erased_before,
                 limit=arg.batch_size)
@@ -50,8 +54,13 @@ class RetentionActivities:
         if self._store is not None:
             for sha in orphaned:
                 self._store.delete(sha)
+        # A short batch is the sweep's last: the erased users' runs are gone by now, so the
+        # rest of their personal rows can go too.
+        users = (await erasure_repo.erase_due_users(self._pool,
+                                                    requested_before=arg.erased_before)
+                 if len(due) < arg.batch_size and arg.erased_before is not None else 0)
         return PurgeBatchResult(runs_deleted=len(due), artifacts_deleted=len(orphaned),
-                                archive=str(archive) if archive else None)
+                                archive=str(archive) if archive else None, users_erased=users)
 
     async def _archive(self, conn: asyncpg.Connection, run_ids: list[UUID]) -> Path:
         assert self._archive_dir is not None

@@ -11,6 +11,10 @@ import asyncpg
 from persistence.models import EventRow
 from persistence.queries import sql
 
+# How far ahead run_events' monthly partitions are created: the worker does it at start and
+# before each retention batch, so an event's month always exists long before its first event.
+PARTITION_MONTHS_AHEAD = 3
+
 if TYPE_CHECKING:
     from contracts.writes import EventWrite
 
@@ -34,3 +38,12 @@ async def list_events(
         records = await conn.fetch(sql("list_events_of_types"), run_id, after_seq, limit,
                                    list(types))
     return [EventRow.from_record(r) for r in records]
+
+
+async def maintain_partitions(conn: asyncpg.Connection,
+                              months_ahead: int = PARTITION_MONTHS_AHEAD) -> tuple[int, int]:
+    """Create run_events' missing monthly partitions through `months_ahead` months from now and
+    drop the past ones retention emptied; returns (created, dropped)."""
+    created = await conn.fetchval(sql("create_event_partitions"), months_ahead)
+    dropped = await conn.fetchval(sql("drop_empty_event_partitions"))
+    return int(created), int(dropped)

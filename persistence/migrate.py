@@ -42,8 +42,9 @@ def migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-async def apply_migrations(conn: asyncpg.Connection) -> list[int]:
-    """Apply pending migrations; returns the versions applied now (empty when up to date)."""
+async def apply_migrations(conn: asyncpg.Connection, *, up_to: int | None = None) -> list[int]:
+    """Apply pending migrations (those up to version `up_to` only, when given: a test builds
+    a database as an older release left it); returns the versions applied now."""
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
     try:
         await conn.execute(
@@ -57,7 +58,7 @@ async def apply_migrations(conn: asyncpg.Connection) -> list[int]:
         done = await _check_applied(conn, files)
         applied = []
         for version, name, sql in files:
-            if version in done:
+            if version in done or (up_to is not None and version > up_to):
                 continue
             async with conn.transaction():
                 await conn.execute(sql)

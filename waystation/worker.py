@@ -28,6 +28,7 @@ from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
+from persistence import events as events_repo
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
@@ -141,6 +142,8 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     runtime = metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
     pool = await create_pool(resolve_database_url(settings))
+    async with pool.acquire() as conn:
+        await events_repo.maintain_partitions(conn)
     meter = ModelMeter((runtime or Runtime.default()).metric_meter)
     backend = agent_backend(settings, registry, meter=meter)
     use_openai_model(agent_model_config(settings))

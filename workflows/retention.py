@@ -44,6 +44,7 @@ class RetentionSweep:
                 heartbeat_timeout=BATCH_HEARTBEAT, retry_policy=BATCH_RETRY)
             result.runs_deleted += done.runs_deleted
             result.artifacts_deleted += done.artifacts_deleted
+            result.users_erased += done.users_erased
             if done.archive:
                 result.archives.append(done.archive)
             if done.runs_deleted < arg.batch_size:

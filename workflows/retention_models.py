@@ -22,6 +22,7 @@ class RetentionSweepResult(BaseModel):
     runs_deleted: int
     artifacts_deleted: int
     archives: list[str]
+    users_erased: int = 0
 
 
 class PurgeBatchInput(BaseModel):
@@ -34,3 +35,5 @@ class PurgeBatchResult(BaseModel):
     runs_deleted: int
     artifacts_deleted: int
     archive: str | None  # the compressed JSONL file the batch was archived to, if any
+    # Users whose erasure was carried out (personal rows beyond their runs; persistence.erasure).
+    users_erased: int = 0

@@ -10,6 +10,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient
 from api.errors import ApiError
 from api.schemas import ErasureAccepted, ErasureRequest
+from persistence import erasure as erasure_repo
 from persistence import retention as retention_repo
 
 router = APIRouter(prefix="/admin", tags=["admin"])
@@ -18,8 +19,8 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 @router.post("/erasure", status_code=202, response_model=ErasureAccepted)
 async def request_erasure(body: ErasureRequest, user: CurrentUser, conn: Conn,
                           settings: SettingsDep, temporal: TemporalClient) -> ErasureAccepted:
-    """Cancel a user's open runs and hide all their runs now; the retention sweep deletes them
-    after the grace period."""
+    """Cancel a user's open runs, hide all their runs and end their access now; the retention
+    sweep deletes the runs and the user's other personal rows after the grace period."""
     if not user.is_service:
         raise ApiError(403, "forbidden", "erasure needs the service role")
     # Cancelled before they are hidden: if Temporal cannot be reached the answer is a 503 with
@@ -30,7 +31,9 @@ async def request_erasure(body: ErasureRequest, user: CurrentUser, conn: Conn,
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
-    hidden = await retention_repo.erase_user_runs(conn, body.user)
+    async with conn.transaction():
+        hidden = await retention_repo.erase_user_runs(conn, body.user)
+        await erasure_repo.request_erasure(conn, body.user)
     return ErasureAccepted(
         user=body.user, runs_hidden=hidden,
         hard_delete_after=timedelta(hours=settings.erasure_grace_hours).total_seconds())

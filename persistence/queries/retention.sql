@@ -38,8 +38,11 @@ SELECT jsonb_build_object(
 
 -- name: delete_run_events_chunk
 -- At most $2 events of the given runs; run in a loop so no transaction holds many row locks.
+-- A row is named by its partition and place in it: run_events is partitioned (migration 021)
+-- and has no index on id alone, while (tableoid, ctid) finds each row directly.
 DELETE FROM run_events
- WHERE id IN (SELECT id FROM run_events WHERE run_id = ANY($1::uuid[]) LIMIT $2);
+ WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM run_events
+                             WHERE run_id = ANY($1::uuid[]) LIMIT $2);
 
 -- name: delete_item_outputs_chunk
 -- At most $2 item outputs of the given runs' batch jobs, for the same reason.

@@ -1,0 +1,61 @@
+"""Repository functions for erasing one user's personal rows beyond their runs (their runs go
+through persistence.retention): access ends at the request, the rest after the grace period.
+
+What erasure means for each kind of row: what is only the user's (contact address, decision
+links, group memberships, API keys, console sessions and codes, their own webhooks and what
+those delivered) is deleted; where the user appears in someone else's record (a decision,
+vote or delegation on another's run, the gate events and snapshots of that run, webhook
+payloads about it, a group they made or a member they added, a group's webhook they
+registered) the name is replaced by the request's pseudonym, so that record stays whole.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+from persistence.queries import sql
+
+# Run at the request, in its transaction: nothing signed in as the user works from then on.
+END_ACCESS = ("end_user_sessions", "drop_user_login_codes", "revoke_user_api_keys",
+              "stop_user_webhooks")
+# Run after the grace period, in one transaction per user. Deliveries before their webhooks
+# (no cascade between them).
+DELETE_PERSONAL = ("delete_user_contact", "delete_user_decision_links",
+                   "delete_user_memberships", "delete_user_api_keys", "end_user_sessions",
+                   "drop_user_login_codes", "delete_user_webhook_deliveries",
+                   "delete_user_webhooks")
+PSEUDONYMIZE = ("pseudonymize_user_in_groups", "pseudonymize_user_in_members",
+                "pseudonymize_user_in_group_webhooks", "pseudonymize_user_in_requests",
+                "pseudonymize_user_in_votes", "pseudonymize_user_in_delegations",
+                "pseudonymize_user_in_gate_events", "pseudonymize_user_in_snapshots",
+                "pseudonymize_user_in_deliveries")
+
+
+async def request_erasure(conn: asyncpg.Connection, user: str) -> None:
+    """Note the request (kept until carried out) and end the user's access now."""
+    await conn.fetchval(sql("request_user_erasure"), user)
+    for query in END_ACCESS:
+        await conn.execute(sql(query), user)
+
+
+async def erase_due_users(pool: asyncpg.Pool, *, requested_before: datetime) -> int:
+    """Carry out the requests older than `requested_before` whose hidden runs are deleted;
+    returns how many users were erased now. Each user's rows change in one transaction, and
+    the request is forgotten in it, so a retried sweep finds only what is left to do."""
+    async with pool.acquire() as conn:
+        due = await conn.fetch(sql("erasures_due"), requested_before)
+    erased = 0
+    for row in due:
+        user, pseudonym = row["user_name"], row["pseudonym"]
+        async with pool.acquire() as conn, conn.transaction():
+            if await conn.fetchval(sql("user_has_erased_runs"), user):
+                continue  # the sweep's next batches delete them first
+            for query in DELETE_PERSONAL:
+                await conn.execute(sql(query), user)
+            for query in PSEUDONYMIZE:
+                await conn.execute(sql(query), user, pseudonym)
+            await conn.execute(sql("forget_user_erasure"), user)
+        erased += 1
+    return erased
