@@ -15,12 +15,12 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.agent_metering import Accounting, use_accounting
-from activities.agent_model import MODEL_RETRY, use_openai_model
+from activities.agent_model import MODEL_RETRY, OpenAIModelConfig, use_openai_model
 from activities.agents import backend_named
 from activities.agents.metered import ModelMeter
 from activities.agents.prices import ModelPrice, PriceBook
 from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
-from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply
+from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
 from waystation.worker import agent_model_config, build_worker
 from workflows.agent import AgentRun
@@ -80,6 +80,21 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     use_openai_model(None)
     replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
     await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
+
+
+async def test_a_timed_out_request_is_retried(time_env, pool, worker, task_queue,
+                                             stub: OpenAIStub):
+    # The configured timeout, short here; the first request outlives it.
+    use_openai_model(OpenAIModelConfig(base_url=stub.base_url, api_key="sk-test",
+                                       model="gpt-4o-mini", timeout_seconds=0.5))
+    stub.script(Stall(1.5), Reply("Old Mill Barn fits."), Reply("need: a venue"))
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Old Mill Barn fits."
+    stalled, again, _ = stub.requests
+    assert stalled.body == again.body
+    await handle.terminate("done")
 
 
 @pytest.mark.parametrize("status", [401, 404, 400])
