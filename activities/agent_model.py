@@ -1,8 +1,5 @@
 """The model an agent run uses when its input names none: the worker's configuration.
 
-The same capability prices and counts each of the agent's requests by the worker's settings
-(activities.agent_metering).
-
 An agent that carries the `ConfiguredModel()` capability follows WAYSTATION_AGENT_BACKEND like
 the other kinds: with `openai` its requests go to a PydanticAI OpenAI chat model built from
 WAYSTATION_OPENAI_BASE_URL / _API_KEY / _MODEL / _TIMEOUT_SECONDS; with any other backend it
@@ -11,6 +8,9 @@ keeps its own model (the planner's offline one). The workflow names the model by
 instance cannot cross) and is resolved there, on the worker, by this capability; so the settings
 read are the worker's, and a worker restarted with other settings sends the next request to
 the new endpoint.
+
+The same capability prices and counts each of the agent's requests by the worker's settings
+(activities.agent_metering).
 """
 
 from __future__ import annotations
