@@ -1,8 +1,14 @@
-"""A backend that answers at once with an empty output: for benchmarks of the machinery."""
+"""A backend that answers at once: for benchmarks of the machinery, not of a model.
+
+A task that asks for typed output gets the smallest value its schema accepts (the same
+schema example the offline backend uses), so typed tasks pass their checks; any other gets an
+empty output.
+"""
 
 from __future__ import annotations
 
 from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
+from activities.agents.schema_example import example_for
 
 
 class NoopBackend:
@@ -10,6 +16,8 @@ class NoopBackend:
 
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:
+        if request.output_schema is not None:
+            return AgentResponse(output=example_for(request.output_schema), model="noop")
         return AgentResponse(output={"task": request.task}, model="noop")
 
     async def aclose(self) -> None:
