@@ -8,22 +8,37 @@ keeps its own model (the planner's offline one). The workflow names the model by
 instance cannot cross) and is resolved there, on the worker, by this capability; so the settings
 read are the worker's, and a worker restarted with other settings sends the next request to
 the new endpoint.
+
+The same capability prices and counts each of the agent's requests by the worker's settings
+(activities.agent_metering).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
+from temporalio.common import RetryPolicy
+
+from activities.agent_metering import PricedModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 CONFIGURED_MODEL = "waystation:configured"
+# Model requests' retries, for an agent's `TemporalDurability(model_activity_config=...)`: a
+# 429, a 5xx, a timeout or a lost connection is retried with the crew tasks' backoff (2 s
+# doubling to a minute; a 429's Retry-After replaces it, up to that minute) for ten attempts
+# (about five minutes), then the run fails with `agent_error`. A heartbeat missed by a dying
+# worker uses an attempt too. What another attempt cannot fix (400, 401, 403, 404, an
+# exhausted quota) PydanticAI does not retry at all (its `non_retryable_model_errors`).
+MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                          maximum_interval=timedelta(seconds=60), maximum_attempts=10)
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,11 @@ class ConfiguredModel(AbstractCapability[Any]):
         own = ctx.agent.model
         assert own is not None, "an agent registered for runs has a model of its own"
         return infer_model(own)
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        # Every request, the agent's own model's too, is priced and counted by the worker's
+        # table and meter (activities.agent_metering).
+        return PricedModel(model)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

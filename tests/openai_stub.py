@@ -62,7 +62,14 @@ class RefuseSchema:
     """Answer 400 when the request asks for a `json_schema` response format."""
 
 
-Scripted = Reply | CallTool | Fail | RefuseSchema
+@dataclass
+class Stall:
+    """Answer only after this long (past a client's timeout), then with the default text."""
+
+    seconds: float
+
+
+Scripted = Reply | CallTool | Fail | RefuseSchema | Stall
 
 
 @dataclass
@@ -147,6 +154,9 @@ class OpenAIStub:
             headers = {} if item.retry_after is None else {"Retry-After": str(item.retry_after)}
             return JSONResponse({"error": {"message": item.message, "type": "scripted"}},
                                 status_code=item.status, headers=headers)
+        if isinstance(item, Stall):
+            await asyncio.sleep(item.seconds)
+            item = None
         if isinstance(item, RefuseSchema):
             return JSONResponse({"error": {"message": "response_format json_schema is not "
                                                       "supported", "type": "invalid_request"}},

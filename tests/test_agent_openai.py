@@ -1,6 +1,6 @@
 """An agent run whose model is the configured OpenAI-compatible endpoint (the stub standing in
-for the paid provider): a tool call and an answer through real HTTP, usage and cost on the run,
-and a 429 retried by Temporal."""
+for the paid provider): a tool call and an answer through real HTTP, usage and cost on the run
+(by the worker's price overrides), the worker's model counters, and a 429 retried by Temporal."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.agent_model import use_openai_model
+from activities.agent_metering import Accounting, use_accounting
+from activities.agent_model import MODEL_RETRY, OpenAIModelConfig, use_openai_model
 from activities.agents import backend_named
+from activities.agents.metered import ModelMeter
+from activities.agents.prices import ModelPrice, PriceBook
 from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
-from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply
+from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
 from waystation.worker import agent_model_config, build_worker
 from workflows.agent import AgentRun
+from workflows.agent_kind import AGENT
 
 
 @pytest_asyncio.fixture
@@ -77,9 +82,27 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
 
 
-async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, worker, task_queue,
-                                                           stub: OpenAIStub):
-    stub.script(Fail(401, message="Incorrect API key provided"))
+async def test_a_timed_out_request_is_retried(time_env, pool, worker, task_queue,
+                                             stub: OpenAIStub):
+    # The configured timeout, short here; the first request outlives it.
+    use_openai_model(OpenAIModelConfig(base_url=stub.base_url, api_key="sk-test",
+                                       model="gpt-4o-mini", timeout_seconds=0.5))
+    stub.script(Stall(1.5), Reply("Old Mill Barn fits."), Reply("need: a venue"))
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Old Mill Barn fits."
+    stalled, again, _ = stub.requests
+    assert stalled.body == again.body
+    await handle.terminate("done")
+
+
+@pytest.mark.parametrize("status", [401, 404, 400])
+async def test_a_refused_request_fails_the_run_without_retrying(time_env, pool, worker,
+                                                               task_queue, stub: OpenAIStub,
+                                                               status: int):
+    # A refused key, an unknown model, a malformed request: another attempt cannot fix them.
+    stub.script(Fail(status, message="Incorrect API key provided"))
     arg = await new_agent_run(pool, message="A venue in Bangalore, please")
     handle = await start_agent(time_env.client, arg, task_queue)
     with pytest.raises(WorkflowFailureError):
@@ -87,3 +110,56 @@ async def test_a_refused_key_fails_the_run_without_retrying(time_env, pool, work
     assert len(stub.requests) == 1
     row = await run_row(pool, arg.run_id)
     assert (row.status, row.stop_reason) == ("failed", "agent_error")
+    assert str(status) in row.error_message and "every attempt" not in row.error_message
+
+
+async def test_a_model_down_past_the_retry_bound_fails_the_run(time_env, pool, worker,
+                                                               task_queue, stub: OpenAIStub):
+    # MODEL_RETRY: ten attempts with backoff (time skipped), then the run ends, saying why.
+    stub.script(*[Fail(503, message="overloaded")] * MODEL_RETRY.maximum_attempts)
+    arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+    # The handle start_workflow returns skips time while its result is awaited (the backoff).
+    handle = await time_env.client.start_workflow(AgentRun.run, arg, task_queue=task_queue,
+                                                  id=AGENT.workflow_id(arg.run_id))
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert len(stub.requests) == MODEL_RETRY.maximum_attempts == 10
+    row = await run_row(pool, arg.run_id)
+    assert (row.status, row.stop_reason) == ("failed", "agent_error")
+    assert "failed on every attempt" in row.error_message and "503" in row.error_message
+
+
+async def test_cost_by_the_price_overrides_and_the_model_counters(time_env, pool, worker,
+                                                                  task_queue, stub: OpenAIStub):
+    # WAYSTATION_MODEL_PRICES as the worker applies it; counters on a runtime read in-process.
+    buffer = MetricBuffer(1000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    use_accounting(Accounting(PriceBook({"gpt-4o-mini": ModelPrice(input=1000, output=3000)}),
+                              ModelMeter(runtime.metric_meter)))
+    try:
+        stub.script(Fail(503, retry_after=0.1), Reply("Old Mill Barn fits."),
+                    Reply("need: a venue"))
+        arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+        handle = await start_agent(time_env.client, arg, task_queue)
+        state = await waiting(handle, turn=1)
+        await handle.terminate("done")
+    finally:
+        use_accounting(Accounting())
+    usages = [e.output["usage"] for e in await events_of(pool, arg.run_id)
+              if e.type == "model.responded"]
+    expected = [(u["input_tokens"] * 1000 + u["output_tokens"] * 3000) / 1e6 for u in usages]
+    assert len(usages) == 2 and [u["cost_usd"] for u in usages] == pytest.approx(expected)
+    row = await run_row(pool, arg.run_id)
+    assert row.cost_usd == pytest.approx(sum(expected)) == state.usage.cost_usd
+    counted: dict[tuple[str, str], int] = {}
+    for update in buffer.retrieve_updates():
+        assert update.attributes["backend"] == "agent"
+        what = update.attributes.get("outcome") or update.attributes.get("direction") or ""
+        key = (update.metric.name, str(what))
+        counted[key] = counted.get(key, 0) + int(update.value)
+    assert counted[("waystation_model_calls", "ok")] == 2
+    assert counted[("waystation_model_calls", "error")] == 1  # the 503, retried
+    assert counted[("waystation_model_tokens", "input")] == row.input_tokens
+    assert counted[("waystation_model_tokens", "output")] == row.output_tokens
+    assert counted[("waystation_model_cost_microusd", "")] == pytest.approx(
+        sum(expected) * 1e6, abs=2)

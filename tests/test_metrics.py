@@ -16,6 +16,7 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from activities.agents import backend_named
+from tests.agent_helpers import new_agent_run, start_agent, waiting
 from tests.fault_helpers import api_settings, auth, worker_env
 from tests.helpers import IDEA, eventually, new_validation_run
 from tests.sse_client import sse_events
@@ -146,6 +147,11 @@ async def test_worker_serves_temporal_and_model_metrics(dev_env, pool, migrated_
         await dev_env.client.execute_workflow(
             ValidationRun.run, run, id=VALIDATION.workflow_id(run.run_id), task_queue=task_queue,
             execution_timeout=timedelta(seconds=60))
+        # An agent run's model requests (the planner's offline model) are counted too.
+        agent = await start_agent(dev_env.client, await new_agent_run(pool, message="A venue"),
+                                  task_queue)
+        await waiting(agent, turn=1)
+        await agent.terminate("done")
 
         async def metrics() -> Samples | None:
             try:
@@ -167,6 +173,10 @@ async def test_worker_serves_temporal_and_model_metrics(dev_env, pool, migrated_
                 if name == "waystation_model_calls_total"
                 and ("backend", "offline") in labels and ("outcome", "ok") in labels)
     assert calls >= 1, [k for k in samples if k[0].startswith("waystation")]
+    agent_calls = sum(v for (name, labels), v in samples.items()
+                      if name == "waystation_model_calls_total"
+                      and ("backend", "agent") in labels and ("outcome", "ok") in labels)
+    assert agent_calls >= 3  # the turn's two model requests and its summary request
     tokens = sum(v for (name, _), v in samples.items() if name == "waystation_model_tokens_total")
     assert tokens > 0
 

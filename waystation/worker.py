@@ -13,13 +13,14 @@ from typing import Any
 import asyncpg
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.common import MetricMeter
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
+from activities.agent_metering import Accounting, use_accounting
 from activities.agent_model import OpenAIModelConfig, use_openai_model
 from activities.agents import AgentBackend, backend_named
-from activities.agents.metered import MeteredBackend
+from activities.agents.metered import MeteredBackend, ModelMeter
+from activities.agents.prices import PriceBook
 from activities.batch.items_source import ItemsSources
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
@@ -98,7 +99,7 @@ def build_worker(
 
 
 def agent_backend(settings: Settings, registry: Registry | None = None, *,
-                  meter: MetricMeter | None = None) -> AgentBackend:
+                  meter: ModelMeter | None = None) -> AgentBackend:
     """The backend WAYSTATION_AGENT_BACKEND names: a plug-in's, or a built-in one; with a
     meter, its calls, tokens and cost are counted (waystation_model_*)."""
     if registry is not None and settings.agent_backend in registry.backends:
@@ -143,9 +144,10 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     pool = await create_pool(resolve_database_url(settings))
     async with pool.acquire() as conn:
         await events_repo.maintain_partitions(conn)
-    meter = (runtime or Runtime.default()).metric_meter
+    meter = ModelMeter((runtime or Runtime.default()).metric_meter)
     backend = agent_backend(settings, registry, meter=meter)
     use_openai_model(agent_model_config(settings))
+    use_accounting(Accounting(PriceBook(settings.model_prices), meter))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
@@ -141,7 +141,8 @@ class AgentRun(RunWorkflow):
         except (AgentRunError, UserError) as error:
             # The model misbehaved past its retries, or the agent is misconfigured: no retry
             # of the workflow task would help, so the run says so and ends.
-            await self.fail(f"agent {self._arg.input.agent}: {error}", stop_reason="agent_error")
+            await self.fail(f"agent {self._arg.input.agent}: {_why(error)}",
+                            stop_reason="agent_error")
 
     def _model(self) -> str | None:
         """The input's model, else the worker's configured one (for an agent that follows the
@@ -339,3 +340,13 @@ class AgentRun(RunWorkflow):
         state = super()._run_state(result)
         state.context_summary = self._carry.context_summary
         return state
+
+
+def _why(error: Exception) -> str:
+    """The error, saying so when it is the last of a model request's bounded retries (PydanticAI
+    rebuilds the model's error from the failed activity, which is its cause)."""
+    cause = error.__cause__
+    if isinstance(cause, ActivityError) \
+            and cause.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+        return f"the model request failed on every attempt; the last: {error}"
+    return str(error)

@@ -21,19 +21,12 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
     )
 
+    from activities.agent_metering import cost_usd
     from contracts.agents import MODEL_RESPONDED, TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
     from contracts.writes import EventWrite
     from workflows.agent_models import AgentUsage
 
 MakeEvent = Callable[..., EventWrite]
-
-
-def cost_usd(response: ModelResponse) -> float:
-    """The response's price from genai-prices; 0 for a model it does not know (offline)."""
-    try:
-        return float(response.cost().total_price)
-    except (LookupError, ValueError, AssertionError):
-        return 0.0
 
 
 def add_usage(usage: AgentUsage, messages: Sequence[ModelMessage]) -> AgentUsage:

@@ -19,10 +19,12 @@ from activities.agents.base import (
 )
 
 
-class MeteredBackend:
-    def __init__(self, backend: AgentBackend, meter: MetricMeter) -> None:
-        self.name = backend.name
-        self._backend = backend
+class ModelMeter:
+    """The `waystation_model_*` counters: every model call a worker makes, the crews' through
+    the backend and the agent runs' through PydanticAI (activities.agent_metering), counted
+    here. One per runtime meter."""
+
+    def __init__(self, meter: MetricMeter) -> None:
         self._calls = meter.create_counter(
             "waystation_model_calls", "Agent backend calls, by backend, model and outcome")
         self._tokens = meter.create_counter(
@@ -30,23 +32,30 @@ class MeteredBackend:
         self._cost = meter.create_counter(
             "waystation_model_cost_microusd", "Cost the backend reported, in 1e-6 USD")
 
+    def count(self, backend: str, usage: Usage, outcome: str) -> None:
+        labels = {"backend": backend, "model": usage.model}
+        self._calls.add(1, {**labels, "outcome": outcome})
+        self._tokens.add(usage.input_tokens, {**labels, "direction": "input"})
+        self._tokens.add(usage.output_tokens, {**labels, "direction": "output"})
+        self._cost.add(round(usage.cost_usd * 1_000_000), labels)
+
+
+class MeteredBackend:
+    def __init__(self, backend: AgentBackend, meter: ModelMeter) -> None:
+        self.name = backend.name
+        self._backend = backend
+        self._meter = meter
+
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:
         try:
             response = await self._backend.run(request, progress)
         except BaseException as error:
             # A failed call may still have cost something (ModelCallFailed carries its usage).
-            self._count(usage_of(error), "error")
+            self._meter.count(self.name, usage_of(error), "error")
             raise
-        self._count(response.usage, "ok")
+        self._meter.count(self.name, response.usage, "ok")
         return response
 
     async def aclose(self) -> None:
         await self._backend.aclose()
-
-    def _count(self, usage: Usage, outcome: str) -> None:
-        labels = {"backend": self.name, "model": usage.model}
-        self._calls.add(1, {**labels, "outcome": outcome})
-        self._tokens.add(usage.input_tokens, {**labels, "direction": "input"})
-        self._tokens.add(usage.output_tokens, {**labels, "direction": "output"})
-        self._cost.add(round(usage.cost_usd * 1_000_000), labels)

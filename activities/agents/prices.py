@@ -26,10 +26,17 @@ class PriceBook:
         self._overrides = overrides or {}
         self._unknown: set[str] = set()
 
-    def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def overridden_usd(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        """The cost by the override for `model`; None when it has none."""
         price = self._overrides.get(model)
-        if price is not None:
-            return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+        if price is None:
+            return None
+        return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+
+    def cost_usd(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        overridden = self.overridden_usd(model, input_tokens, output_tokens)
+        if overridden is not None:
+            return overridden
         try:
             calculated = calc_price(
                 PricedUsage(input_tokens=input_tokens, output_tokens=output_tokens), model)

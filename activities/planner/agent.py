@@ -15,12 +15,13 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
-from activities.agent_model import ConfiguredModel
+from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.planner.catalogue import book_vendor, check_availability, search_vendors, shortlist
 from activities.planner.model import planner_model
 
 # A model request beats every few seconds while it waits for the model, so a worker that dies
-# mid-request is noticed after 5 s (PydanticAI's default: 30 s) and the request retried.
+# mid-request is noticed after 5 s (PydanticAI's default: 30 s) and the request retried, by
+# MODEL_RETRY (bounded; PydanticAI's default retries for ever).
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 INSTRUCTIONS = ("You help a group plan a wedding. Search the vendor catalogue, shortlist what "
                 "they like, check availability and book (a booking needs approval). Be brief.")
@@ -31,5 +32,6 @@ planner: Agent[None, str | DeferredToolRequests] = Agent(
     tools=[Tool(search_vendors), Tool(shortlist), Tool(check_availability),
            Tool(book_vendor, requires_approval=True)],
     capabilities=[TemporalDurability(
-        model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT)),
+        model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+                                             retry_policy=MODEL_RETRY)),
         ConfiguredModel()])
