@@ -21,14 +21,16 @@ UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by 
 
 -- name: insert_vote
 -- One vote per person per request (a delegated vote is the delegator's): a retry finds it.
--- The request is touched so that inbox streams hear of it.
+-- A request still pending is touched so that inbox streams hear of the vote (the deciding
+-- vote's request has just been closed, which they hear of anyway).
 WITH vote AS (
     INSERT INTO gate_votes (request_id, voter, on_behalf_of, option, feedback, answer, digest,
                             voted_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
     ON CONFLICT (request_id, on_behalf_of) DO NOTHING
     RETURNING request_id)
-UPDATE hitl_requests SET updated_at = now() WHERE id IN (SELECT request_id FROM vote);
+UPDATE hitl_requests SET updated_at = now()
+ WHERE id IN (SELECT request_id FROM vote) AND status = 'pending';
 
 -- name: insert_delegation
 WITH handed AS (
