@@ -13,7 +13,12 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, Field
 
+from contracts.writes import EventWrite, ReadModelWrite
 from persistence.queries import sql
+
+# The parts of a read-model write record_mobile_step applies; any other part (a gate, a vote)
+# goes the general way (persistence.writes apply_write).
+ONE_CALL_WRITE_PARTS = {"run_id", "events", "run", "snapshots"}
 
 
 class ScreenWrite(BaseModel):
@@ -92,6 +97,23 @@ async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphR
     return StepGraphResult(screen_id=row["screen_id"], new_screen=row["new_screen"],
                            new_edge=row["new_edge"], edge_id=row["edge_id"],
                            action_ids=action_ids)
+
+
+async def record_step_in_one_call(
+        conn: asyncpg.Connection, w: StepGraphWrite, write: ReadModelWrite, done: EventWrite,
+        declared_activities: list[str] | None) -> StepGraphResult | None:
+    """The step's graph write, the app's declared activities (on a launch), `write` and the
+    event `done` (its output completed with the outcome) in one round trip and one
+    transaction (migration 027). None when the step was recorded before: then nothing was
+    written, and a retry's path is `record_step`'s. Call outside a transaction."""
+    assert set(write.model_dump(exclude_defaults=True)) <= ONE_CALL_WRITE_PARTS
+    step = w.model_dump(mode="json")
+    step.update(declared_activities=declared_activities, done_event=done.model_dump(mode="json"),
+                write=write.model_dump(mode="json", include=ONE_CALL_WRITE_PARTS))
+    row = await conn.fetchval(sql("record_mobile_step"), step)
+    if row is None:
+        return None
+    return StepGraphResult.model_validate(row)
 
 
 async def _upsert_actions(conn: asyncpg.Connection, screen_id: int,

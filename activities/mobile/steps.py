@@ -145,22 +145,33 @@ class MobileActivities:
                        events: list[EventWrite]) -> graph.StepGraphResult:
         assert self._pool is not None
         pool = self._pool
+        read_model = self._with_prelude(arg, events)
+        done = EventWrite(event_key=f"s{arg.step}.persist", type="agent.node.completed",
+                          task="persist", status="completed", output={"step": arg.step})
 
         async def persist() -> graph.StepGraphResult:
             _heartbeat()
-            async with pool.acquire() as conn, conn.transaction():
-                if arg.command.kind == "launch":
-                    await graph.upsert_app(conn, arg.app_package,
-                                           await self.device(arg).declared_activities(
-                                               arg.app_package))
-                result = await graph.record_step(conn, write)
-                done = EventWrite(
-                    event_key=f"s{arg.step}.persist", type="agent.node.completed",
-                    task="persist", status="completed",
-                    output={"step": arg.step, "screen_id": result.screen_id,
-                            "new_screen": result.new_screen, "new_edge": result.new_edge})
-                await apply_write(conn, self._with_prelude(arg, [*events, done]))
-            return result
+            declared = (await self.device(arg).declared_activities(arg.app_package)
+                        if arg.command.kind == "launch" else None)
+            async with pool.acquire() as conn:
+                if set(read_model.model_dump(exclude_defaults=True)) <= \
+                        graph.ONE_CALL_WRITE_PARTS:
+                    # The usual step: one round trip (migration 027).
+                    result = await graph.record_step_in_one_call(conn, write, read_model, done,
+                                                                 declared)
+                    if result is not None:
+                        return result
+                # A retried step (recorded before), or a write with a gate part.
+                async with conn.transaction():
+                    if declared is not None:
+                        await graph.upsert_app(conn, arg.app_package, declared)
+                    result = await graph.record_step(conn, write)
+                    outcome = done.model_copy(update={"output": {
+                        "step": arg.step, "screen_id": result.screen_id,
+                        "new_screen": result.new_screen, "new_edge": result.new_edge}})
+                    await apply_write(conn, merge_writes(read_model, ReadModelWrite(
+                        run_id=arg.run_id, events=[outcome])))
+                return result
 
         return await _waiting_out_outages(persist)
 

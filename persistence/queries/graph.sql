@@ -176,3 +176,7 @@ SELECT EXISTS (SELECT 1 FROM graph_persistence_outcomes g JOIN runs r ON r.id = 
                 WHERE g.app_package = $1 AND r.erased_at IS NULL
                   AND ($2::text IS NULL OR r.owner = $2 OR r.group_id IN
                        (SELECT group_id FROM group_members WHERE user_name = $2)));
+
+-- name: record_mobile_step
+-- A whole mobile step in one call (migration 027); NULL when the step was recorded before.
+SELECT record_mobile_step($1::jsonb);
