@@ -30,7 +30,7 @@ from activities.mobile.sensitivity import is_sensitive
 from activities.mobile.uixml import HierarchyError, parse_hierarchy
 from persistence import graph
 from persistence.db import retry_while_unavailable
-from persistence.writes import EventWrite, ReadModelWrite, apply_write
+from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
 
 # A splash or loading screen gets this many more looks before it counts as a screen.
 TRANSITIONAL_RETRIES = 3
@@ -63,15 +63,6 @@ class MobileActivities:
 
     @activity.defn(name="mobile_explore_step")
     async def explore_step(self, arg: ExploreStepInput) -> ExploreStepResult:
-        prelude = self._apply_prelude_meanwhile(arg)
-        try:
-            return await self._explore(arg, prelude)
-        finally:
-            if prelude is not None and not prelude.done():
-                prelude.cancel()  # the step failed: its retry applies the prelude again
-
-    async def _explore(self, arg: ExploreStepInput,
-                       prelude: asyncio.Task[None] | None) -> ExploreStepResult:
         events: list[EventWrite] = []
         device = self.device(arg)
         try:
@@ -88,7 +79,7 @@ class MobileActivities:
         except (DriverError, HierarchyError) as error:
             events.append(EventWrite(event_key=f"s{arg.step}.error", type="agent.node.failed",
                                      task="act", status="failed", error_message=str(error)))
-            await self._write_events(arg, events, prelude)
+            await self._write_events(arg, events)
             return ExploreStepResult(step=arg.step, error=str(error))
         started = time.perf_counter()
         in_app = obs.package == arg.app_package
@@ -96,7 +87,7 @@ class MobileActivities:
         events.append(_event(arg, "identify", started, {
             "layout_hash": ident.layout_hash, "transitional": ident.near_blank}))
         if arg.persist and self._pool is not None:
-            result = await self._persist(arg, write, events, prelude)
+            result = await self._persist(arg, write, events)
         else:
             result = self._memory.record(write)
         actions = [_view(a, result.action_ids[f"{a.kind}:{a.selector}"], arg.app_package)
@@ -150,27 +141,11 @@ class MobileActivities:
             foreign_package=None if in_app else obs.package,
             transitional=ident.near_blank, artifacts=artifacts)
 
-    def _apply_prelude_meanwhile(self, arg: ExploreStepInput) -> asyncio.Task[None] | None:
-        """The workflow's staged write (the previous choice, the run state, a snapshot),
-        committed while the device acts and is observed: its round trip is off the step's
-        path. It needs nothing of this step, is idempotent, and the step's own write waits
-        for it (so events keep their order); a retried step applies it again."""
-        if not (arg.persist and self._pool is not None and arg.prelude is not None):
-            return None
-        pool, prelude = self._pool, arg.prelude
-
-        async def write() -> None:
-            async with pool.acquire() as conn:
-                await apply_write(conn, prelude)
-
-        return asyncio.create_task(_waiting_out_outages(write))
-
     async def _persist(self, arg: ExploreStepInput, write: graph.StepGraphWrite,
-                       events: list[EventWrite], prelude: asyncio.Task[None] | None
-                       ) -> graph.StepGraphResult:
+                       events: list[EventWrite]) -> graph.StepGraphResult:
         assert self._pool is not None
         pool = self._pool
-        own = ReadModelWrite(run_id=arg.run_id, events=events)
+        read_model = self._with_prelude(arg, events)
         done = EventWrite(event_key=f"s{arg.step}.persist", type="agent.node.completed",
                           task="persist", status="completed", output={"step": arg.step})
 
@@ -179,11 +154,14 @@ class MobileActivities:
             declared = (await self.device(arg).declared_activities(arg.app_package)
                         if arg.command.kind == "launch" else None)
             async with pool.acquire() as conn:
-                # The usual step: one round trip (migration 027).
-                result = await graph.record_step_in_one_call(conn, write, own, done, declared)
-                if result is not None:
-                    return result
-                # A retried step, recorded before.
+                if set(read_model.model_dump(exclude_defaults=True)) <= \
+                        graph.ONE_CALL_WRITE_PARTS:
+                    # The usual step: one round trip (migration 027).
+                    result = await graph.record_step_in_one_call(conn, write, read_model, done,
+                                                                 declared)
+                    if result is not None:
+                        return result
+                # A retried step (recorded before), or a write with a gate part.
                 async with conn.transaction():
                     if declared is not None:
                         await graph.upsert_app(conn, arg.app_package, declared)
@@ -191,27 +169,26 @@ class MobileActivities:
                     outcome = done.model_copy(update={"output": {
                         "step": arg.step, "screen_id": result.screen_id,
                         "new_screen": result.new_screen, "new_edge": result.new_edge}})
-                    await apply_write(conn, own.model_copy(update={
-                        "events": [*events, outcome]}))
+                    await apply_write(conn, merge_writes(read_model, ReadModelWrite(
+                        run_id=arg.run_id, events=[outcome])))
                 return result
 
-        if prelude is not None:
-            await prelude
         return await _waiting_out_outages(persist)
 
-    async def _write_events(self, arg: ExploreStepInput, events: list[EventWrite],
-                            prelude: asyncio.Task[None] | None) -> None:
+    async def _write_events(self, arg: ExploreStepInput, events: list[EventWrite]) -> None:
         if arg.persist and self._pool is not None:
             pool = self._pool
 
             async def write() -> None:
                 _heartbeat()
                 async with pool.acquire() as conn:
-                    await apply_write(conn, ReadModelWrite(run_id=arg.run_id, events=events))
+                    await apply_write(conn, self._with_prelude(arg, events))
 
-            if prelude is not None:
-                await prelude
             await _waiting_out_outages(write)
+
+    def _with_prelude(self, arg: ExploreStepInput, events: list[EventWrite]) -> ReadModelWrite:
+        own = ReadModelWrite(run_id=arg.run_id, events=events)
+        return merge_writes(arg.prelude, own) if arg.prelude else own
 
 
 async def _waiting_out_outages(call: Callable[[], Awaitable[T]]) -> T:
