@@ -157,7 +157,7 @@ async def test_delegated_vote_is_cast_by_the_delegate_and_refusals_write_nothing
     # alice handed her vote on: she cannot cast it herself any more.
     await refused(vote(handle, "alice"), ALREADY_VOTED)
     # dan holds only alice's vote (the API sends for_self=False for him).
-    held = await vote(handle, "dan", for_self=False)
+    held = await vote(handle, "dan", for_self=False, answer=None)
     assert held.status == "pending"
     await refused(vote(handle, "dan", for_self=False), ALREADY_VOTED)
     await refused(vote(handle, "frank", for_self=False), NOT_ALLOWED)
@@ -201,6 +201,21 @@ async def test_typed_answer_is_validated_with_its_path_and_used(
     gate, votes, events = await gate_state(pool, arg)
     assert gate.answer == {"budget_usd": 500, "channels": ["email"]}
     assert events[-1].output["answer"] == gate.answer and votes[0].answer == gate.answer
+    await settle(pool, handle)
+
+
+async def test_with_a_quorum_one_approver_edits_and_the_others_approve_the_edits(
+        time_env, pool, worker, task_queue):
+    arg, handle = await start(time_env.client, pool, task_queue, {GATE: {
+        "quorum": 2, "answer_schema": BUDGET, "answer_options": {"approve": "optional"}}})
+    await vote(handle, "bob", answer={"budget_usd": 300})
+    decided = await vote(handle, "carol")
+    assert decided.status == "approved" and decided.decided_by == "carol"
+    assert decided.answer == {"budget_usd": 300}
+    gate, votes, _ = await gate_state(pool, arg)
+    assert gate.answer == {"budget_usd": 300}
+    assert [(v.voter, v.answer) for v in votes] == [("bob", {"budget_usd": 300}),
+                                                    ("carol", None)]
     await settle(pool, handle)
 
 

@@ -10,8 +10,9 @@ or digest other than the open request's is refused, so nobody approves what they
 
 A decision is a vote, recorded with the digest its voter saw. A gate with a quorum of one is
 decided by its first vote; with a quorum of n, by the n-th approving vote (which gives the
-outcome its option and answer), or at once by any rejecting vote: one "no" stops what several
-must approve. A voter may hand their vote to another person before casting it.
+outcome its option, and its answer or else the latest answer an approver sent), or at once by
+any rejecting vote: one "no" stops what several must approve. A voter may hand their vote to
+another person before casting it.
 """
 
 from __future__ import annotations
@@ -343,9 +344,16 @@ class GateBook:
                            digest=gate.digest, voted_at=now)
                  for who in gate.carried_by(d.decided_by, for_self=d.for_self)]
         gate.votes.extend(votes)
-        if gate.status_for(d.decision) == "rejected" or gate.approvals() >= gate.spec.quorum:
-            gate.decision = d
-            gate.decided_at = now
+        if gate.status_for(d.decision) == "rejected":
+            gate.decision, gate.decided_at = d, now
+        elif gate.approvals() >= gate.spec.quorum:
+            # An approval without an answer keeps the latest edit an earlier approver sent,
+            # so "approve with edits" by one and plain approvals by others use the edits.
+            edits = [v.answer for v in gate.votes if v.answer is not None
+                     and v.option not in gate.spec.rejecting_options]
+            if d.answer is None and edits:
+                d = d.model_copy(update={"answer": edits[-1]})
+            gate.decision, gate.decided_at = d, now
         return gate, votes
 
     def validate_delegation(self, handed: DelegateInput) -> OpenGate:
