@@ -6,7 +6,9 @@ import asyncio
 
 import asyncpg
 
+from contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
 from persistence import graph
+from persistence.events import append_events
 from tests.mobile_helpers import new_mobile_run
 
 PKG = "com.example.retry"
@@ -104,3 +106,56 @@ async def test_one_statement_step_returns_known_and_new_actions_and_steps_outsid
                                       "WHERE run_id = $1 AND step = 3", arg.run_id)
     assert again.action_ids == stored and len(stored) == 3
     assert outcome["foreign_package"] == "com.android.chrome" and outcome["screen_id"] is None
+
+
+async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
+    """record_mobile_step (migration 027): graph, artifacts, app, run state, snapshot and
+    events in one call; called again (a retry) it writes nothing and leaves the retry path."""
+    arg = await new_mobile_run(pool, app_package=PKG)
+    first = await _record(pool, _write(arg.run_id, 1, "O1"))
+    go = first.action_ids["tap:Button#go"]
+    step = _write(arg.run_id, 2, "O2", from_screen=first.screen_id, action=go)
+    write = ReadModelWrite(
+        run_id=arg.run_id, run=RunStateWrite(status="running", current_phase=0),
+        snapshots=[SnapshotWrite(step_ordinal=1, label="step 1", phase=1, state={"step": 1})],
+        events=[EventWrite(event_key="s1.choose", type="agent.node.completed"),
+                EventWrite(event_key="s2.act", type="agent.node.completed")])
+    done = EventWrite(event_key="s2.persist", type="agent.node.completed",
+                      output={"step": 2})
+    async with pool.acquire() as conn:
+        result = await graph.record_step_in_one_call(conn, step, write, done, [".Main", ".B"])
+        assert result is not None and result.new_screen and result.new_edge
+        assert set(result.action_ids) == {"tap:Button#go", "back:back"}
+        assert await graph.record_step_in_one_call(conn, step, write, done, None) is None
+        events = await conn.fetch("SELECT event_key, output FROM run_events WHERE run_id = $1 "
+                                  "ORDER BY seq", arg.run_id)
+        run = await conn.fetchrow("SELECT status FROM runs WHERE id = $1", arg.run_id)
+        snapshots = await conn.fetchval("SELECT count(*) FROM run_snapshots WHERE run_id = $1",
+                                        arg.run_id)
+        edges = await conn.fetch("SELECT count FROM edges WHERE from_screen_id = $1",
+                                 first.screen_id)
+        outcome = await conn.fetchrow("SELECT * FROM graph_persistence_outcomes "
+                                      "WHERE run_id = $1 AND step = 2", arg.run_id)
+        app = await graph.coverage(conn, PKG)
+    assert [e["event_key"] for e in events] == ["s1.choose", "s2.act", "s2.persist"]
+    assert events[-1]["output"] == {"step": 2, "screen_id": result.screen_id,
+                                    "new_screen": True, "new_edge": True}
+    assert run["status"] == "running" and snapshots == 1 and [e["count"] for e in edges] == [1]
+    assert outcome["screen_id"] == result.screen_id and outcome["edge_id"] == result.edge_id
+    assert app["declared_activities"] == [".Main", ".B"]
+    # The retry path finds the same outcome.
+    again = await _record(pool, step)
+    assert again.replayed and again.screen_id == result.screen_id and again.new_edge
+
+
+async def test_events_appended_once_per_key_within_and_across_calls(pool):
+    arg = await new_mobile_run(pool, app_package=PKG)
+    async with pool.acquire() as conn:
+        seqs = await append_events(conn, arg.run_id, [
+            EventWrite(event_key="a", type="t"), EventWrite(event_key="b", type="t"),
+            EventWrite(event_key="a", type="t")])
+        later = await append_events(conn, arg.run_id, [
+            EventWrite(event_key="b", type="t"), EventWrite(event_key="c", type="t")])
+        count = await conn.fetchval("SELECT count(*) FROM run_events WHERE run_id = $1",
+                                    arg.run_id)
+    assert seqs == {"a": 1, "b": 2} and later == {"b": 2, "c": 3} and count == 3
