@@ -159,3 +159,13 @@ async def test_events_appended_once_per_key_within_and_across_calls(pool):
         count = await conn.fetchval("SELECT count(*) FROM run_events WHERE run_id = $1",
                                     arg.run_id)
     assert seqs == {"a": 1, "b": 2} and later == {"b": 2, "c": 3} and count == 3
+
+
+async def test_only_the_worker_role_may_record_a_step_in_one_call(pool):
+    async with pool.acquire() as conn:
+        assert await conn.fetchval(
+            "SELECT has_function_privilege('waystation_worker', 'record_mobile_step(jsonb)', "
+            "'EXECUTE')")
+        assert not await conn.fetchval(
+            "SELECT has_function_privilege('waystation_api', 'record_mobile_step(jsonb)', "
+            "'EXECUTE')")
