@@ -10,6 +10,31 @@
 --     outcome)}.
 -- Returns the outcome, or NULL when the step was recorded before (a retry): then nothing was
 -- written, and the caller takes the retry path (persistence.graph record_step).
+-- A run's visible state moves through this one statement, from a recorder write
+-- (persistence/queries/runs.sql) or a mobile step's one call below; a finished run never
+-- moves back (a late retried write is a no-op).
+CREATE FUNCTION update_run_progress(
+    p_id uuid, p_status text, p_phase int, p_phase_name text, p_hitl text, p_result jsonb,
+    p_error text, p_stop text, p_summary text) RETURNS void LANGUAGE sql AS $$
+UPDATE runs SET
+    status = p_status,
+    current_phase = p_phase,
+    phase_name = p_phase_name,
+    hitl_state = p_hitl,
+    hitl_checkpoint_at = CASE WHEN p_hitl IS NULL THEN NULL
+                              WHEN hitl_state IS DISTINCT FROM p_hitl THEN now()
+                              ELSE hitl_checkpoint_at END,
+    result = COALESCE(p_result, result),
+    error_message = COALESCE(p_error, error_message),
+    stop_reason = COALESCE(p_stop, stop_reason),
+    context_summary = COALESCE(p_summary, context_summary),
+    started_at = COALESCE(started_at, CASE WHEN p_status <> 'pending' THEN now() END),
+    completed_at = CASE WHEN p_status IN ('completed', 'failed', 'canceled')
+                        THEN COALESCE(completed_at, now()) ELSE completed_at END,
+    updated_at = now()
+ WHERE id = p_id AND status NOT IN ('completed', 'failed', 'canceled');
+$$;
+
 CREATE FUNCTION record_mobile_step(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_run uuid := (p->>'run_id')::uuid;
@@ -77,26 +102,10 @@ BEGIN
            transitional = (p->>'transitional')::boolean
      WHERE run_id = v_run AND step = v_step;
     IF r IS NOT NULL THEN
-        -- persistence/queries/runs.sql update_run_progress, for a running run's state.
-        UPDATE runs SET
-            status = r->>'status',
-            current_phase = (r->>'current_phase')::int,
-            phase_name = r->>'phase_name',
-            hitl_state = r->>'hitl_state',
-            hitl_checkpoint_at = CASE WHEN r->>'hitl_state' IS NULL THEN NULL
-                                      WHEN hitl_state IS DISTINCT FROM r->>'hitl_state'
-                                      THEN now()
-                                      ELSE hitl_checkpoint_at END,
-            result = COALESCE(NULLIF(r->'result', 'null'::jsonb), result),
-            error_message = COALESCE(r->>'error_message', error_message),
-            stop_reason = COALESCE(r->>'stop_reason', stop_reason),
-            context_summary = COALESCE(r->>'context_summary', context_summary),
-            started_at = COALESCE(started_at,
-                                  CASE WHEN r->>'status' <> 'pending' THEN now() END),
-            completed_at = CASE WHEN r->>'status' IN ('completed', 'failed', 'canceled')
-                                THEN COALESCE(completed_at, now()) ELSE completed_at END,
-            updated_at = now()
-         WHERE id = v_run AND status NOT IN ('completed', 'failed', 'canceled');
+        PERFORM update_run_progress(
+            v_run, r->>'status', (r->>'current_phase')::int, r->>'phase_name',
+            r->>'hitl_state', NULLIF(r->'result', 'null'::jsonb), r->>'error_message',
+            r->>'stop_reason', r->>'context_summary');
     END IF;
     INSERT INTO run_snapshots (run_id, step_ordinal, label, phase, state)
     SELECT v_run, sn.step_ordinal, sn.label, sn.phase, sn.state

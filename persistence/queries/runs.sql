@@ -34,24 +34,8 @@ SELECT * FROM runs
  LIMIT $5;
 
 -- name: update_run_progress
--- Moves a run's visible state; a finished run never moves back (a late retried write is a no-op).
-UPDATE runs SET
-    status = $2,
-    current_phase = $3,
-    phase_name = $4,
-    hitl_state = $5,
-    hitl_checkpoint_at = CASE WHEN $5::text IS NULL THEN NULL
-                              WHEN hitl_state IS DISTINCT FROM $5 THEN now()
-                              ELSE hitl_checkpoint_at END,
-    result = COALESCE($6, result),
-    error_message = COALESCE($7, error_message),
-    stop_reason = COALESCE($8, stop_reason),
-    context_summary = COALESCE($9, context_summary),
-    started_at = COALESCE(started_at, CASE WHEN $2 <> 'pending' THEN now() END),
-    completed_at = CASE WHEN $2 IN ('completed', 'failed', 'canceled') THEN COALESCE(completed_at, now())
-                        ELSE completed_at END,
-    updated_at = now()
- WHERE id = $1 AND status NOT IN ('completed', 'failed', 'canceled');
+-- Moves a run's visible state (the function of migration 027, shared with a mobile step).
+SELECT update_run_progress($1, $2, $3, $4, $5, $6, $7, $8, $9);
 
 -- name: mark_run_failed_to_start
 -- The API could not start the workflow: the run will never move, so say so.
