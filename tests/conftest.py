@@ -26,13 +26,16 @@ import pytest_asyncio
 import schemathesis
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
+from activities.agents import backend_named
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from tests.openai_stub import OpenAIStub
 from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.temporal_client import register_search_attributes
 from waystation.testing import create_database, installed_binary
+from waystation.worker import build_worker
 from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
@@ -123,3 +126,12 @@ async def stub() -> AsyncIterator[OpenAIStub]:
 def task_queue() -> str:
     return f"tq-{uuid.uuid4()}"
 
+
+@pytest_asyncio.fixture
+async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool,
+                 task_queue: str) -> AsyncIterator[Worker]:
+    """A worker of every built-in kind on the module's time-skipping server, with the offline
+    agent backend (a module that needs another backend defines its own `worker`)."""
+    async with build_worker(time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")) as w:
+        yield w

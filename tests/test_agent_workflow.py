@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-import pytest_asyncio
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.agents import backend_named
 from tests.agent_helpers import (
     BOOK,
     LIKE,
@@ -24,17 +19,9 @@ from tests.agent_helpers import (
     start_agent,
     waiting,
 )
-from waystation.worker import build_worker
 from workflows.agent import NOT_WAITING_FOR_MESSAGE, AgentRun
 from workflows.agent_models import MessageInput
 from workflows.gates import INVALID_ANSWER, DecisionInput
-
-
-@pytest_asyncio.fixture
-async def worker(time_env: WorkflowEnvironment, pool, task_queue) -> AsyncIterator[Worker]:
-    async with build_worker(time_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")) as w:
-        yield w
 
 
 async def decide(handle, checkpoint: str, decision: str, **fields):

@@ -7,21 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import asyncpg
 import pytest
-import pytest_asyncio
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from activities.agents import backend_named
 from activities.decision_mail import MailSettings
@@ -49,13 +45,6 @@ from workflows.validation_models import ValidationRunInput
 
 GATE = "approve_founders_brief"
 
-
-@pytest_asyncio.fixture
-async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool,
-                 task_queue: str) -> AsyncIterator[Worker]:
-    async with build_worker(time_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")) as w:
-        yield w
 
 
 async def start(client: Client, pool: asyncpg.Pool, task_queue: str,

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import asyncpg
 import pytest
-import pytest_asyncio
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -16,28 +14,16 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.agents import backend_named
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually, new_validation_run
-from waystation.worker import build_worker
 from workflows.gates import DecisionInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationRunInput, ValidationRunResult
-
-
-@pytest_asyncio.fixture
-async def worker(time_env: WorkflowEnvironment, pool: asyncpg.Pool,
-                 task_queue: str) -> AsyncIterator[Worker]:
-    async with build_worker(time_env.client, pool, task_queue=task_queue,
-                            backend=backend_named("offline")) as w:
-        yield w
 
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:
