@@ -25,6 +25,7 @@ import httpx
 
 from api.app import create_app
 from api.metrics import DECISION_LATENCY_BOUNDS
+from bench.common import latency_summary
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.metrics import read_figures
 from persistence.migrate import apply_migrations
@@ -88,12 +89,6 @@ async def time_sql(url: str) -> list[float]:
         await conn.close()
 
 
-def summary(times: list[float]) -> str:
-    ordered = sorted(times)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return f"p50 {statistics.median(times) * 1000:7.1f} ms, p99 {p99 * 1000:7.1f} ms"
-
-
 async def measure(url: str, label: str) -> list[float]:
     app = create_app(Settings(database_url=url, temporal_address=dead_address()))
     async with app.router.lifespan_context(app):
@@ -102,7 +97,8 @@ async def measure(url: str, label: str) -> list[float]:
             await time_scrapes(http)  # warm up: connections, plans
             scrapes = await time_scrapes(http)
     sql = await time_sql(url)
-    print(f"{label:<44} scrape {summary(scrapes)} | its SQL alone {summary(sql)}", flush=True)
+    print(f"{label:<44} scrape {latency_summary(scrapes, 1)} | "
+          f"its SQL alone {latency_summary(sql, 1)}", flush=True)
     return scrapes
 
 

@@ -39,6 +39,7 @@ from standardwebhooks import Webhook
 from api.app import create_app
 from api.auth import issue_token
 from bench.bench_metrics import dead_address
+from bench.common import latency_summary
 from persistence import gates as gates_repo
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
@@ -77,12 +78,6 @@ FILL = [
               now() - random() * interval '7 days'
          FROM runs""",
 ]
-
-
-def summary(times: list[float]) -> str:
-    ordered = sorted(times)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return f"p50 {statistics.median(times) * 1000:6.2f} ms, p99 {p99 * 1000:6.2f} ms"
 
 
 async def timed(call: Any, n: int = CALLS) -> list[float]:
@@ -141,8 +136,8 @@ async def bench_inbox(args: argparse.Namespace) -> None:
                     api[user] = await timed(lambda h=headers: http.get("/decisions", headers=h))
         for user, label in ((MEMBER, f"member of {args.groups} groups"),
                             (LONER, "user in no group (baseline)")):
-            print(f"inbox of a {label:<30} SQL {summary(rows[user])} | "
-                  f"GET /decisions {summary(api[user])}")
+            print(f"inbox of a {label:<30} SQL {latency_summary(rows[user])} | "
+                  f"GET /decisions {latency_summary(api[user])}")
         print(f"ratio member / baseline, p50: SQL "
               f"{statistics.median(rows[MEMBER]) / statistics.median(rows[LONER]):.2f}x, API "
               f"{statistics.median(api[MEMBER]) / statistics.median(api[LONER]):.2f}x")
@@ -223,7 +218,7 @@ async def bench_webhooks(args: argparse.Namespace) -> None:
             delays = [arrived - created[p["data"]["request_id"]]
                       for arrived, p, _ in receiver.arrivals]
             print(f"gate opened -> its delivery received, {len(delays)} gates, one webhook: "
-                  f"{summary(delays)}", flush=True)
+                  f"{latency_summary(delays)}", flush=True)
 
             # Throughput: the runs wait at their gate first, then every gate is decided at
             # once, so the deliveries do not compete with the runs' own work.
@@ -256,7 +251,7 @@ async def bench_webhooks(args: argparse.Namespace) -> None:
             load_delays = [a - decided[p["data"]["request_id"]] for a, p, _ in batch]
             print(f"{args.hooks} webhooks x {len(waiting)} gates decided at once: {total} "
                   f"deliveries ({len(ids)} distinct ids) in {span:.2f} s = {total / span:.1f}/s;"
-                  f" decision -> delivery {summary(load_delays)}", flush=True)
+                  f" decision -> delivery {latency_summary(load_delays)}", flush=True)
             rate = await raw_baseline(receiver, total)
             print(f"baseline: the same {total} signed POSTs straight to the receiver, 20 at a "
                   f"time: {rate:.1f}/s; ratio {total / span / rate:.2f}x")

@@ -44,6 +44,7 @@ import httpx
 from api.app import create_app
 from api.auth import issue_token
 from bench.bench_metrics import dead_address
+from bench.common import latency_summary
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -83,12 +84,6 @@ FILL = [
          FROM runs r, generate_series(1, 10) s""",
     """UPDATE runs SET last_seq = 10""",
 ]
-
-
-def summary(times: list[float]) -> str:
-    ordered = sorted(times)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return f"p50 {statistics.median(times) * 1000:6.3f} ms, p99 {p99 * 1000:6.3f} ms"
 
 
 async def fill(url: str, args: argparse.Namespace) -> uuid.UUID:
@@ -208,8 +203,9 @@ async def main(args: argparse.Namespace) -> None:
                 alone = await timed_query_only(read, api, claims, args.calls)
                 ratio = statistics.median(on) / statistics.median(off)
                 worst = max(worst, ratio)
-                print(f"{name:<20} RLS on {summary(on)} | bypassed {summary(off)} | "
-                      f"ratio p50 {ratio:.2f}x | query alone with RLS {summary(alone)}",
+                print(f"{name:<20} RLS on {latency_summary(on, 3)} | "
+                      f"bypassed {latency_summary(off, 3)} | ratio p50 {ratio:.2f}x | "
+                      f"query alone with RLS {latency_summary(alone, 3)}",
                       flush=True)
             print(f"worst ratio {worst:.2f}x (goal {GOAL:.2f}x): "
                   f"{'met' if worst <= GOAL else 'NOT met'}")
@@ -220,8 +216,9 @@ async def main(args: argparse.Namespace) -> None:
             await bypass.close()
         http = await timed_api_get_run(url, big, args.calls)
         share = statistics.median(claims_alone) / statistics.median(http)
-        print(f"GET /runs/{{id}} through the API (ASGI) {summary(http)} | the claims round trip "
-              f"alone {summary(claims_alone)} | {share:.1%} of the request, p50")
+        print(f"GET /runs/{{id}} through the API (ASGI) {latency_summary(http, 3)} | "
+              f"the claims round trip alone {latency_summary(claims_alone, 3)} | "
+              f"{share:.1%} of the request, p50")
     finally:
         await asyncio.to_thread(stop_embedded, folder / "pgdata")
         shutil.rmtree(folder, ignore_errors=True)

@@ -92,6 +92,12 @@ def percentile(samples: Sequence[float], pct: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def latency_summary(seconds: Sequence[float], decimals: int = 2) -> str:
+    """`p50 … ms, p99 … ms` of durations measured in seconds."""
+    p50, p99 = (percentile(seconds, pct) * 1000 for pct in (50, 99))
+    return f"p50 {p50:{decimals + 5}.{decimals}f} ms, p99 {p99:{decimals + 5}.{decimals}f} ms"
+
+
 def ratio(waystation: float, raw: float) -> str:
     return f"{waystation / raw:.2f}×" if raw else "n/a"
 
