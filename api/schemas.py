@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
@@ -13,14 +12,13 @@ from contracts.gate_policy import GatePolicies
 from contracts.kinds import RunKind
 from persistence.api_keys import ApiKeyRow
 from persistence.models import (
-    DelegationRow,
     EventRow,
+    GateAudit,
     GateOption,
     GateRow,
     GateStatus,
     RunRow,
     RunStatus,
-    VoteRow,
 )
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
@@ -110,13 +108,13 @@ class DecisionView(BaseModel):
     escalated_at: datetime | None = None
 
     @classmethod
-    def of(cls, gate: GateRow, votes: Sequence[VoteRow] = (),
-           delegations: Sequence[DelegationRow] = ()) -> DecisionView:
+    def of(cls, gate: GateRow, audit: GateAudit | None = None) -> DecisionView:
+        """The request, with its votes and delegations when `audit` gives them."""
         return cls(request_id=gate.id, decided_by=gate.decision_by, decided_at=gate.decision_at,
-                   votes=[VoteView.model_validate(v.model_dump()) for v in votes
-                          if v.request_id == gate.id],
+                   votes=[VoteView.model_validate(v.model_dump())
+                          for v in (audit.votes if audit else [])],
                    delegations=[DelegationView.model_validate(d.model_dump())
-                                for d in delegations if d.request_id == gate.id],
+                                for d in (audit.delegations if audit else [])],
                    **gate.model_dump(exclude={"id", "decision_by", "decision_at", "updated_at"}))
 
 

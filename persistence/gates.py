@@ -6,7 +6,7 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import DelegationRow, GateRow, VoteRow
+from persistence.models import GateAudit, GateRow
 from persistence.queries import sql
 
 
@@ -33,14 +33,11 @@ async def list_inbox(
     return [GateRow.from_record(r) for r in records]
 
 
-async def list_votes(conn: asyncpg.Connection, request_ids: list[UUID]) -> list[VoteRow]:
-    return [VoteRow.from_record(r) for r in await conn.fetch(sql("list_gate_votes"), request_ids)]
-
-
-async def list_delegations(conn: asyncpg.Connection,
-                           request_ids: list[UUID]) -> list[DelegationRow]:
-    return [DelegationRow.from_record(r)
-            for r in await conn.fetch(sql("list_gate_delegations"), request_ids)]
+async def list_audits(conn: asyncpg.Connection,
+                      request_ids: list[UUID]) -> dict[UUID, GateAudit]:
+    """The votes and delegations of each request."""
+    records = await conn.fetch(sql("list_gate_audits"), request_ids)
+    return {r["request_id"]: GateAudit.model_validate(dict(r)) for r in records}
 
 
 async def delegated_to(conn: asyncpg.Connection, request_id: UUID, user: str) -> list[str]:

@@ -133,6 +133,13 @@ class DelegationRow(Row):
     delegated_at: datetime
 
 
+class GateAudit(BaseModel):
+    """Who voted how on a request, and who handed their vote to whom."""
+
+    votes: list[VoteRow]
+    delegations: list[DelegationRow]
+
+
 class GroupRow(Row):
     id: UUID
     name: str

@@ -73,11 +73,9 @@ async def run_decisions(run: VisibleRun, conn: Conn) -> DecisionList:
 
 
 async def decision_views(conn: asyncpg.Connection, gates: list[GateRow]) -> list[DecisionView]:
-    """The requests with their votes and delegations (two queries however many)."""
-    ids = [g.id for g in gates]
-    votes = await gates_repo.list_votes(conn, ids) if ids else []
-    handed = await gates_repo.list_delegations(conn, ids) if ids else []
-    return [DecisionView.of(g, votes, handed) for g in gates]
+    """The requests with their votes and delegations (one query however many)."""
+    audits = await gates_repo.list_audits(conn, [g.id for g in gates]) if gates else {}
+    return [DecisionView.of(g, audits.get(g.id)) for g in gates]
 
 
 @router.post("/runs/{run_id}/decisions/{checkpoint_name}", response_model=DecisionView)

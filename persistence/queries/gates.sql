@@ -50,13 +50,14 @@ UPDATE hitl_requests SET reminders_sent = $2, updated_at = now()
 UPDATE hitl_requests SET decider_roles = $2, escalated_at = now(), updated_at = now()
  WHERE id = $1 AND status = 'pending' AND escalated_at IS NULL;
 
--- name: list_gate_votes
--- The votes on some requests, in the order they were cast.
-SELECT * FROM gate_votes WHERE request_id = ANY ($1::uuid[]) ORDER BY voted_at, on_behalf_of;
-
--- name: list_gate_delegations
-SELECT * FROM gate_delegations WHERE request_id = ANY ($1::uuid[])
- ORDER BY delegated_at, from_user;
+-- name: list_gate_audits
+-- Each request's votes (in the order they were cast) and delegations, in one round trip.
+SELECT r.id AS request_id,
+       COALESCE((SELECT jsonb_agg(to_jsonb(v) ORDER BY v.voted_at, v.on_behalf_of)
+                   FROM gate_votes v WHERE v.request_id = r.id), '[]') AS votes,
+       COALESCE((SELECT jsonb_agg(to_jsonb(d) ORDER BY d.delegated_at, d.from_user)
+                   FROM gate_delegations d WHERE d.request_id = r.id), '[]') AS delegations
+  FROM unnest($1::uuid[]) AS r (id);
 
 -- name: delegated_to
 -- Whose votes on a request were handed to a person (directly).
