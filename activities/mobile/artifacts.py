@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Protocol
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
 
 
 class ArtifactStore(Protocol):
@@ -30,14 +32,23 @@ class LocalArtifactStore:
         return self.root / sha256[:2] / sha256
 
     def put(self, data: bytes) -> str:
+        # A mobile step stores two artifacts before its row commits, so this path is kept to
+        # plain os calls: one stat, then (new bytes) open, write, rename; the folder is made
+        # only when the open finds it missing.
         sha = hashlib.sha256(data).hexdigest()
-        target = self._file(sha)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, target)
+        folder = os.path.join(self.root, sha[:2])
+        target = os.path.join(folder, sha)
+        if os.path.exists(target):
+            return sha
+        tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}")
+        try:
+            fd = os.open(tmp, _NEW_FILE, 0o600)
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, _NEW_FILE, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
         return sha
 
     def path(self, sha256: str) -> Path | None:
