@@ -19,6 +19,10 @@ from persistence.queries import sql
 # The parts of a read-model write record_mobile_step applies; any other part (a gate, a vote)
 # goes the general way (persistence.writes apply_write).
 ONE_CALL_WRITE_PARTS = {"run_id", "events", "run", "snapshots"}
+# The other parts with their empty values (compared against, never handed out).
+_OTHER_WRITE_PARTS = {name: field.get_default(call_default_factory=True)
+                      for name, field in ReadModelWrite.model_fields.items()
+                      if name not in ONE_CALL_WRITE_PARTS}
 
 
 class ScreenWrite(BaseModel):
@@ -99,21 +103,34 @@ async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphR
                            action_ids=action_ids)
 
 
-async def record_step_in_one_call(
-        conn: asyncpg.Connection, w: StepGraphWrite, write: ReadModelWrite, done: EventWrite,
-        declared_activities: list[str] | None) -> StepGraphResult | None:
-    """The step's graph write, the app's declared activities (on a launch), `write` and the
-    event `done` (its output completed with the outcome) in one round trip and one
-    transaction (migration 027). None when the step was recorded before: then nothing was
-    written, and a retry's path is `record_step`'s. Call outside a transaction."""
-    assert set(write.model_dump(exclude_defaults=True)) <= ONE_CALL_WRITE_PARTS
-    step = w.model_dump(mode="json")
-    step.update(declared_activities=declared_activities, done_event=done.model_dump(mode="json"),
-                write=write.model_dump(mode="json", include=ONE_CALL_WRITE_PARTS))
-    row = await conn.fetchval(sql("record_mobile_step"), step)
+class OneCallStep(StepGraphWrite):
+    """record_mobile_step's argument (migration 027): a step's graph write, with the app's
+    declared activities (on a launch), the read-model write that travels with it and the
+    event whose output the outcome completes."""
+
+    declared_activities: list[str] | None = None
+    write: ReadModelWrite
+    done_event: EventWrite
+
+
+def fits_one_call(write: ReadModelWrite) -> bool:
+    """Whether `write` has only parts record_mobile_step applies (read off the fields, not a
+    dump: a step's write carries the run's state snapshot)."""
+    return all(getattr(write, name) == empty for name, empty in _OTHER_WRITE_PARTS.items())
+
+
+async def record_step_in_one_call(conn: asyncpg.Connection,
+                                  step: OneCallStep) -> StepGraphResult | None:
+    """`step` in one round trip and one transaction. None when the step was recorded before:
+    then nothing was written, and a retry's path is `record_step`'s. Call outside a
+    transaction."""
+    assert fits_one_call(step.write)
+    # JSON text made by pydantic in one pass, parsed once by the server.
+    row = await conn.fetchval(sql("record_mobile_step"), step.model_dump_json(
+        exclude={"write": set(_OTHER_WRITE_PARTS)}))
     if row is None:
         return None
-    return StepGraphResult.model_validate(row)
+    return StepGraphResult(**row)
 
 
 async def _upsert_actions(conn: asyncpg.Connection, screen_id: int,

@@ -122,11 +122,14 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
                 EventWrite(event_key="s2.act", type="agent.node.completed")])
     done = EventWrite(event_key="s2.persist", type="agent.node.completed",
                       output={"step": 2})
+    call = graph.OneCallStep(**dict(step), declared_activities=[".Main", ".B"], write=write,
+                             done_event=done)
     async with pool.acquire() as conn:
-        result = await graph.record_step_in_one_call(conn, step, write, done, [".Main", ".B"])
+        result = await graph.record_step_in_one_call(conn, call)
         assert result is not None and result.new_screen and result.new_edge
         assert set(result.action_ids) == {"tap:Button#go", "back:back"}
-        assert await graph.record_step_in_one_call(conn, step, write, done, None) is None
+        retry = call.model_copy(update={"declared_activities": None})
+        assert await graph.record_step_in_one_call(conn, retry) is None
         events = await conn.fetch("SELECT event_key, output FROM run_events WHERE run_id = $1 "
                                   "ORDER BY seq", arg.run_id)
         run = await conn.fetchrow("SELECT status FROM runs WHERE id = $1", arg.run_id)

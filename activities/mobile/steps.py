@@ -154,11 +154,11 @@ class MobileActivities:
             declared = (await self.device(arg).declared_activities(arg.app_package)
                         if arg.command.kind == "launch" else None)
             async with pool.acquire() as conn:
-                if set(read_model.model_dump(exclude_defaults=True)) <= \
-                        graph.ONE_CALL_WRITE_PARTS:
+                if graph.fits_one_call(read_model):
                     # The usual step: one round trip (migration 027).
-                    result = await graph.record_step_in_one_call(conn, write, read_model, done,
-                                                                 declared)
+                    result = await graph.record_step_in_one_call(conn, graph.OneCallStep(
+                        **dict(write), declared_activities=declared, write=read_model,
+                        done_event=done))
                     if result is not None:
                         return result
                 # A retried step (recorded before), or a write with a gate part.

@@ -179,4 +179,5 @@ SELECT EXISTS (SELECT 1 FROM graph_persistence_outcomes g JOIN runs r ON r.id = 
 
 -- name: record_mobile_step
 -- A whole mobile step in one call (migration 027); NULL when the step was recorded before.
-SELECT record_mobile_step($1::jsonb);
+-- $1 is the JSON text (persistence.graph OneCallStep), parsed once here.
+SELECT record_mobile_step($1::text::jsonb);
