@@ -5,8 +5,9 @@ connects as role `waystation_api`, which sees only what a connection's claims al
 owner, its group's members, the `service` role; no claims, no rows); workers connect as the
 login role, a member of `waystation_worker`, which the policies let read and write everything
 (it also owns the tables, for any DDL at run time). The claims are set when a connection is
-borrowed and cleared by the pool's `RESET ALL` when it goes back, so a connection never
-carries one request's claims into the next. They are not transaction-local: a request commits
+borrowed and cleared by the pool's `RESET ALL` when it goes back (an API-role pool resets
+every connection it gets back; see persistence.db create_pool), so a connection never carries
+one request's claims into the next. They are not transaction-local: a request commits
 its writes before it calls Temporal (a run's row must exist when its workflow starts), so a
 request is not one transaction.
 """

@@ -48,13 +48,25 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str, separators=(",", ":"))
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A login-role pool's release: asyncpg has rolled back any open transaction already."""
+
+
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
                       role: str | None = None) -> asyncpg.Pool:
     """With `role`, every connection acts as that role from its start (see persistence/claims.py:
-    the API's and the workers' roles); the login role must be a member of it."""
+    the API's and the workers' roles); the login role must be a member of it.
+
+    A `role` pool (the API's) resets each connection it gets back (`RESET ALL`, unlisten,
+    advisory locks), so one borrower's claims never reach the next. A pool without acts as the
+    login role (workers, the CLI), which row-level security lets see everything whatever the
+    claims, sets no session state, and listens on connections of its own: its connections go
+    back with only the rollback asyncpg always does, sparing every borrow a round trip
+    (measured on a mobile step, see README "Mobile")."""
     pool = await asyncpg.create_pool(
         dsn, min_size=min_size, max_size=max_size, init=_init_connection,
         server_settings={"role": role} if role else None,
+        reset=None if role else _keep_session,
     )
     assert pool is not None
     return pool
