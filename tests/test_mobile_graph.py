@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import asyncpg
 
@@ -162,6 +163,32 @@ async def test_events_appended_once_per_key_within_and_across_calls(pool):
         count = await conn.fetchval("SELECT count(*) FROM run_events WHERE run_id = $1",
                                     arg.run_id)
     assert seqs == {"a": 1, "b": 2} and later == {"b": 2, "c": 3} and count == 3
+
+
+async def test_one_calls_new_events_are_one_notification_in_seq_order(pool, migrated_url):
+    """append_run_events (migration 028): the new events of a call, a key's first occurrence
+    only and none already stored, numbered in the order given and announced together."""
+    arg = await new_mobile_run(pool, app_package=PKG)
+    heard: asyncio.Queue[dict] = asyncio.Queue()
+    listener = await asyncpg.connect(migrated_url)
+    await listener.add_listener(
+        "waystation_events", lambda *note: heard.put_nowait(json.loads(str(note[-1]))))
+    try:
+        async with pool.acquire() as conn:
+            await append_events(conn, arg.run_id, [EventWrite(event_key="a", type="t")])
+            seqs = await append_events(conn, arg.run_id, [
+                EventWrite(event_key="c", type="t", output={"n": 1}),
+                EventWrite(event_key="a", type="t"), EventWrite(event_key="b", type="t"),
+                EventWrite(event_key="c", type="u")])
+            last_seq = await conn.fetchval("SELECT last_seq FROM runs WHERE id = $1",
+                                           arg.run_id)
+        notes = [await asyncio.wait_for(heard.get(), 5) for _ in range(2)]
+    finally:
+        await listener.close()
+    assert seqs == {"c": 2, "a": 1, "b": 3} and last_seq == 3
+    assert (notes[1]["first"], notes[1]["seq"]) == (2, 3)
+    assert [(e["seq"], e["type"], e.get("output")) for e in notes[1]["events"]] == [
+        (2, "t", {"n": 1}), (3, "t", None)]
 
 
 async def test_only_the_worker_role_may_record_a_step_in_one_call(pool):

@@ -128,6 +128,23 @@ async def test_no_claims_no_rows_and_claims_do_not_outlive_a_borrowing(api_pool,
     assert await visible(api_pool, None) == {table: set() for table in UNFILTERED}
 
 
+async def test_a_login_role_pool_gives_connections_back_outside_any_transaction(migrated_url):
+    """A pool without a role (the workers') skips the reset round trip on release; what it
+    keeps: a transaction left open is rolled back, so the next borrower starts clean."""
+    pool = await create_pool(migrated_url, max_size=1)
+    run_id = uuid.uuid4()
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("BEGIN")
+            await conn.execute("INSERT INTO runs (id, kind, owner, workflow_id) "
+                               "VALUES ($1, 'validation', 'x', $2)", run_id, f"open-{run_id}")
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT count(*) FROM runs WHERE id = $1", run_id) == 0
+    finally:
+        await pool.close()
+
+
 async def test_the_service_role_sees_every_run(api_pool, world):
     seen = await visible(api_pool, SERVICE)
     assert set(world["runs"].values()) <= seen["runs"]  # type: ignore[union-attr]
