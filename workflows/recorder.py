@@ -127,10 +127,11 @@ class RunRecorder:
                 start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
                 summary=_summary(write))
         except BaseException:
-            # Not known to be written (e.g. the run was canceled meanwhile): the whole write
-            # goes out again with the next one (the run's last); writes are idempotent.
-            self._staged = merge_writes(write, self._staged) if self._staged else write
-            self._on_written = callbacks + self._on_written
+            if staged is not None and callbacks:
+                # A decision waits on this write, which is not known to be done (the run was
+                # canceled meanwhile): it goes out again with the next (the run's last).
+                self._staged = merge_writes(staged, self._staged) if self._staged else staged
+                self._on_written = callbacks + self._on_written
             raise
         self._written(callbacks)
 
