@@ -51,7 +51,7 @@ from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from waystation.temporal_client import register_search_attributes
-from waystation.testing import with_database
+from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
 from workflows import search_attributes
 from workflows.gates import DecisionInput
@@ -65,7 +65,6 @@ GATE = "approve_founders_brief"
 NEXT_TASK_KEY = f"p1.a1.{PHASES[1].tasks[0].task}:started"  # profile_customer_segment
 SHAPE = [len(phase.tasks) for phase in PHASES]
 CHANNEL = "waystation_events"
-DEV_SERVER_ARGS = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
 def log(message: str) -> None:

@@ -2,8 +2,8 @@
 writes a progress event and a state snapshot, and optionally one human approval.
 
 It is a plug-in kind like any team's (`RunKind` + `RunWorkflow`), so the benchmark measures
-Waystation's own run machinery: the lifecycle, the recorder, the gate. Kept light and
-importable by name, because the workflow sandbox re-imports a workflow's module.
+Waystation's own run machinery: the lifecycle, the recorder, the gate. Like the built-in
+kinds, and as a team may declare its own, it runs outside Temporal's sandbox.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class ToyResult(BaseModel):
     phases: int
 
 
-@workflow.defn(name="PeerToy")
+@workflow.defn(name="PeerToy", sandboxed=False)  # see waystation/sandboxing.py
 class PeerToy(RunWorkflow):
     @workflow.init
     def __init__(self, arg: ToyRunInput) -> None:
@@ -59,7 +59,8 @@ class PeerToy(RunWorkflow):
                                                  phase=phase, status="completed")],
                               snapshot=f"phase {phase}", with_state=True)
             if phase == self._arg.input.approve_after:
-                await self.ask_human(self._gate, where=f"phase {phase}")
+                # The next step is a recorder write: the decision goes out with it.
+                await self.ask_human(self._gate, where=f"phase {phase}", record_with_next=True)
         result = ToyResult(phases=PHASES)
         await self.complete(result)
         return result

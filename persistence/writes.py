@@ -22,7 +22,6 @@ from contracts.writes import (
     VoteWrite,
     merge_writes,
 )
-from persistence.events import append_events
 from persistence.queries import sql
 
 # The write models are the contracts layer's; re-exported for the activities that apply them.
@@ -33,42 +32,52 @@ __all__ = ["DelegationWrite", "EventWrite", "GateCloseWrite", "GateOpenWrite", "
 async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[str, int]:
     """Apply `write` atomically; returns the seq of each event key. Inside a caller's
     transaction it is part of that one (no savepoint: two round trips fewer, and an error
-    aborts the caller's transaction either way)."""
+    aborts the caller's transaction either way). A write without gate parts, nearly every
+    one, is a single statement: one round trip."""
+    if not _has_gate_parts(write):
+        return await _apply_progress(conn, write)
     async with contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction():
-        if (gate := write.open_gate) is not None:
-            await conn.execute(sql("supersede_pending_gates"), write.run_id, gate.checkpoint_name,
-                               gate.id)
-            await conn.execute(
-                sql("insert_gate"), gate.id, write.run_id, gate.checkpoint_name, gate.phase,
-                gate.title, gate.description, gate.context,
-                [o.model_dump() for o in gate.options], gate.recommended_option, gate.digest,
-                gate.expiry_policy, gate.default_option, gate.expires_at, gate.decider_roles,
-                gate.decider_users, gate.quorum, gate.answer_schema, gate.answer_initial,
-            )
-        if (close := write.close_gate) is not None:
-            await conn.execute(sql("close_gate"), close.id, close.status, close.decision,
-                               close.feedback, close.decision_by, close.decision_at,
-                               close.answer)
-        for vote in write.votes:
-            await conn.execute(sql("insert_vote"), vote.request_id, vote.voter,
-                               vote.on_behalf_of, vote.option, vote.feedback, vote.answer,
-                               vote.digest, vote.voted_at)
-        if (handed := write.delegation) is not None:
-            await conn.execute(sql("insert_delegation"), handed.request_id, handed.from_user,
-                               handed.to_user, handed.delegated_at)
-        if (notice := write.gate_notice) is not None:
-            if notice.kind == "escalated":
-                await conn.execute(sql("record_escalation"), notice.request_id,
-                                   notice.decider_roles)
-            else:
-                await conn.execute(sql("record_reminder"), notice.request_id, notice.number)
-        if (run := write.run) is not None:
-            await conn.execute(sql("update_run_progress"), write.run_id, run.status,
-                               run.current_phase, run.phase_name, run.hitl_state, run.result,
-                               run.error_message, run.stop_reason, run.context_summary)
-        for snap in write.snapshots:
-            await conn.execute(sql("insert_snapshot"), write.run_id, snap.step_ordinal,
-                               snap.label, snap.phase, snap.state)
-        if not write.events:
-            return {}
-        return await append_events(conn, write.run_id, write.events)
+        await _apply_gate_parts(conn, write)
+        return await _apply_progress(conn, write)
+
+
+def _has_gate_parts(write: ReadModelWrite) -> bool:
+    return bool(write.open_gate or write.close_gate or write.votes or write.delegation
+                or write.gate_notice)
+
+
+async def _apply_progress(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[str, int]:
+    """The run state, snapshots and events (migration 028's function)."""
+    if write.run is None and not write.snapshots and not write.events:
+        return {}
+    rows = await conn.fetch(sql("apply_progress_write"), write.run_id, write.model_dump(
+        mode="json", include={"run", "snapshots", "events"}))
+    return {r["out_key"]: r["out_seq"] for r in rows}
+
+
+async def _apply_gate_parts(conn: asyncpg.Connection, write: ReadModelWrite) -> None:
+    if (gate := write.open_gate) is not None:
+        await conn.execute(sql("supersede_pending_gates"), write.run_id, gate.checkpoint_name,
+                           gate.id)
+        await conn.execute(
+            sql("insert_gate"), gate.id, write.run_id, gate.checkpoint_name, gate.phase,
+            gate.title, gate.description, gate.context,
+            [o.model_dump() for o in gate.options], gate.recommended_option, gate.digest,
+            gate.expiry_policy, gate.default_option, gate.expires_at, gate.decider_roles,
+            gate.decider_users, gate.quorum, gate.answer_schema, gate.answer_initial,
+        )
+    if (close := write.close_gate) is not None:
+        await conn.execute(sql("close_gate"), close.id, close.status, close.decision,
+                           close.feedback, close.decision_by, close.decision_at, close.answer)
+    for vote in write.votes:
+        await conn.execute(sql("insert_vote"), vote.request_id, vote.voter, vote.on_behalf_of,
+                           vote.option, vote.feedback, vote.answer, vote.digest, vote.voted_at)
+    if (handed := write.delegation) is not None:
+        await conn.execute(sql("insert_delegation"), handed.request_id, handed.from_user,
+                           handed.to_user, handed.delegated_at)
+    if (notice := write.gate_notice) is not None:
+        if notice.kind == "escalated":
+            await conn.execute(sql("record_escalation"), notice.request_id,
+                               notice.decider_roles)
+        else:
+            await conn.execute(sql("record_reminder"), notice.request_id, notice.number)

@@ -34,7 +34,7 @@ from persistence.embedded import embedded_database_url, stop_embedded
 from tests.openai_stub import OpenAIStub
 from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.temporal_client import register_search_attributes
-from waystation.testing import create_database, installed_binary
+from waystation.testing import DEV_SERVER_ARGS, create_database, installed_binary
 from waystation.worker import build_worker
 from workflows import search_attributes
 
@@ -56,6 +56,10 @@ for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
 # since, even with collections every 10 allocations; running AgentRun sandboxed would not
 # change it (sandboxed or not, activations run on the same worker threads).
 gc.disable()
+
+# Every worker the tests start runs Waystation's own workflows in Temporal's sandbox too, so
+# the checks production skips for speed are made here (waystation/sandboxing.py).
+os.environ["WAYSTATION_SANDBOX_EVERY_WORKFLOW"] = "1"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -107,8 +111,7 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=pydantic_data_converter,
         dev_server_existing_path=installed_binary("temporal"),
         search_attributes=search_attributes.ALL,
-        dev_server_extra_args=["--sqlite-pragma", "journal_mode=wal",
-                               "--sqlite-pragma", "synchronous=normal"])
+        dev_server_extra_args=DEV_SERVER_ARGS)
     yield env
     await env.shutdown()
 

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
     items_url_prefixes: str = Field("", validation_alias="WAYSTATION_ITEMS_URL_PREFIXES")
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
+    # Run the built-in workflows in Temporal's sandbox too (slower; what the tests do).
+    sandbox_every_workflow: bool = Field(False,
+                                         validation_alias="WAYSTATION_SANDBOX_EVERY_WORKFLOW")
     worker_max_cached_workflows: int = Field(
         1000, validation_alias="WAYSTATION_WORKER_MAX_CACHED_WORKFLOWS"
     )

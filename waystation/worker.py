@@ -14,7 +14,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.agent_metering import Accounting, use_accounting
 from activities.agent_model import OpenAIModelConfig, use_openai_model
@@ -33,6 +33,7 @@ from persistence.db import create_pool
 from waystation.database import resolve_database_url
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
+from waystation.sandboxing import SandboxEveryWorkflow
 from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
@@ -63,9 +64,15 @@ def build_worker(
     items_sources: ItemsSources | None = None,
     mail: MailSettings | None = None,
     retention_archive_dir: Path | None = None,
+    sandbox_every_workflow: bool | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
-    registry is given), and the notifications' (webhooks; email when `mail` is given)."""
+    registry is given), and the notifications' (webhooks; email when `mail` is given).
+
+    `sandbox_every_workflow` (default: WAYSTATION_SANDBOX_EVERY_WORKFLOW) runs the built-in
+    workflows in Temporal's sandbox too: see waystation/sandboxing.py."""
+    if sandbox_every_workflow is None:
+        sandbox_every_workflow = Settings().sandbox_every_workflow
     registry = registry or load_registry(use_entry_points=False)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)
@@ -95,6 +102,8 @@ def build_worker(
         max_cached_workflows=max_cached_workflows,
         sticky_queue_schedule_to_start_timeout=sticky_queue_schedule_to_start_timeout,
         graceful_shutdown_timeout=graceful_shutdown_timeout,
+        unsandboxed_workflow_runner=(SandboxEveryWorkflow() if sandbox_every_workflow
+                                     else UnsandboxedWorkflowRunner()),
     )
 
 
@@ -156,7 +165,8 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
                           retention_archive_dir=settings.retention_archive_dir,
                           graceful_shutdown_timeout=timedelta(
                               seconds=settings.graceful_shutdown_timeout),
-                          mail=mail_settings(settings))
+                          mail=mail_settings(settings),
+                          sandbox_every_workflow=settings.sandbox_every_workflow)
     await ensure_retention_schedule(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -75,7 +75,7 @@ def slice_size(items: int, workers: int) -> int:
     return max(1, min(MAX_SLICE_ITEMS, -(-items // (workers * SLICES_PER_WORKER))))
 
 
-@workflow.defn(name="BatchJob")
+@workflow.defn(name="BatchJob", sandboxed=False)  # see waystation/sandboxing.py
 class BatchJob(RunWorkflow):
     @workflow.init
     def __init__(self, arg: BatchRunInput) -> None:

@@ -21,7 +21,7 @@ SEND_TIMEOUT = timedelta(minutes=2)
 GIVE_UP_AFTER = timedelta(days=1)
 
 
-@workflow.defn(name=DECISION_MAIL_WORKFLOW)
+@workflow.defn(name=DECISION_MAIL_WORKFLOW, sandboxed=False)  # see waystation/sandboxing.py
 class DecisionMail:
     @workflow.run
     async def run(self, arg: DecisionMailInput) -> DecisionMailResult:

@@ -208,8 +208,13 @@ class OpenGate:
         self.decision: DecisionInput | None = None
         self.decided_at: datetime | None = None
         self.recorded = False
+        # The decision goes out with the run's next write (ask_human's `record_with_next`).
+        self.with_next_write = False
         self.votes: list[VoteWrite] = []
         self.delegations: dict[str, str] = {}
+
+    def mark_recorded(self) -> None:
+        self.recorded = True
 
     def status_for(self, option: str) -> GateStatus:
         return "rejected" if option in self.spec.rejecting_options else "approved"

@@ -150,6 +150,8 @@ class RunWorkflow(GatedWorkflow):
     async def complete(self, result: BaseModel, *, stop_reason: str = STOP_COMPLETED,
                        details: str = "completed", **output: Any) -> None:
         """Record `run.completed` once every handler has finished; return `result` after."""
+        if self._recorder.awaited:  # a decision's handler waits for its staged write
+            await self._recorder.write()
         await workflow.wait_condition(workflow.all_handlers_finished)
         life = self._life
         life.status, life.stop_reason, life.finished_at = "completed", stop_reason, workflow.now()

@@ -64,7 +64,7 @@ WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 MAX_RECHOOSE = 20
 
 
-@workflow.defn(name="MobileAgentRun")
+@workflow.defn(name="MobileAgentRun", sandboxed=False)  # see waystation/sandboxing.py
 class MobileAgentRun(RunWorkflow):
     @workflow.init
     def __init__(self, arg: MobileAgentRunInput) -> None:

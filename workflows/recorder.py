@@ -10,6 +10,7 @@ Event keys and snapshot ordinals come from workflow state, so a replay produces 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -46,6 +47,8 @@ class RunRecorder:
         # A run that continued as new carries its count on, so ordinals never repeat.
         self._snapshots = snapshots_taken
         self._staged: ReadModelWrite | None = None
+        # Called once what is staged now has been written (see `stage`'s `on_written`).
+        self._on_written: list[Callable[[], None]] = []
 
     @property
     def snapshots_taken(self) -> int:
@@ -66,15 +69,37 @@ class RunRecorder:
                               snapshots=snapshots, **gate_parts)
 
     def stage(self, *, events: list[EventWrite] | None = None, run: RunStateWrite | None = None,
-              snapshot: Snapshot | None = None) -> None:
-        """Queue a write to go out with the next one."""
-        write = self._build(events, run, snapshot)
+              snapshot: Snapshot | None = None, close_gate: GateCloseWrite | None = None,
+              votes: list[VoteWrite] | None = None,
+              on_written: Callable[[], None] | None = None) -> None:
+        """Queue a write to go out with the next one; `on_written` is called once it has."""
+        write = self._build(events, run, snapshot, close_gate=close_gate, votes=votes or [])
         self._staged = merge_writes(self._staged, write) if self._staged else write
+        if on_written is not None:
+            self._on_written.append(on_written)
+
+    @property
+    def awaited(self) -> bool:
+        """Whether something waits for what is staged to be written."""
+        return bool(self._on_written)
 
     def take_staged(self) -> ReadModelWrite | None:
-        """Hand the queued write to an activity that applies it with its own first write."""
+        """Hand the queued write to an activity that applies it with its own first write.
+
+        The workflow cannot see when the activity has applied it, so whoever waits for it
+        counts it as written once handed over."""
         staged, self._staged = self._staged, None
+        self._written(self._take_callbacks())
         return staged
+
+    def _take_callbacks(self) -> list[Callable[[], None]]:
+        callbacks, self._on_written = self._on_written, []
+        return callbacks
+
+    @staticmethod
+    def _written(callbacks: list[Callable[[], None]]) -> None:
+        for callback in callbacks:
+            callback()
 
     async def write(
         self,
@@ -92,13 +117,23 @@ class RunRecorder:
         the workflow task that follows it, so a crash before then simply re-runs it."""
         write = self._build(events, run, snapshot, open_gate=open_gate, close_gate=close_gate,
                             votes=votes or [], delegation=delegation, gate_notice=gate_notice)
-        staged = self.take_staged()
+        staged, self._staged = self._staged, None
+        callbacks = self._take_callbacks()
         if staged is not None:
             write = merge_writes(staged, write)
-        await workflow.execute_local_activity_method(
-            ReadModelActivities.record, write,
-            start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
-            summary=_summary(write))
+        try:
+            await workflow.execute_local_activity_method(
+                ReadModelActivities.record, write,
+                start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
+                summary=_summary(write))
+        except BaseException:
+            if staged is not None and callbacks:
+                # A decision waits on this write, which is not known to be done (the run was
+                # canceled meanwhile): it goes out again with the next (the run's last).
+                self._staged = merge_writes(staged, self._staged) if self._staged else staged
+                self._on_written = callbacks + self._on_written
+            raise
+        self._written(callbacks)
 
 
 def _summary(write: ReadModelWrite) -> str:

@@ -27,7 +27,7 @@ BATCH_RETRY = RetryPolicy(initial_interval=timedelta(seconds=5),
                           maximum_interval=timedelta(minutes=2), maximum_attempts=10)
 
 
-@workflow.defn(name="RetentionSweep")
+@workflow.defn(name="RetentionSweep", sandboxed=False)  # see waystation/sandboxing.py
 class RetentionSweep:
     @workflow.run
     async def run(self, arg: RetentionSweepInput) -> RetentionSweepResult:

@@ -44,7 +44,7 @@ TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coeffici
 NextStep = Literal["next", "rerun", "end"]
 
 
-@workflow.defn(name="ValidationRun")
+@workflow.defn(name="ValidationRun", sandboxed=False)  # see waystation/sandboxing.py
 class ValidationRun(RunWorkflow):
     @workflow.init
     def __init__(self, arg: ValidationRunInput) -> None:

@@ -30,7 +30,7 @@ GIVE_UP_AFTER = timedelta(days=3)
 LOCAL_TIMEOUT = timedelta(seconds=30)
 
 
-@workflow.defn(name=NOTIFICATION_WORKFLOW)
+@workflow.defn(name=NOTIFICATION_WORKFLOW, sandboxed=False)  # see waystation/sandboxing.py
 class WebhookNotification:
     @workflow.run
     async def run(self, arg: NotificationInput) -> NotificationResult:

@@ -33,9 +33,9 @@ SELECT * FROM runs
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 
--- name: update_run_progress
--- Moves a run's visible state (the function of migration 027, shared with a mobile step).
-SELECT update_run_progress($1, $2, $3, $4, $5, $6, $7, $8, $9);
+-- name: apply_progress_write
+-- A write's run state, snapshots and events in one statement (migration 028); each key's seq.
+SELECT out_key, out_seq FROM apply_progress_write($1, $2::jsonb);
 
 -- name: mark_run_failed_to_start
 -- The API could not start the workflow: the run will never move, so say so.

@@ -1,9 +1,3 @@
--- name: insert_snapshot
--- A snapshot is written once per ordinal; a retry of the same write is a no-op.
-INSERT INTO run_snapshots (run_id, step_ordinal, label, phase, state)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (run_id, step_ordinal) DO NOTHING;
-
 -- name: latest_snapshot
 -- The newest snapshot of a run.
 SELECT * FROM run_snapshots WHERE run_id = $1 ORDER BY step_ordinal DESC LIMIT 1;

@@ -1,0 +1,136 @@
+"""A decision written with the run's next write (`ask_human(..., record_with_next=True)`), on
+the time-skipping server with the real read model: one transaction holds the decision and the
+next step, the Update still answers with the decision written, a decision just before the
+run's end is written by its completion, quorum votes before it are written at once, and the
+history replays."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
+
+from activities.agents import backend_named
+from api.run_kinds import start_run
+from persistence.runs import create_run
+from tests.helpers import eventually
+from tests.plugin_samples.quick_steps import (
+    GATE,
+    QUICK_STEPS,
+    QuickInput,
+    QuickResult,
+    QuickSteps,
+)
+from waystation.registry import load_registry
+from waystation.worker import build_worker
+from workflows.gated import GatedWorkflow
+from workflows.gates import DecisionInput
+
+EVENTS = "SELECT event_key, type, seq, created_at FROM run_events WHERE run_id = $1 ORDER BY seq"
+
+
+@pytest.fixture
+async def worker(time_env: Any, pool: asyncpg.Pool, task_queue: str) -> AsyncIterator[Worker]:
+    registry = load_registry(["tests.plugin_samples.quick_steps"], use_entry_points=False)
+    async with build_worker(time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline"), registry=registry) as w:
+        yield w
+
+
+async def start(client: Client, pool: asyncpg.Pool, task_queue: str, quick: QuickInput,
+                gates: dict[str, Any] | None = None) -> tuple[uuid.UUID, WorkflowHandle]:
+    run_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        run, _ = await create_run(
+            conn, run_id=run_id, kind=QUICK_STEPS.name, owner="alice", group_id=None,
+            workflow_id=QUICK_STEPS.workflow_id(run_id), idempotency_key=None,
+            input=quick.model_dump(mode="json"), gate_policies=gates)
+    await start_run(client, task_queue, QUICK_STEPS, run)
+    handle = client.get_workflow_handle(run.workflow_id, result_type=QuickResult)
+
+    async def pending() -> bool:
+        async with pool.acquire() as conn:
+            return bool(await conn.fetchval(
+                "SELECT 1 FROM hitl_requests WHERE run_id = $1 AND status = 'pending'", run_id))
+    await eventually(pending)
+    return run_id, handle
+
+
+async def events(pool: asyncpg.Pool, run_id: uuid.UUID) -> dict[str, asyncpg.Record]:
+    async with pool.acquire() as conn:
+        return {row["event_key"].rsplit(".", 1)[-1] if row["type"].startswith("gate.")
+                else row["event_key"]: row for row in await conn.fetch(EVENTS, run_id)}
+
+
+async def request_status(pool: asyncpg.Pool, run_id: uuid.UUID) -> str:
+    async with pool.acquire() as conn:
+        return await conn.fetchval("SELECT status FROM hitl_requests WHERE run_id = $1", run_id)
+
+
+def record_markers(history: Any) -> int:
+    return sum(1 for e in history.events if e.HasField("marker_recorded_event_attributes")
+               and e.marker_recorded_event_attributes.marker_name == "core_local_activity")
+
+
+async def test_the_decision_and_the_next_step_are_one_write(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    run_id, handle = await start(time_env.client, pool, task_queue,
+                                 QuickInput(steps=3, gate_after=1))
+    view = await handle.execute_update(GatedWorkflow.decide, DecisionInput(
+        checkpoint_name=GATE, decision="approve", decided_by="alice"))
+    assert view.status == "approved"
+    # The Update answered: the decision is in the read model, with the next step.
+    assert await request_status(pool, run_id) == "approved"
+    written = await events(pool, run_id)
+    assert written["decided"]["seq"] + 1 == written["step.2"]["seq"]
+    assert written["decided"]["created_at"] == written["step.2"]["created_at"]  # one commit
+    assert written["step.1"]["created_at"] != written["opened"]["created_at"]
+    assert (await handle.result()).decision == "approve"
+    assert [e for e in written] == ["run.started", "step.1", "opened", "decided", "step.2",
+                                    "step.3", "run.completed"]
+    history = await handle.fetch_history()
+    # step 1, the gate, the decision with step 2, step 3, the completion.
+    assert record_markers(history) == 5
+    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+                   ).replay_workflow(history)
+
+
+async def test_a_decision_just_before_the_end_is_written_by_the_completion(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    run_id, handle = await start(time_env.client, pool, task_queue,
+                                 QuickInput(steps=2, gate_after=2))
+    view = await handle.execute_update(GatedWorkflow.decide, DecisionInput(
+        checkpoint_name=GATE, decision="reject", decided_by="alice", feedback="enough"))
+    assert view.status == "rejected"
+    assert (await handle.result()).decision == "reject"
+    assert await request_status(pool, run_id) == "rejected"
+    written = await events(pool, run_id)
+    assert list(written)[-3:] == ["opened", "decided", "run.completed"]
+    assert written["decided"]["seq"] + 1 == written["run.completed"]["seq"]
+
+
+async def test_votes_before_the_quorum_are_written_at_once(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    run_id, handle = await start(time_env.client, pool, task_queue,
+                                 QuickInput(steps=2, gate_after=1), gates={"*": {"quorum": 2}})
+    first = await handle.execute_update(GatedWorkflow.decide, DecisionInput(
+        checkpoint_name=GATE, decision="approve", decided_by="alice"))
+    assert first.status == "pending"
+    assert (await events(pool, run_id))["alice"]["type"] == "gate.voted"
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM gate_votes gv JOIN hitl_requests h "
+                                   "ON h.id = gv.request_id WHERE h.run_id = $1", run_id) == 1
+    assert await request_status(pool, run_id) == "pending"
+    second = await handle.execute_update(GatedWorkflow.decide, DecisionInput(
+        checkpoint_name=GATE, decision="approve", decided_by="bob"))
+    assert second.status == "approved"
+    assert await request_status(pool, run_id) == "approved"
+    written = await events(pool, run_id)
+    assert written["decided"]["created_at"] == written["step.2"]["created_at"]
+    assert (await handle.result()).decision == "approve"
