@@ -166,7 +166,7 @@ async def test_events_appended_once_per_key_within_and_across_calls(pool):
 
 
 async def test_one_calls_new_events_are_one_notification_in_seq_order(pool, migrated_url):
-    """append_run_events (migration 028): the new events of a call, a key's first occurrence
+    """append_run_events (migration 029): the new events of a call, a key's first occurrence
     only and none already stored, numbered in the order given and announced together."""
     arg = await new_mobile_run(pool, app_package=PKG)
     heard: asyncio.Queue[dict] = asyncio.Queue()
