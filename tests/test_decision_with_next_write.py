@@ -6,13 +6,19 @@ history replays."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateStage,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
@@ -134,3 +140,30 @@ async def test_votes_before_the_quorum_are_written_at_once(
     written = await events(pool, run_id)
     assert written["decided"]["created_at"] == written["step.2"]["created_at"]
     assert (await handle.result()).decision == "approve"
+
+
+async def test_a_decision_whose_write_is_cut_short_by_a_cancel_is_written_at_the_end(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    run_id, handle = await start(time_env.client, pool, task_queue,
+                                 QuickInput(steps=3, gate_after=1))
+    async with pool.acquire() as blocker:
+        # The run's row locked: the write carrying the decision (and step 2) waits on it.
+        lock = blocker.transaction()
+        await lock.start()
+        await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
+        update = await handle.start_update(
+            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
+                                                decided_by="alice"),
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+        await handle.cancel()
+        # The write is under way, blocked, past the workflow task's heartbeat (80% of the
+        # kind's 2 s task timeout), so the workflow sees the cancel meanwhile.
+        await asyncio.sleep(3)
+        await lock.rollback()
+    assert (await update.result()).status == "approved"
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert await request_status(pool, run_id) == "approved"
+    written = await events(pool, run_id)
+    assert list(written)[-2:] == ["decided", "run.canceled"]
+    assert "step.2" not in written

@@ -75,5 +75,7 @@ class QuickSteps(RunWorkflow):
 
 
 QUICK_STEPS = RunKind(name="quick_steps", workflow=QuickSteps, input_model=QuickInput,
-                      workflow_id_prefix="quick-steps-", summary=lambda run: "quick steps")
+                      workflow_id_prefix="quick-steps-", summary=lambda run: "quick steps",
+                      # A write held up for longer than 1.6 s lets the workflow see a cancel.
+                      task_timeout=timedelta(seconds=2))
 RUN_KINDS = [QUICK_STEPS]
