@@ -167,3 +167,31 @@ async def test_a_decision_whose_write_is_cut_short_by_a_cancel_is_written_at_the
     written = await events(pool, run_id)
     assert list(written)[-2:] == ["decided", "run.canceled"]
     assert "step.2" not in written
+
+
+async def test_a_cancel_racing_the_runs_end_leaves_one_end(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    """The cancel arrives while the run's last local activities are held up, within one
+    workflow task: their writes commit, Temporal refuses the completion, and the replay takes
+    the cancel's path. The read model keeps the end it has (migration 030)."""
+    run_id, handle = await start(time_env.client, pool, task_queue,
+                                 QuickInput(steps=3, gate_after=1))
+    async with pool.acquire() as blocker:
+        lock = blocker.transaction()
+        await lock.start()
+        await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
+        await handle.start_update(
+            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
+                                                decided_by="alice"),
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+        await handle.cancel()
+        await asyncio.sleep(0.5)  # under the workflow task's 1.6 s heartbeat
+        await lock.rollback()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    written = await events(pool, run_id)
+    ends = [key for key in written if key in ("run.completed", "run.canceled")]
+    assert len(ends) == 1
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) == \
+            ends[0].removeprefix("run.")
