@@ -1,8 +1,9 @@
 """A decision written with the run's next write (`ask_human(..., record_with_next=True)`), on
 the time-skipping server with the real read model: one transaction holds the decision and the
 next step, the Update still answers with the decision written, a decision just before the
-run's end is written by its completion, quorum votes before it are written at once, and the
-history replays."""
+run's end is written by its completion, quorum votes before it are written at once, the
+history replays, a decision whose write a cancel cuts short is written with the run's last
+write, and a cancel racing the run's end leaves one end."""
 
 from __future__ import annotations
 
