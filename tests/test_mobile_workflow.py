@@ -77,6 +77,9 @@ async def test_explores_app_to_ground_truth(time_env, pool, worker, task_queue, 
     assert len(snapshots) >= result.steps - 1
 
 
+# About 30 s: in the slow tier, so the README's test command keeps its margin under 10 minutes
+# (the released mobile_explore_continue_as_new history still replays in the fast one).
+@pytest.mark.slow
 async def test_long_run_continues_as_new_without_duplicates(time_env, pool, worker, task_queue):
     """2,000 steps in 10 histories of 200: no snapshot, event or outcome written twice."""
     arg = await new_mobile_run(pool, app_package=SHOP, max_steps=2000, policy="random",
