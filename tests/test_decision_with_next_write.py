@@ -99,7 +99,7 @@ async def test_the_decision_and_the_next_step_are_one_write(
     assert written["decided"]["created_at"] == written["step.2"]["created_at"]  # one commit
     assert written["step.1"]["created_at"] != written["opened"]["created_at"]
     assert (await handle.result()).decision == "approve"
-    assert [e for e in written] == ["run.started", "step.1", "opened", "decided", "step.2",
+    assert list(written) == ["run.started", "step.1", "opened", "decided", "step.2",
                                     "step.3", "run.completed"]
     history = await handle.fetch_history()
     # step 1, the gate, the decision with step 2, step 3, the completion.
@@ -174,7 +174,7 @@ async def test_a_cancel_racing_the_runs_end_leaves_one_end(
         time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
     """The cancel arrives while the run's last local activities are held up, within one
     workflow task: their writes commit, Temporal refuses the completion, and the replay takes
-    the cancel's path. The read model keeps the end it has (migration 030)."""
+    the cancel's path. The read model keeps the end it has (migration 028)."""
     run_id, handle = await start(time_env.client, pool, task_queue,
                                  QuickInput(steps=3, gate_after=1))
     async with pool.acquire() as blocker:

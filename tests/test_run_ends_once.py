@@ -1,8 +1,10 @@
-"""A run ends once in the read model (migration 030): a second end, written by a workflow path
+"""A run ends once in the read model (migration 028): a second end, written by a workflow path
 Temporal refused after its writes had committed, changes nothing; a retried end changes
 nothing; and ending a run supersedes its pending requests."""
 
 from __future__ import annotations
+
+from uuid import UUID
 
 import asyncpg
 
@@ -12,7 +14,7 @@ from tests.console_helpers import open_gate
 from tests.helpers import new_validation_run
 
 
-def end(run_id, status: str, ordinal: int) -> ReadModelWrite:  # noqa: ANN001
+def end(run_id: UUID, status: str, ordinal: int) -> ReadModelWrite:
     return ReadModelWrite(
         run_id=run_id, run=RunStateWrite(status=status, current_phase=5, stop_reason=status),
         events=[EventWrite(event_key=f"run.{status}", type=f"run.{status}", status=status)],

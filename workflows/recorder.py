@@ -88,18 +88,16 @@ class RunRecorder:
 
         The workflow cannot see when the activity has applied it, so whoever waits for it
         counts it as written once handed over."""
-        staged, self._staged = self._staged, None
-        self._written(self._take_callbacks())
+        staged, callbacks = self._take()
+        for written in callbacks:
+            written()
         return staged
 
-    def _take_callbacks(self) -> list[Callable[[], None]]:
-        callbacks, self._on_written = self._on_written, []
-        return callbacks
-
-    @staticmethod
-    def _written(callbacks: list[Callable[[], None]]) -> None:
-        for callback in callbacks:
-            callback()
+    def _take(self) -> tuple[ReadModelWrite | None, list[Callable[[], None]]]:
+        """What is staged, and who waits for it; both left empty."""
+        taken = self._staged, self._on_written
+        self._staged, self._on_written = None, []
+        return taken
 
     async def write(
         self,
@@ -117,8 +115,7 @@ class RunRecorder:
         the workflow task that follows it, so a crash before then simply re-runs it."""
         write = self._build(events, run, snapshot, open_gate=open_gate, close_gate=close_gate,
                             votes=votes or [], delegation=delegation, gate_notice=gate_notice)
-        staged, self._staged = self._staged, None
-        callbacks = self._take_callbacks()
+        staged, callbacks = self._take()
         if staged is not None:
             write = merge_writes(staged, write)
         try:
@@ -133,7 +130,8 @@ class RunRecorder:
                 self._staged = merge_writes(staged, self._staged) if self._staged else staged
                 self._on_written = callbacks + self._on_written
             raise
-        self._written(callbacks)
+        for written in callbacks:
+            written()
 
 
 def _summary(write: ReadModelWrite) -> str:
