@@ -28,6 +28,10 @@ EVENTS_TABLE = """CREATE TABLE IF NOT EXISTS peer_events (
     PRIMARY KEY (run_id, step))"""
 # Idempotent like every Waystation write, so the peers do the same work.
 INSERT_EVENT = "INSERT INTO peer_events (run_id, step) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+# A human's click comes well after the question is shown: the harnesses that see the question
+# by polling the database (DBOS's, Waystation's) let the run settle this long before
+# approving, as LangGraph's does by returning at its interrupt.
+HUMAN_PAUSE_S = 0.05
 
 
 @dataclass

@@ -14,6 +14,7 @@ from dbos import DBOS
 from bench.peers_common import (
     APPROVE_AFTER,
     EVENTS_TABLE,
+    HUMAN_PAUSE_S,
     INSERT_EVENT,
     PHASES,
     Figures,
@@ -66,7 +67,7 @@ async def measure(plan: Plan) -> list[Figures]:
             handle = await DBOS.start_workflow_async(toy, run_id, True)
             await wait_for_row(conn, "SELECT 1 FROM peer_events WHERE run_id = $1 AND step = $2",
                                run_id, APPROVE_AFTER)
-            await asyncio.sleep(0.05)  # let it reach recv, as a human's click comes later
+            await asyncio.sleep(HUMAN_PAUSE_S)  # let it reach recv
             sent = time.time()
             await DBOS.send_async(handle.workflow_id, "approve", "approve")
             latency = await next_step_ms(conn, run_id, sent)

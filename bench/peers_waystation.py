@@ -4,6 +4,7 @@ by the `decide` Update; and the raw-Temporal baseline of the same shape on the s
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from uuid import UUID
@@ -20,6 +21,7 @@ from bench.common import RawGate, RawShape, expect_start, raw_task
 from bench.peer_toy import GATE, ToyInput
 from bench.peers_common import (
     APPROVE_AFTER,
+    HUMAN_PAUSE_S,
     PHASES,
     Figures,
     Plan,
@@ -87,6 +89,7 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
             run_id, handle = await start(APPROVE_AFTER)
             await wait_for_row(conn, "SELECT 1 FROM hitl_requests WHERE run_id = $1 "
                                      "AND status = 'pending'", run_id)
+            await asyncio.sleep(HUMAN_PAUSE_S)  # let its workflow task finish
             sent = time.time()
             await handle.execute_update(GatedWorkflow.decide, DecisionInput(
                 checkpoint_name=GATE, decision="approve", decided_by="bench"))

@@ -8,6 +8,7 @@ write, and a cancel racing the run's end leaves one end."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -36,6 +37,7 @@ from tests.plugin_samples.quick_steps import (
 )
 from waystation.registry import load_registry
 from waystation.worker import build_worker
+from workflows import search_attributes as sa
 from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput
 
@@ -196,3 +198,28 @@ async def test_a_cancel_racing_the_runs_end_leaves_one_end(
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) == \
             ends[0].removeprefix("run.")
+
+
+def shown_statuses(history: Any) -> list[str]:
+    """The WaystationStatus of each upsert that sets it (a patch upserts its own attribute)."""
+    upserts = [e.upsert_workflow_search_attributes_event_attributes.search_attributes
+               for e in history.events
+               if e.HasField("upsert_workflow_search_attributes_event_attributes")]
+    return [json.loads(fields.indexed_fields["WaystationStatus"].data) for fields in upserts
+            if "WaystationStatus" in fields.indexed_fields]
+
+
+async def test_a_run_the_api_starts_shows_running_without_an_upsert(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    """The API starts a run as `running`, so only changes upsert search attributes: each
+    upsert is a history event and a visibility write."""
+    _, handle = await start(time_env.client, pool, task_queue, QuickInput(steps=2, gate_after=1))
+    await handle.execute_update(GatedWorkflow.decide, DecisionInput(
+        checkpoint_name=GATE, decision="approve", decided_by="alice"))
+    await handle.result()
+    history = await handle.fetch_history()
+    assert shown_statuses(history) == ["paused", "running", "completed"]
+    shown = (await handle.describe()).typed_search_attributes
+    assert (shown.get(sa.STATUS), shown.get(sa.AWAITING_HUMAN)) == ("completed", False)
+    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+                   ).replay_workflow(history)
