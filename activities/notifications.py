@@ -29,6 +29,15 @@ from persistence.webhooks import Notification
 _CLOSED_EVENT = {"approved": GATE_DECIDED, "rejected": GATE_DECIDED, "expired": GATE_EXPIRED}
 
 
+def may_notify(write: ReadModelWrite) -> bool:
+    """Whether `write` can give rise to a notification (or a decision mail): a gate opened,
+    reminded, escalated or closed, or a run ended. Nearly every write, a step's progress,
+    cannot, and is applied alone: one statement, no transaction around it."""
+    return (write.open_gate is not None or write.gate_notice is not None
+            or (write.close_gate is not None and write.close_gate.status in _CLOSED_EVENT)
+            or (write.run is not None and write.run.status in TERMINAL_RUN_STATUSES))
+
+
 async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> list[Notification]:
     """The notifications `write` (already applied on `conn`) gives rise to; each keyed by what
     happened, so applying the write again yields the same keys."""

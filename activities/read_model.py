@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from activities.decision_mail import start_decision_mail
-from activities.notifications import notifications_of
+from activities.notifications import may_notify, notifications_of
 from activities.webhooks import start_notifications
 from persistence import webhooks as webhooks_repo
 from persistence.writes import ReadModelWrite, apply_write
@@ -30,6 +30,10 @@ class ReadModelActivities:
 
     @activity.defn(name="record")
     async def record(self, write: ReadModelWrite) -> RecordResult:
+        if not may_notify(write):
+            async with self._pool.acquire() as conn:
+                # Atomic on its own (apply_write): BEGIN and COMMIT would be two more trips.
+                return RecordResult(seqs=await apply_write(conn, write))
         async with self._pool.acquire() as conn, conn.transaction():
             seqs = await apply_write(conn, write)
             notes = await notifications_of(conn, write)
