@@ -33,11 +33,9 @@ _POLICIES = TypeAdapter(GatePolicies)
 
 
 def initial_search_attributes(run: RunRow) -> TypedSearchAttributes:
-    """A started run shows as running at once: its workflow's first state then matches, and
-    costs no search-attribute upsert (see RunWorkflow._shown_at_start)."""
     return TypedSearchAttributes([
         SearchAttributePair(sa.KIND, run.kind), SearchAttributePair(sa.OWNER, run.owner),
-        SearchAttributePair(sa.STATUS, "running"), SearchAttributePair(sa.PHASE, 0),
+        SearchAttributePair(sa.STATUS, "pending"), SearchAttributePair(sa.PHASE, 0),
         SearchAttributePair(sa.AWAITING_HUMAN, False)])
 
 

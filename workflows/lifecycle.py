@@ -198,17 +198,6 @@ class RunWorkflow(GatedWorkflow):
         workflow.continue_as_new(next_input(self._recorder.snapshots_taken),
                                  task_timeout=task_timeout)
 
-    @staticmethod
-    def _shown_at_start(updates: list[SearchAttributeUpdate[Any]]) -> tuple[Any, ...] | None:
-        """What a fresh run's start already shows. The API starts a run as `running`, so its
-        first state needs no upsert. A run started otherwise (older code started runs as
-        `pending`) and a continued run upsert their first state, as they always did: this
-        depends only on the history's start event, so recorded histories replay unchanged."""
-        info = workflow.info()
-        if info.continued_run_id is not None:
-            return None
-        return tuple(info.typed_search_attributes.get(update.key) for update in updates)
-
     # --- hooks of the gate mechanism ------------------------------------------------------
 
     def _set_gate_state(self, waiting_on: str | None, status: RunStatus) -> None:
@@ -217,11 +206,10 @@ class RunWorkflow(GatedWorkflow):
     def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
         updates = self._search_attribute_updates()
         visible = tuple(update.value for update in updates)
-        shown = self._visible if self._visible is not None else self._shown_at_start(updates)
-        if visible != shown:
-            # Only on change: each upsert is an event in the history and a visibility write.
+        if visible != self._visible:
+            # Only on change: each upsert is an event in the workflow's history.
+            self._visible = visible
             workflow.upsert_search_attributes(updates)
-        self._visible = visible
         life = self._life
         phase, phase_name = self._position()
         return RunStateWrite(status=life.status, current_phase=phase, phase_name=phase_name,
