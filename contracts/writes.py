@@ -128,6 +128,11 @@ class GateNoticeWrite(BaseModel):
     decider_roles: list[str] | None = None
 
 
+# The parts of a write that touch a gate. A write without them, nearly every one, is a step's
+# progress (run state, snapshots, events), which one SQL function applies (migrations 027, 028).
+GATE_PARTS = frozenset({"open_gate", "close_gate", "votes", "delegation", "gate_notice"})
+
+
 class ReadModelWrite(BaseModel):
     run_id: UUID
     events: list[EventWrite] = Field(default_factory=list)
@@ -138,6 +143,10 @@ class ReadModelWrite(BaseModel):
     votes: list[VoteWrite] = Field(default_factory=list)
     delegation: DelegationWrite | None = None
     gate_notice: GateNoticeWrite | None = None
+
+    @property
+    def has_gate_parts(self) -> bool:
+        return any(getattr(self, part) for part in GATE_PARTS)
 
 
 def merge_writes(first: ReadModelWrite, then: ReadModelWrite) -> ReadModelWrite:

@@ -13,16 +13,8 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, Field
 
-from contracts.writes import EventWrite, ReadModelWrite
+from contracts.writes import GATE_PARTS, EventWrite, ReadModelWrite
 from persistence.queries import sql
-
-# The parts of a read-model write record_mobile_step applies; any other part (a gate, a vote)
-# goes the general way (persistence.writes apply_write).
-ONE_CALL_WRITE_PARTS = {"run_id", "events", "run", "snapshots"}
-# The other parts with their empty values (compared against, never handed out).
-_OTHER_WRITE_PARTS = {name: field.get_default(call_default_factory=True)
-                      for name, field in ReadModelWrite.model_fields.items()
-                      if name not in ONE_CALL_WRITE_PARTS}
 
 
 class ScreenWrite(BaseModel):
@@ -113,21 +105,15 @@ class OneCallStep(StepGraphWrite):
     done_event: EventWrite
 
 
-def fits_one_call(write: ReadModelWrite) -> bool:
-    """Whether `write` has only parts record_mobile_step applies (read off the fields, not a
-    dump: a step's write carries the run's state snapshot)."""
-    return all(getattr(write, name) == empty for name, empty in _OTHER_WRITE_PARTS.items())
-
-
 async def record_step_in_one_call(conn: asyncpg.Connection,
                                   step: OneCallStep) -> StepGraphResult | None:
     """`step` in one round trip and one transaction. None when the step was recorded before:
     then nothing was written, and a retry's path is `record_step`'s. Call outside a
-    transaction."""
-    assert fits_one_call(step.write)
+    transaction. A write with gate parts goes the general way (persistence.writes)."""
+    assert not step.write.has_gate_parts
     # JSON text made by pydantic in one pass, parsed once by the server.
     row = await conn.fetchval(sql("record_mobile_step"), step.model_dump_json(
-        exclude={"write": set(_OTHER_WRITE_PARTS)}))
+        exclude={"write": set(GATE_PARTS)}))
     if row is None:
         return None
     return StepGraphResult(**row)

@@ -34,24 +34,20 @@ async def apply_write(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[s
     transaction it is part of that one (no savepoint: two round trips fewer, and an error
     aborts the caller's transaction either way). A write without gate parts, nearly every
     one, is a single statement: one round trip."""
-    if not _has_gate_parts(write):
+    if not write.has_gate_parts:
         return await _apply_progress(conn, write)
     async with contextlib.nullcontext() if conn.is_in_transaction() else conn.transaction():
         await _apply_gate_parts(conn, write)
         return await _apply_progress(conn, write)
 
 
-def _has_gate_parts(write: ReadModelWrite) -> bool:
-    return bool(write.open_gate or write.close_gate or write.votes or write.delegation
-                or write.gate_notice)
-
-
 async def _apply_progress(conn: asyncpg.Connection, write: ReadModelWrite) -> dict[str, int]:
     """The run state, snapshots and events (migration 028's function)."""
     if write.run is None and not write.snapshots and not write.events:
         return {}
-    rows = await conn.fetch(sql("apply_progress_write"), write.run_id, write.model_dump(
-        mode="json", include={"run", "snapshots", "events"}))
+    # JSON text made by pydantic in one pass (not a dict for the pool's encoder), parsed once.
+    rows = await conn.fetch(sql("apply_progress_write"), write.run_id,
+                            write.model_dump_json(include={"run", "snapshots", "events"}))
     return {r["out_key"]: r["out_seq"] for r in rows}
 
 

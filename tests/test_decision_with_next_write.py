@@ -19,6 +19,7 @@ from temporalio.client import (
     Client,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -80,6 +81,25 @@ async def events(pool: asyncpg.Pool, run_id: uuid.UUID) -> dict[str, asyncpg.Rec
 async def request_status(pool: asyncpg.Pool, run_id: uuid.UUID) -> str:
     async with pool.acquire() as conn:
         return await conn.fetchval("SELECT status FROM hitl_requests WHERE run_id = $1", run_id)
+
+
+async def approve_and_cancel_while_the_run_is_locked(
+        pool: asyncpg.Pool, run_id: uuid.UUID, handle: WorkflowHandle, *,
+        hold_s: float) -> WorkflowUpdateHandle:
+    """Approve, then cancel, while the run's row is locked (every write of the run waits on
+    it) for `hold_s` seconds; the approval's Update handle."""
+    async with pool.acquire() as blocker:
+        lock = blocker.transaction()
+        await lock.start()
+        await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
+        update = await handle.start_update(
+            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
+                                                decided_by="alice"),
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+        await handle.cancel()
+        await asyncio.sleep(hold_s)
+        await lock.rollback()
+    return update
 
 
 def record_markers(history: Any) -> int:
@@ -149,20 +169,9 @@ async def test_a_decision_whose_write_is_cut_short_by_a_cancel_is_written_at_the
         time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
     run_id, handle = await start(time_env.client, pool, task_queue,
                                  QuickInput(steps=3, gate_after=1))
-    async with pool.acquire() as blocker:
-        # The run's row locked: the write carrying the decision (and step 2) waits on it.
-        lock = blocker.transaction()
-        await lock.start()
-        await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
-        update = await handle.start_update(
-            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
-                                                decided_by="alice"),
-            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
-        await handle.cancel()
-        # The write is under way, blocked, past the workflow task's heartbeat (80% of the
-        # kind's 2 s task timeout), so the workflow sees the cancel meanwhile.
-        await asyncio.sleep(3)
-        await lock.rollback()
+    # The write carrying the decision (and step 2) is under way, blocked, past the workflow
+    # task's heartbeat (80% of the kind's 2 s task timeout), so the workflow sees the cancel.
+    update = await approve_and_cancel_while_the_run_is_locked(pool, run_id, handle, hold_s=3)
     assert (await update.result()).status == "approved"
     with pytest.raises(WorkflowFailureError):
         await handle.result()
@@ -179,17 +188,8 @@ async def test_a_cancel_racing_the_runs_end_leaves_one_end(
     the cancel's path. The read model keeps the end it has (migration 028)."""
     run_id, handle = await start(time_env.client, pool, task_queue,
                                  QuickInput(steps=3, gate_after=1))
-    async with pool.acquire() as blocker:
-        lock = blocker.transaction()
-        await lock.start()
-        await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
-        await handle.start_update(
-            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
-                                                decided_by="alice"),
-            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
-        await handle.cancel()
-        await asyncio.sleep(0.5)  # under the workflow task's 1.6 s heartbeat
-        await lock.rollback()
+    # Held under the workflow task's 1.6 s heartbeat.
+    await approve_and_cancel_while_the_run_is_locked(pool, run_id, handle, hold_s=0.5)
     with pytest.raises(WorkflowFailureError):
         await handle.result()
     written = await events(pool, run_id)

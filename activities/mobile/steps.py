@@ -154,7 +154,7 @@ class MobileActivities:
             declared = (await self.device(arg).declared_activities(arg.app_package)
                         if arg.command.kind == "launch" else None)
             async with pool.acquire() as conn:
-                if graph.fits_one_call(read_model):
+                if not read_model.has_gate_parts:
                     # The usual step: one round trip (migration 027).
                     result = await graph.record_step_in_one_call(conn, graph.OneCallStep(
                         **dict(write), declared_activities=declared, write=read_model,

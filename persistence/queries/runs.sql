@@ -35,7 +35,8 @@ SELECT * FROM runs
 
 -- name: apply_progress_write
 -- A write's run state, snapshots and events in one statement (migration 028); each key's seq.
-SELECT out_key, out_seq FROM apply_progress_write($1, $2::jsonb);
+-- $2 is the JSON text of the write's progress parts (persistence.writes), parsed once here.
+SELECT out_key, out_seq FROM apply_progress_write($1, $2::text::jsonb);
 
 -- name: mark_run_failed_to_start
 -- The API could not start the workflow: the run will never move, so say so.
