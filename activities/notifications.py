@@ -19,7 +19,6 @@ from contracts.events import (
     GATE_REMINDED,
     RUN_FINISHED,
 )
-from contracts.statuses import TERMINAL_RUN_STATUSES
 from contracts.writes import ReadModelWrite
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -35,7 +34,7 @@ def may_notify(write: ReadModelWrite) -> bool:
     cannot, and is applied alone: one statement, no transaction around it."""
     return (write.open_gate is not None or write.gate_notice is not None
             or (write.close_gate is not None and write.close_gate.status in _CLOSED_EVENT)
-            or (write.run is not None and write.run.status in TERMINAL_RUN_STATUSES))
+            or write.ends_run)
 
 
 async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> list[Notification]:
@@ -57,7 +56,7 @@ async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> l
         if gate is not None:
             kind = _CLOSED_EVENT[write.close_gate.status]
             found.append((kind, f"{kind}:{gate.id}", _gate_data(gate)))
-    if write.run is not None and write.run.status in TERMINAL_RUN_STATUSES:
+    if write.ends_run:
         run = await runs_repo.get_run(conn, write.run_id)
         if run is not None:
             found.append((RUN_FINISHED, f"{RUN_FINISHED}:{run.id}", _run_data(run)))

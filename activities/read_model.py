@@ -14,12 +14,17 @@ from temporalio import activity
 from activities.decision_mail import start_decision_mail
 from activities.notifications import may_notify, notifications_of
 from activities.webhooks import start_notifications
+from contracts.writes import RunEnd
 from persistence import webhooks as webhooks_repo
+from persistence.runs import run_end
 from persistence.writes import ReadModelWrite, apply_write
 
 
 class RecordResult(BaseModel):
     seqs: dict[str, int]
+    # A write ending a run that had already ended writes nothing (migration 028); this is the
+    # end it found, which the workflow then ends as (workflows.lifecycle).
+    ended: RunEnd | None = None
 
 
 class ReadModelActivities:
@@ -36,6 +41,7 @@ class ReadModelActivities:
                 return RecordResult(seqs=await apply_write(conn, write))
         async with self._pool.acquire() as conn, conn.transaction():
             seqs = await apply_write(conn, write)
+            ended = await run_end(conn, write.run_id) if write.ends_run and not seqs else None
             notes = await notifications_of(conn, write)
             events = await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
         # After the commit: the workflows must find their rows. A crash before these lines
@@ -51,4 +57,4 @@ class ReadModelActivities:
             await start_decision_mail(
                 activity.client(), activity.info().task_queue, notice.request_id,
                 occasion=f"reminder-{reminder}" if reminder else "escalated", reminder=reminder)
-        return RecordResult(seqs=seqs)
+        return RecordResult(seqs=seqs, ended=ended)

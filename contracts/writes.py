@@ -15,7 +15,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from contracts.gate_policy import AnswerMode
-from contracts.statuses import ExpiryPolicy, GateStatus, RunStatus
+from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
 
 # Who in a run's group may decide a gate that names no roles.
 DEFAULT_DECIDER_ROLES = ("owner", "approver")
@@ -58,6 +58,15 @@ class RunStateWrite(BaseModel):
     stop_reason: str | None = None
     # An agent run's re-priming summary (issue 12); None leaves the stored one as it is.
     context_summary: str | None = None
+
+
+class RunEnd(BaseModel):
+    """How a run ended, as its `runs` row has it."""
+
+    status: RunStatus
+    result: dict[str, Any] | None = None
+    error_message: str | None = None
+    stop_reason: str | None = None
 
 
 class SnapshotWrite(BaseModel):
@@ -147,6 +156,10 @@ class ReadModelWrite(BaseModel):
     @property
     def has_gate_parts(self) -> bool:
         return any(getattr(self, part) for part in GATE_PARTS)
+
+    @property
+    def ends_run(self) -> bool:
+        return self.run is not None and self.run.status in TERMINAL_RUN_STATUSES
 
 
 def merge_writes(first: ReadModelWrite, then: ReadModelWrite) -> ReadModelWrite:

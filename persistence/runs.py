@@ -8,6 +8,7 @@ from uuid import UUID
 
 import asyncpg
 
+from contracts.writes import RunEnd
 from persistence.models import RunRow
 from persistence.queries import sql
 
@@ -30,6 +31,11 @@ async def create_run(
 async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
     record = await conn.fetchrow(sql("get_run"), run_id)
     return RunRow.from_record(record) if record else None
+
+
+async def run_end(conn: asyncpg.Connection, run_id: UUID) -> RunEnd | None:
+    record = await conn.fetchrow(sql("run_end"), run_id)
+    return RunEnd(**dict(record)) if record else None
 
 
 async def list_runs(

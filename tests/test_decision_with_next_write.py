@@ -17,12 +17,14 @@ import asyncpg
 import pytest
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
 from activities.agents import backend_named
@@ -41,6 +43,7 @@ from waystation.worker import build_worker
 from workflows import search_attributes as sa
 from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput
+from workflows.lifecycle import RUN_FAILED_ERROR
 
 EVENTS = "SELECT event_key, type, seq, created_at FROM run_events WHERE run_id = $1 ORDER BY seq"
 
@@ -181,23 +184,41 @@ async def test_a_decision_whose_write_is_cut_short_by_a_cancel_is_written_at_the
     assert "step.2" not in written
 
 
-async def test_a_cancel_racing_the_runs_end_leaves_one_end(
-        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+@pytest.mark.parametrize("fail_at_end", [False, True], ids=["completed", "failed"])
+async def test_a_cancel_racing_the_runs_end_leaves_one_end_everywhere(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker,
+        fail_at_end: bool) -> None:
     """The cancel arrives while the run's last local activities are held up, within one
     workflow task: their writes commit, Temporal refuses the completion, and the replay takes
-    the cancel's path. The read model keeps the end it has (migration 028)."""
+    the cancel's path. The read model keeps the end it has (migration 028), and the workflow
+    ends the same way: Temporal, the Web UI's status and the read model agree."""
     run_id, handle = await start(time_env.client, pool, task_queue,
-                                 QuickInput(steps=3, gate_after=1))
+                                 QuickInput(steps=3, gate_after=1, fail_at_end=fail_at_end))
     # Held under the workflow task's 1.6 s heartbeat.
     await approve_and_cancel_while_the_run_is_locked(pool, run_id, handle, hold_s=0.5)
-    with pytest.raises(WorkflowFailureError):
-        await handle.result()
+    end = "failed" if fail_at_end else "completed"
+    if fail_at_end:
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        assert isinstance(failure.value.cause, ApplicationError)
+        assert failure.value.cause.type == RUN_FAILED_ERROR
+        assert failure.value.cause.message == "told to fail after approve"
+    else:
+        assert await handle.result() == QuickResult(decision="approve")
     written = await events(pool, run_id)
-    ends = [key for key in written if key in ("run.completed", "run.canceled")]
-    assert len(ends) == 1
+    assert [key for key in written if key.startswith("run.") and key != "run.started"] == \
+        [f"run.{end}"]
     async with pool.acquire() as conn:
-        assert await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) == \
-            ends[0].removeprefix("run.")
+        assert await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) == end
+    history = await handle.fetch_history()
+    # The cancel did reach the workflow: this is the race, not a run that ended first.
+    assert any(e.HasField("workflow_execution_cancel_requested_event_attributes")
+               for e in history.events)
+    assert (await handle.describe()).status == (
+        WorkflowExecutionStatus.FAILED if fail_at_end else WorkflowExecutionStatus.COMPLETED)
+    assert shown_statuses(history)[-1] == end
+    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+                   ).replay_workflow(history)
 
 
 def shown_statuses(history: Any) -> list[str]:

@@ -271,6 +271,7 @@ async def _result_if_done(handle: WorkflowHandle):
 TWO_GATES = ["approve_founders_brief", "approve_vpc_completion"]
 
 
+@pytest.mark.slow
 async def test_worker_sigkilled_every_few_seconds_through_a_whole_run(
         dev_env: WorkflowEnvironment, pool, migrated_url, task_queue, worker_processes,
         cleanup_handles):

@@ -89,6 +89,7 @@ def temporal_dir() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 async def test_temporal_restarted_mid_run_api_says_503_then_runs_carry_on(
         pool, migrated_url, temporal_dir, tmp_path):
     server = TemporalDevServer(temporal_dir)
@@ -215,6 +216,7 @@ async def listener_pids(pool: asyncpg.Pool) -> list[int]:
             "AND pid <> pg_backend_pid()")]
 
 
+@pytest.mark.slow
 async def test_postgres_restarted_under_activities_and_streams_then_listener_killed(
         dev_env: WorkflowEnvironment, private_postgres, tmp_path):
     server, url = private_postgres

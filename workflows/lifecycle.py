@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, cast, get_type_hints
 from uuid import UUID
 
 from pydantic import BaseModel
@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         STOP_COMPLETED,
         RunStatus,
     )
-    from contracts.writes import EventWrite, RunStateWrite
+    from contracts.writes import EventWrite, RunEnd, RunStateWrite
     from workflows import search_attributes as sa
     from workflows.gated import GatedWorkflow
     from workflows.recorder import RunRecorder
@@ -129,15 +129,37 @@ class RunWorkflow(GatedWorkflow):
         try:
             return await body()
         except asyncio.CancelledError:
-            await self._record_cancel()
-            raise
+            return await self._end_canceled(body)
         except ActivityError as error:
             if is_cancelled_exception(error):
-                await self._record_cancel()
-                raise asyncio.CancelledError() from error
+                return await self._end_canceled(body)
             cause = getattr(error.cause, "message", None) or str(error)
             await self.fail(f"{error.activity_type or 'activity'} failed: {cause}",
                             stop_reason=STOP_ACTIVITY_FAILED)
+
+    async def _end_canceled(self, body: Callable[[], Awaitable[R]]) -> R:
+        """Record the cancel and raise it, unless the run had already ended.
+
+        A cancel that reaches the workflow while its last local activities run lets their
+        writes commit (`run.completed` or `run.failed`), then Temporal refuses the worker's
+        completion for the cancel, and the replay meets the cancel first. The read model keeps
+        the end it has (migration 028), and the workflow ends the same way: completed with
+        the recorded result, or failed with the recorded message, so the Web UI, the API and
+        `handle.result()` tell one story."""
+        ended = await self._record_cancel()
+        if ended is None or ended.status == "canceled":
+            raise asyncio.CancelledError()
+        life = self._life
+        life.status, life.stop_reason, life.finished_at = \
+            ended.status, ended.stop_reason, workflow.now()
+        life.error_message = ended.error_message
+        self._upsert_visible()
+        if ended.status == "failed":
+            message = ended.error_message or "failed"
+            self.show(f"failed · {message}")
+            raise ApplicationError(message, type=RUN_FAILED_ERROR, non_retryable=True)
+        self.show("completed")
+        return _recorded_result(body, ended.result)
 
     def stage_start(self, **output: Any) -> None:
         """`run.started`, staged to travel with the run's first write."""
@@ -177,17 +199,19 @@ class RunWorkflow(GatedWorkflow):
         self.show(f"failed · {message}")
         raise ApplicationError(message, type=RUN_FAILED_ERROR, non_retryable=True)
 
-    async def _record_cancel(self) -> None:
+    async def _record_cancel(self) -> RunEnd | None:
+        """Record `run.canceled`; the run's end if it had already ended (nothing written)."""
         await self.close_open_gate("superseded")
         life = self._life
         life.status, life.waiting_on, life.stop_reason = "canceled", None, STOP_CANCELED
         life.finished_at = workflow.now()
-        await self._recorder.write(
+        ended = await self._recorder.write(
             events=[self.event(ev.RUN_CANCELED, ev.RUN_CANCELED, status="canceled",
                                progress_pct=self._progress_pct(),
                                output={"stop_reason": STOP_CANCELED})],
             run=self._run_state(), snapshot=self._snapshot("canceled"))
         self.show("canceled")
+        return ended
 
     async def continue_as_new(self, next_input: Callable[[int], BaseModel], *,
                               task_timeout: timedelta | None = None) -> NoReturn:
@@ -204,14 +228,26 @@ class RunWorkflow(GatedWorkflow):
         self._life.waiting_on, self._life.status = waiting_on, status
 
     def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
-        updates = self._search_attribute_updates()
-        visible = tuple(update.value for update in updates)
-        if visible != self._visible:
-            # Only on change: each upsert is an event in the workflow's history.
-            self._visible = visible
-            workflow.upsert_search_attributes(updates)
+        self._upsert_visible()
         life = self._life
         phase, phase_name = self._position()
         return RunStateWrite(status=life.status, current_phase=phase, phase_name=phase_name,
                              hitl_state=life.waiting_on, result=result,
                              error_message=life.error_message, stop_reason=life.stop_reason)
+
+    def _upsert_visible(self) -> None:
+        """The Web UI's search attributes, upserted only on change: each upsert is an event
+        in the workflow's history."""
+        updates = self._search_attribute_updates()
+        visible = tuple(update.value for update in updates)
+        if visible != self._visible:
+            self._visible = visible
+            workflow.upsert_search_attributes(updates)
+
+
+def _recorded_result(body: Callable[[], Awaitable[R]], result: dict[str, Any] | None) -> R:
+    """The run's result as its `runs` row holds it, as the model `body` returns."""
+    returns = get_type_hints(body).get("return")
+    if isinstance(returns, type) and issubclass(returns, BaseModel):
+        return cast(R, returns.model_validate(result))
+    return cast(R, result)

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         GateNoticeWrite,
         GateOpenWrite,
         ReadModelWrite,
+        RunEnd,
         RunStateWrite,
         SnapshotWrite,
         VoteWrite,
@@ -110,16 +111,17 @@ class RunRecorder:
         votes: list[VoteWrite] | None = None,
         delegation: DelegationWrite | None = None,
         gate_notice: GateNoticeWrite | None = None,
-    ) -> None:
+    ) -> RunEnd | None:
         """Write now (with anything staged), as a local activity: short, and persisted with
-        the workflow task that follows it, so a crash before then simply re-runs it."""
+        the workflow task that follows it, so a crash before then simply re-runs it. A write
+        ending the run returns the end it found instead, if the run had already ended."""
         write = self._build(events, run, snapshot, open_gate=open_gate, close_gate=close_gate,
                             votes=votes or [], delegation=delegation, gate_notice=gate_notice)
         staged, callbacks = self._take()
         if staged is not None:
             write = merge_writes(staged, write)
         try:
-            await workflow.execute_local_activity_method(
+            result = await workflow.execute_local_activity_method(
                 ReadModelActivities.record, write,
                 start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
                 summary=_summary(write))
@@ -132,6 +134,7 @@ class RunRecorder:
             raise
         for written in callbacks:
             written()
+        return result.ended
 
 
 def _summary(write: ReadModelWrite) -> str:

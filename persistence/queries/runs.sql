@@ -14,6 +14,11 @@ SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
 -- One run by id, unless erased (an erased run is hidden from every read).
 SELECT * FROM runs WHERE id = $1 AND erased_at IS NULL;
 
+-- name: run_end
+-- How a run ended, if it has (erased or not: the workflow must end as it did).
+SELECT status, result, error_message, stop_reason FROM runs
+ WHERE id = $1 AND status IN ('completed', 'failed', 'canceled');
+
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
 -- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group.

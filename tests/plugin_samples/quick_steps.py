@@ -20,6 +20,8 @@ class QuickInput(BaseModel):
     steps: int = Field(3, ge=1, le=10)
     # Ask after this step; equal to `steps`, the run completes right after the decision.
     gate_after: int = Field(1, ge=1, le=10)
+    # End with `fail(...)` instead of `complete(...)`.
+    fail_at_end: bool = False
 
 
 class QuickRunInput(BaseModel):
@@ -56,6 +58,8 @@ class QuickSteps(RunWorkflow):
                 outcome = await self.ask_human(self._gate, where=f"step {step}",
                                                record_with_next=True)
                 decision = outcome.decision.decision if outcome.decision else None
+        if self._arg.input.fail_at_end:
+            await self.fail(f"told to fail after {decision}", stop_reason="told_to_fail")
         result = QuickResult(decision=decision)
         await self.complete(result)
         return result
