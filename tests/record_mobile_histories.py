@@ -69,6 +69,9 @@ async def sensitive_gates(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workf
 CASES: dict[str, Case] = {
     "explore_continue_as_new": explore_continue_as_new,
     "sensitive_gates": sensitive_gates,
+    # The same run once each decision's Update answers before the next step (patch
+    # `answer-before-local-work`); `sensitive_gates` keeps the history from before it.
+    "sensitive_gates_answered_first": sensitive_gates,
 }
 
 

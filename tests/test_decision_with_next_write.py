@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -45,6 +45,7 @@ from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput
 from workflows.lifecycle import RUN_FAILED_ERROR
 
+T = TypeVar("T")
 EVENTS = "SELECT event_key, type, seq, created_at FROM run_events WHERE run_id = $1 ORDER BY seq"
 
 
@@ -86,23 +87,23 @@ async def request_status(pool: asyncpg.Pool, run_id: uuid.UUID) -> str:
         return await conn.fetchval("SELECT status FROM hitl_requests WHERE run_id = $1", run_id)
 
 
-async def approve_and_cancel_while_the_run_is_locked(
-        pool: asyncpg.Pool, run_id: uuid.UUID, handle: WorkflowHandle, *,
-        hold_s: float) -> WorkflowUpdateHandle:
-    """Approve, then cancel, while the run's row is locked (every write of the run waits on
-    it) for `hold_s` seconds; the approval's Update handle."""
+async def decide_and_cancel_while_the_run_is_locked(
+        pool: asyncpg.Pool, run_id: uuid.UUID, decide: Callable[[], Awaitable[T]],
+        handle: WorkflowHandle, *, hold_s: float) -> T:
+    """`decide`, then cancel, while the run's row is locked (every write of the run waits on
+    it) for `hold_s` seconds; what `decide` returned."""
     async with pool.acquire() as blocker:
         lock = blocker.transaction()
         await lock.start()
         await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
-        update = await handle.start_update(
-            GatedWorkflow.decide, DecisionInput(checkpoint_name=GATE, decision="approve",
-                                                decided_by="alice"),
-            wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+        decided = await decide()
         await handle.cancel()
         await asyncio.sleep(hold_s)
         await lock.rollback()
-    return update
+    return decided
+
+
+APPROVAL = DecisionInput(checkpoint_name=GATE, decision="approve", decided_by="alice")
 
 
 def record_markers(history: Any) -> int:
@@ -114,16 +115,15 @@ async def test_the_decision_and_the_next_step_are_one_write(
         time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
     run_id, handle = await start(time_env.client, pool, task_queue,
                                  QuickInput(steps=3, gate_after=1))
-    view = await handle.execute_update(GatedWorkflow.decide, DecisionInput(
-        checkpoint_name=GATE, decision="approve", decided_by="alice"))
+    view = await handle.execute_update(GatedWorkflow.decide, APPROVAL)
     assert view.status == "approved"
     # The Update answered: the decision is in the read model, with the next step.
     assert await request_status(pool, run_id) == "approved"
+    assert (await handle.result()).decision == "approve"
     written = await events(pool, run_id)
     assert written["decided"]["seq"] + 1 == written["step.2"]["seq"]
     assert written["decided"]["created_at"] == written["step.2"]["created_at"]  # one commit
     assert written["step.1"]["created_at"] != written["opened"]["created_at"]
-    assert (await handle.result()).decision == "approve"
     assert list(written) == ["run.started", "step.1", "opened", "decided", "step.2",
                                     "step.3", "run.completed"]
     history = await handle.fetch_history()
@@ -131,6 +131,33 @@ async def test_the_decision_and_the_next_step_are_one_write(
     assert record_markers(history) == 5
     await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
                    ).replay_workflow(history)
+
+
+def event_types(history: Any) -> list[str]:
+    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+            + (f":{e.marker_recorded_event_attributes.marker_name}"
+               if e.HasField("marker_recorded_event_attributes") else "")
+            for e in history.events]
+
+
+async def test_the_update_answers_before_the_steps_after_the_decision(
+        time_env: Any, pool: asyncpg.Pool, task_queue: str, worker: Worker) -> None:
+    """An Update answers when its workflow task completes; the local activities after the
+    decision would keep that task open (a mobile run's steps held a click's answer up to the
+    task's 1.6 s heartbeat). The task ends right after the decision's write instead."""
+    _, handle = await start(time_env.client, pool, task_queue, QuickInput(steps=3, gate_after=1))
+    await handle.execute_update(GatedWorkflow.decide, APPROVAL)
+    await handle.result()
+    types = event_types(await handle.fetch_history())
+    answered = types.index("WORKFLOW_EXECUTION_UPDATE_COMPLETED")
+    after = types[answered:]
+    # Step 3 and the completion come in the next workflow task, after a 1 ms timer.
+    assert after.count("MARKER_RECORDED:core_local_activity") == 2
+    assert after.index("WORKFLOW_TASK_STARTED") < after.index(
+        "MARKER_RECORDED:core_local_activity")
+    assert "TIMER_FIRED" in after
+    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+                   ).replay_workflow(await handle.fetch_history())
 
 
 async def test_a_decision_just_before_the_end_is_written_by_the_completion(
@@ -174,7 +201,10 @@ async def test_a_decision_whose_write_is_cut_short_by_a_cancel_is_written_at_the
                                  QuickInput(steps=3, gate_after=1))
     # The write carrying the decision (and step 2) is under way, blocked, past the workflow
     # task's heartbeat (80% of the kind's 2 s task timeout), so the workflow sees the cancel.
-    update = await approve_and_cancel_while_the_run_is_locked(pool, run_id, handle, hold_s=3)
+    update = await decide_and_cancel_while_the_run_is_locked(
+        pool, run_id, lambda: handle.start_update(
+            GatedWorkflow.decide, APPROVAL, wait_for_stage=WorkflowUpdateStage.ACCEPTED),
+        handle, hold_s=3)
     assert (await update.result()).status == "approved"
     with pytest.raises(WorkflowFailureError):
         await handle.result()
@@ -191,11 +221,14 @@ async def test_a_cancel_racing_the_runs_end_leaves_one_end_everywhere(
     """The cancel arrives while the run's last local activities are held up, within one
     workflow task: their writes commit, Temporal refuses the completion, and the replay takes
     the cancel's path. The read model keeps the end it has (migration 028), and the workflow
-    ends the same way: Temporal, the Web UI's status and the read model agree."""
+    ends the same way: Temporal, the Web UI's status and the read model agree. (Decided by the
+    Signal: an Update's answer would end the workflow task before the steps after it.)"""
     run_id, handle = await start(time_env.client, pool, task_queue,
                                  QuickInput(steps=3, gate_after=1, fail_at_end=fail_at_end))
     # Held under the workflow task's 1.6 s heartbeat.
-    await approve_and_cancel_while_the_run_is_locked(pool, run_id, handle, hold_s=0.5)
+    await decide_and_cancel_while_the_run_is_locked(
+        pool, run_id, lambda: handle.signal(GatedWorkflow.decide_signal, APPROVAL), handle,
+        hold_s=0.5)
     end = "failed" if fail_at_end else "completed"
     if fail_at_end:
         with pytest.raises(WorkflowFailureError) as failure:

@@ -104,6 +104,13 @@ async def test_delegation_hands_a_vote_to_another_member(http):
     assert handed.status_code == 200, handed.text
     assert [(d["from_user"], d["to_user"]) for d in handed.json()["delegations"]] == [
         (p["bob"], p["erin"])]
+    # A client resending the same delegation (its answer lost) gets the same 200, once.
+    resent = await http.post(f"{path}/delegate", json={"to": p["erin"]}, headers=auth(p["bob"]))
+    assert resent.status_code == 200, resent.text
+    assert resent.json()["delegations"] == handed.json()["delegations"]
+    elsewhere = await http.post(f"{path}/delegate", json={"to": p["alice"]},
+                                headers=auth(p["bob"]))
+    assert elsewhere.status_code == 409
     assert run_id in {d["run_id"] for d in (await http.get(
         "/decisions", headers=auth(p["erin"]))).json()["decisions"]}
     own = await http.post(path, json={"decision": "approve"}, headers=auth(p["bob"]))

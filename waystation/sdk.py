@@ -8,7 +8,9 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   every gate, with the same Update validation, Signal, expiry policies and digest; a gate
   may ask for a typed answer, a quorum, named deciders, reminders and escalation);
   `self.event(...)` with `record(...)` / `stage(...)` for the run's events and snapshots;
-  `await self.complete(result, stop_reason=...)` or `await self.fail(message, stop_reason=...)`.
+  `await self.complete(result, stop_reason=...)` or `await self.fail(message, stop_reason=...)`;
+  `await self.answer_decisions_first()` before a local activity of the kind's own, so a
+  decision's Update answers before it rather than with it.
 - `RunKind` / `RunStart`: the descriptor a plug-in registers under the entry-point group
   `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module);
   `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them).

@@ -56,6 +56,12 @@ _POLICIES = TypeAdapter(GatePolicies)
 TYPED_ANSWER_DIGEST = "typed-answer-digest"
 # Runs that opened a gate before `record_with_next` existed wrote its decision on their own.
 DECISION_WITH_NEXT_WRITE = "decision-with-next-write"
+# A decision's Update answers when its workflow task completes, and local activities keep the
+# task open (their results go out with it): a mobile run's chain of steps held a click's answer
+# up to the task's heartbeat, 1.6 s. Runs from before ran their local work in the same task.
+ANSWER_BEFORE_LOCAL_WORK = "answer-before-local-work"
+# The shortest timer: it ends the workflow task, and fires at once.
+ANSWER_BREAK = timedelta(milliseconds=1)
 
 
 class GatedWorkflow:
@@ -68,6 +74,9 @@ class GatedWorkflow:
     def _init_gates(self, recorder: RunRecorder) -> None:
         self._gates = GateBook()
         self._recorder = recorder
+        recorder.before_write = self.answer_decisions_first
+        # The history length of the workflow task in which a decision's Update answered.
+        self._answered_in_task: int | None = None
         self._reopen = None
         self._paused_at = None
         self._gate_policies = None
@@ -127,6 +136,22 @@ class GatedWorkflow:
             outcome = await self._expire(gate, where)
             if outcome is not None:
                 return outcome
+
+    async def answer_decisions_first(self) -> None:
+        """Call before local work (the recorder does, before each write): a decision whose
+        Update answered in this workflow task goes out now, the task ended by a 1 ms timer,
+        instead of waiting for the local activities that follow it."""
+        if self._answered_in_task is None or \
+                self._answered_in_task != workflow.info().get_current_history_length():
+            return
+        self._answered_in_task = None
+        if workflow.patched(ANSWER_BEFORE_LOCAL_WORK):
+            await workflow.sleep(ANSWER_BREAK)
+
+    def _decision_written(self, gate: OpenGate, answers: bool) -> None:
+        gate.mark_recorded()
+        if answers:  # the Update returns in this workflow task (a Signal has no answer)
+            self._answered_in_task = workflow.info().get_current_history_length()
 
     def _answered_or_reopened(self, gate: OpenGate) -> bool:
         return gate.decision is not None or self._reopen is not None
@@ -238,9 +263,10 @@ class GatedWorkflow:
             workflow.logger.warning("decision signal dropped: %s", refused.message)
             return
         if self._gates.is_repeat(decision) is None:
-            await self._take_decision(decision)
+            await self._take_decision(decision, answers=False)
 
-    async def _take_decision(self, decision: DecisionInput) -> GateView:
+    async def _take_decision(self, decision: DecisionInput, *, answers: bool = True
+                             ) -> GateView:
         # accept() and close() run before the first await, so a racing second decision
         # already sees this one and is refused.
         gate, votes = self._gates.accept(decision)
@@ -264,12 +290,13 @@ class GatedWorkflow:
         if gate.with_next_write:
             self._recorder.stage(close_gate=gate.close_write(status), votes=votes,
                                  events=[decided], run=self._run_state(),
-                                 on_written=gate.mark_recorded)
+                                 on_written=functools.partial(self._decision_written, gate,
+                                                              answers))
             await workflow.wait_condition(functools.partial(_recorded, gate))
             return view
         await self._recorder.write(close_gate=gate.close_write(status), votes=votes,
                                    events=[decided], run=self._run_state())
-        gate.mark_recorded()
+        self._decision_written(gate, answers)
         return view
 
     @workflow.update

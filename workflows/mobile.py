@@ -150,6 +150,7 @@ class MobileAgentRun(RunWorkflow):
             prelude=self._recorder.take_staged())
         summary = f"step {c.step} · {command.kind} {command.label}"[:100]
         if inp.driver == "simulator":
+            await self.answer_decisions_first()
             return await workflow.execute_local_activity_method(
                 MobileActivities.explore_step, step_input,
                 start_to_close_timeout=LOCAL_STEP_TIMEOUT, retry_policy=STEP_RETRY,

@@ -10,7 +10,7 @@ Event keys and snapshot ordinals come from workflow state, so a replay produces 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -50,6 +50,8 @@ class RunRecorder:
         self._staged: ReadModelWrite | None = None
         # Called once what is staged now has been written (see `stage`'s `on_written`).
         self._on_written: list[Callable[[], None]] = []
+        # Awaited before each write's local activity (the gates': see GatedWorkflow).
+        self.before_write: Callable[[], Awaitable[None]] | None = None
 
     @property
     def snapshots_taken(self) -> int:
@@ -115,6 +117,8 @@ class RunRecorder:
         """Write now (with anything staged), as a local activity: short, and persisted with
         the workflow task that follows it, so a crash before then simply re-runs it. A write
         ending the run returns the end it found instead, if the run had already ended."""
+        if self.before_write is not None:
+            await self.before_write()
         write = self._build(events, run, snapshot, open_gate=open_gate, close_gate=close_gate,
                             votes=votes or [], delegation=delegation, gate_notice=gate_notice)
         staged, callbacks = self._take()

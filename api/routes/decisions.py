@@ -113,7 +113,8 @@ async def take_decision(conn: asyncpg.Connection, temporal: Client, run: RunRow,
 async def delegate(run: VisibleRun, checkpoint_name: Checkpoint, body: DelegationRequest,
                    user: CurrentUser, conn: Conn, temporal: TemporalClient) -> DecisionView:
     """Hand your vote on a pending request to another member of the run's group (or its
-    owner), who then casts it; 404 for someone who is neither, 409 once you have voted."""
+    owner), who then casts it; 404 for someone who is neither, 409 once you have voted or
+    handed it to someone else (the same delegation sent again answers 200)."""
     latest = await _checkpoint_request(conn, run, checkpoint_name)
     await _may_vote(conn, user, run, latest, f"delegate on {checkpoint_name!r}")
     if body.to != run.owner and (run.group_id is None or await groups_repo.member_role(
@@ -122,8 +123,11 @@ async def delegate(run: VisibleRun, checkpoint_name: Checkpoint, body: Delegatio
                        f"{body.to!r} is neither the run's owner nor a member of its group")
     handed = DelegateInput(checkpoint_name=checkpoint_name, from_user=user.name,
                            to_user=body.to, request_id=body.request_id)
+    # As for a decision: the same delegation sent again is applied once (200, not 409).
+    update_id = "delegate-" + hashlib.sha256("|".join([
+        checkpoint_name, str(latest.id), user.name, body.to]).encode()).hexdigest()[:32]
     view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
-        GatedWorkflow.delegate, handed, rpc_timeout=UPDATE_RPC_TIMEOUT))
+        GatedWorkflow.delegate, handed, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     return await _request_view(conn, view.request_id)
 
 
