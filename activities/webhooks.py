@@ -28,6 +28,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.start_once import start_once
+from activities.webhook_targets import TargetRefused, resolve
 from persistence import webhooks as webhooks_repo
 from persistence.webhooks import message_id
 
@@ -71,8 +72,10 @@ async def start_notifications(client: Client, task_queue: str, run_id: UUID,
 
 
 class WebhookActivities:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, private_networks: bool = True) -> None:
         self._pool = pool
+        # See activities/webhook_targets.py.
+        self._private_networks = private_networks
         # One client for every delivery: building one loads the CA bundle (tens of ms of CPU),
         # which capped deliveries at about 8 per second.
         self._http: httpx.AsyncClient | None = None
@@ -107,22 +110,44 @@ class WebhookActivities:
         began = time.monotonic()
         status_code: int | None = None
         error: str | None = None
+        refused = False
         try:
-            response = await self._client().post(delivery.url, content=body, headers=headers)
+            response = await self._post(delivery.url, body, headers)
             status_code = response.status_code
             if not response.is_success:
                 error = f"HTTP {status_code}: {response.text[:ERROR_TEXT_LIMIT]}"
-        except httpx.HTTPError as failure:
+        except TargetRefused as why:
+            error, refused = f"refused: {why}"[:ERROR_TEXT_LIMIT], True
+        except (httpx.HTTPError, OSError) as failure:  # OSError: the host did not resolve
             error = f"{type(failure).__name__}: {failure}"[:ERROR_TEXT_LIMIT]
         async with self._pool.acquire() as conn:
             await webhooks_repo.record_attempt(
                 conn, delivery.id, attempt=activity.info().attempt, status_code=status_code,
                 error=error, duration_ms=int((time.monotonic() - began) * 1000),
                 delivered=error is None)
+            if refused:  # no retry can change where it would go
+                await webhooks_repo.finish_delivery(conn, delivery.id, "failed")
+        if refused:
+            return DeliveryResult(status="failed")
         if error is not None:
             raise ApplicationError(f"delivery {msg_id} to {delivery.url} failed: {error}",
                                    type="WebhookDeliveryFailed")
         return DeliveryResult(status="delivered")
+
+    async def _post(self, url: str, body: str, headers: dict[str, str]) -> httpx.Response:
+        """POST to the first address of the URL's host that takes the connection (an IPv6
+        address first, say, on a network without IPv6)."""
+        targets = await resolve(url, private_networks=self._private_networks)
+        for target in targets:
+            try:
+                return await self._client().post(
+                    target.url, content=body, headers={**headers, "host": target.host_header},
+                    extensions={"sni_hostname": target.sni_hostname} if target.sni_hostname
+                    else {})
+            except httpx.ConnectError:
+                if target is targets[-1]:
+                    raise
+        raise AssertionError("a host resolves to at least one address")
 
     @activity.defn(name="give_up_webhook")
     async def give_up(self, arg: DeliveryInput) -> DeliveryResult:

@@ -13,12 +13,17 @@ import pytest_asyncio
 from standardwebhooks import Webhook
 
 from api.auth import issue_token
+from persistence import webhooks as webhooks_repo
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
 
 SECRET = "hooks-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
 ALL_EVENTS = ["gate.opened", "gate.decided", "gate.expired", "run.finished"]
+METADATA_AND_UNUSABLE = ["http://169.254.169.254/latest/meta-data/iam/",
+                         "http://[::ffff:169.254.169.254]/", "http://[fd00:ec2::254]/",
+                         "http://100.100.100.200/latest/meta-data/", "http://[fe80::1]:8080/",
+                         "http://0.0.0.0:8000/hook", "http://224.0.0.1/"]
 
 
 @pytest_asyncio.fixture
@@ -35,8 +40,10 @@ def auth(user: str) -> dict[str, str]:
 async def test_deliveries_are_signed_retried_and_keep_one_id(http, pool):
     user = f"hooks-{uuid.uuid4().hex[:6]}"
     with Receiver(fail_first=2) as receiver:
+        # A host name: the worker resolves it, checks the address and connects to it.
+        url = receiver.url.replace("127.0.0.1", "localhost")
         created = await http.post("/webhooks", headers=auth(user),
-                                  json={"url": receiver.url, "events": ALL_EVENTS})
+                                  json={"url": url, "events": ALL_EVENTS})
         assert created.status_code == 201, created.text
         hook = created.json()
         assert hook["secret"].startswith("whsec_")
@@ -56,6 +63,7 @@ async def test_deliveries_are_signed_retried_and_keep_one_id(http, pool):
         assert [r.answered for r in receiver.received] == [500, 500, 204]
         ids = {r.headers["webhook-id"] for r in receiver.received}
         assert len(ids) == 1
+        assert {r.headers["host"] for r in receiver.received} == {url.split("/")[2]}
         verifier = Webhook(hook["secret"])
         for got in receiver.received:
             payload = verifier.verify(got.body, got.headers)
@@ -110,6 +118,12 @@ async def test_webhook_refusals_write_nothing_and_delete_stops_it(http, pool):
         response = await http.post("/webhooks", headers=auth(user), json=body)
         assert response.status_code == 422, (body, response.text)
         assert response.json()["error"]["code"] == "invalid_request"
+    # Server-side request forgery: cloud metadata services, link-local and unusable addresses.
+    for url in METADATA_AND_UNUSABLE:
+        response = await http.post("/webhooks", headers=auth(user),
+                                   json={"url": url, "events": ["gate.opened"]})
+        assert response.status_code == 422, (url, response.text)
+        assert response.json()["error"]["code"] == "webhook_url_refused"
     stranger = await http.post("/webhooks", headers=auth(user), json={
         "url": "http://127.0.0.1/x", "events": ["gate.opened"], "group_id": str(uuid.uuid4())})
     assert stranger.status_code == 404
@@ -153,3 +167,42 @@ async def test_group_webhook_hears_expiry_and_the_end_of_a_members_run(http):
                                                  receiver.received[0].headers)
         finished = json.loads(receiver.received[1].body)["data"]
         assert finished["owner"] == member and finished["status"] == "failed"
+
+
+async def test_private_networks_off_refuses_them_at_registration_and_delivery(
+        migrated_url, dev_env, pool, task_queue):
+    """WAYSTATION_WEBHOOK_PRIVATE_NETWORKS=false (a shared deployment): no loopback or private
+    URL is registered, and a webhook registered before the switch gets nothing sent to it."""
+    user = f"hooks-{uuid.uuid4().hex[:6]}"
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        webhook_private_networks=False) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+        with Receiver() as receiver:
+            for url in (receiver.url, receiver.url.replace("127.0.0.1", "localhost"),
+                        "http://10.1.2.3/hook", "http://[::1]:9/hook"):
+                refused = await http.post("/webhooks", headers=auth(user),
+                                          json={"url": url, "events": ["gate.opened"]})
+                assert refused.status_code == 422, (url, refused.text)
+                assert refused.json()["error"]["code"] == "webhook_url_refused"
+            async with pool.acquire() as conn:
+                hook = await webhooks_repo.create_webhook(
+                    conn, webhook_id=uuid.uuid4(), owner=user, group_id=None,
+                    url=receiver.url.replace("127.0.0.1", "localhost"),
+                    secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", events=["gate.opened"])
+            started = await http.post("/runs", headers=auth(user), json={
+                "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+            assert started.status_code == 201, started.text
+
+            async def given_up() -> list[dict] | None:
+                log = (await http.get(f"/webhooks/{hook.id}/deliveries",
+                                      headers=auth(user))).json()["deliveries"]
+                return log if log and log[0]["status"] == "failed" else None
+            log = await eventually(given_up, timeout=30)
+            assert receiver.received == []
+        async with pool.acquire() as conn:
+            attempts = await conn.fetch("SELECT status_code, error FROM webhook_attempts "
+                                        "WHERE delivery_id = $1", uuid.UUID(log[0]["delivery_id"]))
+        # Refused once, not retried: no retry can change where it would go.
+        assert [(a["status_code"], a["error"].split(" (")[0]) for a in attempts] == [
+            (None, "refused: localhost resolves to 127.0.0.1 is a loopback or private address")]
+

@@ -96,6 +96,12 @@ class Settings(BaseSettings):
     decision_link_hours: float = Field(
         72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
 
+    # Webhooks to loopback and private addresses (a team's receiver on its own network);
+    # false on a shared deployment, so no user can make the worker call its neighbours.
+    # Link-local addresses and cloud metadata services are refused either way.
+    webhook_private_networks: bool = Field(
+        True, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
+
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
     data_dir: Path = Field(Path("~/.waystation"), validation_alias="WAYSTATION_DATA_DIR")

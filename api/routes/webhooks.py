@@ -10,7 +10,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import Conn, CurrentUser, require_member
+from activities.webhook_targets import literal_refusal
+from api.deps import Conn, CurrentUser, SettingsDep, require_member
 from api.errors import ApiError
 from api.webhook_schemas import (
     DeliveryList,
@@ -29,8 +30,14 @@ SECRET_BYTES = 32
 
 
 @router.post("", status_code=201, response_model=WebhookCreated)
-async def create_webhook(body: WebhookCreate, user: CurrentUser, conn: Conn) -> WebhookCreated:
-    """Register a webhook for the caller's runs, or a group's; the secret is shown only here."""
+async def create_webhook(body: WebhookCreate, user: CurrentUser, conn: Conn,
+                         settings: SettingsDep) -> WebhookCreated:
+    """Register a webhook for the caller's runs, or a group's; the secret is shown only here.
+    422 `webhook_url_refused` for an address a webhook may not go to (link-local, a cloud
+    metadata service; loopback and private ones on a deployment that turned them off)."""
+    why = literal_refusal(str(body.url), private_networks=settings.webhook_private_networks)
+    if why is not None:
+        raise ApiError(422, "webhook_url_refused", f"url: {why}")
     if body.group_id is not None:
         await require_member(conn, user, body.group_id)
     secret = body.secret or "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
