@@ -3,7 +3,8 @@
 A stream holds a connection and a subscription for as long as the client likes, and a write
 starts work on Temporal, so one user (or one leaked token) must not take them all. Over a
 limit the answer is a 429 with Retry-After in the one error shape, before any route runs, so
-nothing is written. A request without a valid token passes through: the route answers 401.
+nothing is written. The caller is the bearer token's user, or the API key, provider token or
+console session cookie itself; a request with none passes through: the route answers 401.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.api_keys import is_api_key
-from api.auth import authenticate, bearer_token
+from api.auth import SESSION_COOKIE, authenticate, bearer_token
 from api.errors import ApiError, error_response
 from api.identity import is_provider_token
 from api.limits import BODY_METHODS
@@ -114,12 +116,23 @@ class UserLimits:
             return authenticate(self.jwt_secret, authorization).name
         except ApiError:
             pass
-        # An API key or an identity provider's token is checked later (it needs the database
-        # or the JWKS); until then the token itself is the caller. A forged one is a 401 anyway.
+        # An API key, an identity provider's token or a console session is checked later (it
+        # needs the database or the JWKS); until then the credential itself is the caller. A
+        # forged one is a 401 anyway.
         token = bearer_token(authorization)
-        if token is None or not (is_api_key(token) or is_provider_token(token)):
+        if token is not None:
+            if not (is_api_key(token) or is_provider_token(token)):
+                return None
+            return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+        session_id = _cookie(scope, SESSION_COOKIE)
+        if session_id is None:
             return None
-        return "token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+        return "session:" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+
+
+def _cookie(scope: Scope, name: str) -> str | None:
+    header = next((v for k, v in scope["headers"] if k == b"cookie"), None)
+    return cookie_parser(header.decode("latin-1")).get(name) if header else None
 
 
 async def _too_many(scope: Scope, receive: Receive, send: Send, retry_after: int,

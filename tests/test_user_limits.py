@@ -8,7 +8,9 @@ import uuid
 
 import httpx
 
+from api.auth import SESSION_COOKIE
 from api.rate_limits import WriteRate
+from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
 from waystation.testing import InProcessApi, free_port
@@ -80,3 +82,30 @@ async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_ur
         await api.stop()
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM runs WHERE owner = $1", alice) == 0
+
+
+async def test_a_console_session_is_held_to_the_same_caps(migrated_url, pool):
+    """A console user signs in by cookie, not a bearer token: their streams and writes count
+    too (the cookie is the caller until the route checks it)."""
+    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
+                            max_streams_per_user=1, writes_per_minute=2)
+    api = InProcessApi(settings)
+    await api.start()
+    user = f"carol-{uuid.uuid4().hex[:6]}"
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            signed_in = await http.get(await login_path(pool, user))
+            assert signed_in.status_code == 303 and SESSION_COOKIE in http.cookies
+            async with contextlib.AsyncExitStack() as streams:
+                held = await streams.enter_async_context(http.stream("GET", "/decisions/stream"))
+                assert held.status_code == 200
+                lines = held.aiter_lines()
+                streams.push_async_callback(lines.aclose)
+                await anext(lines)
+                second = await http.get("/decisions/stream")
+                assert second.status_code == 429, second.text
+            # Within the rate the routes answer (403: no CSRF token); then 429 before them.
+            answers = [(await http.post("/runs", json={})).status_code for _ in range(3)]
+            assert answers == [403, 403, 429]
+    finally:
+        await api.stop()
