@@ -14,6 +14,7 @@ webhooks (bench_people measured 18 deliveries/s with one workflow each).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.start_once import start_once
-from activities.webhook_targets import TargetRefused, resolve
+from activities.webhook_targets import Target, TargetRefused, resolve
 from persistence import webhooks as webhooks_repo
 from persistence.webhooks import message_id
 
@@ -127,8 +128,7 @@ class WebhookActivities:
                 delivered=error is None)
             if refused:  # no retry can change where it would go
                 await webhooks_repo.finish_delivery(conn, delivery.id, "failed")
-        if refused:
-            return DeliveryResult(status="failed")
+                return DeliveryResult(status="failed")
         if error is not None:
             raise ApplicationError(f"delivery {msg_id} to {delivery.url} failed: {error}",
                                    type="WebhookDeliveryFailed")
@@ -137,17 +137,17 @@ class WebhookActivities:
     async def _post(self, url: str, body: str, headers: dict[str, str]) -> httpx.Response:
         """POST to the first address of the URL's host that takes the connection (an IPv6
         address first, say, on a network without IPv6)."""
-        targets = await resolve(url, private_networks=self._private_networks)
-        for target in targets:
-            try:
-                return await self._client().post(
-                    target.url, content=body, headers={**headers, "host": target.host_header},
-                    extensions={"sni_hostname": target.sni_hostname} if target.sni_hostname
-                    else {})
-            except httpx.ConnectError:
-                if target is targets[-1]:
-                    raise
-        raise AssertionError("a host resolves to at least one address")
+        *others, last = await resolve(url, private_networks=self._private_networks)
+        for target in others:
+            with contextlib.suppress(httpx.ConnectError):
+                return await self._post_to(target, body, headers)
+        return await self._post_to(last, body, headers)
+
+    async def _post_to(self, target: Target, body: str,
+                       headers: dict[str, str]) -> httpx.Response:
+        return await self._client().post(
+            target.url, content=body, headers={**headers, "host": target.host_header},
+            extensions={"sni_hostname": target.sni_hostname} if target.sni_hostname else {})
 
     @activity.defn(name="give_up_webhook")
     async def give_up(self, arg: DeliveryInput) -> DeliveryResult:

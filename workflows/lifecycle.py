@@ -155,9 +155,7 @@ class RunWorkflow(GatedWorkflow):
         life.error_message = ended.error_message
         self._upsert_visible()
         if ended.status == "failed":
-            message = ended.error_message or "failed"
-            self.show(f"failed · {message}")
-            raise ApplicationError(message, type=RUN_FAILED_ERROR, non_retryable=True)
+            self._end_failed(ended.error_message or "failed")
         self.show("completed")
         return _recorded_result(body, ended.result)
 
@@ -196,6 +194,9 @@ class RunWorkflow(GatedWorkflow):
                                output={"stop_reason": stop_reason})],
             run=self._run_state(result=result.model_dump(mode="json") if result else None),
             snapshot=self._snapshot("failed"))
+        self._end_failed(message)
+
+    def _end_failed(self, message: str) -> NoReturn:
         self.show(f"failed · {message}")
         raise ApplicationError(message, type=RUN_FAILED_ERROR, non_retryable=True)
 

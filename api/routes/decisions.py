@@ -98,12 +98,10 @@ async def take_decision(conn: asyncpg.Connection, temporal: Client, run: RunRow,
                              feedback=body.feedback, decided_by=user.name,
                              request_id=body.request_id, digest=body.digest,
                              answer=body.answer, for_self=for_self)
-    # The same decision sent again carries the same update id, so Temporal applies it once
-    # and answers the retry with the first outcome.
-    update_id = "decide-" + hashlib.sha256("|".join([
-        checkpoint_name, str(latest.id), user.name, body.decision, body.feedback or "",
-        idempotency_key or "", json.dumps(body.answer, sort_keys=True)
-        if body.answer is not None else ""]).encode()).hexdigest()[:32]
+    update_id = _update_id(
+        "decide", checkpoint_name, str(latest.id), user.name, body.decision,
+        body.feedback or "", idempotency_key or "",
+        json.dumps(body.answer, sort_keys=True) if body.answer is not None else "")
     view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
         GatedWorkflow.decide, decision, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     return await _request_view(conn, view.request_id)
@@ -123,12 +121,16 @@ async def delegate(run: VisibleRun, checkpoint_name: Checkpoint, body: Delegatio
                        f"{body.to!r} is neither the run's owner nor a member of its group")
     handed = DelegateInput(checkpoint_name=checkpoint_name, from_user=user.name,
                            to_user=body.to, request_id=body.request_id)
-    # As for a decision: the same delegation sent again is applied once (200, not 409).
-    update_id = "delegate-" + hashlib.sha256("|".join([
-        checkpoint_name, str(latest.id), user.name, body.to]).encode()).hexdigest()[:32]
+    update_id = _update_id("delegate", checkpoint_name, str(latest.id), user.name, body.to)
     view = await update_workflow(temporal, run, checkpoint_name, lambda h: h.execute_update(
         GatedWorkflow.delegate, handed, id=update_id, rpc_timeout=UPDATE_RPC_TIMEOUT))
     return await _request_view(conn, view.request_id)
+
+
+def _update_id(what: str, *request: str) -> str:
+    """The Update's id for `request`: the same request sent again carries the same id, so
+    Temporal applies it once and answers the retry with the first outcome."""
+    return f"{what}-" + hashlib.sha256("|".join(request).encode()).hexdigest()[:32]
 
 
 async def _may_vote(conn: asyncpg.Connection, user: User, run: RunRow, gate: GateRow,
