@@ -7,6 +7,9 @@ serialise on that row's key, and the second reads what the first wrote.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -105,17 +108,34 @@ class OneCallStep(StepGraphWrite):
     done_event: EventWrite
 
 
-async def record_step_in_one_call(conn: asyncpg.Connection,
-                                  step: OneCallStep) -> StepGraphResult | None:
+async def record_step_in_one_call(conn: asyncpg.Connection, step: OneCallStep,
+                                  screen_phash: Callable[[], int | None],
+                                  ) -> StepGraphResult | None:
     """`step` in one round trip and one transaction. None when the step was recorded before:
     then nothing was written, and a retry's path is `record_step`'s. Call outside a
-    transaction. A write with gate parts goes the general way (persistence.writes)."""
+    transaction. A write with gate parts goes the general way (persistence.writes).
+
+    The screen's perceptual hash (`step.screen.phash` is left empty) is computed by
+    `screen_phash` while the server runs the statement, so the two overlap, and is stored
+    after it where the screen has none: a new screen, or one whose hash a crash between the
+    two statements left out (migration 030)."""
     assert not step.write.has_gate_parts
+    assert step.screen is None or step.screen.phash is None
     # JSON text made by pydantic in one pass, parsed once by the server.
-    row = await conn.fetchval(sql("record_mobile_step"), step.model_dump_json(
-        exclude={"write": set(GATE_PARTS)}))
+    sent = asyncio.ensure_future(conn.fetchval(sql("record_mobile_step"), step.model_dump_json(
+        exclude={"write": set(GATE_PARTS)})))
+    await asyncio.sleep(0)  # the task runs until it waits for the answer: the statement is out
+    try:
+        phash = screen_phash() if step.screen is not None else None
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await sent  # the connection goes back to its pool idle
+        raise
+    row = await sent
     if row is None:
         return None
+    if row["phash_missing"] and phash is not None:
+        await conn.execute(sql("fill_screen_phash"), row["screen_id"], phash)
     return StepGraphResult(**row)
 
 

@@ -116,6 +116,8 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
     first = await _record(pool, _write(arg.run_id, 1, "O1"))
     go = first.action_ids["tap:Button#go"]
     step = _write(arg.run_id, 2, "O2", from_screen=first.screen_id, action=go)
+    assert step.screen is not None
+    step.screen.phash = None  # computed while the statement runs
     write = ReadModelWrite(
         run_id=arg.run_id, run=RunStateWrite(status="running", current_phase=0),
         snapshots=[SnapshotWrite(step_ordinal=1, label="step 1", phase=1, state={"step": 1})],
@@ -126,11 +128,12 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
     call = graph.OneCallStep(**dict(step), declared_activities=[".Main", ".B"], write=write,
                              done_event=done)
     async with pool.acquire() as conn:
-        result = await graph.record_step_in_one_call(conn, call)
+        result = await graph.record_step_in_one_call(conn, call, lambda: -7)
         assert result is not None and result.new_screen and result.new_edge
+        phash = await conn.fetchval("SELECT phash FROM screens WHERE id = $1", result.screen_id)
         assert set(result.action_ids) == {"tap:Button#go", "back:back"}
         retry = call.model_copy(update={"declared_activities": None})
-        assert await graph.record_step_in_one_call(conn, retry) is None
+        assert await graph.record_step_in_one_call(conn, retry, lambda: -7) is None
         events = await conn.fetch("SELECT event_key, output FROM run_events WHERE run_id = $1 "
                                   "ORDER BY seq", arg.run_id)
         run = await conn.fetchrow("SELECT status FROM runs WHERE id = $1", arg.run_id)
@@ -146,10 +149,38 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
                                     "new_screen": True, "new_edge": True}
     assert run["status"] == "running" and snapshots == 1 and [e["count"] for e in edges] == [1]
     assert outcome["screen_id"] == result.screen_id and outcome["edge_id"] == result.edge_id
-    assert app["declared_activities"] == [".Main", ".B"]
+    assert app["declared_activities"] == [".Main", ".B"] and phash == -7
     # The retry path finds the same outcome.
     again = await _record(pool, step)
     assert again.replayed and again.screen_id == result.screen_id and again.new_edge
+
+
+async def test_one_call_stores_a_screens_hash_where_it_is_missing_and_only_there(pool):
+    """The hash computed while the statement runs is stored on a new screen, and on a visit
+    to a screen whose hash is missing (a crash between the two statements); a screen that has
+    one keeps it."""
+    arg = await new_mobile_run(pool, app_package=PKG)
+    read_model = ReadModelWrite(run_id=arg.run_id)
+
+    async def visit(step: int, phash: int) -> graph.StepGraphResult:
+        write = _write(arg.run_id, step, "H1")
+        assert write.screen is not None
+        write.screen.phash = None
+        call = graph.OneCallStep(**dict(write), write=read_model, done_event=EventWrite(
+            event_key=f"s{step}.persist", type="agent.node.completed", output={}))
+        async with pool.acquire() as conn:
+            result = await graph.record_step_in_one_call(conn, call, lambda: phash)
+            assert result is not None
+            stored = await conn.fetchval("SELECT phash FROM screens WHERE id = $1",
+                                         result.screen_id)
+        assert stored == (phash if step != 3 else 11)
+        return result
+
+    first = await visit(1, 11)
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE screens SET phash = NULL WHERE id = $1", first.screen_id)
+    assert not (await visit(2, 11)).new_screen  # filled on the next visit
+    await visit(3, 99)  # the stored hash stays
 
 
 async def test_events_appended_once_per_key_within_and_across_calls(pool):

@@ -68,8 +68,11 @@ async def test_explores_app_to_ground_truth(time_env, pool, worker, task_queue, 
         run = await runs_repo.get_run(conn, arg.run_id)
         events = await events_repo.list_events(conn, arg.run_id, after_seq=0, limit=100_000)
         snapshots = await snapshots_repo.list_snapshots(conn, arg.run_id)
+        unhashed = await conn.fetchval("SELECT count(*) FROM screens WHERE app_package = $1 "
+                                       "AND phash IS NULL", package)
     assert run is not None and run.status == "completed"
     assert run.result and run.result["stop_reason"] == "explored"
+    assert unhashed == 0  # each screen's hash, computed while its step's statement ran
     assert events[0].type == "run.started" and events[-1].type == "run.completed"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {e.task for e in events if e.type == "agent.node.completed"} == {

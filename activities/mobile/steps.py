@@ -9,6 +9,7 @@ person tapping twice would, and the graph simply records where that led.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -83,13 +84,16 @@ class MobileActivities:
             return ExploreStepResult(step=arg.step, error=str(error))
         started = time.perf_counter()
         in_app = obs.package == arg.app_package
-        write = self._graph_write(arg, obs, hierarchy, ident, in_app)
+        write = self._graph_write(arg, obs, ident, in_app)
         events.append(_event(arg, "identify", started, {
             "layout_hash": ident.layout_hash, "transitional": ident.near_blank}))
+        # The perceptual hash, computed once, when the write needs it (with persistence: while
+        # Postgres runs the step's statement).
+        screen_phash = functools.cache(functools.partial(_screen_phash, obs, hierarchy))
         if arg.persist and self._pool is not None:
-            result = await self._persist(arg, write, events)
+            result = await self._persist(arg, write, events, screen_phash)
         else:
-            result = self._memory.record(write)
+            result = self._memory.record(_hashed(write, screen_phash))
         actions = [_view(a, result.action_ids[f"{a.kind}:{a.selector}"], arg.app_package)
                    for a in ident.actions] if in_app and result.screen_id is not None else []
         return ExploreStepResult(
@@ -108,8 +112,9 @@ class MobileActivities:
             await asyncio.sleep(self._settle * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _graph_write(self, arg: ExploreStepInput, obs: Observation, hierarchy: Any,
-                     ident: ScreenIdentity, in_app: bool) -> graph.StepGraphWrite:
+    def _graph_write(self, arg: ExploreStepInput, obs: Observation, ident: ScreenIdentity,
+                     in_app: bool) -> graph.StepGraphWrite:
+        """The step's graph write, its screen's perceptual hash left out (`_hashed`)."""
         artifacts: list[graph.ArtifactWrite] = []
         shot_sha = xml_sha = None
         if self._store is not None and arg.persist:
@@ -127,9 +132,8 @@ class MobileActivities:
         if in_app:
             screen = graph.ScreenWrite(
                 activity=obs.activity, layout_hash=ident.layout_hash,
-                content_hash=ident.content_hash,
-                phash=perceptual_hash(obs.png, hierarchy) if obs.png else None,
-                screenshot_sha=shot_sha, hierarchy_sha=xml_sha, label=_title(ident, obs))
+                content_hash=ident.content_hash, screenshot_sha=shot_sha,
+                hierarchy_sha=xml_sha, label=_title(ident, obs))
         cmd = arg.command
         return graph.StepGraphWrite(
             run_id=arg.run_id, step=arg.step, app_package=arg.app_package, screen=screen,
@@ -142,7 +146,8 @@ class MobileActivities:
             transitional=ident.near_blank, artifacts=artifacts)
 
     async def _persist(self, arg: ExploreStepInput, write: graph.StepGraphWrite,
-                       events: list[EventWrite]) -> graph.StepGraphResult:
+                       events: list[EventWrite],
+                       screen_phash: Callable[[], int | None]) -> graph.StepGraphResult:
         assert self._pool is not None
         pool = self._pool
         read_model = self._with_prelude(arg, events)
@@ -158,14 +163,14 @@ class MobileActivities:
                     # The usual step: one round trip (migration 027).
                     result = await graph.record_step_in_one_call(conn, graph.OneCallStep(
                         **dict(write), declared_activities=declared, write=read_model,
-                        done_event=done))
+                        done_event=done), screen_phash)
                     if result is not None:
                         return result
                 # A retried step (recorded before), or a write with a gate part.
                 async with conn.transaction():
                     if declared is not None:
                         await graph.upsert_app(conn, arg.app_package, declared)
-                    result = await graph.record_step(conn, write)
+                    result = await graph.record_step(conn, _hashed(write, screen_phash))
                     outcome = done.model_copy(update={"output": {
                         "step": arg.step, "screen_id": result.screen_id,
                         "new_screen": result.new_screen, "new_edge": result.new_edge}})
@@ -233,6 +238,18 @@ def _event(arg: ExploreStepInput, node: str, started: float, output: dict) -> Ev
     return EventWrite(event_key=f"s{arg.step}.{node}", type="agent.node.completed", task=node,
                       status="completed", output={"step": arg.step, **output},
                       duration_ms=int((time.perf_counter() - started) * 1000))
+
+
+def _screen_phash(obs: Observation, hierarchy: Any) -> int | None:
+    return perceptual_hash(obs.png, hierarchy) if obs.png else None
+
+
+def _hashed(write: graph.StepGraphWrite,
+            screen_phash: Callable[[], int | None]) -> graph.StepGraphWrite:
+    if write.screen is None:
+        return write
+    return write.model_copy(update={
+        "screen": write.screen.model_copy(update={"phash": screen_phash()})})
 
 
 def _view(a: ActionInfo, action_id: int, package: str) -> ActionView:
