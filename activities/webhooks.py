@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from activities.start_once import start_once
 from activities.webhook_targets import Target, TargetRefused, resolve
 from persistence import webhooks as webhooks_repo
+from persistence.sealing import SecretsBox, SecretUnreadable
 from persistence.webhooks import message_id
 
 NOTIFICATION_WORKFLOW = "WebhookNotification"
@@ -73,8 +74,10 @@ async def start_notifications(client: Client, task_queue: str, run_id: UUID,
 
 
 class WebhookActivities:
-    def __init__(self, pool: asyncpg.Pool, *, private_networks: bool = True) -> None:
+    def __init__(self, pool: asyncpg.Pool, box: SecretsBox, *,
+                 private_networks: bool = True) -> None:
         self._pool = pool
+        self._box = box  # opens the secrets the API sealed (persistence/sealing.py)
         # See activities/webhook_targets.py.
         self._private_networks = private_networks
         # One client for every delivery: building one loads the CA bundle (tens of ms of CPU),
@@ -105,21 +108,25 @@ class WebhookActivities:
                 return DeliveryResult(status="canceled")
         body = json.dumps(delivery.payload, separators=(",", ":"))
         msg_id, now = message_id(delivery.id), datetime.now(UTC)
-        headers = {"content-type": "application/json", "webhook-id": msg_id,
-                   "webhook-timestamp": str(int(now.timestamp())),
-                   "webhook-signature": Webhook(delivery.secret).sign(msg_id, now, body)}
         began = time.monotonic()
         status_code: int | None = None
         error: str | None = None
         refused = False
         try:
+            # Unreadable until the key that sealed it is back in the setting: retried, as a
+            # receiver that is down would be, so no delivery is lost to a rotation mistake.
+            secret = self._box.open(delivery.secret)
+            headers = {"content-type": "application/json", "webhook-id": msg_id,
+                       "webhook-timestamp": str(int(now.timestamp())),
+                       "webhook-signature": Webhook(secret).sign(msg_id, now, body)}
             response = await self._post(delivery.url, body, headers)
             status_code = response.status_code
             if not response.is_success:
                 error = f"HTTP {status_code}: {response.text[:ERROR_TEXT_LIMIT]}"
         except TargetRefused as why:
             error, refused = f"refused: {why}"[:ERROR_TEXT_LIMIT], True
-        except (httpx.HTTPError, OSError) as failure:  # OSError: the host did not resolve
+        except (httpx.HTTPError, OSError, SecretUnreadable) as failure:
+            # OSError: the host did not resolve.
             error = f"{type(failure).__name__}: {failure}"[:ERROR_TEXT_LIMIT]
         async with self._pool.acquire() as conn:
             await webhooks_repo.record_attempt(

@@ -7,9 +7,11 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+from pydantic import BaseModel
 
 from persistence.models import Row
 from persistence.queries import sql
+from persistence.sealing import SecretsBox, SecretUnreadable
 
 
 def message_id(delivery_id: UUID) -> str:
@@ -63,6 +65,32 @@ async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: s
     record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
                                  secret, events)
     return WebhookRow.from_record(record)
+
+
+class Resealed(BaseModel):
+    """What `reseal_secrets` did: sealed under the first key now, already so, unreadable."""
+
+    resealed: int
+    unchanged: int
+    unreadable: list[UUID]
+
+
+async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
+    """Seal every stored webhook secret under the box's first key: after a new key is put
+    first, and once for secrets stored before sealing existed. Safe to run again."""
+    resealed, unchanged, unreadable = 0, 0, []
+    for row in await conn.fetch(sql("webhook_secrets")):
+        if box.sealed_under_first(row["secret"]):
+            unchanged += 1
+            continue
+        try:
+            sealed = box.seal(box.open(row["secret"]))
+        except SecretUnreadable:
+            unreadable.append(row["id"])
+            continue
+        await conn.execute(sql("reseal_webhook_secret"), row["id"], row["secret"], sealed)
+        resealed += 1
+    return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 
 
 async def list_webhooks(conn: asyncpg.Connection, owner: str | None) -> list[WebhookRow]:

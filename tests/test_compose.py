@@ -25,9 +25,10 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 EXPECTED_SERVICES = {"temporal-db", "temporal-schema", "temporal", "temporal-setup", "temporal-ui",
                      "db", "migrate", "api", "worker"}
 APP_SERVICES = ("migrate", "api", "worker")
-REQUIRED_APP_ENV = ("TEMPORAL_ADDRESS", "DATABASE_URL", "WAYSTATION_JWT_SECRET")
+REQUIRED_APP_ENV = ("TEMPORAL_ADDRESS", "DATABASE_URL", "WAYSTATION_JWT_SECRET",
+                    "WAYSTATION_SECRETS_KEY")
 # Secrets that must be supplied by the operator: `${VAR:?message}`, never a default.
-SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET")
+SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET", "WAYSTATION_SECRETS_KEY")
 VALID_CONDITIONS = {
     "service_started",
     "service_healthy",

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 
@@ -14,8 +17,10 @@ from standardwebhooks import Webhook
 
 from api.auth import issue_token
 from persistence import webhooks as webhooks_repo
+from persistence.sealing import PREFIX, SecretsBox, new_key
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
+from waystation.settings import DEV_SECRETS_KEY, Settings
 
 SECRET = "hooks-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
@@ -206,3 +211,91 @@ async def test_private_networks_off_refuses_them_at_registration_and_delivery(
         assert [(a["status_code"], a["error"].split(" (")[0]) for a in attempts] == [
             (None, "refused: localhost resolves to 127.0.0.1 is a loopback or private address")]
 
+
+
+async def test_a_secret_sealed_under_a_missing_key_waits_for_it_and_is_delivered(http, pool):
+    """Secrets are stored sealed, never in clear. A delivery whose secret the worker cannot
+    open (its key left out of WAYSTATION_SECRETS_KEY) is retried, not lost: once the secret
+    opens again, the same delivery arrives, signed with the secret the API handed out."""
+    user = f"sealed-{uuid.uuid4().hex[:6]}"
+    with Receiver() as receiver:
+        created = await http.post("/webhooks", headers=auth(user),
+                                  json={"url": receiver.url, "events": ["gate.opened"]})
+        hook = created.json()
+        webhook_id = uuid.UUID(hook["webhook_id"])
+        async with pool.acquire() as conn:
+            stored = await conn.fetchval("SELECT secret FROM webhooks WHERE id = $1", webhook_id)
+            assert stored.startswith(PREFIX) and hook["secret"] not in stored
+            assert Settings().secrets_box.open(stored) == hook["secret"]
+            # As if sealed under a key since dropped from the setting.
+            await conn.execute("UPDATE webhooks SET secret = $2 WHERE id = $1", webhook_id,
+                               SecretsBox(new_key()).seal(hook["secret"]))
+        await http.post("/runs", headers=auth(user), json={
+            "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+
+        async def failed_attempt() -> str | None:
+            async with pool.acquire() as conn:
+                return await conn.fetchval(
+                    "SELECT a.error FROM webhook_attempts a JOIN webhook_deliveries d "
+                    "ON d.id = a.delivery_id WHERE d.webhook_id = $1", webhook_id)
+        error = await eventually(failed_attempt, timeout=30)
+        assert error.startswith("SecretUnreadable") and receiver.received == []
+        async with pool.acquire() as conn:  # the key is back
+            await conn.execute("UPDATE webhooks SET secret = $2 WHERE id = $1", webhook_id,
+                               stored)
+        await eventually(lambda: asyncio.sleep(0, receiver.received), timeout=30)
+        assert Webhook(hook["secret"]).verify(receiver.received[0].body,
+                                              receiver.received[0].headers)["type"] == \
+            "gate.opened"
+    async with pool.acquire() as conn:
+        status = await conn.fetchval("SELECT status FROM webhook_deliveries "
+                                     "WHERE webhook_id = $1", webhook_id)
+    assert status == "delivered"
+
+
+async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, migrated_url):
+    """`waystation reseal-secrets` with a new key first: every secret then opens with the new
+    key alone, one stored in clear (before sealing) included; one sealed under a key not in
+    the setting is named, left as it is, and fails the command."""
+    created = await http.post("/webhooks", headers=auth("rotating"),
+                              json={"url": "http://127.0.0.1:9/hook", "events": ["gate.opened"]})
+    sealed = created.json()
+    clear_secret, lost_secret = "whsec_" + "A" * 32, "whsec_" + "B" * 32
+    async with pool.acquire() as conn:
+        clear = await webhooks_repo.create_webhook(
+            conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
+            url="http://127.0.0.1:9/old", secret=clear_secret, events=["gate.opened"])
+        lost = await webhooks_repo.create_webhook(
+            conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
+            url="http://127.0.0.1:9/lost", secret=SecretsBox(new_key()).seal(lost_secret),
+            events=["gate.opened"])
+    made = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "waystation", "secrets-key"],
+        capture_output=True, text=True, check=True)
+    fresh = made.stdout.strip()
+    rotated = Settings(secrets_key=f"{fresh},{DEV_SECRETS_KEY}")
+
+    async def reseal(key: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "waystation", "reseal-secrets"],
+            env={**os.environ, "DATABASE_URL": migrated_url, "WAYSTATION_SECRETS_KEY": key},
+            capture_output=True, text=True, timeout=60)
+
+    try:
+        first = await reseal(rotated.secrets_key)
+        assert first.returncode == 1 and str(lost.id) in first.stderr, first
+        again = await reseal(rotated.secrets_key)
+        assert "0 sealed under the first key" in again.stdout, again
+        async with pool.acquire() as conn:
+            stored = {r["id"]: r["secret"] for r in await conn.fetch(
+                "SELECT id, secret FROM webhooks WHERE owner = 'rotating'")}
+        only_new = SecretsBox(fresh)
+        assert only_new.open(stored[uuid.UUID(sealed["webhook_id"])]) == sealed["secret"]
+        assert only_new.open(stored[clear.id]) == clear_secret
+        assert stored[clear.id].startswith(PREFIX)
+        assert stored[lost.id] == lost.secret
+    finally:  # later tests' workers hold the dev key only
+        async with pool.acquire() as conn:
+            await conn.execute("DELETE FROM webhooks WHERE id = $1", lost.id)
+        back = await reseal(f"{DEV_SECRETS_KEY},{fresh}")
+        assert back.returncode == 0, back

@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", parents=[common], help="run the Temporal worker")
     sub.add_parser("api", parents=[common], help="run the HTTP API")
     sub.add_parser("migrate", parents=[common], help="apply database migrations")
+    sub.add_parser("secrets-key", parents=[common],
+                   help="print a new key for WAYSTATION_SECRETS_KEY")
+    sub.add_parser("reseal-secrets", parents=[common],
+                   help="seal every webhook secret under WAYSTATION_SECRETS_KEY's first key")
 
     token = sub.add_parser("token", parents=[common], help="print a signed API token")
     token.add_argument("--user", required=True)
@@ -185,6 +189,41 @@ def cmd_migrate(settings: Settings) -> int:
     applied = asyncio.run(migrate(settings.database_url))
     print(f"applied migrations: {applied}" if applied else "database is up to date")
     return 0
+
+
+def cmd_secrets_key() -> int:
+    from persistence.sealing import new_key
+
+    print(new_key())
+    return 0
+
+
+def cmd_reseal_secrets(settings: Settings) -> int:
+    """After putting a new key first in WAYSTATION_SECRETS_KEY (then the old one can go), or
+    once after an upgrade from a version that stored webhook secrets in clear."""
+    import asyncpg
+
+    from persistence.webhooks import reseal_secrets
+
+    settings = _with_database_url(settings)
+    assert settings.database_url is not None
+
+    async def reseal() -> int:
+        conn = await asyncpg.connect(settings.database_url)
+        try:
+            done = await reseal_secrets(conn, settings.secrets_box)
+        finally:
+            await conn.close()
+        print(f"webhook secrets: {done.resealed} sealed under the first key, "
+              f"{done.unchanged} already were")
+        if done.unreadable:
+            print(f"{len(done.unreadable)} sealed under a key not in WAYSTATION_SECRETS_KEY "
+                  f"(left as they are): {', '.join(map(str, done.unreadable))}",
+                  file=sys.stderr)
+            return 1
+        return 0
+
+    return asyncio.run(reseal())
 
 
 def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
@@ -396,6 +435,8 @@ def cmd_simulator_list() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     apply_flags_to_env(args)
+    if args.command == "secrets-key":  # needed before the settings can load outside dev
+        return cmd_secrets_key()
     settings = load_settings()
     configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     try:
@@ -424,6 +465,7 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_runs(settings, args)
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
+        "reseal-secrets": cmd_reseal_secrets,
     }  # fmt: skip
     from persistence.migrate import MigrationEdited
 

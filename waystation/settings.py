@@ -15,8 +15,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.agents.prices import ModelPrice
 from activities.batch.items_source import ItemsSources
+from persistence.sealing import SecretsBox, parse_keys
 
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
+# Seals webhook secrets on a dev stack only (persistence/sealing.py); refused elsewhere.
+DEV_SECRETS_KEY = "sHvqCDLXJXUqiXJhJFgdXxIAfEzsQUjGsDUTbFQhj1k="
 
 
 class Settings(BaseSettings):
@@ -101,6 +104,9 @@ class Settings(BaseSettings):
     # Link-local addresses and cloud metadata services are refused either way.
     webhook_private_networks: bool = Field(
         True, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
+    # Seals webhook secrets in the database: one Fernet key or several, comma-separated (the
+    # first seals, each opens), so a key rotates without a webhook missing a delivery.
+    secrets_key: str = Field(DEV_SECRETS_KEY, validation_alias="WAYSTATION_SECRETS_KEY")
 
     # Runtime
     env: str = Field("dev", validation_alias="WAYSTATION_ENV")
@@ -164,12 +170,20 @@ class Settings(BaseSettings):
             raise ValueError("WAYSTATION_JWT_SECRET must be set outside WAYSTATION_ENV=dev")
         if len(self.jwt_secret) < 32:
             raise ValueError("WAYSTATION_JWT_SECRET must be at least 32 characters")
+        if self.env != "dev" and DEV_SECRETS_KEY in self.secrets_key:
+            raise ValueError("WAYSTATION_SECRETS_KEY must be set outside WAYSTATION_ENV=dev "
+                             "(`waystation secrets-key` prints a new key)")
+        parse_keys(self.secrets_key)
         if self.jwks_url and not (self.jwt_audience and self.jwt_issuer):
             raise ValueError("WAYSTATION_JWKS_URL needs WAYSTATION_JWT_AUDIENCE and "
                              "WAYSTATION_JWT_ISSUER (tokens are checked against both)")
         if self.oidc_issuer and not self.oidc_client_id:
             raise ValueError("WAYSTATION_OIDC_ISSUER needs WAYSTATION_OIDC_CLIENT_ID")
         return self
+
+    @cached_property
+    def secrets_box(self) -> SecretsBox:
+        return SecretsBox(self.secrets_key)
 
     @cached_property
     def data_path(self) -> Path:

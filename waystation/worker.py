@@ -74,19 +74,19 @@ def build_worker(
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
     `webhook_private_networks` (default: WAYSTATION_WEBHOOK_PRIVATE_NETWORKS): see
     activities/webhook_targets.py."""
-    if sandbox_every_workflow is None or webhook_private_networks is None:
-        settings = Settings()
-        sandbox_every_workflow = settings.sandbox_every_workflow \
-            if sandbox_every_workflow is None else sandbox_every_workflow
-        webhook_private_networks = settings.webhook_private_networks \
-            if webhook_private_networks is None else webhook_private_networks
+    settings = Settings()  # WAYSTATION_SECRETS_KEY, and what the arguments leave unset
+    if sandbox_every_workflow is None:
+        sandbox_every_workflow = settings.sandbox_every_workflow
+    if webhook_private_networks is None:
+        webhook_private_networks = settings.webhook_private_networks
     registry = registry or load_registry(use_entry_points=False)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)
     retention = RetentionActivities(
         pool, client, archive_dir=retention_archive_dir,
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None)
-    webhooks = WebhookActivities(pool, private_networks=webhook_private_networks)
+    webhooks = WebhookActivities(pool, settings.secrets_box,
+                                 private_networks=webhook_private_networks)
     shared: list[Callable[..., Any]] = [
         ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.pending,
         webhooks.deliver, webhooks.give_up, retention.purge_batch]

@@ -43,7 +43,7 @@ async def create_webhook(body: WebhookCreate, user: CurrentUser, conn: Conn,
     secret = body.secret or "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
     webhook = await webhooks_repo.create_webhook(
         conn, webhook_id=uuid.uuid4(), owner=user.name, group_id=body.group_id,
-        url=str(body.url), secret=secret, events=list(body.events))
+        url=str(body.url), secret=settings.secrets_box.seal(secret), events=list(body.events))
     return WebhookCreated(**WebhookView.of(webhook).model_dump(), secret=secret)
 
 

@@ -67,3 +67,11 @@ UPDATE webhook_deliveries SET status = $2 WHERE id = $1 AND status = 'pending';
 -- A webhook's delivery log, newest first.
 SELECT * FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY created_at DESC, id DESC
  LIMIT $2;
+
+-- name: webhook_secrets
+-- Every stored secret, deleted webhooks' too (persistence/sealing.py: reseal).
+SELECT id, secret FROM webhooks ORDER BY id;
+
+-- name: reseal_webhook_secret
+-- Only if unchanged since it was read: a concurrent reseal wins once.
+UPDATE webhooks SET secret = $3 WHERE id = $1 AND secret = $2;
