@@ -7,10 +7,11 @@ One process, one Temporal dev server (WAL mode) and one embedded PostgreSQL, bot
 here (or --temporal-address / DATABASE_URL). Figures:
 
 1. Steps per second of an N-step exploration (default 1,000) of the bundled shop app on the
-   simulator: the workflow, the step activity (act, observe, render the screenshot, identify,
-   perceptual hash) and, for the Waystation figure, the graph, events, snapshot and artifacts
-   written per step. Baseline: the same workflow and activity with `persist=False` (no
-   Postgres, no artifacts). The random policy is used so neither run stops early.
+   simulator: the workflow, the step activity (act, observe, render the screenshot, identify)
+   and, for the Waystation figure, the perceptual hash, the graph, events, snapshot and
+   artifacts written per step. Baseline: the same workflow and activity with `persist=False`
+   (no Postgres, no artifacts, and no perceptual hash: only a stored screen has one). The
+   random policy is used so neither run stops early.
 2. Screen-identity cost per screen: parse + layout/content hash, and the perceptual hash.
 3. Graph query time for an app of 5,000 screens and 20,000 edges (graph JSON and coverage).
 """

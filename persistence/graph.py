@@ -134,7 +134,7 @@ async def record_step_in_one_call(conn: asyncpg.Connection, step: OneCallStep,
     row = await sent
     if row is None:
         return None
-    if row["phash_missing"] and phash is not None:
+    if row.get("phash_missing") and phash is not None:
         await conn.execute(sql("fill_screen_phash"), row["screen_id"], phash)
     return StepGraphResult(**row)
 

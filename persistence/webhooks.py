@@ -88,8 +88,10 @@ async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
         except SecretUnreadable:
             unreadable.append(row["id"])
             continue
-        await conn.execute(sql("reseal_webhook_secret"), row["id"], row["secret"], sealed)
-        resealed += 1
+        # Not counted when the row changed since it was read (a concurrent reseal did it).
+        if await conn.execute(sql("reseal_webhook_secret"), row["id"], row["secret"],
+                              sealed) == "UPDATE 1":
+            resealed += 1
     return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 
 

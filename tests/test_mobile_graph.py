@@ -224,9 +224,8 @@ async def test_one_calls_new_events_are_one_notification_in_seq_order(pool, migr
 
 async def test_only_the_worker_role_may_record_a_step_in_one_call(pool):
     async with pool.acquire() as conn:
-        assert await conn.fetchval(
-            "SELECT has_function_privilege('waystation_worker', 'record_mobile_step(jsonb)', "
-            "'EXECUTE')")
-        assert not await conn.fetchval(
-            "SELECT has_function_privilege('waystation_api', 'record_mobile_step(jsonb)', "
-            "'EXECUTE')")
+        for function in ("record_mobile_step(jsonb)", "record_mobile_step_needing_hash(jsonb)"):
+            assert await conn.fetchval(
+                "SELECT has_function_privilege('waystation_worker', $1, 'EXECUTE')", function)
+            assert not await conn.fetchval(
+                "SELECT has_function_privilege('waystation_api', $1, 'EXECUTE')", function)

@@ -87,13 +87,13 @@ class MobileActivities:
         write = self._graph_write(arg, obs, ident, in_app)
         events.append(_event(arg, "identify", started, {
             "layout_hash": ident.layout_hash, "transitional": ident.near_blank}))
-        # The perceptual hash, computed once, when the write needs it (with persistence: while
-        # Postgres runs the step's statement).
-        screen_phash = functools.cache(functools.partial(_screen_phash, obs, hierarchy))
         if arg.persist and self._pool is not None:
+            # The perceptual hash is for the stored screen only: computed once, while
+            # Postgres runs the step's statement.
+            screen_phash = functools.cache(functools.partial(_screen_phash, obs, hierarchy))
             result = await self._persist(arg, write, events, screen_phash)
         else:
-            result = self._memory.record(_hashed(write, screen_phash))
+            result = self._memory.record(write)
         actions = [_view(a, result.action_ids[f"{a.kind}:{a.selector}"], arg.app_package)
                    for a in ident.actions] if in_app and result.screen_id is not None else []
         return ExploreStepResult(

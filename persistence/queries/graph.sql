@@ -180,7 +180,7 @@ SELECT EXISTS (SELECT 1 FROM graph_persistence_outcomes g JOIN runs r ON r.id = 
 -- name: record_mobile_step
 -- A whole mobile step in one call (migrations 027, 030); NULL when the step was recorded
 -- before. $1 is the JSON text (persistence.graph OneCallStep), parsed once here.
-SELECT record_mobile_step($1::text::jsonb);
+SELECT record_mobile_step_needing_hash($1::text::jsonb);
 
 -- name: fill_screen_phash
 -- A screen's perceptual hash, stored once (record_step_in_one_call computes it meanwhile).
