@@ -1,7 +1,8 @@
 """MobileAgentRun throughput with the screen graph written to Postgres, beside the same loop
 with persistence turned off, measured in one run.
 
-    python -m bench.bench_mobile [--steps N] [--runs N] [--temporal-address HOST:PORT]
+    python -m bench.bench_mobile [--steps N] [--runs N] [--concurrent N]
+                                 [--temporal-address HOST:PORT]
 
 One process, one Temporal dev server (WAL mode) and one embedded PostgreSQL, both started
 here (or --temporal-address / DATABASE_URL). Figures:
@@ -12,8 +13,12 @@ here (or --temporal-address / DATABASE_URL). Figures:
    artifacts written per step. Baseline: the same workflow and activity with `persist=False`
    (no Postgres, no artifacts, and no perceptual hash: only a stored screen has one). The
    random policy is used so neither run stops early.
-2. Screen-identity cost per screen: parse + layout/content hash, and the perceptual hash.
-3. Graph query time for an app of 5,000 screens and 20,000 edges (graph JSON and coverage).
+2. The same, with --concurrent runs (default 4) exploring at once on the one worker, as a
+   worker serving several devices does: total steps per second, both ways. One run's steps
+   are serial, so the single-run figure is bound by each step's latency; concurrent runs are
+   bound by the worker's CPU, which is what a deployment runs out of first.
+3. Screen-identity cost per screen: parse + layout/content hash, and the perceptual hash.
+4. Graph query time for an app of 5,000 screens and 20,000 edges (graph JSON and coverage).
 """
 
 from __future__ import annotations
@@ -62,6 +67,14 @@ async def one_run(client: Client, pool: asyncpg.Pool, steps: int, persist: bool)
     elapsed = time.perf_counter() - started
     assert result.steps == steps, result
     return steps / elapsed
+
+
+async def concurrent_runs(client: Client, pool: asyncpg.Pool, runs: int, steps: int,
+                          persist: bool) -> float:
+    """Total steps per second of `runs` explorations of `steps` steps each, all at once."""
+    started = time.perf_counter()
+    await asyncio.gather(*(one_run(client, pool, steps, persist) for _ in range(runs)))
+    return runs * steps / (time.perf_counter() - started)
 
 
 async def identity_cost(samples: int = 300) -> tuple[float, float]:
@@ -125,23 +138,35 @@ async def main(args: argparse.Namespace) -> None:
                     log(f"round {i + 1}: {args.steps} steps with persistence, then without")
                     with_db.append(await one_run(client, pool, args.steps, True))
                     without.append(await one_run(client, pool, args.steps, False))
+                together_db, together_without = [], []
+                for i in range(args.runs):
+                    log(f"round {i + 1}: {args.concurrent} runs of {args.steps} steps at once, "
+                        "with persistence, then without")
+                    together_db.append(await concurrent_runs(
+                        client, pool, args.concurrent, args.steps, True))
+                    together_without.append(await concurrent_runs(
+                        client, pool, args.concurrent, args.steps, False))
             parse_ms, phash_ms = await identity_cost()
             graph_ms, coverage_ms = await big_graph_queries(pool)
         finally:
             await pool.close()
-    print(f"| figure | Waystation | baseline |\n| --- | --- | --- |\n"
-          f"| steps/s, {args.steps}-step exploration (median of {args.runs}) | "
-          f"{statistics.median(with_db):.1f} (graph + events + snapshot + artifacts in "
-          f"Postgres) | {statistics.median(without):.1f} (same loop, persistence off) |\n"
+    one, one_off = statistics.median(with_db), statistics.median(without)
+    many, many_off = statistics.median(together_db), statistics.median(together_without)
+    print(f"| figure | Waystation | baseline | ratio |\n| --- | --- | --- | --- |\n"
+          f"| steps/s, one {args.steps}-step exploration (median of {args.runs}) | "
+          f"{one:.1f} (graph + events + snapshot + artifacts in Postgres) | "
+          f"{one_off:.1f} (same loop, persistence off) | {one / one_off:.2f}x |\n"
+          f"| steps/s, {args.concurrent} such explorations at once (median of {args.runs}) | "
+          f"{many:.1f} | {many_off:.1f} | {many / many_off:.2f}x |\n"
           f"| identity per screen | parse + layout/content hash {parse_ms:.2f} ms; "
-          f"pHash {phash_ms:.2f} ms | |\n"
+          f"pHash {phash_ms:.2f} ms | | |\n"
           f"| 5,000 screens / 20,000 edges | graph JSON query {graph_ms:.0f} ms; coverage "
-          f"{coverage_ms:.0f} ms | |")
-
+          f"{coverage_ms:.0f} ms | | |")
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--concurrent", type=int, default=4)
     parser.add_argument("--temporal-address")
     asyncio.run(main(parser.parse_args()))

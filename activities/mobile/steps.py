@@ -88,8 +88,8 @@ class MobileActivities:
         events.append(_event(arg, "identify", started, {
             "layout_hash": ident.layout_hash, "transitional": ident.near_blank}))
         if arg.persist and self._pool is not None:
-            # The perceptual hash is for the stored screen only: computed once, while
-            # Postgres runs the step's statement.
+            # The perceptual hash is for the stored screen only: computed at most once, and
+            # only for a screen stored without one (graph.record_step_in_one_call).
             screen_phash = functools.cache(functools.partial(_screen_phash, obs, hierarchy))
             result = await self._persist(arg, write, events, screen_phash)
         else:
