@@ -155,12 +155,13 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
     assert again.replayed and again.screen_id == result.screen_id and again.new_edge
 
 
-async def test_one_call_stores_a_screens_hash_where_it_is_missing_and_only_there(pool):
-    """The hash computed while the statement runs is stored on a new screen, and on a visit
-    to a screen whose hash is missing (a crash between the two statements); a screen that has
-    one keeps it."""
+async def test_one_call_hashes_and_stores_a_screens_hash_only_where_it_is_missing(pool):
+    """The hash is computed and stored for a new screen, and for a visit to a screen whose hash
+    is missing (a crash between the two statements); a visit to a screen that has one neither
+    computes it (the worker's CPU) nor changes it."""
     arg = await new_mobile_run(pool, app_package=PKG)
     read_model = ReadModelWrite(run_id=arg.run_id)
+    computed: list[int] = []
 
     async def visit(step: int, phash: int) -> graph.StepGraphResult:
         write = _write(arg.run_id, step, "H1")
@@ -168,8 +169,13 @@ async def test_one_call_stores_a_screens_hash_where_it_is_missing_and_only_there
         write.screen.phash = None
         call = graph.OneCallStep(**dict(write), write=read_model, done_event=EventWrite(
             event_key=f"s{step}.persist", type="agent.node.completed", output={}))
+
+        def screen_phash() -> int:
+            computed.append(step)
+            return phash
+
         async with pool.acquire() as conn:
-            result = await graph.record_step_in_one_call(conn, call, lambda: phash)
+            result = await graph.record_step_in_one_call(conn, call, screen_phash)
             assert result is not None
             stored = await conn.fetchval("SELECT phash FROM screens WHERE id = $1",
                                          result.screen_id)
@@ -180,7 +186,8 @@ async def test_one_call_stores_a_screens_hash_where_it_is_missing_and_only_there
     async with pool.acquire() as conn:
         await conn.execute("UPDATE screens SET phash = NULL WHERE id = $1", first.screen_id)
     assert not (await visit(2, 11)).new_screen  # filled on the next visit
-    await visit(3, 99)  # the stored hash stays
+    await visit(3, 99)  # the stored hash stays, and is not computed again
+    assert computed == [1, 2]
 
 
 async def test_events_appended_once_per_key_within_and_across_calls(pool):

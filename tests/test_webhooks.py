@@ -12,12 +12,13 @@ import uuid
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
 
 from api.auth import issue_token
 from persistence import webhooks as webhooks_repo
-from persistence.sealing import PREFIX, SecretsBox, new_key
+from persistence.sealing import PREFIX, SecretsBox, SecretUnreadable, new_key
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY, Settings
@@ -303,3 +304,16 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
             await conn.execute("DELETE FROM webhooks WHERE id = $1", lost.id)
         back = await reseal(f"{DEV_SECRETS_KEY},{fresh}")
         assert back.returncode == 0, back
+
+
+def test_a_settings_copy_with_another_key_seals_and_opens_with_that_key():
+    """The box follows the key it is read from: a copy of the settings with a new key (as
+    `waystation` makes for one command) neither seals under nor opens with the old one."""
+    dev = Settings(WAYSTATION_ENV="dev")
+    sealed = dev.secrets_box.seal("s3cret")
+    moved = dev.model_copy(update={"secrets_key": new_key()})
+    assert moved.secrets_box.open(moved.secrets_box.seal("x")) == "x"
+    assert SecretsBox(moved.secrets_key).open(moved.secrets_box.seal("y")) == "y"
+    assert dev.secrets_box.open(sealed) == "s3cret"
+    with pytest.raises(SecretUnreadable):
+        moved.secrets_box.open(sealed)

@@ -6,7 +6,7 @@ Names follow what operators already use for Temporal (`TEMPORAL_*`) and Postgres
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -181,11 +181,13 @@ class Settings(BaseSettings):
             raise ValueError("WAYSTATION_OIDC_ISSUER needs WAYSTATION_OIDC_CLIENT_ID")
         return self
 
-    @cached_property
+    # Derived from the fields each time they are read, through caches keyed by the fields'
+    # values, so a copy with other values (model_copy(update=...)) never sees the original's.
+    @property
     def secrets_box(self) -> SecretsBox:
-        return SecretsBox(self.secrets_key)
+        return _secrets_box(self.secrets_key)
 
-    @cached_property
+    @property
     def data_path(self) -> Path:
         return self.data_dir.expanduser()
 
@@ -197,9 +199,9 @@ class Settings(BaseSettings):
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
-    @cached_property
+    @property
     def items_sources(self) -> ItemsSources:
-        return ItemsSources.parse(self.items_dirs, self.items_url_prefixes)
+        return _items_sources(self.items_dirs, self.items_url_prefixes)
 
     @property
     def temporal_ui_base(self) -> str:
@@ -226,3 +228,13 @@ class Settings(BaseSettings):
 
 def load_settings() -> Settings:
     return Settings()
+
+
+@lru_cache(maxsize=8)
+def _secrets_box(keys: str) -> SecretsBox:
+    return SecretsBox(keys)
+
+
+@lru_cache(maxsize=8)
+def _items_sources(dirs: str, url_prefixes: str) -> ItemsSources:
+    return ItemsSources.parse(dirs, url_prefixes)
