@@ -163,6 +163,7 @@ async def main(args: argparse.Namespace) -> None:
           f"| 5,000 screens / 20,000 edges | graph JSON query {graph_ms:.0f} ms; coverage "
           f"{coverage_ms:.0f} ms | | |")
 
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)

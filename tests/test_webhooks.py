@@ -307,8 +307,8 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
 
 
 def test_a_settings_copy_with_another_key_seals_and_opens_with_that_key():
-    """The box follows the key it is read from: a copy of the settings with a new key (as
-    `waystation` makes for one command) neither seals under nor opens with the old one."""
+    """The box follows the key it is read from: a copy of the settings with a new key neither
+    seals under nor opens with the original's key, and the original keeps its own."""
     dev = Settings(WAYSTATION_ENV="dev")
     sealed = dev.secrets_box.seal("s3cret")
     moved = dev.model_copy(update={"secrets_key": new_key()})
