@@ -117,7 +117,7 @@ async def test_one_call_step_writes_what_the_transaction_path_writes_once(pool):
     go = first.action_ids["tap:Button#go"]
     step = _write(arg.run_id, 2, "O2", from_screen=first.screen_id, action=go)
     assert step.screen is not None
-    step.screen.phash = None  # computed while the statement runs
+    step.screen.phash = None  # the call computes it where the screen has none
     write = ReadModelWrite(
         run_id=arg.run_id, run=RunStateWrite(status="running", current_phase=0),
         snapshots=[SnapshotWrite(step_ordinal=1, label="step 1", phase=1, state={"step": 1})],

@@ -72,7 +72,7 @@ async def test_explores_app_to_ground_truth(time_env, pool, worker, task_queue, 
                                        "AND phash IS NULL", package)
     assert run is not None and run.status == "completed"
     assert run.result and run.result["stop_reason"] == "explored"
-    assert unhashed == 0  # each screen's hash, computed while its step's statement ran
+    assert unhashed == 0  # each new screen's hash, computed once its step found it missing
     assert events[0].type == "run.started" and events[-1].type == "run.completed"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {e.task for e in events if e.type == "agent.node.completed"} == {

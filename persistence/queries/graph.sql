@@ -183,5 +183,5 @@ SELECT EXISTS (SELECT 1 FROM graph_persistence_outcomes g JOIN runs r ON r.id = 
 SELECT record_mobile_step_needing_hash($1::text::jsonb);
 
 -- name: fill_screen_phash
--- A screen's perceptual hash, stored once (record_step_in_one_call computes it meanwhile).
+-- A screen's perceptual hash, stored once (record_step_in_one_call, where it is missing).
 UPDATE screens SET phash = $2 WHERE id = $1 AND phash IS NULL;
