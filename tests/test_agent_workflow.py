@@ -11,6 +11,7 @@ from temporalio.exceptions import ApplicationError
 from tests.agent_helpers import (
     BOOK,
     LIKE,
+    NATURAL,
     SEARCH,
     events_of,
     new_agent_run,
@@ -147,4 +148,38 @@ async def test_a_model_calling_an_unknown_tool_is_told_and_carries_on(
                      "told": told[0]["told"]}]
     assert "Unknown tool name: 'compare_vendors'" in told[0]["told"]
     assert state.usage.requests == 9
+    await handle.terminate("done")
+
+
+async def test_a_natural_request_is_searched_shortlisted_and_booked_after_approval(
+        time_env, pool, worker, task_queue):
+    """Seed 003's request in one message: the offline planner searches with the stated city,
+    guests, budget and style, shortlists three, checks them and asks to book the best that is
+    free (the approval gate); approved, the booking runs."""
+    arg = await new_agent_run(pool, message=NATURAL)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    calls = [e.output for e in await events_of(pool, arg.run_id) if e.type == "tool.called"]
+    assert [c["tool"] for c in calls] == ["search_vendors", "shortlist", "check_availability",
+                                          "book_vendor"]
+    assert calls[0]["arguments"] == {"category": "venue", "city": "Bangalore", "style": "rustic",
+                                     "min_capacity": 200, "max_price": 1_500_000}
+    assert calls[1]["arguments"]["vendor_ids"] == ["v-venue-02", "v-venue-01", "v-venue-03"]
+    # Old Mill Barn is the cheapest but taken that day: the best free one is asked for.
+    assert calls[3]["arguments"] == {"vendor_id": "v-venue-01", "date": "2027-02-14",
+                                     "guests": 200}
+    await decide(handle, "approve_book_vendor_1", "approve")
+    state = await waiting(handle, turn=1)
+    assert "Shortlisted Old Mill Barn, Banyan Courtyard, Rosewood Estate" in state.last_answer
+    assert "Booked Banyan Courtyard for 200 guests on 2027-02-14" in state.last_answer
+    await handle.terminate("done")
+
+
+async def test_a_request_lacking_what_to_look_for_is_answered_with_what_is_needed(
+        time_env, pool, worker, task_queue):
+    arg = await new_agent_run(pool, message="Shortlist three and book the best one.")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    state = await waiting(handle, turn=1)
+    assert state.last_answer.startswith("There is nothing to shortlist yet: tell me what to look")
+    assert not [e for e in await events_of(pool, arg.run_id) if e.type == "tool.called"]
     await handle.terminate("done")

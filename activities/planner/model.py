@@ -1,10 +1,14 @@
 """The planner's offline model: a PydanticAI `FunctionModel` that plans tool calls from the
 message, deterministically, with no network.
 
-It reads the latest request: after tool results it answers in words; after a person's
-message it picks the tool the message asks for (search, shortlist, availability, booking)
-with arguments taken from the message, the earlier turns, or the re-priming summary in its
-instructions. Asked to summarize, it writes the `context_summary`. A real model replaces it
+It reads the latest request: after a person's message it picks the tool the message asks for
+(search, shortlist, availability, booking) with arguments taken from the message (category,
+city, guests, budget, style, date), the earlier turns, or the re-priming summary in its
+instructions. A request that asks for several steps at once ("find a venue, shortlist three
+and book the best") is carried on after each tool's result until the booking, which waits
+for approval; otherwise, after tool results it answers in words. It never acts on an empty
+list: lacking what it needs, it says what that is. Asked to summarize, it writes the
+`context_summary`. A real model replaces it
 unchanged: the agent, its tools and the approval gate stay the same.
 """
 
@@ -38,6 +42,22 @@ CATEGORIES = {"venue": "venue", "hall": "venue", "caterer": "caterer", "catering
               "florist": "florist", "flowers": "florist"}
 DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 VENDOR_ID = re.compile(r"\bv-[a-z]+-\d{2}\b")
+# "under 15 lakh", "budget 4,00,000", "below 1.2 crore", "max 90k" (INR).
+BUDGET = re.compile(r"(?:under|below|within|budget(?: of)?|up to|upto|max(?:imum)?|less than)"
+                    r"\s*(?:rs\.?|inr|₹)?\s*(\d[\d,]*(?:\.\d+)?)\s*"
+                    r"(lakhs?|lacs?|crores?|cr|k|thousand)?\b")
+UNITS = {"lakh": 100_000, "lakhs": 100_000, "lac": 100_000, "lacs": 100_000,
+         "crore": 10_000_000, "crores": 10_000_000, "cr": 10_000_000, "k": 1_000,
+         "thousand": 1_000}
+# A booking's date when the message names none: the approval shows it, and an edit changes it.
+DEFAULT_DATE = "2027-02-14"
+NEED_SEARCH = ("I can search vendors (venues, caterers, photographers, florists), shortlist "
+               "them, check their availability and book one. Tell me what you need: the kind "
+               "of vendor, and if you like the city, the number of guests, the budget and the "
+               "style.")
+NEED_VENDORS = ("There is nothing to shortlist yet: tell me what to look for (a venue, "
+                "caterer, photographer or florist, and the city, guests, budget or style), or "
+                "name the vendors.")
 
 
 async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -49,7 +69,7 @@ async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     assert isinstance(latest, ModelRequest)
     returns = [p for p in latest.parts if isinstance(p, ToolReturnPart)]
     if returns:
-        parts: list[TextPart | ToolCallPart] = [TextPart(_after_tools(returns))]
+        parts: list[TextPart | ToolCallPart] = _carry_on(returns, messages)
     else:
         prompt = " ".join(str(p.content) for p in latest.parts if isinstance(p, UserPromptPart))
         if prompt.startswith(SUMMARY_REQUEST):
@@ -72,31 +92,96 @@ def _respond(prompt: str, messages: list[ModelMessage], instructions: str
     text = prompt.lower()
     named = [v.id for v in vendors().values() if v.name.lower() in text]
     date = DATE.search(prompt)
+    search = _search_args(text)
+    # A message that states what to look for searches anew; one that only names a category
+    # ("I like the first three venues") acts on what was found before.
+    fresh = search if search is not None and len(search) > 1 else None
     if "compare" in text:
         return [ToolCallPart(UNKNOWN_TOOL, {"vendor_ids": named or _shortlisted(messages,
                                                                               instructions)})]
     if "book" in text and named:
         return [ToolCallPart("book_vendor", {
-            "vendor_id": named[0], "date": date.group(1) if date else "2027-02-14",
+            "vendor_id": named[0], "date": date.group(1) if date else DEFAULT_DATE,
             "guests": _guests(text) or _guests(_all_prompts(messages)) or 100})]
-    if "availab" in text or "free on" in text:
+    if ("availab" in text or "free on" in text) and fresh is None:
         ids = named or _shortlisted(messages, instructions)
-        return [ToolCallPart("check_availability", {
-            "vendor_ids": ids, "date": date.group(1) if date else "2027-02-14"})]
-    if "like" in text or "shortlist" in text:
+        if ids:
+            return [ToolCallPart("check_availability", {
+                "vendor_ids": ids, "date": date.group(1) if date else DEFAULT_DATE})]
+        return [TextPart(NEED_VENDORS)]
+    if ("like" in text or "shortlist" in text) and fresh is None:
         ids = named or _first_found(messages, _count(text))
-        return [ToolCallPart("shortlist", {"vendor_ids": ids})]
+        if ids:
+            return [ToolCallPart("shortlist", {"vendor_ids": ids})]
+        if search is None:
+            return [TextPart(NEED_VENDORS)]
+    if search is not None:
+        return [ToolCallPart("search_vendors", search)]
+    return [TextPart(NEED_SEARCH)]
+
+
+def _search_args(text: str) -> dict[str, Any] | None:
+    """The search a message states: its category, with the city, style, guests and budget
+    it names; None when it names no category."""
     category = next((c for word, c in CATEGORIES.items() if word in text), None)
-    if category is not None:
-        args: dict[str, Any] = {"category": category}
-        city = next((v.city for v in vendors().values() if v.city.lower() in text), None)
-        style = next((v.style for v in vendors().values() if v.style in text), None)
-        for key, value in (("city", city), ("style", style), ("min_capacity", _guests(text))):
-            if value is not None:
-                args[key] = value
-        return [ToolCallPart("search_vendors", args)]
-    return [TextPart("I can search vendors (venues, caterers, photographers, florists), "
-                     "shortlist them, check their availability and book one. What do you need?")]
+    if category is None:
+        return None
+    args: dict[str, Any] = {"category": category}
+    city = next((v.city for v in vendors().values() if v.city.lower() in text), None)
+    style = next((v.style for v in vendors().values() if v.style in text), None)
+    for key, value in (("city", city), ("style", style), ("min_capacity", _guests(text)),
+                       ("max_price", _budget(text))):
+        if value is not None:
+            args[key] = value
+    return args
+
+
+def _carry_on(returns: list[ToolReturnPart], messages: list[ModelMessage]
+              ) -> list[TextPart | ToolCallPart]:
+    """After tool results: the next step the turn's request asks for (search, then
+    shortlist, then availability, then booking the best that is free), or the answer."""
+    request = _turn_prompt(messages).lower()
+    wants_book = "book" in request
+    wants_shortlist = wants_book or "shortlist" in request
+    date = DATE.search(request)
+    latest = returns[-1]
+    content: Any = latest.content  # each tool's own value (see catalogue.py)
+    if latest.outcome != "retried":
+        if latest.tool_name == "search_vendors" and wants_shortlist and content:
+            ids = [v["id"] for v in content][:_count(request)]
+            return [ToolCallPart("shortlist", {"vendor_ids": ids})]
+        if latest.tool_name == "shortlist" and wants_book and content["shortlisted"]:
+            return [ToolCallPart("check_availability", {
+                "vendor_ids": [v["id"] for v in content["shortlisted"]],
+                "date": date.group(1) if date else DEFAULT_DATE})]
+        if latest.tool_name == "check_availability" and wants_book:
+            free = [a["id"] for a in content["availability"] if a["available"]]
+            if free:  # the shortlist is cheapest first: the best that is free
+                return [ToolCallPart("book_vendor", {
+                    "vendor_id": free[0], "date": content["date"],
+                    "guests": _guests(request) or 100})]
+    return [TextPart(_after_tools(_turn_returns(messages)))]
+
+
+def _turn_prompt(messages: list[ModelMessage]) -> str:
+    """The person's latest message: the request this turn carries out."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            said = [str(p.content) for p in message.parts if isinstance(p, UserPromptPart)]
+            if said:
+                return " ".join(said)
+    return ""
+
+
+def _turn_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    """Every tool result since the person's latest message, oldest first."""
+    found: list[ToolReturnPart] = []
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            if any(isinstance(p, UserPromptPart) for p in message.parts):
+                break
+            found[:0] = [p for p in message.parts if isinstance(p, ToolReturnPart)]
+    return found
 
 
 def _after_tools(returns: list[ToolReturnPart]) -> str:
@@ -183,9 +268,17 @@ def _guests(text: str) -> int | None:
 
 
 def _count(text: str) -> int:
-    words = {"two": 2, "three": 3, "four": 4, "2": 2, "3": 3, "4": 4}
-    found = re.search(r"(?:first|top)\s+(\w+)", text)
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "2": 2, "3": 3, "4": 4, "5": 5}
+    found = re.search(r"(?:first|top|shortlist)\s+(\w+)", text)
     return words.get(found.group(1), 3) if found else 3
+
+
+def _budget(text: str) -> int | None:
+    found = BUDGET.search(text)
+    if found is None:
+        return None
+    amount = float(found.group(1).replace(",", ""))
+    return int(amount * UNITS.get(found.group(2) or "", 1))
 
 
 def planner_model() -> FunctionModel:
