@@ -16,8 +16,8 @@ from fastapi import APIRouter, Path
 from api.auth import User
 from api.deps import AuthenticatorConn, SettingsDep, TemporalClient, act_as
 from api.errors import ERROR_RESPONSES, ApiError
-from api.routes.decisions import take_decision
 from api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionRequest, DecisionView
+from api.services.decisions import decide
 from contracts.decision_links import verify_link
 from persistence import decision_mail as mail_repo
 from persistence import gates as gates_repo
@@ -57,11 +57,10 @@ async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Authentic
         run = await runs_repo.get_run(conn, gate.run_id) if gate else None
         if gate is None or run is None:  # its run was erased since the link was mailed
             raise ApiError(403, "invalid_link", "this link is not valid")
-        return await take_decision(
-            conn, temporal, run, gate.checkpoint_name,
+        return await decide(
+            conn, temporal, User(name=link.user_name), run, gate.checkpoint_name,
             DecisionRequest(decision=body.decision, feedback=body.feedback, request_id=gate.id,
-                            digest=gate.digest),
-            User(name=link.user_name), idempotency_key=f"link-{link.id}")
+                            digest=gate.digest), idempotency_key=f"link-{link.id}")
     except Exception:
         # Nothing was decided (refused, or no worker took it): the link may be used again.
         await mail_repo.release_link(conn, link.id)
