@@ -23,9 +23,10 @@ from api.auth import (
 )
 from api.errors import unavailable
 from api.identity import IdentityProvider, is_provider_token
+from api.services.access import claims_of
 from api.services.runs import visible_run
 from api.temporal_gateway import TemporalGateway
-from persistence.claims import AUTHENTICATOR, SERVICE, Claims, set_claims
+from persistence.claims import AUTHENTICATOR, Claims, set_claims
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
 from waystation.registry import Registry
@@ -38,10 +39,6 @@ def get_settings(request: Request) -> Settings:
 
 def get_registry(request: Request) -> Registry:
     return request.app.state.registry
-
-
-def claims_of(user: User) -> Claims:
-    return SERVICE if user.is_service else Claims(user=user.name)
 
 
 @asynccontextmanager
@@ -60,12 +57,6 @@ async def pooled_connection(request: Request, claims: Claims) -> AsyncIterator[a
         yield conn
     finally:
         await pool.release(conn)
-
-
-async def act_as(conn: asyncpg.Connection, user: User) -> None:
-    """From now on the connection's queries run for `user` (a mailed link, once verified,
-    decides as its person)."""
-    await set_claims(conn, claims_of(user))
 
 
 async def get_temporal(request: Request) -> Client:
@@ -128,7 +119,7 @@ TemporalClient = Annotated[Client, Depends(get_temporal)]
 # The caller's claims are set on it (see claims_of).
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 # For routes whose caller is known only by a secret the request carries (a sign-in code, a
-# mailed link): it sees credentials only, until `act_as`.
+# mailed link): it sees credentials only, until `api.services.access.act_as`.
 AuthenticatorConn = Annotated[asyncpg.Connection,
                               Depends(get_authenticator_conn, scope="function")]
 

@@ -14,9 +14,21 @@ import asyncpg
 from api.auth import User, can_access, may_decide
 from api.errors import ApiError
 from persistence import groups as groups_repo
+from persistence.claims import SERVICE, Claims, set_claims
 from persistence.models import RunRow
 
 VIEWER = "viewer"
+
+
+def claims_of(user: User) -> Claims:
+    """What the database lets `user` see (row-level security, migration 022)."""
+    return SERVICE if user.is_service else Claims(user=user.name)
+
+
+async def act_as(conn: asyncpg.Connection, user: User) -> None:
+    """From now on the connection's queries run for `user` (a mailed link, once verified,
+    decides as its person)."""
+    await set_claims(conn, claims_of(user))
 
 
 async def group_role(conn: asyncpg.Connection, user: User, run: RunRow) -> str | None:
