@@ -8,9 +8,10 @@ transport's answer.
 The contract of every function here:
 - **Inputs are explicit**: an asyncpg connection on which the caller's claims are already set
   (row-level security: `access.claims_of(user)`; only `decision_links`, whose caller is known
-  by the link alone, starts from the authenticator's claims), the Temporal client, the `api.auth.User` it acts
-  for, the `Registry` / `Settings` when it needs them, and at most one pydantic request model
-  (a body from `api.schemas`, or a filter / page from `api.queries`) plus the path's ids.
+  by the link alone, starts from the authenticator's claims), the Temporal client, the
+  `api.auth.User` it acts for, the `Registry` / `Settings` when it needs them, and at most one
+  pydantic request model (a body from `api.schemas`, or a filter / page from `api.queries`)
+  plus the path's ids.
 - **A run or job argument has passed the visibility check**: get it from
   `runs.visible_run(conn, user, run_id)` or `jobs.visible_job(conn, user, job_id)`, which
   answer 404 for one the caller may not read, exactly as for one that does not exist. Rules of
