@@ -99,11 +99,12 @@ class Settings(BaseSettings):
     decision_link_hours: float = Field(
         72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
 
-    # Webhooks to loopback and private addresses (a team's receiver on its own network);
-    # false on a shared deployment, so no user can make the worker call its neighbours.
-    # Link-local addresses and cloud metadata services are refused either way.
-    webhook_private_networks: bool = Field(
-        True, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
+    # Webhooks to loopback, private and CGNAT addresses (a team's receiver on its own
+    # network); unset: allowed only with WAYSTATION_ENV=dev, so on a shared deployment no user
+    # can make the worker call its neighbours. Link-local addresses and cloud metadata
+    # services are refused either way.
+    webhook_private_networks: bool | None = Field(
+        None, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
     # Seals webhook secrets in the database: one Fernet key or several, comma-separated (the
     # first seals, each opens), so a key rotates without a webhook missing a delivery.
     secrets_key: str = Field(DEV_SECRETS_KEY, validation_alias="WAYSTATION_SECRETS_KEY")
@@ -210,6 +211,12 @@ class Settings(BaseSettings):
     @property
     def console_base(self) -> str:
         return (self.console_url or f"http://{self.api_host}:{self.api_port}").rstrip("/")
+
+    @property
+    def webhooks_to_private_networks(self) -> bool:
+        if self.webhook_private_networks is not None:
+            return self.webhook_private_networks
+        return self.env == "dev"
 
     @property
     def console_cookie_is_secure(self) -> bool:
