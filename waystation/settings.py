@@ -149,6 +149,13 @@ class Settings(BaseSettings):
     # and how long the API waits for requests in flight (streams end at once regardless).
     graceful_shutdown_timeout: int = Field(
         30, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+    # GET /metrics on the API (api/routes/metrics.py): with a token, scrapers send it as a
+    # bearer token; without one, open on a dev stack and the service role's elsewhere. The
+    # read model's figures are re-read at most this often.
+    metrics_token: str | None = Field(None, min_length=32,
+                                      validation_alias="WAYSTATION_METRICS_TOKEN")
+    metrics_cache_seconds: float = Field(15.0, ge=0,
+                                         validation_alias="WAYSTATION_METRICS_CACHE_SECONDS")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
