@@ -127,6 +127,9 @@ class Settings(BaseSettings):
         default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
+    # Devices attached to workers (mobile runs, `driver: adb`) that users may name by serial,
+    # comma-separated; the service role may name any (api/device_policy.py). Empty: none.
+    adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
     # Where a batch job's `items_path` may point: comma-separated directories and URL
     # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
     items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
@@ -206,6 +209,10 @@ class Settings(BaseSettings):
     @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
+
+    @property
+    def adb_device_serials(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in self.adb_devices.split(",") if s.strip())
 
     @property
     def items_sources(self) -> ItemsSources:

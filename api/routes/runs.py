@@ -22,6 +22,7 @@ from api.deps import (
     require_decider,
     require_run_starter,
 )
+from api.device_policy import check_device
 from api.errors import ApiError
 from api.items_policy import check_items_source
 from api.routes.decisions import decision_views
@@ -61,6 +62,7 @@ def create_router(registry: Registry) -> APIRouter:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
         same run."""
         check_items_source(body.input, settings)
+        check_device(body.input, user, settings)
         if body.group_id is not None:
             await require_run_starter(conn, user, body.group_id)
         run, created = await create_and_start(
