@@ -48,7 +48,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: _error("Not allowed: a change authenticated by a console session cookie without the "
                 "session's X-CSRF-Token header; a group role that may not do this (the message "
                 "names the rule); a decision link that is invalid, used or expired; an "
-                "operator route without the service role"),
+                "operator route without the service role; a device the caller may not name"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),
