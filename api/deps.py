@@ -22,6 +22,7 @@ from api.auth import (
     bearer_token,
     can_access,
     may_decide,
+    require_not_cut_off,
 )
 from api.errors import ApiError, unavailable
 from api.identity import IdentityProvider, is_provider_token
@@ -95,16 +96,21 @@ async def get_user(
     session cookie."""
     session_id = request.cookies.get(SESSION_COOKIE)
     token = bearer_token(authorization)
-    if token is not None and is_api_key(token):
-        async with pooled_connection(request, AUTHENTICATOR) as conn:
-            return await authenticate_api_key(conn, token)
     provider: IdentityProvider | None = request.app.state.identity_provider
+    user = None
     if token is not None and provider is not None and is_provider_token(token):
-        return await provider.authenticate(token)
-    if authorization is not None or not session_id:
-        return authenticate(request.app.state.settings.jwt_secret, authorization)
+        user = await provider.authenticate(token)
+    elif (token is None or not is_api_key(token)) and (authorization is not None
+                                                       or not session_id):
+        user = authenticate(request.app.state.settings.jwt_secret, authorization)
     # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
     async with pooled_connection(request, AUTHENTICATOR) as conn:
+        if user is not None:  # a signed token: unless its user's access has ended since
+            await require_not_cut_off(conn, user)
+            return user
+        if token is not None:
+            return await authenticate_api_key(conn, token)
+        assert session_id is not None, "no token: the session cookie"
         return await authenticate_session(conn, session_id, method=request.method,
                                           csrf_token=request.headers.get(CSRF_HEADER))
 

@@ -34,7 +34,7 @@ async def show_decision_link(token: Token, conn: AuthenticatorConn,
                              settings: SettingsDep) -> DecisionLinkView:
     """The request a mailed link is for, and whom it decides as."""
     link = await _usable_link(conn, settings.jwt_secret, token)
-    await act_as(conn, User(name=link.user_name))
+    await act_as(conn, User(name=link.user_name, via="link"))
     gate = await gates_repo.get_gate(conn, link.request_id)
     if gate is None:  # its run was erased: hidden, and deleted with the link later
         raise ApiError(403, "invalid_link", "this link is not valid")
@@ -52,7 +52,7 @@ async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Authentic
         await _usable_link(conn, settings.jwt_secret, token)  # raises the precise refusal
         raise ApiError(403, "link_used", "this link has already been used")  # lost a race
     try:
-        await act_as(conn, User(name=link.user_name))
+        await act_as(conn, User(name=link.user_name, via="link"))
         gate = await gates_repo.get_gate(conn, link.request_id)
         run = await runs_repo.get_run(conn, gate.run_id) if gate else None
         if gate is None or run is None:  # its run was erased since the link was mailed
@@ -61,7 +61,7 @@ async def decide_by_link(token: Token, body: DecisionLinkAnswer, conn: Authentic
             conn, temporal, run, gate.checkpoint_name,
             DecisionRequest(decision=body.decision, feedback=body.feedback, request_id=gate.id,
                             digest=gate.digest),
-            User(name=link.user_name), idempotency_key=f"link-{link.id}")
+            User(name=link.user_name, via="link"), idempotency_key=f"link-{link.id}")
     except Exception:
         # Nothing was decided (refused, or no worker took it): the link may be used again.
         await mail_repo.release_link(conn, link.id)
