@@ -185,12 +185,40 @@ async def require_run_starter(conn: asyncpg.Connection, user: User, group_id: UU
                        details=[{"role": role}])
 
 
+async def visible_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow | None:
+    """The run, if the caller may see it."""
+    run = await runs_repo.get_run(conn, run_id)
+    return run if run is not None and await may_read(conn, user, run) else None
+
+
 async def get_visible_run(run_id: UUID, user: CurrentUser, conn: Conn) -> RunRow:
     """The run, if the caller may see it; another user's run is indistinguishable from none."""
-    run = await runs_repo.get_run(conn, run_id)
-    if run is None or not await may_read(conn, user, run):
+    run = await visible_run(conn, user, run_id)
+    if run is None:
         raise ApiError(404, "run_not_found", f"run {run_id} not found")
     return run
+
+
+async def still_signed_in(request: Request, user: User) -> bool:
+    """Whether the credential a stream's request carries still signs in as `user`, checked
+    as on any request (a revoked key, a signed-out or expired session, an expired or cut-off
+    token: no). A database that cannot answer is an error, not a no."""
+    try:
+        again = await get_user(request, request.headers.get("authorization"))
+    except ApiError as refused:
+        if refused.status >= 500:
+            raise
+        return False
+    return (again.name, again.role) == (user.name, user.role)
+
+
+async def still_reads_run(request: Request, user: User, run_id: UUID) -> bool:
+    """Whether a stream's caller may still read the run: signed in as before, and allowed as
+    `GET /runs/{id}` allows it."""
+    if not await still_signed_in(request, user):
+        return False
+    async with pooled_connection(request, claims_of(user)) as conn:
+        return await visible_run(conn, user, run_id) is not None
 
 
 VisibleRun = Annotated[RunRow, Depends(get_visible_run)]

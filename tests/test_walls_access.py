@@ -15,8 +15,9 @@ import asyncpg
 import httpx
 import pytest_asyncio
 
-from api.auth import issue_token
+from api.auth import SESSION_COOKIE, issue_token
 from contracts.decision_links import sign_link
+from tests.console_helpers import login_path
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
 
@@ -124,6 +125,131 @@ async def decide_and_see_more(http: httpx.AsyncClient, owner: str, run_id: str) 
 
 def last_seq(follower: Follower) -> int:
     return max((e.id for e in follower.events if e.id is not None), default=0)
+
+
+# --- streams -------------------------------------------------------------------------------
+
+async def test_removed_member_run_stream_closes_before_the_next_event(http):
+    p = people()
+    group_id = await group_of(http, p["alice"], **{p["bob"]: "viewer"})
+    run_id = await run_at_gate(http, p["alice"], group_id)
+    bob = Follower(http, f"/runs/{run_id}/events/stream", auth(p["bob"]))
+    try:
+        await eventually(lambda: bob.has("gate.opened"))
+        seen_before = last_seq(bob)
+        by = deadline()
+        removed = await http.delete(f"/groups/{group_id}/members/{p['bob']}",
+                                    headers=auth(p["alice"]))
+        assert removed.status_code == 204
+        assert (await http.get(f"/runs/{run_id}", headers=auth(p["bob"]))).status_code == 404
+        later = await decide_and_see_more(http, p["alice"], run_id)
+        await bob.ends_by(by)
+        assert later > seen_before
+        assert last_seq(bob) == seen_before, "events reached a removed member"
+        assert not await bob.has("gate.decided")
+    finally:
+        await bob.stop()
+
+
+async def test_removed_member_inbox_stream_gets_nothing_more_of_the_group(http):
+    p = people()
+    group_id = await group_of(http, p["alice"], **{p["bob"]: "approver"})
+    bob = Follower(http, "/decisions/stream", auth(p["bob"]))
+    try:
+        await eventually(lambda: bob.has("decision.snapshot_done"))
+        run_id = await run_at_gate(http, p["alice"], group_id)
+        await eventually(lambda: bob.has("decision.pending"))
+        removed = await http.delete(f"/groups/{group_id}/members/{p['bob']}",
+                                    headers=auth(p["alice"]))
+        assert removed.status_code == 204
+        # A second run of the group, and the first one decided: neither reaches Bob.
+        second = await run_at_gate(http, p["alice"], group_id)
+        await decide_and_see_more(http, p["alice"], run_id)
+        watcher = Follower(http, "/decisions/stream", auth(p["alice"]))
+        try:
+            await eventually(lambda: watcher.has("decision.snapshot_done"))
+        finally:
+            await watcher.stop()
+        about = {e.data.get("run_id") for e in bob.events[1:] if isinstance(e.data, dict)}
+        assert second not in about
+        assert not any(e.event == "decision.closed" for e in bob.events)
+    finally:
+        await bob.stop()
+
+
+async def test_revoked_api_key_ends_its_run_and_inbox_streams(http):
+    p = people()
+    run_id = await run_at_gate(http, p["alice"])
+    made = await http.post("/api-keys", json={"name": "watcher"}, headers=auth(p["alice"]))
+    assert made.status_code == 201, made.text
+    key = made.json()["key"]
+    run_stream = Follower(http, f"/runs/{run_id}/events/stream", bearer(key))
+    inbox = Follower(http, "/decisions/stream", bearer(key))
+    try:
+        await eventually(lambda: run_stream.has("gate.opened"))
+        await eventually(lambda: inbox.has("decision.snapshot_done"))
+        seen_before = last_seq(run_stream)
+        by = deadline()
+        revoked = await http.delete(f"/api-keys/{made.json()['key_id']}",
+                                    headers=auth(p["alice"]))
+        assert revoked.status_code == 204
+        await decide_and_see_more(http, p["alice"], run_id)
+        await run_stream.ends_by(by)
+        await inbox.ends_by(by)
+        assert last_seq(run_stream) == seen_before
+        assert not await inbox.has("decision.closed")
+    finally:
+        await run_stream.stop()
+        await inbox.stop()
+
+
+async def test_signed_out_console_session_ends_its_streams(http, pool):
+    p = people()
+    run_id = await run_at_gate(http, p["alice"])
+    async with httpx.AsyncClient(base_url=str(http.base_url), timeout=30) as browser:
+        signed_in = await browser.get(await login_path(pool, p["alice"]))
+        assert signed_in.status_code == 303, signed_in.text
+        csrf = (await browser.get("/console/session")).json()["csrf_token"]
+        cookie = {"Cookie": f"{SESSION_COOKIE}={browser.cookies[SESSION_COOKIE]}"}
+        run_stream = Follower(http, f"/runs/{run_id}/events/stream", cookie)
+        inbox = Follower(http, "/decisions/stream", cookie)
+        try:
+            await eventually(lambda: run_stream.has("gate.opened"))
+            await eventually(lambda: inbox.has("decision.snapshot_done"))
+            seen_before = last_seq(run_stream)
+            by = deadline()
+            out = await browser.post("/console/logout", headers={"X-CSRF-Token": csrf})
+            assert out.status_code == 204
+            await decide_and_see_more(http, p["alice"], run_id)
+            await run_stream.ends_by(by)
+            await inbox.ends_by(by)
+            assert last_seq(run_stream) == seen_before
+        finally:
+            await run_stream.stop()
+            await inbox.stop()
+
+
+async def test_erased_user_streams_end_and_so_do_members_streams_of_her_runs(http):
+    p = people()
+    group_id = await group_of(http, p["alice"], **{p["bob"]: "viewer", p["carol"]: "owner"})
+    run_id = await run_at_gate(http, p["alice"], group_id)
+    own = Follower(http, f"/runs/{run_id}/events/stream", auth(p["alice"]))
+    bob = Follower(http, f"/runs/{run_id}/events/stream", auth(p["bob"]))
+    inbox = Follower(http, "/decisions/stream", auth(p["alice"]))
+    try:
+        for follower in (own, bob):
+            await eventually(lambda f=follower: f.has("gate.opened"))
+        await eventually(lambda: inbox.has("decision.snapshot_done"))
+        by = deadline()
+        erased = await http.post("/admin/erasure", json={"user": p["alice"]},
+                                 headers=auth("ops", "service"))
+        assert erased.status_code == 202, erased.text
+        for follower in (own, bob, inbox):
+            await follower.ends_by(by)
+        assert not await own.has("gate.decided") and not await bob.has("gate.decided")
+    finally:
+        for follower in (own, bob, inbox):
+            await follower.stop()
 
 
 # --- credentials ---------------------------------------------------------------------------
