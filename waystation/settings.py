@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
     max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
     writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+    # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
+    max_api_keys_per_user: int = Field(50, ge=1,
+                                       validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
 
     # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
     # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
