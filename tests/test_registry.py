@@ -86,6 +86,9 @@ def test_waystation_agents_lists_every_agent_with_its_framework_and_source() -> 
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["AGENT", "FRAMEWORK", "SOURCE"]
     assert ["planner", "pydantic_ai", "builtin"] in [line.split() for line in lines]
+    assert any(line.split()[:2] == ["refunds", "pydantic_ai"]
+               and "entry point waystation.agents:refunds" in line
+               and "waystation-pydantic-ai-agent" in line for line in lines)
 
 
 def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(
