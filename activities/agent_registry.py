@@ -58,9 +58,22 @@ def register_agent(name: str, agent: object, source: str) -> RegisteredAgent:
     if taken is not None and taken.agent is not agent:
         raise PluginError(f"{source}: agent name {name!r} is taken (registered by "
                           f"{taken.source})")
+    durable = _durable_name(agent)
+    for other in _agents.values():
+        # The durable name is in the names of the agent's activities: two agents sharing one
+        # would register the same activities, and the worker could not start.
+        if other.agent is not agent and _durable_name(other.agent) == durable:
+            raise PluginError(f"{source}: agent {name!r} has the durable name {durable!r} of "
+                              f"agent {other.name!r} ({other.source}): give it another "
+                              "Agent(name=...) or TemporalDurability(name=...)")
     registered = taken or RegisteredAgent(name, "pydantic_ai", source, agent)
     _agents[name] = registered
     return registered
+
+
+def _durable_name(agent: AbstractAgent[Any, Any]) -> str | None:
+    durability = TemporalDurability.from_agent(agent)
+    return durability.name if durability is not None else None
 
 
 def register_builtin_agents() -> None:

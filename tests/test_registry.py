@@ -41,6 +41,9 @@ def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
     ("tests.plugin_samples.agent_unknown_framework",
      "agent 'home_made' (tests.plugin_samples.agent_unknown_framework.HomeMadeAgent) is not an "
      "agent of a framework Waystation runs (pydantic_ai)"),
+    ("tests.plugin_samples.agent_durable_name_taken",
+     "agent 'second_planner' has the durable name 'planner' of agent 'planner' (builtin): give "
+     "it another Agent(name=...)"),
 ])
 def test_broken_plugins_are_refused_naming_plugin_and_problem(module: str, problem: str) -> None:
     with pytest.raises(PluginError) as refused:
