@@ -11,6 +11,9 @@ port. Nothing is mocked.
         run = (await http.post("/runs", json={"kind": "content_review", ...})).json()
         async with http.stream("GET", f"/runs/{run['run_id']}/events/stream") as response:
             async for event in sse_events(response): ...
+
+`eventually(check)` polls a check until it holds, for what the stack does in its own time (a
+run reaching a gate, a worker answering).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import socket
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +100,19 @@ class InProcessApi:
         self._server.force_exit = True
         await self._task
         self._server = self._task = None
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 20.0,  # noqa: ASYNC109
+                     interval: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        await asyncio.sleep(interval)
 
 
 @dataclass

@@ -5,14 +5,13 @@ an edit is checked against the tool's schema and the edited call runs."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from waystation.testing import LocalStack, local_stack
+from waystation.testing import LocalStack, eventually, local_stack
 
 GATE = "approve_issue_refund_1"
 
@@ -29,15 +28,6 @@ async def http(stack: LocalStack):
         yield client
 
 
-async def until(check: Any, what: str) -> Any:
-    for _ in range(600):
-        found = await check()
-        if found:
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never: {what}")
-
-
 async def start(http: httpx.AsyncClient, message: str) -> str:
     created = await http.post("/runs", json={"kind": "agent", "input": {
         "agent": "refunds", "message": message}})
@@ -49,7 +39,7 @@ async def at_gate(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
         run = (await http.get(f"/runs/{run_id}")).json()
         return run if run["pending_checkpoint"] == GATE else None
-    return await until(check, f"{run_id} at {GATE}")
+    return await eventually(check, timeout=60)
 
 
 async def answered(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]:
@@ -59,7 +49,7 @@ async def answered(http: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]
         page = (await http.get(f"/runs/{run_id}/messages", params={"limit": 500})).json()
         done = any(m["type"] == "agent.answered" for m in page["messages"])
         return page["messages"] if run["status"] == "paused" and done else None
-    return await until(check, f"{run_id} answered")
+    return await eventually(check, timeout=60)
 
 
 async def decide(http: httpx.AsyncClient, run_id: str, pending: dict[str, Any],
@@ -102,7 +92,7 @@ async def test_the_first_message_whatever_it_says_asks_to_refund_and_approve_run
     async def second_gate() -> dict[str, Any] | None:
         run = (await http.get(f"/runs/{run_id}")).json()
         return run if run["pending_checkpoint"] == "approve_issue_refund_2" else None
-    second = await until(second_gate, "the second refund's gate")
+    second = await eventually(second_gate, timeout=60)
     assert second["pending_decision"]["context"]["arguments"]["order_id"] == "A-2002"
     await http.post(f"/runs/{run_id}/cancel")
 
