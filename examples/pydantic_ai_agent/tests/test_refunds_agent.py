@@ -5,15 +5,20 @@ an edit is checked against the tool's schema and the edited call runs."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from waystation.registry import load_registry
+from waystation.sdk import replay_histories
 from waystation.testing import LocalStack, eventually, local_stack
 
 GATE = "approve_issue_refund_1"
+HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +99,9 @@ async def test_the_first_message_whatever_it_says_asks_to_refund_and_approve_run
         return run if run["pending_checkpoint"] == "approve_issue_refund_2" else None
     second = await eventually(second_gate, timeout=60)
     assert second["pending_decision"]["context"]["arguments"]["order_id"] == "A-2002"
+    if os.environ.get("RECORD_HISTORIES"):
+        history = await stack.temporal.get_workflow_handle(f"agent-{run_id}").fetch_history()
+        (HISTORIES / "refund_approved_then_asked_again.json").write_text(history.to_json())
     await http.post(f"/runs/{run_id}/cancel")
 
 
@@ -132,3 +140,8 @@ async def test_an_edit_is_checked_against_the_tool_schema_and_the_edited_call_ru
     assert transcript[-1]["text"] == "Refunded 60 EUR on order A-4004 (rf-A-4004-60)."
     assert await tool_activities(stack, run_id) == 1
     await http.post(f"/runs/{run_id}/cancel")
+
+
+async def test_recorded_histories_replay() -> None:
+    # The `agent` kind's workflow finds the agent by name: the registry registers it first.
+    assert await replay_histories(HISTORIES, load_registry().workflows())
