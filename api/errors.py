@@ -7,6 +7,7 @@ Temporal being unreachable is a 503 with Retry-After, never a 500; a validation 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -87,6 +88,40 @@ def error_response(status: int, code: str, message: str, *, details: Any = None,
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+    """The 422 for arguments that fail their model (pydantic's `errors()`), naming the first
+    invalid field, or the registered kinds for an unknown `kind`: a route's body and a
+    protocol tool's arguments are refused alike."""
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                "type": e.get("type", "")} for e in errors]
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    message = f"{where}: {first['msg']}"
+    for e in errors:
+        ctx = e.get("ctx") or {}
+        if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
+            known = str(ctx.get("expected_tags", "")).replace("'", "")
+            message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
+    return ApiError(422, "invalid_request", message, details=details)
+
+
+def unexpected_error(error: Exception, where: str) -> ApiError:
+    """What an exception no service turned into an `ApiError` answers, on every interface:
+    Temporal or the database unreachable is a 503 to retry, never a 500; anything else is
+    logged here (`where` names the request) and answered without its text."""
+    if isinstance(error, RPCError):
+        if error.status in _UNAVAILABLE:
+            return unavailable("Temporal is unavailable; retry shortly")
+        log.error("unexpected Temporal error on %s", where, exc_info=error)
+        return ApiError(502, "temporal_error", f"Temporal refused the request: {error.message}")
+    if isinstance(error, UNAVAILABLE_ERRORS):
+        # The database went away in the middle of the request (restart, failover).
+        log.warning("database unavailable on %s: %s", where, error)
+        return unavailable("the database is unavailable; retry shortly")
+    log.error("unhandled error on %s", where, exc_info=error)
+    return ApiError(500, "internal_error", "internal error")
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, error: ApiError) -> JSONResponse:
@@ -95,17 +130,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
-                    "type": e.get("type", "")} for e in error.errors()]
-        first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
-        message = f"{where}: {first['msg']}"
-        for e in error.errors():
-            ctx = e.get("ctx") or {}
-            if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
-                known = str(ctx.get("expected_tags", "")).replace("'", "")
-                message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
-        return error_response(422, "invalid_request", message, details=details)
+        return await _api_error(request, invalid_request(error.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -115,20 +140,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RPCError)
     async def _temporal(request: Request, error: RPCError) -> JSONResponse:
-        if error.status in _UNAVAILABLE:
-            return error_response(503, "unavailable", "Temporal is unavailable; retry shortly",
-                                  headers={"Retry-After": RETRY_AFTER_SECONDS})
-        log.exception("unexpected Temporal error")
-        return error_response(502, "temporal_error", f"Temporal refused the request: "
-                                                     f"{error.message}")
+        return await _unexpected(request, error)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        if isinstance(error, UNAVAILABLE_ERRORS):
-            # The database went away in the middle of the request (restart, failover).
-            log.warning("database unavailable on %s %s: %s", request.method,
-                        request.url.path, error)
-            return error_response(503, "unavailable", "the database is unavailable; retry "
-                                  "shortly", headers={"Retry-After": RETRY_AFTER_SECONDS})
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error")
+        return await _api_error(request, unexpected_error(
+            error, f"{request.method} {request.url.path}"))
