@@ -1,0 +1,2 @@
+"""Waystation as an MCP server at `/mcp`: `server` builds and mounts it, `mapping` maps its
+tools and resources onto `api.services`, `tasks` follows a run as an MCP task."""
