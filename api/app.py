@@ -17,7 +17,7 @@ from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
-from api.protocols.mcp.server import mount_mcp
+from api.protocols.mcp import server as mcp
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
@@ -73,7 +73,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         await app.state.event_hub.start()
         app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
-            async with mcp_sessions.run():
+            async with mcp.serving(mcp_sessions):
                 yield
         finally:
             await app.state.event_hub.stop()
@@ -106,7 +106,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
-    mcp_sessions = mount_mcp(app, registry, settings)
+    mcp_sessions = mcp.mount_mcp(app, registry, settings)
     _document_body_errors_only_where_there_is_a_body(app)
     app.include_router(console.router)
     app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),

@@ -11,6 +11,9 @@ the next but the caller's credentials.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -147,6 +150,31 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings
                    Route(METADATA_PATH, resource_metadata, methods=["GET"])]
     app.router.routes.extend(routes)
     return sessions
+
+
+@asynccontextmanager
+async def serving(sessions: StreamableHTTPSessionManager) -> AsyncIterator[None]:
+    """Runs the SDK's session manager while the app's lifespan lasts, in a task of its own: its
+    task group must be left by the task that entered it, and a lifespan may be entered and
+    left by different tasks (a test fixture's setup and teardown)."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with sessions.run():
+            started.set()
+            await stop.wait()
+
+    task = asyncio.create_task(serve(), name="mcp-sessions")
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if task.done():
+        task.result()  # it could not start: raise why
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
 
 
 def protected_resource(settings: Settings) -> ProtectedResourceMetadata | None:
