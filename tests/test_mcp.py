@@ -134,6 +134,14 @@ async def test_tools_start_wait_decide_and_read_events(api):
         no_graph = await _resource_error(client, f"waystation://runs/{run_id}/graph")
         assert no_graph["code"] == "graph_not_found"
 
+    # A handshake-era client (2025-11-25) is served the same tools, statelessly.
+    async with mcp(api, "alice", mode="legacy") as legacy:
+        assert legacy.protocol_version == "2025-11-25"
+        assert (await call(legacy, "get_run", run_id=run_id))["run_id"] == run_id
+        with pytest.raises(MCPError) as unknown_tool:
+            await legacy.call_tool("no_such_tool", {})
+        assert unknown_tool.value.error.code == -32602
+
     # Another user sees none of it, exactly as the REST API hides it.
     async with mcp(api, "mallory") as other:
         assert (await refused(other, "get_run", run_id=run_id))["code"] == "run_not_found"

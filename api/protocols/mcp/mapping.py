@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     CallToolResult,
@@ -36,7 +37,7 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from temporalio.client import Client
 
@@ -44,18 +45,27 @@ from api.auth import User
 from api.deps import get_registry, get_settings, get_temporal, pooled_connection
 from api.errors import ApiError, invalid_request, unexpected_error
 from api.job_schemas import ItemPage, JobView
-from api.queries import EventQuery, InboxQuery, ItemQuery, RunFilter
+from api.protocols.mcp.arguments import (
+    Arguments,
+    DecideArguments,
+    JobRef,
+    ListItemsArguments,
+    ListRunsArguments,
+    NoArguments,
+    PendingDecisionsArguments,
+    ReadEventsArguments,
+    RetryFailedArguments,
+    RunRef,
+    SendMessageArguments,
+    StartRunArguments,
+)
+from api.queries import InboxQuery, RunFilter
 from api.schemas import (
     CancelAccepted,
     DecisionList,
-    DecisionRequest,
     DecisionView,
     EventPage,
-    GateRules,
-    GroupId,
     MessageAccepted,
-    MessageRequest,
-    ProjectId,
     RunCreated,
     RunPage,
     RunView,
@@ -96,76 +106,6 @@ class Caller:
 
     async def temporal(self) -> Client:
         return await get_temporal(self.request)
-
-
-class Arguments(BaseModel):
-    """A tool's arguments: unknown ones are refused, as unknown body fields are."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-RunId = Annotated[UUID, Field(description="The run's id (`run_id` of start_run, list_runs, "
-                                         "list_pending_decisions).")]
-JobId = Annotated[UUID, Field(description="The batch job's id: the `run_id` of its batch run.")]
-# As the REST API's Idempotency-Key header.
-IdempotencyKey = Annotated[str | None, Field(
-    min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
-    description="The REST API's Idempotency-Key: the same key again answers the first call's "
-                "result and applies nothing twice.")]
-
-
-class NoArguments(Arguments):
-    pass
-
-
-class RunRef(Arguments):
-    run_id: RunId
-
-
-class JobRef(Arguments):
-    job_id: JobId
-
-
-class RetryFailedArguments(JobRef):
-    idempotency_key: IdempotencyKey = None
-
-
-class StartRunArguments(Arguments):
-    kind: str = Field(description="A registered run kind (list_run_kinds).")
-    input: dict[str, Any] = Field(description="The kind's input, valid against its "
-                                              "`input_schema` (list_run_kinds).")
-    project_id: ProjectId = None
-    group_id: GroupId = None
-    gates: GateRules = None
-    idempotency_key: IdempotencyKey = None
-
-
-class ListRunsArguments(RunFilter, Arguments):
-    pass
-
-
-class ReadEventsArguments(EventQuery, Arguments):
-    run_id: RunId
-
-
-class PendingDecisionsArguments(Arguments):
-    limit: int = Field(100, ge=1, le=500)  # as GET /decisions
-
-
-class DecideArguments(DecisionRequest, Arguments):
-    run_id: RunId
-    checkpoint: str = Field(min_length=1, max_length=200,
-                            description="The request's `checkpoint_name`.")
-    idempotency_key: IdempotencyKey = None
-
-
-class SendMessageArguments(MessageRequest, Arguments):
-    run_id: RunId
-    idempotency_key: IdempotencyKey = None
-
-
-class ListItemsArguments(ItemQuery, Arguments):
-    job_id: JobId
 
 
 class RunKindView(BaseModel):
@@ -359,9 +299,9 @@ def input_schema(name: str, registry: Registry) -> dict[str, Any] | None:
 async def call_tool(caller: Caller, name: str, arguments: dict[str, Any]) -> CallToolResult:
     """The tool's result, or a tool error carrying the API's error code."""
     spec = TOOLS.get(name)
-    if spec is None:
-        return tool_error(ApiError(404, "unknown_tool", f"no tool {name!r}; one of "
-                                                        f"{', '.join(TOOLS)}"))
+    if spec is None:  # a protocol error, as MCP answers an unknown tool
+        raise protocol_error(ApiError(404, "unknown_tool", f"no tool {name!r}; one of "
+                                                           f"{', '.join(TOOLS)}"))
     try:
         args = spec.arguments.model_validate(arguments)
         return tool_result(await spec.run(caller, args))
@@ -393,11 +333,25 @@ def tool_error(error: ApiError) -> CallToolResult:
 
 
 def protocol_error(error: ApiError, **data: Any) -> MCPError:
-    """A refusal where MCP has no tool error (reading a resource, a task request): a JSON-RPC
-    error, -32602 for what the caller may not see (as MCP answers an unknown resource or
-    task), carrying the REST error body."""
-    code = INVALID_PARAMS if error.status in (404, 422) else INVALID_REQUEST
+    """A refusal where MCP has no tool error (an unknown tool, reading a resource, a task
+    request): a JSON-RPC error carrying the REST error body; -32602 for what does not exist or
+    the caller may not see, as MCP answers an unknown resource or task."""
+    code = (INVALID_PARAMS if error.status in (404, 422)
+            else INTERNAL_ERROR if error.status >= 500 else INVALID_REQUEST)
     return MCPError(code=code, message=error.message, data={**data, **error_body(error)})
+
+
+@contextmanager
+def protocol_errors(where: str, **data: Any) -> Iterator[None]:
+    """Refusals, and what the REST API answers 503 or 500, raised as `protocol_error`s."""
+    try:
+        yield
+    except ApiError as error:
+        raise protocol_error(error, **data) from error
+    except MCPError:
+        raise
+    except Exception as error:  # noqa: BLE001 - answered as the REST API answers it
+        raise protocol_error(unexpected_error(error, where), **data) from error
 
 
 RUN_URI = "waystation://runs/{run_id}"
@@ -434,7 +388,7 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
     """A run, its latest snapshot or its screen graph, as JSON; JSON-RPC -32602 for a
     resource that does not exist or that the caller may not see."""
     found = _RESOURCE.match(uri)
-    try:
+    with protocol_errors("MCP resources/read", uri=uri):
         if found is None:
             raise ApiError(404, "resource_not_found", f"no resource {uri!r}; see "
                                                       "resources/templates/list")
@@ -447,8 +401,6 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
                 content = await graphs.run_graph(conn, run)
             else:
                 content = await runs.run_view(conn, run)
-    except ApiError as error:
-        raise protocol_error(error, uri=uri) from error
     text = (content.model_dump_json() if isinstance(content, BaseModel)
             else json.dumps(content, default=str))
     return ReadResourceResult(contents=[

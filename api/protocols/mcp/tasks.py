@@ -29,7 +29,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from api.errors import ApiError
-from api.protocols.mcp.mapping import Caller, protocol_error, tool_result
+from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
 from api.schemas import RunView
 from api.services import runs
 
@@ -80,23 +80,22 @@ async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -
     extension allows."""
     require_client_extension(ctx, TASKS_EXTENSION)
     caller = Caller.of(ctx.request)
-    try:
+    with protocol_errors("MCP tasks/cancel", taskId=params.task_id):
         async with caller.conn() as conn:
             run = await runs.visible_run(conn, caller.user, _run_id(params.task_id))
-            await runs.cancel_run(conn, await caller.temporal(), caller.user, run)
-    except ApiError as error:
-        if error.code != "run_finished":
-            raise protocol_error(error, taskId=params.task_id) from error
+            try:
+                await runs.cancel_run(conn, await caller.temporal(), caller.user, run)
+            except ApiError as error:
+                if error.code != "run_finished":
+                    raise
     return {}
 
 
 async def _task(caller: Caller, task_id: str) -> dict[str, Any]:
-    try:
+    with protocol_errors("MCP tasks", taskId=task_id):
         async with caller.conn() as conn:
             run = await runs.visible_run(conn, caller.user, _run_id(task_id))
             view = await runs.run_view(conn, run)
-    except ApiError as error:
-        raise protocol_error(error, taskId=task_id) from error
     return detailed_task(view, console_base=caller.settings.console_base)
 
 
