@@ -106,6 +106,7 @@ async def test_tools_start_wait_decide_and_read_events(api):
         bad = await refused(client, "decide", run_id=run_id, checkpoint="approve_founders_brief",
                             decision="maybe")
         assert bad["code"] == "unknown_option"
+        assert "choose one of approve, reject" in bad["message"]
         after = await call(client, "get_run", run_id=run_id)
         assert after["last_seq"] == run["last_seq"]
         assert after["pending_decision"]["votes"] == []

@@ -132,9 +132,10 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings
     app; the session manager returned must run in the app's lifespan."""
     sessions = StreamableHTTPSessionManager(
         app=build_server(registry), stateless=True, json_response=True,
-        # Every request must carry the caller's credentials, which a page rebinding a
-        # hostname to this server cannot attach: the Host/Origin allow-list adds nothing and
-        # would refuse the real host name behind a proxy.
+        # Every request must carry the caller's credentials, which a page rebinding its own
+        # host name to this server cannot attach (a bearer token it does not know; the console
+        # cookie belongs to the real host name): the SDK's Host/Origin allow-list adds nothing
+        # and would refuse the real host name behind a proxy.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     metadata = protected_resource(settings)
     metadata_url = f"{settings.console_base}{METADATA_PATH}{PATH}" if metadata else None

@@ -128,9 +128,9 @@ def detailed_task(view: RunView, *, console_base: str) -> dict[str, Any]:
     if gate is not None:
         url = f"{console_base}/#/runs/{view.run_id}"
         ask = ElicitRequest(params=ElicitRequestURLParams(
-            url=url, message=f"Waystation run {view.run_id} waits for your decision "
-                             f"{gate.title!r} ({gate.checkpoint_name}): decide it on its page "
-                             "in the Waystation console, or with the decide tool."))
+            url=url, message=f"Waystation run {view.run_id} waits for your decision: "
+                             f"{gate.title} ({gate.checkpoint_name}). Decide it on its page in "
+                             "the Waystation console, or with the decide tool."))
         return {**task, "status": "input_required",
                 "statusMessage": f"waiting for decision {gate.checkpoint_name!r}",
                 # One key per request: a gate asked again (reopened) is a new request.
