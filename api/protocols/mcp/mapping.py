@@ -11,6 +11,7 @@ caller may not see is `run_not_found`, exactly as `GET /runs/{id}` answers it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
@@ -137,12 +138,11 @@ async def list_run_kinds(caller: Caller, _: NoArguments) -> RunKindList:
         for name, registered in caller.registry.kinds.items()])
 
 
-async def start_run(caller: Caller, args: StartRunArguments) -> RunCreated:
-    body = args.model_dump(exclude={"idempotency_key"}, exclude_none=True)
-    try:
-        request = TypeAdapter(run_create_model(
-            [registered.kind for registered in caller.registry.kinds.values()])
-        ).validate_python(body)
+async def start_run(caller: Caller, args: StartRunArguments, *,
+                    run_create: TypeAdapter[Any]) -> RunCreated:
+    try:  # the body POST /runs takes, refused alike
+        request = run_create.validate_python(
+            args.model_dump(exclude={"idempotency_key"}, exclude_none=True))
     except ValidationError as error:
         raise invalid_request(error.errors()) from error
     async with caller.conn() as conn:
@@ -214,103 +214,100 @@ async def retry_failed(caller: Caller, args: RetryFailedArguments) -> RunCreated
                                        idempotency_key=args.idempotency_key)
 
 
-TOOLS = {spec.name: spec for spec in [
-    ToolSpec("list_run_kinds", "The kinds of run Waystation can start, each with the JSON "
-             "Schema of its `input`. Call it before start_run.",
-             NoArguments, RunKindList, list_run_kinds),
-    ToolSpec("start_run", "Start a durable run of a registered `kind` with its `input` "
-             "(as POST /runs). A run works on its own for minutes to weeks and stops at "
-             "human decisions (gates): follow it with get_run or read_events, answer its gates "
-             "with decide. Returns the new `run_id` (RunCreated). A client declaring the MCP "
-             "tasks extension gets a task that follows the run instead, whose result is the "
-             "finished run (RunView, as get_run).",
-             StartRunArguments, RunCreated | RunView, start_run, read_only=False),
-    ToolSpec("get_run", "One run: its status (pending, running, paused, completed, failed, "
-             "canceled), phase, result, and the decision it waits for (`pending_decision`: "
-             "`checkpoint_name`, options, recommendation, `digest`), if any.",
-             RunRef, RunView, get_run),
-    ToolSpec("list_runs", "Your runs and your groups' runs, newest first; filter by `kind`, "
-             "`status`, `awaiting_human`, `project_id`, `group_id` or text `q`; pass "
-             "`next_cursor` back as `cursor` to read on.",
-             ListRunsArguments, RunPage, list_runs),
-    ToolSpec("read_events", "A run's progress events in order (phases, tasks, gates, the "
-             "final `run.completed` / `run.failed` / `run.canceled`); pass `next_after_seq` "
-             "back as `after_seq` to read only what is new.",
-             ReadEventsArguments, EventPage, read_events),
-    ToolSpec("list_pending_decisions", "The decisions waiting for you: each with its "
-             "`run_id`, `checkpoint_name`, title, description, evidence (`context`), options "
-             "and `recommended_option`, and the `digest` of what you read. Answer one with "
-             "decide.",
-             PendingDecisionsArguments, DecisionList, list_pending_decisions),
-    ToolSpec("decide", "Answer a pending decision of a run: `checkpoint` (its "
-             "`checkpoint_name`), `decision` (one of its options' values), optional "
-             "`feedback`, `answer` (the typed answer an option takes, valid against the "
-             "request's `answer_schema`) and `digest` / `request_id` of what you reviewed "
-             "(a stale one is refused). Returns the request, still pending while it waits "
-             "for a quorum.",
-             DecideArguments, DecisionView, decide, read_only=False),
-    ToolSpec("send_message", "The next message of an agent run's conversation (`text`); "
-             "refused (`not_waiting_for_message`) unless the run waits for one.",
-             SendMessageArguments, MessageAccepted, send_message, read_only=False),
-    ToolSpec("cancel_run", "Ask a run to stop; it records `canceled` once its workflow has "
-             "wound down (get_run).",
-             RunRef, CancelAccepted, cancel_run, read_only=False),
-    ToolSpec("job_progress", "A batch job's progress: its status, items counted by status, "
-             "cost and tokens, steps.",
-             JobRef, JobView, job_progress),
-    ToolSpec("list_items", "A batch job's items in order, optionally only those with "
-             "`status` (pending, running, retrying, completed, failed): payload, result, "
-             "error, retries, path; pass `next_cursor` back as `cursor` to read on.",
-             ListItemsArguments, ItemPage, list_items),
-    ToolSpec("retry_failed", "Run the failed items of a finished batch job again, as a new "
-             "job with the same pipeline; returns the new job's `run_id`.",
-             RetryFailedArguments, RunCreated, retry_failed, read_only=False),
-]}
+def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
+    """Every tool, as a model reads it; `run_create` is the body POST /runs takes."""
+    return [
+        ToolSpec("list_run_kinds", "The kinds of run Waystation can start, each with the JSON "
+                 "Schema of its `input`. Call it before start_run.",
+                 NoArguments, RunKindList, list_run_kinds),
+        ToolSpec("start_run", "Start a durable run of a registered `kind` with its `input` "
+                 "(as POST /runs). A run works on its own for minutes to weeks and stops at "
+                 "human decisions (gates): follow it with get_run or read_events, answer its gates "
+                 "with decide. Returns the new `run_id` (RunCreated). A client declaring the MCP "
+                 "tasks extension gets a task that follows the run instead, whose result is the "
+                 "finished run (RunView, as get_run).",
+                 StartRunArguments, RunCreated | RunView,
+                 functools.partial(start_run, run_create=run_create), read_only=False),
+        ToolSpec("get_run", "One run: its status (pending, running, paused, completed, failed, "
+                 "canceled), phase, result, and the decision it waits for (`pending_decision`: "
+                 "`checkpoint_name`, options, recommendation, `digest`), if any.",
+                 RunRef, RunView, get_run),
+        ToolSpec("list_runs", "Your runs and your groups' runs, newest first; filter by `kind`, "
+                 "`status`, `awaiting_human`, `project_id`, `group_id` or text `q`; pass "
+                 "`next_cursor` back as `cursor` to read on.",
+                 ListRunsArguments, RunPage, list_runs),
+        ToolSpec("read_events", "A run's progress events in order (phases, tasks, gates, the "
+                 "final `run.completed` / `run.failed` / `run.canceled`); pass `next_after_seq` "
+                 "back as `after_seq` to read only what is new.",
+                 ReadEventsArguments, EventPage, read_events),
+        ToolSpec("list_pending_decisions", "The decisions waiting for you: each with its "
+                 "`run_id`, `checkpoint_name`, title, description, evidence (`context`), options "
+                 "and `recommended_option`, and the `digest` of what you read. Answer one with "
+                 "decide.",
+                 PendingDecisionsArguments, DecisionList, list_pending_decisions),
+        ToolSpec("decide", "Answer a pending decision of a run: `checkpoint` (its "
+                 "`checkpoint_name`), `decision` (one of its options' values), optional "
+                 "`feedback`, `answer` (the typed answer an option takes, valid against the "
+                 "request's `answer_schema`) and `digest` / `request_id` of what you reviewed "
+                 "(a stale one is refused). Returns the request, still pending while it waits "
+                 "for a quorum.",
+                 DecideArguments, DecisionView, decide, read_only=False),
+        ToolSpec("send_message", "The next message of an agent run's conversation (`text`); "
+                 "refused (`not_waiting_for_message`) unless the run waits for one.",
+                 SendMessageArguments, MessageAccepted, send_message, read_only=False),
+        ToolSpec("cancel_run", "Ask a run to stop; it records `canceled` once its workflow has "
+                 "wound down (get_run).",
+                 RunRef, CancelAccepted, cancel_run, read_only=False),
+        ToolSpec("job_progress", "A batch job's progress: its status, items counted by status, "
+                 "cost and tokens, steps.",
+                 JobRef, JobView, job_progress),
+        ToolSpec("list_items", "A batch job's items in order, optionally only those with "
+                 "`status` (pending, running, retrying, completed, failed): payload, result, "
+                 "error, retries, path; pass `next_cursor` back as `cursor` to read on.",
+                 ListItemsArguments, ItemPage, list_items),
+        ToolSpec("retry_failed", "Run the failed items of a finished batch job again, as a new "
+                 "job with the same pipeline; returns the new job's `run_id`.",
+                 RetryFailedArguments, RunCreated, retry_failed, read_only=False),
+    ]
 
 
-def tool_listing(registry: Registry) -> ListToolsResult:
-    """Every tool with its input and output schema; `start_run`'s `kind` names the registered
-    kinds."""
-    return ListToolsResult(tools=[
-        Tool(name=spec.name, description=spec.description,
-             input_schema=input_schema(spec.name, registry),
-             output_schema=output_schema(spec.result),
-             annotations=ToolAnnotations(read_only_hint=spec.read_only,
-                                         destructive_hint=spec.name == "cancel_run",
-                                         open_world_hint=False))
-        for spec in TOOLS.values()])
+class Tools:
+    """The tools over the app's run kinds, their schemas built once (pydantic takes
+    milliseconds for each, and ~20 for the union of every kind's start body)."""
 
+    def __init__(self, registry: Registry) -> None:
+        run_create = TypeAdapter(run_create_model(
+            [registered.kind for registered in registry.kinds.values()]))
+        self.specs = {spec.name: spec for spec in tool_specs(run_create)}
+        self.input_schemas = {name: spec.arguments.model_json_schema()
+                              for name, spec in self.specs.items()}
+        self.input_schemas["start_run"]["properties"]["kind"]["enum"] = registry.names
+        self.listing = ListToolsResult(tools=[
+            Tool(name=spec.name, description=spec.description,
+                 input_schema=self.input_schemas[spec.name],
+                 output_schema={"type": "object",  # MCP's root; a union of views is one too
+                                **TypeAdapter(spec.result).json_schema(mode="serialization")},
+                 annotations=ToolAnnotations(read_only_hint=spec.read_only,
+                                             destructive_hint=spec.name == "cancel_run",
+                                             open_world_hint=False))
+            for spec in self.specs.values()])
 
-def output_schema(result: Any) -> dict[str, Any]:
-    # MCP wants an object schema at the root: a union of views is one too.
-    return {"type": "object", **TypeAdapter(result).json_schema(mode="serialization")}
-
-
-def input_schema(name: str, registry: Registry) -> dict[str, Any] | None:
-    spec = TOOLS.get(name)
-    if spec is None:
-        return None
-    schema = spec.arguments.model_json_schema()
-    if spec is TOOLS["start_run"]:
-        schema["properties"]["kind"]["enum"] = registry.names
-    return schema
-
-
-async def call_tool(caller: Caller, name: str, arguments: dict[str, Any]) -> CallToolResult:
-    """The tool's result, or a tool error carrying the API's error code."""
-    spec = TOOLS.get(name)
-    if spec is None:  # a protocol error, as MCP answers an unknown tool
-        raise protocol_error(ApiError(404, "unknown_tool", f"no tool {name!r}; one of "
-                                                           f"{', '.join(TOOLS)}"))
-    try:
-        args = spec.arguments.model_validate(arguments)
-        return tool_result(await spec.run(caller, args))
-    except ValidationError as error:
-        return tool_error(invalid_request(error.errors()))
-    except ApiError as error:
-        return tool_error(error)
-    except Exception as error:  # noqa: BLE001 - answered as the REST API answers it
-        return tool_error(unexpected_error(error, f"MCP tool {name}"))
+    async def call(self, caller: Caller, name: str, arguments: dict[str, Any]
+                   ) -> CallToolResult:
+        """The tool's result, or a tool error carrying the API's error code."""
+        spec = self.specs.get(name)
+        if spec is None:  # a protocol error, as MCP answers an unknown tool
+            raise protocol_error(ApiError(404, "unknown_tool", f"no tool {name!r}; one of "
+                                                               f"{', '.join(self.specs)}"))
+        try:
+            args = spec.arguments.model_validate(arguments)
+            return tool_result(await spec.run(caller, args))
+        except ValidationError as error:
+            return tool_error(invalid_request(error.errors()))
+        except ApiError as error:
+            return tool_error(error)
+        except Exception as error:  # noqa: BLE001 - answered as the REST API answers it
+            return tool_error(unexpected_error(error, f"MCP tool {name}"))
 
 
 def tool_result(view: BaseModel) -> CallToolResult:

@@ -55,15 +55,16 @@ INSTRUCTIONS = (
 
 def build_server(registry: Registry) -> Server[Any]:
     """The tools, resources and task methods of `mapping` and `tasks`."""
+    tools = mapping.Tools(registry)
 
     async def list_tools(ctx: ServerRequestContext[Any],
                          params: PaginatedRequestParams | None) -> ListToolsResult:
-        return mapping.tool_listing(registry)
+        return tools.listing
 
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: CallToolRequestParams) -> HandlerResult:
         caller = mapping.Caller.of(ctx.request)
-        result = await mapping.call_tool(caller, params.name, params.arguments or {})
+        result = await tools.call(caller, params.name, params.arguments or {})
         if params.name == "start_run" and not result.is_error and tasks.accepts_tasks(ctx):
             assert result.structured_content is not None, "start_run answers RunCreated"
             return await tasks.created_task(caller, result.structured_content["run_id"])
@@ -83,7 +84,7 @@ def build_server(registry: Registry) -> Server[Any]:
 
     server: Server[Any] = Server(
         "waystation", title="Waystation", instructions=INSTRUCTIONS,
-        get_tool_input_schema=lambda name: mapping.input_schema(name, registry),
+        get_tool_input_schema=tools.input_schemas.get,
         on_list_tools=list_tools, on_list_resources=list_resources,
         on_list_resource_templates=list_templates, on_read_resource=read_resource)
     server.add_request_handler("tools/call", CallToolRequestParams, call_tool)
