@@ -21,6 +21,7 @@ from pydantic import ConfigDict
 
 from api.app import create_app
 from api.auth import issue_token
+from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
@@ -348,3 +349,18 @@ async def test_batch_job_progress_items_and_retry_failed(api):
     async with mcp(api, "mallory") as other:
         assert (await refused(other, "job_progress", job_id=job_id))["code"] == "job_not_found"
         assert (await refused(other, "retry_failed", job_id=job_id))["code"] == "job_not_found"
+
+
+async def test_an_agent_run_takes_the_next_message(api):
+    async with mcp(api, "priya") as client:
+        run_id = (await call(client, "start_run", kind="agent",
+                             input={"message": SEARCH}))["run_id"]
+
+        async def waiting() -> bool:
+            return (await call(client, "get_run", run_id=run_id))["status"] == "paused"
+        await eventually(waiting, timeout=40)
+        accepted = await call(client, "send_message", run_id=run_id, text=LIKE)
+        assert accepted == {"run_id": run_id, "number": 2, "turn": 2}
+        validation = await start_validation(client)
+        refusal = await refused(client, "send_message", run_id=validation, text="hello")
+        assert refusal["code"] == "not_waiting_for_message"
