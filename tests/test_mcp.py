@@ -129,6 +129,8 @@ async def test_tools_start_wait_decide_and_read_events(api):
         assert json.loads(resource.contents[0].text)["run_id"] == run_id  # type: ignore[union-attr]
         snapshot = await client.read_resource(f"waystation://runs/{run_id}/snapshots/latest")
         assert json.loads(snapshot.contents[0].text)["run_id"] == run_id  # type: ignore[union-attr]
+        uris = [str(r.uri) for r in (await client.list_resources()).resources]
+        assert f"waystation://runs/{run_id}" in uris
         templates = (await client.list_resource_templates()).resource_templates
         assert {t.uri_template for t in templates} == {
             "waystation://runs/{run_id}", "waystation://runs/{run_id}/snapshots/latest",
@@ -154,6 +156,7 @@ async def test_tools_start_wait_decide_and_read_events(api):
         assert denied["code"] == "run_not_found"
         assert (await refused(other, "read_events", run_id=run_id))["code"] == "run_not_found"
         assert (await refused(other, "cancel_run", run_id=run_id))["code"] == "run_not_found"
+        assert (await other.list_resources()).resources == []
         hidden = await _resource_error(other, f"waystation://runs/{run_id}")
         assert hidden["code"] == "run_not_found"
 

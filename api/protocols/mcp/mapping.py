@@ -21,6 +21,7 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+import pydantic_core
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
@@ -352,8 +353,8 @@ def protocol_errors(where: str, **data: Any) -> Iterator[None]:
 
 
 RUN_URI = "waystation://runs/{run_id}"
-_RESOURCE = re.compile(r"^waystation://runs/(?P<run_id>[0-9a-fA-F-]{36})"
-                       r"(?P<part>|/snapshots/latest|/graph)$")
+_RESOURCE = re.compile(r"^waystation://runs/(?P<run_id>[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})"
+                       r"(?P<part>|/snapshots/latest|/graph)$", re.IGNORECASE)
 _TEMPLATES = [
     ResourceTemplate(name="run", uri_template=RUN_URI, mime_type="application/json",
                      description="A run, as get_run answers it."),
@@ -373,8 +374,10 @@ def resource_templates() -> ListResourceTemplatesResult:
 
 async def list_resources(caller: Caller) -> ListResourcesResult:
     """The caller's newest runs (the first page of list_runs)."""
-    async with caller.conn() as conn:
-        page = await runs.list_runs(conn, caller.user, RunFilter(), registry=caller.registry)
+    with protocol_errors("MCP resources/list"):
+        async with caller.conn() as conn:
+            page = await runs.list_runs(conn, caller.user, RunFilter(),
+                                        registry=caller.registry)
     return ListResourcesResult(resources=[
         Resource(name=f"{run.kind} run {run.run_id}", uri=RUN_URI.format(run_id=run.run_id),
                  mime_type="application/json", description=f"{run.kind} run, {run.status}")
@@ -398,8 +401,6 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
                 content = await graphs.run_graph(conn, run)
             else:
                 content = await runs.run_view(conn, run)
-    text = (content.model_dump_json() if isinstance(content, BaseModel)
-            else json.dumps(content, default=str))
-    return ReadResourceResult(contents=[
-        TextResourceContents(uri=uri, mime_type="application/json", text=text)])
+    return ReadResourceResult(contents=[TextResourceContents(
+        uri=uri, mime_type="application/json", text=pydantic_core.to_json(content).decode())])
 
