@@ -49,7 +49,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: _error("Not allowed: a change authenticated by a console session cookie without the "
                 "session's X-CSRF-Token header; a group role that may not do this (the message "
                 "names the rule); a decision link that is invalid, used or expired; an "
-                "operator route without the service role"),
+                "operator route without the service role; a device the caller may not name"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),
@@ -80,12 +80,34 @@ def unavailable(message: str) -> ApiError:
     return ApiError(503, "unavailable", message, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
 
-def error_response(status: int, code: str, message: str, *, details: Any = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"code": code, "message": message}
-    if details is not None:
-        body["details"] = details
-    return JSONResponse({"error": body}, status_code=status, headers=headers)
+def as_api_error(error: Exception) -> ApiError | None:
+    """What an error that escaped a service means to any transport: Temporal or the database
+    unreachable is a 503, any other Temporal refusal a 502; None for a bug (a 500, logged by
+    the caller). REST's handlers and the protocol adapters all map through here."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, RPCError):
+        if error.status in _UNAVAILABLE:
+            return unavailable("Temporal is unavailable; retry shortly")
+        return ApiError(502, "temporal_error", f"Temporal refused the request: {error.message}")
+    if isinstance(error, UNAVAILABLE_ERRORS):
+        # The database went away in the middle of the request (restart, failover).
+        return unavailable("the database is unavailable; retry shortly")
+    return None
+
+
+def escaped_error(error: Exception, where: str) -> ApiError:
+    """`as_api_error` with a bug answered as a 500, and what needs looking at logged (`where`
+    names the request): what REST and a protocol adapter answer for an error that escaped."""
+    mapped = as_api_error(error)
+    if mapped is None:
+        log.error("unhandled error on %s", where, exc_info=error)
+        return ApiError(500, "internal_error", "internal error")
+    if mapped.status == 502:
+        log.error("unexpected Temporal error on %s", where, exc_info=error)
+    elif mapped.status == 503:
+        log.warning("unavailable on %s: %s", where, error)
+    return mapped
 
 
 def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
@@ -105,21 +127,12 @@ def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
     return ApiError(422, "invalid_request", message, details=details)
 
 
-def unexpected_error(error: Exception, where: str) -> ApiError:
-    """What an exception no service turned into an `ApiError` answers, on every interface:
-    Temporal or the database unreachable is a 503 to retry, never a 500; anything else is
-    logged here (`where` names the request) and answered without its text."""
-    if isinstance(error, RPCError):
-        if error.status in _UNAVAILABLE:
-            return unavailable("Temporal is unavailable; retry shortly")
-        log.error("unexpected Temporal error on %s", where, exc_info=error)
-        return ApiError(502, "temporal_error", f"Temporal refused the request: {error.message}")
-    if isinstance(error, UNAVAILABLE_ERRORS):
-        # The database went away in the middle of the request (restart, failover).
-        log.warning("database unavailable on %s: %s", where, error)
-        return unavailable("the database is unavailable; retry shortly")
-    log.error("unhandled error on %s", where, exc_info=error)
-    return ApiError(500, "internal_error", "internal error")
+def error_response(status: int, code: str, message: str, *, details: Any = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -139,10 +152,7 @@ def install_error_handlers(app: FastAPI) -> None:
                               headers=getattr(error, "headers", None))
 
     @app.exception_handler(RPCError)
-    async def _temporal(request: Request, error: RPCError) -> JSONResponse:
-        return await _unexpected(request, error)
-
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        return await _api_error(request, unexpected_error(
+    async def _escaped(request: Request, error: Exception) -> JSONResponse:
+        return await _api_error(request, escaped_error(
             error, f"{request.method} {request.url.path}"))

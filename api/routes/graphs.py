@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
 from activities.mobile.artifacts import LocalArtifactStore
 from api import graph_render
+from api.auth import User
 from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
 from api.errors import ApiError
 from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
@@ -40,7 +42,8 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
                 "application/xml": _TEXT}}}
 
 
-def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any) -> Any:
+async def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any,
+                  conn: asyncpg.Connection, user: User) -> Any:
     if fmt == "json":
         return graph
     if fmt == "dot":
@@ -53,8 +56,14 @@ def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any)
             graph, lambda sha: str(request.url_for("get_artifact", sha256=sha))),
             media_type=_MEDIA["utg"])
 
+    # A screen is shared by every run that saw it, and its screenshot is the first run's (with
+    # what its user typed): embedded only where the artifact route would serve it too.
+    shown = await graph_repo.readable_artifacts(
+        conn, [s["screenshot_sha"] for s in graph["screens"] if s.get("screenshot_sha")],
+        user.owner_filter)
+
     def screenshot(sha: str) -> bytes | None:
-        path = store.path(sha)
+        path = store.path(sha) if sha in shown else None
         return path.read_bytes() if path else None
     return HTMLResponse(graph_render.to_html(graph, screenshot),
                         headers=SAME_ORIGIN_FRAME_HEADERS)
@@ -67,14 +76,16 @@ async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: S
     screens, edges = await graph_repo.app_graph(conn, package)
     if not screens or not await graph_repo.may_read_app(conn, package, user.owner_filter):
         raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
-    return _render(graphs.graph_json(package, screens, edges), format, request, settings)
+    return await _render(graphs.graph_json(package, screens, edges), format, request,
+                         settings, conn, user)
 
 
 @router.get("/runs/{run_id}/graph", responses=GRAPH_RESPONSES)
-async def run_graph(run: VisibleRun, conn: Conn, settings: SettingsDep, request: Request,
-                    format: Format = "json") -> Any:
+async def run_graph(run: VisibleRun, user: CurrentUser, conn: Conn, settings: SettingsDep,
+                    request: Request, format: Format = "json") -> Any:
     """The part of the app's graph one run saw, with edge counts within the run."""
-    return _render(await graphs.run_graph(conn, run), format, request, settings)
+    return await _render(await graphs.run_graph(conn, run), format, request, settings, conn,
+                         user)
 
 
 @router.get("/apps/{package}/coverage")

@@ -45,7 +45,7 @@ from temporalio.client import Client
 
 from api.auth import User
 from api.deps import get_registry, get_settings, get_temporal, pooled_connection
-from api.errors import ApiError, invalid_request, unexpected_error
+from api.errors import ApiError, escaped_error, invalid_request
 from api.job_schemas import ItemPage, JobView
 from api.protocols.mcp.arguments import (
     Arguments,
@@ -308,7 +308,7 @@ class Tools:
         except ApiError as error:
             return tool_error(error)
         except Exception as error:  # noqa: BLE001 - answered as the REST API answers it
-            return tool_error(unexpected_error(error, f"MCP tool {name}"))
+            return tool_error(escaped_error(error, f"MCP tool {name}"))
 
 
 def tool_result(view: BaseModel) -> CallToolResult:
@@ -349,7 +349,7 @@ def protocol_errors(where: str, **data: Any) -> Iterator[None]:
     except MCPError:
         raise
     except Exception as error:  # noqa: BLE001 - answered as the REST API answers it
-        raise protocol_error(unexpected_error(error, where), **data) from error
+        raise protocol_error(escaped_error(error, where), **data) from error
 
 
 RUN_URI = "waystation://runs/{run_id}"
