@@ -367,3 +367,21 @@ async def test_an_agent_run_takes_the_next_message(api):
         validation = await start_validation(client)
         refusal = await refused(client, "send_message", run_id=validation, text="hello")
         assert refusal["code"] == "not_waiting_for_message"
+
+
+async def test_a_failed_run_is_a_failed_task(api):
+    async with mcp(api, "alice", extensions=[Tasks()]) as client:
+        created = await client.session.call_tool("start_run", {"kind": "batch", "input": {
+            "name": "doomed", "items": [{"headline": "no text"}], "test_first": False,
+            "steps": [{"name": "summarize", "template": "Summarize: {{ item.text }}"}]}},
+            allow_claimed=True)
+        assert isinstance(created, CreatedTask)
+
+        async def ended() -> TaskState | None:
+            state = await task_request(client, "tasks/get", created.task_id)
+            return state if state.status not in ("working", "input_required") else None
+        state = await eventually(ended, timeout=40)
+        assert state.status == "failed"
+        error = state.model_extra["error"]  # type: ignore[index]
+        assert error["code"] == -32603 and error["data"]["run_id"] == created.task_id
+        assert error["data"]["stop_reason"] == "failure_threshold"
