@@ -189,9 +189,9 @@ async def test_with_an_identity_provider_401_points_at_the_resource_metadata(set
                               console_url="https://waystation.example"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
-        refused_ = await http.post("/mcp", json={})
-        assert refused_.status_code == 401
-        assert refused_.headers["WWW-Authenticate"] == (
+        challenge = await http.post("/mcp", json={})
+        assert challenge.status_code == 401
+        assert challenge.headers["WWW-Authenticate"] == (
             'Bearer resource_metadata="https://waystation.example/.well-known/'
             'oauth-protected-resource/mcp"')
         for path in ("/.well-known/oauth-protected-resource/mcp",
