@@ -23,6 +23,7 @@ from api.app import create_app
 from api.auth import issue_token
 from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
+from tests.mobile_helpers import NOTES
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 
@@ -385,3 +386,21 @@ async def test_a_failed_run_is_a_failed_task(api):
         error = state.model_extra["error"]  # type: ignore[index]
         assert error["code"] == -32603 and error["data"]["run_id"] == created.task_id
         assert error["data"]["stop_reason"] == "failure_threshold"
+
+
+async def test_a_mobile_run_s_screen_graph_is_a_resource(api):
+    async with mcp(api, "alice") as client:
+        run_id = (await call(client, "start_run", kind="mobile_agent", input={
+            "app_package": NOTES, "max_steps": 10, "sensitive_actions": "skip"}))["run_id"]
+
+        async def finished() -> bool:
+            return (await call(client, "get_run", run_id=run_id))["status"] == "completed"
+        await eventually(finished, timeout=60)
+        graph = await client.read_resource(f"waystation://runs/{run_id}/graph")
+        content = json.loads(graph.contents[0].text)  # type: ignore[union-attr]
+        assert (content["app_package"], content["run_id"]) == (NOTES, run_id)
+        assert content["screens"] and content["edges"]
+        assert content["edges"][0]["first_seen_at"][10] == "T"  # ISO 8601, as REST writes it
+    async with mcp(api, "mallory") as other:
+        hidden = await _resource_error(other, f"waystation://runs/{run_id}/graph")
+        assert hidden["code"] == "run_not_found"
