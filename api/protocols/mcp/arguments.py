@@ -23,7 +23,7 @@ class Arguments(BaseModel):
 RunId = Annotated[UUID, Field(description="The run's id (`run_id` of start_run, list_runs, "
                                          "list_pending_decisions).")]
 JobId = Annotated[UUID, Field(description="The batch job's id: the `run_id` of its batch run.")]
-# As the REST API's Idempotency-Key header.
+# The bounds of the Idempotency-Key header (api.deps), and of a checkpoint in a path.
 IdempotencyKey = Annotated[str | None, Field(
     min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
     description="The REST API's Idempotency-Key: the same key again answers the first call's "
@@ -70,7 +70,7 @@ class PendingDecisionsArguments(Arguments):
 
 class DecideArguments(DecisionRequest, Arguments):
     run_id: RunId
-    checkpoint: str = Field(min_length=1, max_length=200,
+    checkpoint: str = Field(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$",
                             description="The request's `checkpoint_name`.")
     idempotency_key: IdempotencyKey = None
 
