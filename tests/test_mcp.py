@@ -277,6 +277,10 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
         assert ask["params"]["mode"] == "url"
         # The run's page in the console, which signs the person in itself: no token.
         assert ask["params"]["url"] == f"https://waystation.example/#/runs/{task_id}"
+        # What decide would take instead, for a client that answers for the person.
+        decide = ask["params"]["_meta"]["waystation/decide"]
+        assert (decide["tool"], decide["checkpoint"]) == ("decide", "approve_founders_brief")
+        assert decide["schema"]["properties"]["decision"]["enum"] == ["approve", "reject"]
         # Accepting the elicitation decides nothing; the decision is the person's.
         await task_request(client, "tasks/update", task_id,
                            input_responses={key: {"action": "accept"}})

@@ -28,12 +28,14 @@ from mcp_types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from api.decision_payload import payload_schema
 from api.errors import ApiError
 from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
-from api.schemas import RunView
+from api.schemas import DecisionView, RunView
 from api.services import runs
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+DECIDE_META = "waystation/decide"
 # What a client should wait between polls: a gate waits minutes to weeks, a phase seconds.
 POLL_INTERVAL_MS = 2000
 
@@ -126,16 +128,24 @@ def detailed_task(view: RunView, *, console_base: str) -> dict[str, Any]:
         return {**task, "status": "cancelled", "statusMessage": "run canceled"}
     gate = view.pending_decision
     if gate is not None:
-        url = f"{console_base}/#/runs/{view.run_id}"
-        ask = ElicitRequest(params=ElicitRequestURLParams(
-            url=url, message=f"Waystation run {view.run_id} waits for your decision: "
-                             f"{gate.title} ({gate.checkpoint_name}). Decide it on its page in "
-                             "the Waystation console, or with the decide tool."))
         return {**task, "status": "input_required",
                 "statusMessage": f"waiting for decision {gate.checkpoint_name!r}",
                 # One key per request: a gate asked again (reopened) is a new request.
-                "inputRequests": {f"decision-{gate.request_id}": ask.model_dump(
-                    by_alias=True, mode="json", exclude_none=True)}}
+                "inputRequests": {f"decision-{gate.request_id}": _visit_console(
+                    view.run_id, gate, console_base)}}
     phase = f" · {view.phase_name}" if view.phase_name else ""
     return {**task, "status": "working",
             "statusMessage": f"run {view.status}, phase {view.current_phase}{phase}"}
+
+
+def _visit_console(run_id: UUID, gate: DecisionView, console_base: str) -> dict[str, Any]:
+    """The elicitation (URL mode) sending the person to the run's page in the console. Its
+    `_meta` says what `decide` would take instead, for a client that answers for them."""
+    decide = {"tool": "decide", "run_id": str(run_id), "checkpoint": gate.checkpoint_name,
+              "request_id": str(gate.request_id), "schema": payload_schema(gate)}
+    ask = ElicitRequest(params=ElicitRequestURLParams(
+        url=f"{console_base}/#/runs/{run_id}", meta={DECIDE_META: decide},
+        message=f"Waystation run {run_id} waits for your decision: {gate.title} "
+                f"({gate.checkpoint_name}). Decide it on its page in the Waystation console, "
+                "or with the decide tool."))
+    return ask.model_dump(by_alias=True, mode="json", exclude_none=True)
