@@ -96,6 +96,20 @@ def invalid_request(errors: Sequence[Any]) -> ApiError:
     return ApiError(422, "invalid_request", message, details=details)
 
 
+def infrastructure_refusal(error: Exception) -> ApiError | None:
+    """What Temporal or the database failing is to the caller: 503 with Retry-After while
+    either is unreachable, 502 for any other refusal by Temporal; None for other errors."""
+    if isinstance(error, RPCError):
+        if error.status in _UNAVAILABLE:
+            return ApiError(503, "unavailable", "Temporal is unavailable; retry shortly",
+                            headers={"Retry-After": RETRY_AFTER_SECONDS})
+        return ApiError(502, "temporal_error", f"Temporal refused the request: {error.message}")
+    if isinstance(error, UNAVAILABLE_ERRORS):
+        return ApiError(503, "unavailable", "the database is unavailable; retry shortly",
+                        headers={"Retry-After": RETRY_AFTER_SECONDS})
+    return None
+
+
 def error_response(status: int, code: str, message: str, *, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
@@ -124,20 +138,21 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RPCError)
     async def _temporal(request: Request, error: RPCError) -> JSONResponse:
-        if error.status in _UNAVAILABLE:
-            return error_response(503, "unavailable", "Temporal is unavailable; retry shortly",
-                                  headers={"Retry-After": RETRY_AFTER_SECONDS})
-        log.exception("unexpected Temporal error")
-        return error_response(502, "temporal_error", f"Temporal refused the request: "
-                                                     f"{error.message}")
+        refusal = infrastructure_refusal(error)
+        assert refusal is not None
+        if refusal.status != 503:
+            log.exception("unexpected Temporal error")
+        return error_response(refusal.status, refusal.code, refusal.message,
+                              headers=refusal.headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        if isinstance(error, UNAVAILABLE_ERRORS):
+        refusal = infrastructure_refusal(error)
+        if refusal is not None:
             # The database went away in the middle of the request (restart, failover).
             log.warning("database unavailable on %s %s: %s", request.method,
                         request.url.path, error)
-            return error_response(503, "unavailable", "the database is unavailable; retry "
-                                  "shortly", headers={"Retry-After": RETRY_AFTER_SECONDS})
+            return error_response(refusal.status, refusal.code, refusal.message,
+                                  headers=refusal.headers)
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "internal error")
