@@ -17,6 +17,7 @@ from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
+from api.protocols import a2a
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
@@ -106,6 +107,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         app.include_router(router, responses=ERROR_RESPONSES)
     _document_body_errors_only_where_there_is_a_body(app)
     app.include_router(console.router)
+    app.include_router(a2a.create_router(registry))
     app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),
               name="console-static")
     if tracer_provider is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from a2a.types.a2a_pb2 import (
     Artifact,
@@ -130,15 +131,13 @@ def decision_parts(request: DecisionView) -> list[Part]:
     return [Part(text=text), data_part(payload, DECISION_REQUEST)]
 
 
-def status_update(run: RunView, event: EventView, *, answer: str | None = None
-                  ) -> TaskStatusUpdateEvent:
-    """One run event as a status update: the task's state at that point, the event itself
+def status_update(run_id: UUID, status: TaskStatus, event: EventView) -> TaskStatusUpdateEvent:
+    """One run event as a status update: the task's state when it was sent, the event itself
     and its `seq` in the metadata (a subscriber resumes after it with `Last-Event-ID`)."""
     return TaskStatusUpdateEvent(
-        task_id=str(run.run_id), context_id=str(run.run_id),
-        status=task_status(run, answer=answer),
+        task_id=str(run_id), context_id=str(run_id), status=status,
         metadata=struct({"seq": event.seq, PART_TYPE: RUN_EVENT,
-                          "event": event.model_dump(mode="json")}))
+                         "event": event.model_dump(mode="json")}))
 
 
 def data_part(value: Any, kind: str) -> Part:

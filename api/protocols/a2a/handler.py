@@ -1,0 +1,396 @@
+"""The A2A request handler: each JSON-RPC method on the service layer, the read model behind
+every task (no task store: the run is the task; see `mapping`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn
+from uuid import UUID
+
+import asyncpg
+from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.types.a2a_pb2 import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+)
+from a2a.utils.task import validate_page_size
+from pydantic import TypeAdapter, ValidationError
+from starlette.requests import Request
+from temporalio.client import Client
+
+from api.auth import User
+from api.deps import claims_of, pooled_connection
+from api.errors import ApiError, infrastructure_refusal, invalid_request
+from api.event_hub import EventHub, RunSubscription
+from api.protocols.a2a import mapping
+from api.queries import EventQuery, InboxQuery, RunFilter, TranscriptQuery
+from api.schemas import MessageRequest, RunView, run_create_model
+from api.services import decisions, events, messages, runs
+from contracts.statuses import RunStatus
+from persistence.models import RunRow
+from waystation.registry import Registry
+from waystation.settings import Settings
+
+# Where the call context keeps the HTTP request and the caller authenticated for it.
+REQUEST, USER = "waystation.request", "waystation.user"
+# A blocking SendMessage or CancelTask waits this long for the task to need input or end,
+# then answers with the task as it is (the client follows with GetTask or SubscribeToTask).
+BLOCKING_WAIT_SECONDS = 30.0
+EVENT_PAGE = 500
+# An agent's last answer lies within this many events of a pause (only the summary request
+# and the pause itself are written after it).
+ANSWER_LOOKBACK = 50
+# A task state asked for in ListTasks, as the run status to list by (none: any, sorted out
+# by the derived state).
+_LISTED_STATUS: dict[int, RunStatus] = {
+    TaskState.TASK_STATE_SUBMITTED: "pending", TaskState.TASK_STATE_COMPLETED: "completed",
+    TaskState.TASK_STATE_FAILED: "failed", TaskState.TASK_STATE_REJECTED: "failed",
+    TaskState.TASK_STATE_CANCELED: "canceled"}
+
+
+class CallerContext(DefaultServerCallContextBuilder):
+    """The call context with the request and its caller, authenticated by the route (the
+    API's own `get_user`) before the SDK sees the request."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state[REQUEST], context.state[USER] = request, request.state.a2a_user
+        return context
+
+
+@dataclass
+class Call:
+    """One JSON-RPC call's caller and what it reaches, as a route gets them from `api.deps`."""
+
+    user: User
+    conn: asyncpg.Connection
+    request: Request
+
+    @property
+    def registry(self) -> Registry:
+        return self.request.app.state.registry
+
+    @property
+    def settings(self) -> Settings:
+        return self.request.app.state.settings
+
+    async def temporal(self) -> Client:
+        return await self.request.app.state.temporal.client()
+
+
+@contextlib.asynccontextmanager
+async def calling(context: ServerCallContext) -> AsyncIterator[Call]:
+    """A connection with the caller's claims for as long as the block runs; refusals come
+    out as the protocol's errors."""
+    request: Request = context.state[REQUEST]
+    user: User = context.state[USER]
+    with refusals():
+        async with pooled_connection(request, claims_of(user)) as conn:
+            yield Call(user=user, conn=conn, request=request)
+
+
+@contextlib.contextmanager
+def refusals(conflict: type[A2AError] | None = None) -> Iterator[None]:
+    try:
+        yield
+    except A2AError:
+        raise
+    except Exception as error:
+        refusal = error if isinstance(error, ApiError) else infrastructure_refusal(error)
+        if refusal is None:
+            raise
+        raise (mapping.a2a_error(refusal, conflict=conflict) if conflict
+               else mapping.a2a_error(refusal)) from error
+
+
+class WaystationHandler(RequestHandler):
+    """A2A's methods, each on the same service functions as the REST routes."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._start_body: TypeAdapter[Any] = TypeAdapter(
+            run_create_model([registry.kind(name) for name in registry.names]))
+
+    # --- reading ---------------------------------------------------------------------
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        async with calling(context) as call:
+            return await _task(call, await _visible(call, params.id))
+
+    async def on_list_tasks(self, params: ListTasksRequest,
+                            context: ServerCallContext) -> ListTasksResponse:
+        """The caller's tasks, newest first; `input-required` lists its inbox (the requests
+        it may decide) and its agent runs waiting for a message."""
+        size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+        validate_page_size(size)
+        async with calling(context) as call:
+            if params.context_id:
+                found, token = [await _visible(call, params.context_id)], ""
+            elif params.status == TaskState.TASK_STATE_INPUT_REQUIRED:
+                found, token = await _waiting(call, size), ""
+            else:
+                page = await runs.list_runs(call.conn, call.user, RunFilter(
+                    status=_LISTED_STATUS.get(params.status), limit=size,
+                    cursor=params.page_token or None), registry=call.registry)
+                found = [await runs.visible_run(call.conn, call.user, v.run_id)
+                         for v in page.runs]
+                token = page.next_cursor or ""
+            tasks = [await _task(call, run) for run in found]
+        if params.status:
+            tasks = [t for t in tasks if t.status.state == params.status]
+        return ListTasksResponse(tasks=tasks, next_page_token=token, page_size=size,
+                                 total_size=len(tasks))
+
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
+                                   context: ServerCallContext) -> AsyncGenerator[Event]:
+        """The task, then a status update per run event until it ends; `Last-Event-ID: <seq>`
+        replays the events after that seq first."""
+        resume = context.state.get("headers", {}).get("last-event-id")
+        if resume is not None and not resume.strip().isdigit():
+            with refusals():
+                raise ApiError(422, "invalid_request",
+                               "Last-Event-ID must be a non-negative integer seq")
+        async with calling(context) as call:
+            run = await _visible(call, params.id)
+            with refusals():
+                if run.status in ("completed", "failed", "canceled"):
+                    raise ApiError(409, "run_finished", f"run {run.id} is {run.status}")
+            first = await _task(call, run)
+        yield first
+        after = int(resume) if resume is not None else run.last_seq
+        async for update in _updates(context, run.id, after_seq=after, baseline=after,
+                                     until_input=False):
+            yield update
+
+    # --- acting ----------------------------------------------------------------------
+
+    async def on_message_send(self, params: SendMessageRequest,
+                              context: ServerCallContext) -> Task | Message:
+        """Start a run, answer its request or talk to it; unless `returnImmediately`, answer
+        once the task needs input or has ended (or after `BLOCKING_WAIT_SECONDS`)."""
+        run_id, baseline = await self._act(params, context)
+        if not params.configuration.return_immediately:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
+                    async for _ in _updates(context, run_id, after_seq=baseline,
+                                            baseline=baseline, until_input=True):
+                        pass
+        async with calling(context) as call:
+            return await _task(call, await runs.visible_run(call.conn, call.user, run_id))
+
+    async def on_message_send_stream(self, params: SendMessageRequest,
+                                     context: ServerCallContext) -> AsyncGenerator[Event]:
+        """The task, then a status update per run event until it needs input or ends."""
+        run_id, baseline = await self._act(params, context)
+        async with calling(context) as call:
+            first = await _task(call, await runs.visible_run(call.conn, call.user, run_id))
+        yield first
+        async for update in _updates(context, run_id, after_seq=baseline, baseline=baseline,
+                                     until_input=True):
+            yield update
+
+    async def _act(self, params: SendMessageRequest, context: ServerCallContext
+                   ) -> tuple[UUID, int]:
+        """Do what the message asks: (the run, its last seq once that is done)."""
+        message = params.message
+        if params.configuration.HasField("task_push_notification_config"):
+            raise PushNotificationNotSupportedError
+        # The message id makes a resent message apply once, as an Idempotency-Key does.
+        once = "a2a-" + hashlib.sha256(message.message_id.encode()).hexdigest()[:40]
+        async with calling(context) as call:
+            if not message.task_id:
+                try:
+                    body = self._start_body.validate_python(mapping.start_body(message))
+                except ValidationError as error:
+                    raise invalid_request(error.errors()) from error
+                created = await runs.start_run(call.conn, await call.temporal(), call.user,
+                                               body, registry=call.registry,
+                                               settings=call.settings, idempotency_key=once)
+                return created.run_id, 0
+            run = await _visible(call, message.task_id)
+            content = mapping.said(message)
+            if content.data is not None:
+                checkpoint = run.hitl_state
+                if checkpoint is None:
+                    raise ApiError(409, "not_pending", f"run {run.id} waits for no decision")
+                await decisions.decide(call.conn, await call.temporal(), call.user, run,
+                                       checkpoint, mapping.decision(content.data),
+                                       idempotency_key=once)
+            else:
+                assert content.text is not None, "said() refuses a message with neither"
+                await messages.send_message(call.conn, await call.temporal(), call.user, run,
+                                            MessageRequest(text=content.text),
+                                            idempotency_key=once)
+            return run.id, (await runs.visible_run(call.conn, call.user, run.id)).last_seq
+
+    async def on_cancel_task(self, params: CancelTaskRequest,
+                             context: ServerCallContext) -> Task:
+        """Cancel the run, then answer once it has ended (or after the blocking wait)."""
+        async with calling(context) as call:
+            run = await _visible(call, params.id)
+            with refusals(conflict=TaskNotCancelableError):
+                await runs.cancel_run(call.conn, await call.temporal(), call.user, run)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
+                async for _ in _updates(context, run.id, after_seq=run.last_seq,
+                                        baseline=run.last_seq, until_input=False):
+                    pass
+        async with calling(context) as call:
+            return await _task(call, await runs.visible_run(call.conn, call.user, run.id))
+
+    # --- not offered -----------------------------------------------------------------
+
+    async def on_create_task_push_notification_config(
+            self, params: TaskPushNotificationConfig,
+            context: ServerCallContext) -> TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_get_task_push_notification_config(
+            self, params: GetTaskPushNotificationConfigRequest,
+            context: ServerCallContext) -> TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_list_task_push_notification_configs(
+            self, params: ListTaskPushNotificationConfigsRequest,
+            context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
+        _no_push()
+
+    async def on_delete_task_push_notification_config(
+            self, params: DeleteTaskPushNotificationConfigRequest,
+            context: ServerCallContext) -> None:
+        _no_push()
+
+    async def on_get_extended_agent_card(self, params: GetExtendedAgentCardRequest,
+                                         context: ServerCallContext) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError
+
+
+def _no_push() -> NoReturn:
+    raise PushNotificationNotSupportedError(
+        "push notifications are Waystation webhooks: POST /webhooks (signed as Standard "
+        "Webhooks)")
+
+
+async def _visible(call: Call, task_id: str) -> RunRow:
+    """The run a task id names, if the caller may see it (else: no such task)."""
+    try:
+        run_id = UUID(task_id)
+    except ValueError:
+        raise ApiError(404, "run_not_found", f"run {task_id} not found") from None
+    return await runs.visible_run(call.conn, call.user, run_id)
+
+
+async def _task(call: Call, run: RunRow) -> Task:
+    view = await runs.run_view(call.conn, run)
+    return mapping.task(view, answer=await _answer(call, run, view))
+
+
+async def _answer(call: Call, run: RunRow, view: RunView) -> str | None:
+    """An agent run's last answer, while it waits for the next message."""
+    if not mapping.waits_for_message(view):
+        return None
+    page = await messages.transcript(call.conn, run, TranscriptQuery(
+        after_seq=max(0, run.last_seq - ANSWER_LOOKBACK), limit=ANSWER_LOOKBACK))
+    said = [m.text for m in page.messages if m.role == "agent" and m.text]
+    return said[-1] if said else None
+
+
+async def _waiting(call: Call, size: int) -> list[RunRow]:
+    """Runs waiting for the caller: its inbox's requests' runs, newest first, then its agent
+    runs waiting for a message."""
+    inbox = await decisions.inbox(call.conn, call.user, InboxQuery(limit=size))
+    ids = list(dict.fromkeys(d.run_id for d in inbox.decisions))
+    paused = await runs.list_runs(call.conn, call.user, RunFilter(
+        kind=mapping.DEFAULT_KIND, status="paused", limit=size), registry=call.registry)
+    ids += [v.run_id for v in paused.runs if mapping.waits_for_message(v) and v.run_id not in ids]
+    return [await runs.visible_run(call.conn, call.user, run_id) for run_id in ids[:size]]
+
+
+async def _updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, baseline: int,
+                   until_input: bool) -> AsyncIterator[TaskStatusUpdateEvent]:
+    """A status update per run event after `after_seq`, read from the table (the event hub
+    only wakes the loop), until the task ends, or with `until_input` needs input too."""
+    request: Request = context.state[REQUEST]
+    hub: EventHub = request.app.state.event_hub
+    heartbeat: float = request.app.state.settings.sse_heartbeat_seconds
+    subscription: RunSubscription | None = None
+    try:
+        while True:
+            async with calling(context) as call:
+                run = await runs.visible_run(call.conn, call.user, run_id)
+                page = await events.list_events(call.conn, run, EventQuery(
+                    after_seq=after_seq, limit=EVENT_PAGE))
+                # Read after the events: the state sent with them is never older than they.
+                run = await runs.visible_run(call.conn, call.user, run_id)
+                view = await runs.run_view(call.conn, run)
+                answer = await _answer(call, run, view)
+            status = mapping.task_status(view, answer=answer)
+            for event in page.events:
+                yield mapping.status_update(run_id, status, event)
+            after_seq = page.next_after_seq
+            if after_seq >= view.last_seq and _settled(view, baseline, until_input):
+                if not page.events and status.state in mapping.TERMINAL_STATES:
+                    # It ended with no event to tell it (a run that never started).
+                    yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
+                                                status=status)
+                return
+            if len(page.events) == EVENT_PAGE:
+                continue
+            if subscription is None:
+                # Subscribed before the next read, so nothing committed from now on is missed.
+                subscription = hub.subscribe_run(run_id, from_seq=view.last_seq)
+                continue
+            if subscription.closed:
+                return  # the API is shutting down: the client resubscribes with Last-Event-ID
+            await _woken(subscription, heartbeat)
+    finally:
+        if subscription is not None:
+            hub.unsubscribe_run(subscription)
+
+
+def _settled(view: RunView, baseline: int, until_input: bool) -> bool:
+    state = mapping.task_state(view)
+    if state in mapping.TERMINAL_STATES:
+        return True
+    if not until_input or state != TaskState.TASK_STATE_INPUT_REQUIRED:
+        return False
+    # A pending request is closed in the same write as its decision, so it is never stale.
+    # An agent run's row still says `paused` for a moment after it took a message (recorded
+    # before the turn begins): only a pause written after `baseline` waits for the next one.
+    return view.pending_decision is not None or view.last_seq > baseline
+
+
+async def _woken(subscription: RunSubscription, timeout: float) -> None:  # noqa: ASYNC109
+    """Until the hub has news of the run (the rows are read from the table) or `timeout`."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(subscription.queue.get(), timeout=timeout)
+    while not subscription.queue.empty():
+        subscription.queue.get_nowait()
