@@ -48,13 +48,14 @@ from starlette.requests import Request
 from temporalio.client import Client
 
 from api.auth import User
-from api.deps import claims_of, pooled_connection
+from api.deps import pooled_connection
 from api.errors import ApiError, infrastructure_refusal, invalid_request
 from api.event_hub import EventHub, RunSubscription
 from api.protocols.a2a import mapping
 from api.queries import EventQuery, InboxQuery, RunFilter, TranscriptQuery
 from api.schemas import MessageRequest, RunView, run_create_model
 from api.services import decisions, events, messages, runs
+from api.services.access import claims_of
 from contracts.statuses import RunStatus
 from persistence.models import RunRow
 from waystation.registry import Registry
@@ -240,7 +241,8 @@ class WaystationHandler(RequestHandler):
             if content.data is not None:
                 checkpoint = run.hitl_state
                 if checkpoint is None:
-                    raise ApiError(409, "not_pending", f"run {run.id} waits for no decision")
+                    raise ApiError(409, "not_pending", f"run {run.id} waits for no "
+                                                        f"decision (it is {run.status})")
                 await decisions.decide(call.conn, await call.temporal(), call.user, run,
                                        checkpoint, mapping.decision(content.data),
                                        idempotency_key=once)

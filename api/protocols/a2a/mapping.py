@@ -77,7 +77,7 @@ def waits_for_message(run: RunView) -> bool:
     return run.kind == AGENT.name and run.status == "paused" and run.pending_checkpoint is None
 
 
-def task_state(run: RunView) -> TaskState.ValueType:
+def task_state(run: RunView) -> TaskState:
     if run.status in _FINISHED:
         if run.status == "failed" and run.stop_reason == REJECTED:
             return TaskState.TASK_STATE_REJECTED

@@ -1,0 +1,247 @@
+"""Waystation as an A2A agent, driven by the `a2a-sdk` client over HTTP: the real app under
+uvicorn, the dev server, real Postgres and an in-process worker with the offline backend."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.client import Client, ClientCallContext
+from a2a.client.errors import A2AClientError
+from a2a.helpers import get_data_parts, get_message_text
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from google.protobuf import json_format, struct_pb2
+
+from api.auth import issue_token
+from tests.agent_helpers import BOOK, SEARCH
+from tests.helpers import IDEA, live_api
+from waystation.testing import InProcessApi
+
+SECRET = "a2a-test-secret-0123456789-0123456789-abcd"
+INPUT_REQUIRED, COMPLETED = TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_COMPLETED
+
+
+@pytest_asyncio.fixture
+async def api(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[InProcessApi]:
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        sse_heartbeat_seconds=1.0) as api:
+        yield api
+
+
+def auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {issue_token(SECRET, user)}"}  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def a2a(api: InProcessApi, user: str | None, *, streaming: bool = False
+              ) -> AsyncIterator[Client]:
+    """An A2A client of the card at the API's well-known URL, signed in as `user`."""
+    async with httpx.AsyncClient(headers=auth(user) if user else {}, timeout=60) as http:
+        card = await A2ACardResolver(http, api.url).get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+        yield client
+        await client.close()
+
+
+def message(*, task_id: str = "", data: dict[str, Any] | None = None, text: str | None = None,
+            **metadata: Any) -> SendMessageRequest:
+    parts = []
+    if data is not None:
+        parts.append(Part(data=json_format.ParseDict(data, struct_pb2.Value())))
+    if text is not None:
+        parts.append(Part(text=text))
+    sent = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, task_id=task_id,
+                   parts=parts)
+    sent.metadata.update(metadata)
+    return SendMessageRequest(message=sent)
+
+
+async def send(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
+    return [response async for response in client.send_message(request)]
+
+
+async def sent_task(client: Client, request: SendMessageRequest) -> Task:
+    """The task a blocking (non-streaming) SendMessage answers with."""
+    [response] = await send(client, request)
+    return response.task
+
+
+def request_part(task: Task) -> dict[str, Any]:
+    """The decision request an `input-required` task carries as its data part."""
+    [data] = get_data_parts(task.status.message.parts)
+    return data
+
+
+def validation(**fields: Any) -> SendMessageRequest:
+    return message(data={"entrepreneur_input": IDEA, **fields}, kind="validation")
+
+
+async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(api):
+    async with httpx.AsyncClient() as http:
+        card = await A2ACardResolver(http, api.url).get_agent_card()
+    assert [i.url for i in card.supported_interfaces] == [f"{api.url}/a2a"]
+    assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
+    assert {"validation", "batch", "mobile_agent", "agent"} <= {s.id for s in card.skills}
+    assert card.capabilities.streaming
+    [extension] = card.capabilities.extensions
+    schemas = json_format.MessageToDict(extension.params)["inputSchemas"]
+    assert schemas["validation"]["required"] == ["entrepreneur_input"]
+    assert schemas.keys() == {s.id for s in card.skills}
+    schemes = {name: s.http_auth_security_scheme for name, s in card.security_schemes.items()}
+    assert {(s.scheme, s.bearer_format) for s in schemes.values()} == {("Bearer", "JWT"),
+                                                                       ("Bearer", "wsk_")}
+
+
+async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api):
+    async with a2a(api, "alice") as alice, a2a(api, "alice", streaming=True) as streaming:
+        task = await sent_task(alice, validation(
+            gates=["approve_founders_brief", "approve_vpc_completion"]))
+        assert task.status.state == INPUT_REQUIRED
+        asked = request_part(task)
+        assert asked["checkpoint_name"] == "approve_founders_brief"
+        assert asked["recommended_option"] in [o["value"] for o in asked["options"]]
+        assert len(asked["digest"]) == 64
+        assert asked["responseSchema"]["properties"]["decision"]["enum"] == [
+            o["value"] for o in asked["options"]]
+        assert asked["title"] in get_message_text(task.status.message)
+        inbox = await alice.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
+        assert task.id in [t.id for t in inbox.tasks]
+
+        # An unknown option is refused with the API's code; the task still waits.
+        with pytest.raises(InvalidParamsError) as refused:
+            await send(alice, message(task_id=task.id, data={"decision": "perhaps"}))
+        assert refused.value.data["code"] == "unknown_option"
+        assert refused.value.data["status"] == "422"
+        again = await alice.get_task(GetTaskRequest(id=task.id))
+        assert again.status.state == INPUT_REQUIRED
+
+        # Answered on a stream: status updates, one per run event, to the next gate.
+        updates = await send(streaming, message(
+            task_id=task.id, data={"decision": "approve", "feedback": "good brief",
+                                   "digest": asked["digest"]}))
+        assert updates[0].HasField("task")
+        seqs = [int(u.status_update.metadata["seq"]) for u in updates[1:]]
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+        last = updates[-1].status_update.status
+        assert last.state == INPUT_REQUIRED
+        assert get_data_parts(last.message.parts)[0]["checkpoint_name"] == \
+            "approve_vpc_completion"
+
+        # Subscribed from a seq before it (resumable), while the last gate is answered.
+        resume = ClientCallContext(service_parameters={"Last-Event-ID": str(seqs[0])})
+
+        async def follow() -> list[StreamResponse]:
+            return [u async for u in streaming.subscribe(SubscribeToTaskRequest(id=task.id),
+                                                         context=resume)]
+        following = asyncio.create_task(follow())
+        done = await sent_task(alice, message(task_id=task.id, data={"decision": "approve"}))
+        assert done.status.state == COMPLETED
+        [result] = done.artifacts
+        assert get_data_parts(result.parts)[0]["status"] == "completed"
+        followed = await asyncio.wait_for(following, 30)
+        replayed = [int(u.status_update.metadata["seq"]) for u in followed[1:]
+                    if "seq" in u.status_update.metadata]
+        assert replayed[0] == seqs[0] + 1 and replayed == sorted(set(replayed))
+        assert followed[-1].status_update.status.state == COMPLETED
+        with pytest.raises(UnsupportedOperationError):
+            await anext(streaming.subscribe(SubscribeToTaskRequest(id=task.id)))
+
+        # The same audit as the API's: alice's votes with her feedback.
+        async with httpx.AsyncClient(base_url=api.url, headers=auth("alice")) as http:
+            decided = (await http.get(f"/runs/{task.id}/decisions")).json()["decisions"]
+        assert [(d["checkpoint_name"], d["decided_by"], d["feedback"]) for d in decided] == [
+            ("approve_founders_brief", "alice", "good brief"),
+            ("approve_vpc_completion", "alice", None)]
+        inbox = await alice.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
+        assert task.id not in [t.id for t in inbox.tasks]
+
+
+async def test_a_rejection_that_ends_the_run_and_a_cancel(api):
+    async with a2a(api, "alice") as alice:
+        task = await sent_task(alice, validation(gates=["approve_founders_brief"],
+                                                 max_phase_retries=0))
+        rejected = await sent_task(alice, message(
+            task_id=task.id, data={"decision": "reject", "feedback": "not convincing"}))
+        assert rejected.status.state == TaskState.TASK_STATE_REJECTED
+
+        other = await sent_task(alice, validation())
+        assert other.status.state == INPUT_REQUIRED
+        canceled = await alice.cancel_task(CancelTaskRequest(id=other.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        with pytest.raises(UnsupportedOperationError) as finished:
+            await send(alice, message(task_id=other.id, data={"decision": "approve"}))
+        assert finished.value.data["code"] == "not_pending"
+        assert "(it is canceled)" in finished.value.message
+        listed = await alice.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
+        assert other.id in [t.id for t in listed.tasks]
+
+
+async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api):
+    async with a2a(api, "alice") as alice, a2a(api, "bob") as bob:
+        task = await sent_task(alice, validation())
+        for call in (bob.get_task(GetTaskRequest(id=task.id)),
+                     bob.cancel_task(CancelTaskRequest(id=task.id)),
+                     send(bob, message(task_id=task.id, data={"decision": "approve"}))):
+            with pytest.raises(TaskNotFoundError) as hidden:
+                await call
+            assert hidden.value.data["code"] == "run_not_found"
+        assert task.id not in [t.id for t in (await bob.list_tasks(ListTasksRequest())).tasks]
+        assert (await alice.get_task(GetTaskRequest(id=task.id))).status.state == INPUT_REQUIRED
+        await alice.cancel_task(CancelTaskRequest(id=task.id))
+
+    async with a2a(api, None) as nobody:
+        with pytest.raises(A2AClientError, match="401"):
+            await nobody.get_task(GetTaskRequest(id=task.id))
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(f"{api.url}/a2a", json={
+            "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}})
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "unauthenticated"
+
+
+async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api):
+    async with a2a(api, "priya") as priya:
+        task = await sent_task(priya, message(text=SEARCH))  # no kind: an agent run
+        assert task.status.state == INPUT_REQUIRED
+        assert not get_data_parts(task.status.message.parts)
+        assert "Old Mill Barn" in get_message_text(task.status.message)
+
+        at_gate = await sent_task(priya, message(task_id=task.id, text=BOOK))
+        assert at_gate.status.state == INPUT_REQUIRED
+        asked = request_part(at_gate)
+        assert asked["checkpoint_name"].startswith("approve_book_vendor")
+        edit = next(b for b in asked["responseSchema"]["oneOf"] if b["title"].startswith(
+            "Run it with edited"))
+        assert edit["required"] == ["decision", "answer"]
+
+        with pytest.raises(UnsupportedOperationError) as busy:
+            await send(priya, message(task_id=task.id, text="hello?"))
+        assert busy.value.data["code"] == "not_waiting_for_message"
+        answered = await sent_task(priya, message(task_id=task.id, data={"decision": "approve"}))
+        assert answered.status.state == INPUT_REQUIRED
+        assert not get_data_parts(answered.status.message.parts)
+        assert "Rosewood" in get_message_text(answered.status.message)
+        with pytest.raises(UnsupportedOperationError) as no_gate:
+            await send(priya, message(task_id=task.id, data={"decision": "approve"}))
+        assert no_gate.value.data["code"] == "not_pending"
+        await priya.cancel_task(CancelTaskRequest(id=task.id))
