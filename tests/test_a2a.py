@@ -18,7 +18,10 @@ from a2a.client.errors import A2AClientError
 from a2a.helpers import get_data_parts, get_message_text
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -27,14 +30,17 @@ from a2a.types.a2a_pb2 import (
     StreamResponse,
     SubscribeToTaskRequest,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
 from google.protobuf import json_format, struct_pb2
+from standardwebhooks import Webhook
 
 from api.auth import issue_token
 from tests.agent_helpers import BOOK, SEARCH
-from tests.helpers import IDEA, live_api
+from tests.helpers import IDEA, eventually, live_api
+from tests.webhook_receiver import Receiver
 from waystation.testing import InProcessApi
 
 SECRET = "a2a-test-secret-0123456789-0123456789-abcd"
@@ -102,7 +108,7 @@ async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(
     assert [i.url for i in card.supported_interfaces] == [f"{api.url}/a2a"]
     assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
     assert {"validation", "batch", "mobile_agent", "agent"} <= {s.id for s in card.skills}
-    assert card.capabilities.streaming
+    assert card.capabilities.streaming and card.capabilities.push_notifications
     [extension] = card.capabilities.extensions
     schemas = json_format.MessageToDict(extension.params)["inputSchemas"]
     assert schemas["validation"]["required"] == ["entrepreneur_input"]
@@ -245,3 +251,56 @@ async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api):
             await send(priya, message(task_id=task.id, data={"decision": "approve"}))
         assert no_gate.value.data["code"] == "not_pending"
         await priya.cancel_task(CancelTaskRequest(id=task.id))
+
+
+async def test_push_notification_configs_are_signed_webhooks_for_the_task(api):
+    async with a2a(api, "alice") as alice, a2a(api, "bob") as bob:
+        with Receiver() as receiver:
+            task = await sent_task(alice, validation(gates=["approve_founders_brief"]))
+            config = await alice.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task.id, url=receiver.url))
+            assert config.task_id == task.id and config.token.startswith("whsec_")
+            # One given with the message that starts a task, with the client's own secret.
+            secret = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+            request = validation()
+            request.configuration.task_push_notification_config.CopyFrom(
+                TaskPushNotificationConfig(url=receiver.url, token=secret))
+            other = await sent_task(alice, request)
+            [given] = (await alice.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=other.id))).configs
+            assert given.url == receiver.url and not given.token  # shown once, or never
+
+            await sent_task(alice, message(task_id=task.id, data={"decision": "approve"}))
+            await alice.cancel_task(CancelTaskRequest(id=other.id))
+
+            def delivered() -> dict[str, list[str]]:
+                found: dict[str, list[str]] = {}
+                for got in receiver.received:
+                    for key in (config.token, secret):
+                        try:
+                            payload = Webhook(key).verify(got.body, got.headers)
+                        except Exception:  # noqa: BLE001 - signed with the other secret
+                            continue
+                        found.setdefault(payload["data"]["run_id"], []).append(payload["type"])
+                return found
+            await eventually(lambda: asyncio.sleep(0, {task.id, other.id} <= {
+                run for run, types in delivered().items() if "run.finished" in types}),
+                timeout=30)
+            # Registered while the gate waited: what happened from then on, in order.
+            assert delivered()[task.id] == ["gate.decided", "run.finished"]
+            assert {"gate.opened", "run.finished"} <= set(delivered()[other.id])
+
+        got = await alice.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task.id, id=config.id))
+        assert got.url == receiver.url
+        with pytest.raises(TaskNotFoundError):
+            await bob.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id))
+        await alice.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=config.id))
+        assert not (await alice.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task.id))).configs
+        with pytest.raises(InvalidParamsError) as unknown:
+            await alice.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task.id, id=config.id))
+        assert unknown.value.data["code"] == "webhook_not_found"

@@ -58,7 +58,7 @@ def agent_card(registry: Registry, base_url: str) -> AgentCard:
             protocol_binding=TransportProtocol.JSONRPC.value,
             protocol_version=PROTOCOL_VERSION_1_0)],
         capabilities=AgentCapabilities(
-            streaming=True, push_notifications=False,
+            streaming=True, push_notifications=True,
             extensions=[AgentExtension(
                 uri=RUN_KINDS_EXTENSION, required=False,
                 description="The input JSON Schema of each skill (run kind), by skill id; "

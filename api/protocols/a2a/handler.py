@@ -8,7 +8,7 @@ import contextlib
 import hashlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -39,7 +39,6 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
 )
 from a2a.utils.task import validate_page_size
@@ -54,7 +53,7 @@ from api.event_hub import EventHub, RunSubscription
 from api.protocols.a2a import mapping
 from api.queries import EventQuery, InboxQuery, RunFilter, TranscriptQuery
 from api.schemas import MessageRequest, RunView, run_create_model
-from api.services import decisions, events, messages, runs
+from api.services import decisions, events, messages, runs, webhooks
 from api.services.access import claims_of
 from contracts.statuses import RunStatus
 from persistence.models import RunRow
@@ -221,9 +220,7 @@ class WaystationHandler(RequestHandler):
     async def _act(self, params: SendMessageRequest, context: ServerCallContext
                    ) -> tuple[UUID, int]:
         """Do what the message asks: (the run, its last seq once that is done)."""
-        message = params.message
-        if params.configuration.HasField("task_push_notification_config"):
-            raise PushNotificationNotSupportedError
+        message, configuration = params.message, params.configuration
         # The message id makes a resent message apply once, as an Idempotency-Key does.
         once = "a2a-" + hashlib.sha256(message.message_id.encode()).hexdigest()[:40]
         async with calling(context) as call:
@@ -235,8 +232,14 @@ class WaystationHandler(RequestHandler):
                 created = await runs.start_run(call.conn, await call.temporal(), call.user,
                                                body, registry=call.registry,
                                                settings=call.settings, idempotency_key=once)
+                if configuration.HasField("task_push_notification_config"):
+                    await _push_to(call, await runs.visible_run(call.conn, call.user,
+                                                                created.run_id),
+                                   configuration.task_push_notification_config)
                 return created.run_id, 0
             run = await _visible(call, message.task_id)
+            if configuration.HasField("task_push_notification_config"):
+                await _push_to(call, run, configuration.task_push_notification_config)
             content = mapping.said(message)
             if content.data is not None:
                 checkpoint = run.hitl_state
@@ -268,37 +271,61 @@ class WaystationHandler(RequestHandler):
         async with calling(context) as call:
             return await _task(call, await runs.visible_run(call.conn, call.user, run.id))
 
-    # --- not offered -----------------------------------------------------------------
+    # --- push notifications: webhooks for one run -------------------------------------
 
     async def on_create_task_push_notification_config(
             self, params: TaskPushNotificationConfig,
             context: ServerCallContext) -> TaskPushNotificationConfig:
-        _no_push()
+        async with calling(context) as call:
+            run = await _visible(call, params.task_id)
+            created = await webhooks.create_webhook(call.conn, call.user,
+                                                    mapping.webhook(params),
+                                                    settings=call.settings, run=run)
+        return mapping.push_config(created, token=created.secret)
 
     async def on_get_task_push_notification_config(
             self, params: GetTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> TaskPushNotificationConfig:
-        _no_push()
+        async with calling(context) as call:
+            run = await _visible(call, params.task_id)
+            hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
+            found = [h for h in hooks if str(h.webhook_id) == params.id]
+            if not found:
+                raise ApiError(404, "webhook_not_found", f"webhook {params.id} not found")
+        return mapping.push_config(found[0])
 
     async def on_list_task_push_notification_configs(
             self, params: ListTaskPushNotificationConfigsRequest,
             context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
-        _no_push()
+        async with calling(context) as call:
+            run = await _visible(call, params.task_id)
+            hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
+        return ListTaskPushNotificationConfigsResponse(
+            configs=[mapping.push_config(h) for h in hooks])
 
     async def on_delete_task_push_notification_config(
             self, params: DeleteTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> None:
-        _no_push()
+        async with calling(context) as call:
+            run = await _visible(call, params.task_id)
+            try:
+                webhook_id = UUID(params.id)
+            except ValueError:
+                raise ApiError(404, "webhook_not_found",
+                               f"webhook {params.id} not found") from None
+            await webhooks.delete_webhook(call.conn, call.user, webhook_id, run=run)
 
     async def on_get_extended_agent_card(self, params: GetExtendedAgentCardRequest,
                                          context: ServerCallContext) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError
 
 
-def _no_push() -> NoReturn:
-    raise PushNotificationNotSupportedError(
-        "push notifications are Waystation webhooks: POST /webhooks (signed as Standard "
-        "Webhooks)")
+async def _push_to(call: Call, run: RunRow, config: TaskPushNotificationConfig) -> None:
+    """A message's push config, once per URL: a resent message adds no second webhook."""
+    hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
+    if config.url not in {h.url for h in hooks}:
+        await webhooks.create_webhook(call.conn, call.user, mapping.webhook(config),
+                                      settings=call.settings, run=run)
 
 
 async def _visible(call: Call, task_id: str) -> RunRow:

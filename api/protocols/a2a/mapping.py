@@ -30,6 +30,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     Task,
+    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
@@ -49,6 +50,8 @@ from pydantic import BaseModel, ValidationError
 from api.decision_payload import payload_schema
 from api.errors import ApiError, invalid_request
 from api.schemas import DecisionRequest, DecisionView, EventView, RunView
+from api.webhook_schemas import WebhookCreate, WebhookView
+from contracts.events import WEBHOOK_EVENT_TYPES
 from workflows.agent_kind import AGENT
 
 # A new task's message names its run kind here; without it the message starts an agent run.
@@ -192,6 +195,27 @@ def decision(data: dict[str, Any]) -> DecisionRequest:
         return DecisionRequest.model_validate(data)
     except ValidationError as error:
         raise invalid_request(error.errors()) from error
+
+
+def webhook(config: TaskPushNotificationConfig) -> WebhookCreate:
+    """A push notification config as the webhook it is: every webhook event of the task's
+    run, to its URL, signed per Standard Webhooks. The config's `token` is the signing secret
+    (`whsec_...`): a client that gives one verifies each delivery with it; without one, one is
+    made and answered once as the token. A2A's `authentication` (credentials for the receiver)
+    has no place: deliveries are signed, not authenticated."""
+    if config.HasField("authentication"):
+        raise ApiError(422, "invalid_request", "authentication: not supported; deliveries are "
+                                               "signed (Standard Webhooks) with the token")
+    try:
+        return WebhookCreate.model_validate({"url": config.url, "secret": config.token or None,
+                                             "events": list(WEBHOOK_EVENT_TYPES)})
+    except ValidationError as error:
+        raise invalid_request(error.errors()) from error
+
+
+def push_config(hook: WebhookView, *, token: str = "") -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(id=str(hook.webhook_id), task_id=str(hook.run_id),
+                                      url=hook.url, token=token)
 
 
 # --- refusals --------------------------------------------------------------------------
