@@ -202,6 +202,25 @@ async def test_a_rejection_that_ends_the_run_and_a_cancel(api):
         assert other.id in [t.id for t in listed.tasks]
 
 
+async def test_a_bad_start_is_refused_naming_the_field(api):
+    async with a2a(api, "alice") as alice:
+        with pytest.raises(InvalidParamsError) as short:
+            await send(alice, message(data={"entrepreneur_input": "too short"},
+                                      kind="validation"))
+        assert short.value.data["code"] == "invalid_request"
+        assert short.value.message.startswith("validation.input.entrepreneur_input:")
+        with pytest.raises(InvalidParamsError) as unknown:
+            await send(alice, message(data={}, kind="nonesuch"))
+        assert unknown.value.message.startswith("kind: unknown run kind 'nonesuch'; one of ")
+        with pytest.raises(InvalidParamsError) as text:
+            await send(alice, message(text="an idea in words", kind="validation"))
+        assert "a validation run takes its input as a data part" in text.value.message
+        unnamed = message(text="hello")
+        unnamed.message.message_id = ""
+        with pytest.raises(InvalidParamsError):
+            await send(alice, unnamed)
+
+
 async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api):
     async with a2a(api, "alice") as alice, a2a(api, "bob") as bob:
         task = await sent_task(alice, validation())

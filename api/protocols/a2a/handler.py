@@ -14,7 +14,10 @@ from uuid import UUID
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
-from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.request_handlers.request_handler import (
+    RequestHandler,
+    validate_request_params,
+)
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import (
     AgentCard,
@@ -40,6 +43,7 @@ from a2a.utils.errors import (
     A2AError,
     ExtendedAgentCardNotConfiguredError,
     TaskNotCancelableError,
+    UnsupportedOperationError,
 )
 from a2a.utils.task import validate_page_size
 from pydantic import TypeAdapter, ValidationError
@@ -56,7 +60,7 @@ from api.schemas import MessageRequest, RunView, run_create_model
 from api.services import decisions, events, messages, runs, webhooks
 from api.services.access import claims_of
 from contracts.statuses import RunStatus
-from persistence.models import RunRow
+from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -119,7 +123,9 @@ async def calling(context: ServerCallContext) -> AsyncIterator[Call]:
 
 
 @contextlib.contextmanager
-def refusals(conflict: type[A2AError] | None = None) -> Iterator[None]:
+def refusals(conflict: type[A2AError] = UnsupportedOperationError) -> Iterator[None]:
+    """The service layer's refusals, and Temporal or the database being unreachable, as the
+    protocol's errors (see `mapping.a2a_error`)."""
     try:
         yield
     except A2AError:
@@ -128,8 +134,7 @@ def refusals(conflict: type[A2AError] | None = None) -> Iterator[None]:
         refusal = error if isinstance(error, ApiError) else infrastructure_refusal(error)
         if refusal is None:
             raise
-        raise (mapping.a2a_error(refusal, conflict=conflict) if conflict
-               else mapping.a2a_error(refusal)) from error
+        raise mapping.a2a_error(refusal, conflict=conflict) from error
 
 
 class WaystationHandler(RequestHandler):
@@ -141,10 +146,12 @@ class WaystationHandler(RequestHandler):
 
     # --- reading ---------------------------------------------------------------------
 
+    @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         async with calling(context) as call:
             return await _task(call, await _visible(call, params.id))
 
+    @validate_request_params
     async def on_list_tasks(self, params: ListTasksRequest,
                             context: ServerCallContext) -> ListTasksResponse:
         """The caller's tasks, newest first; `input-required` lists its inbox (the requests
@@ -169,20 +176,19 @@ class WaystationHandler(RequestHandler):
         return ListTasksResponse(tasks=tasks, next_page_token=token, page_size=size,
                                  total_size=len(tasks))
 
+    @validate_request_params
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Event]:
         """The task, then a status update per run event until it ends; `Last-Event-ID: <seq>`
         replays the events after that seq first."""
         resume = context.state.get("headers", {}).get("last-event-id")
         if resume is not None and not resume.strip().isdigit():
-            with refusals():
-                raise ApiError(422, "invalid_request",
-                               "Last-Event-ID must be a non-negative integer seq")
+            raise mapping.a2a_error(ApiError(422, "invalid_request", "Last-Event-ID must be a "
+                                                                     "non-negative integer seq"))
         async with calling(context) as call:
             run = await _visible(call, params.id)
-            with refusals():
-                if run.status in ("completed", "failed", "canceled"):
-                    raise ApiError(409, "run_finished", f"run {run.id} is {run.status}")
+            if run.status in TERMINAL_RUN_STATUSES:  # A2A: a finished task has nothing to send
+                raise ApiError(409, "run_finished", f"run {run.id} is {run.status}")
             first = await _task(call, run)
         yield first
         after = int(resume) if resume is not None else run.last_seq
@@ -192,6 +198,7 @@ class WaystationHandler(RequestHandler):
 
     # --- acting ----------------------------------------------------------------------
 
+    @validate_request_params
     async def on_message_send(self, params: SendMessageRequest,
                               context: ServerCallContext) -> Task | Message:
         """Start a run, answer its request or talk to it; unless `returnImmediately`, answer
@@ -206,6 +213,7 @@ class WaystationHandler(RequestHandler):
         async with calling(context) as call:
             return await _task(call, await runs.visible_run(call.conn, call.user, run_id))
 
+    @validate_request_params
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
         """The task, then a status update per run event until it needs input or ends."""
@@ -256,6 +264,7 @@ class WaystationHandler(RequestHandler):
                                             idempotency_key=once)
             return run.id, (await runs.visible_run(call.conn, call.user, run.id)).last_seq
 
+    @validate_request_params
     async def on_cancel_task(self, params: CancelTaskRequest,
                              context: ServerCallContext) -> Task:
         """Cancel the run, then answer once it has ended (or after the blocking wait)."""
@@ -273,6 +282,7 @@ class WaystationHandler(RequestHandler):
 
     # --- push notifications: webhooks for one run -------------------------------------
 
+    @validate_request_params
     async def on_create_task_push_notification_config(
             self, params: TaskPushNotificationConfig,
             context: ServerCallContext) -> TaskPushNotificationConfig:
@@ -283,6 +293,7 @@ class WaystationHandler(RequestHandler):
                                                     settings=call.settings, run=run)
         return mapping.push_config(created, token=created.secret)
 
+    @validate_request_params
     async def on_get_task_push_notification_config(
             self, params: GetTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> TaskPushNotificationConfig:
@@ -294,6 +305,7 @@ class WaystationHandler(RequestHandler):
                 raise ApiError(404, "webhook_not_found", f"webhook {params.id} not found")
         return mapping.push_config(found[0])
 
+    @validate_request_params
     async def on_list_task_push_notification_configs(
             self, params: ListTaskPushNotificationConfigsRequest,
             context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
@@ -303,6 +315,7 @@ class WaystationHandler(RequestHandler):
         return ListTaskPushNotificationConfigsResponse(
             configs=[mapping.push_config(h) for h in hooks])
 
+    @validate_request_params
     async def on_delete_task_push_notification_config(
             self, params: DeleteTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> None:
@@ -315,6 +328,7 @@ class WaystationHandler(RequestHandler):
                                f"webhook {params.id} not found") from None
             await webhooks.delete_webhook(call.conn, call.user, webhook_id, run=run)
 
+    @validate_request_params
     async def on_get_extended_agent_card(self, params: GetExtendedAgentCardRequest,
                                          context: ServerCallContext) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError
