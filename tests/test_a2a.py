@@ -147,6 +147,7 @@ async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api)
                                    "digest": asked["digest"]}))
         assert updates[0].HasField("task")
         seqs = [int(u.status_update.metadata["seq"]) for u in updates[1:]]
+        assert updates[1].status_update.metadata["event"]["type"] == "gate.decided"
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
         last = updates[-1].status_update.status
         assert last.state == INPUT_REQUIRED
@@ -219,6 +220,24 @@ async def test_a_bad_start_is_refused_naming_the_field(api):
         unnamed.message.message_id = ""
         with pytest.raises(InvalidParamsError):
             await send(alice, unnamed)
+
+
+async def test_plain_json_rpc_as_docs_a2a_shows_it(api):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "configuration": {"returnImmediately": True}, "message": {
+            "messageId": str(uuid.uuid4()), "role": "ROLE_USER",
+            "metadata": {"kind": "validation"},
+            "parts": [{"data": {"entrepreneur_input": "Coffee subscriptions for small offices",
+                                "gates": ["approve_founders_brief"]}}]}}}
+    async with httpx.AsyncClient(base_url=api.url, headers=auth("alice"), timeout=60) as http:
+        unversioned = (await http.post("/a2a", json=body)).json()
+        assert unversioned["error"]["code"] == -32009  # taken for A2A 0.3, not served
+        answered = await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
+        task = answered.json()["result"]["task"]
+        assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+        run = (await http.get(f"/runs/{task['id']}")).json()
+        assert run["kind"] == "validation" and run["input"]["gates"] == ["approve_founders_brief"]
+        await http.post(f"/runs/{task['id']}/cancel")
 
 
 async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api):

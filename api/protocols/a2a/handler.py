@@ -8,7 +8,7 @@ import contextlib
 import hashlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import asyncpg
@@ -89,6 +89,14 @@ class CallerContext(DefaultServerCallContextBuilder):
         context = super().build(request)
         context.state[REQUEST], context.state[USER] = request, request.state.a2a_user
         return context
+
+
+class Acted(NamedTuple):
+    """A message's run, and its last seq before and after what the message did."""
+
+    run_id: UUID
+    before: int
+    after: int
 
 
 @dataclass
@@ -203,31 +211,33 @@ class WaystationHandler(RequestHandler):
                               context: ServerCallContext) -> Task | Message:
         """Start a run, answer its request or talk to it; unless `returnImmediately`, answer
         once the task needs input or has ended (or after `BLOCKING_WAIT_SECONDS`)."""
-        run_id, baseline = await self._act(params, context)
+        acted = await self._act(params, context)
         if not params.configuration.return_immediately:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
-                    async for _ in _updates(context, run_id, after_seq=baseline,
-                                            baseline=baseline, until_input=True):
+                    async for _ in _updates(context, acted.run_id, after_seq=acted.after,
+                                            baseline=acted.after, until_input=True):
                         pass
         async with calling(context) as call:
-            return await _task(call, await runs.visible_run(call.conn, call.user, run_id))
+            return await _task(call, await runs.visible_run(call.conn, call.user,
+                                                            acted.run_id))
 
     @validate_request_params
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
-        """The task, then a status update per run event until it needs input or ends."""
-        run_id, baseline = await self._act(params, context)
+        """The task, then a status update per run event from the message's own (a decision's
+        `gate.decided`, a message's `message.received`) until it needs input or ends."""
+        acted = await self._act(params, context)
         async with calling(context) as call:
-            first = await _task(call, await runs.visible_run(call.conn, call.user, run_id))
+            first = await _task(call, await runs.visible_run(call.conn, call.user,
+                                                             acted.run_id))
         yield first
-        async for update in _updates(context, run_id, after_seq=baseline, baseline=baseline,
-                                     until_input=True):
+        async for update in _updates(context, acted.run_id, after_seq=acted.before,
+                                     baseline=acted.after, until_input=True):
             yield update
 
-    async def _act(self, params: SendMessageRequest, context: ServerCallContext
-                   ) -> tuple[UUID, int]:
-        """Do what the message asks: (the run, its last seq once that is done)."""
+    async def _act(self, params: SendMessageRequest, context: ServerCallContext) -> Acted:
+        """Do what the message asks."""
         message, configuration = params.message, params.configuration
         # The message id makes a resent message apply once, as an Idempotency-Key does.
         once = "a2a-" + hashlib.sha256(message.message_id.encode()).hexdigest()[:40]
@@ -244,7 +254,7 @@ class WaystationHandler(RequestHandler):
                     await _push_to(call, await runs.visible_run(call.conn, call.user,
                                                                 created.run_id),
                                    configuration.task_push_notification_config)
-                return created.run_id, 0
+                return Acted(run_id=created.run_id, before=0, after=0)
             run = await _visible(call, message.task_id)
             if configuration.HasField("task_push_notification_config"):
                 await _push_to(call, run, configuration.task_push_notification_config)
@@ -262,7 +272,8 @@ class WaystationHandler(RequestHandler):
                 await messages.send_message(call.conn, await call.temporal(), call.user, run,
                                             MessageRequest(text=content.text),
                                             idempotency_key=once)
-            return run.id, (await runs.visible_run(call.conn, call.user, run.id)).last_seq
+            after = (await runs.visible_run(call.conn, call.user, run.id)).last_seq
+            return Acted(run_id=run.id, before=run.last_seq, after=after)
 
     @validate_request_params
     async def on_cancel_task(self, params: CancelTaskRequest,
