@@ -33,7 +33,12 @@ from a2a.types.a2a_pb2 import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
+from a2a.utils.errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from google.protobuf import json_format, struct_pb2
 from standardwebhooks import Webhook
 
@@ -52,6 +57,13 @@ async def api(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[InProces
     async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
                         sse_heartbeat_seconds=1.0) as api:
         yield api
+
+
+@pytest.fixture
+def people() -> dict[str, str]:
+    """Names of this test's own (the database is shared by the whole session)."""
+    tag = uuid.uuid4().hex[:6]
+    return {name: f"{name}-{tag}" for name in ("alice", "bob", "carol", "priya")}
 
 
 def auth(user: str) -> dict[str, str]:
@@ -118,8 +130,9 @@ async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(
                                                                        ("Bearer", "wsk_")}
 
 
-async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api):
-    async with a2a(api, "alice") as alice, a2a(api, "alice", streaming=True) as streaming:
+async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api, people):
+    async with a2a(api, people["alice"]) as alice, \
+            a2a(api, people["alice"], streaming=True) as streaming:
         task = await sent_task(alice, validation(
             gates=["approve_founders_brief", "approve_vpc_completion"]))
         assert task.status.state == INPUT_REQUIRED
@@ -174,17 +187,17 @@ async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api)
             await anext(streaming.subscribe(SubscribeToTaskRequest(id=task.id)))
 
         # The same audit as the API's: alice's votes with her feedback.
-        async with httpx.AsyncClient(base_url=api.url, headers=auth("alice")) as http:
+        async with httpx.AsyncClient(base_url=api.url, headers=auth(people["alice"])) as http:
             decided = (await http.get(f"/runs/{task.id}/decisions")).json()["decisions"]
         assert [(d["checkpoint_name"], d["decided_by"], d["feedback"]) for d in decided] == [
-            ("approve_founders_brief", "alice", "good brief"),
-            ("approve_vpc_completion", "alice", None)]
+            ("approve_founders_brief", people["alice"], "good brief"),
+            ("approve_vpc_completion", people["alice"], None)]
         inbox = await alice.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
         assert task.id not in [t.id for t in inbox.tasks]
 
 
-async def test_a_rejection_that_ends_the_run_and_a_cancel(api):
-    async with a2a(api, "alice") as alice:
+async def test_a_rejection_that_ends_the_run_and_a_cancel(api, people):
+    async with a2a(api, people["alice"]) as alice:
         task = await sent_task(alice, validation(gates=["approve_founders_brief"],
                                                  max_phase_retries=0))
         rejected = await sent_task(alice, message(
@@ -203,8 +216,8 @@ async def test_a_rejection_that_ends_the_run_and_a_cancel(api):
         assert other.id in [t.id for t in listed.tasks]
 
 
-async def test_a_bad_start_is_refused_naming_the_field(api):
-    async with a2a(api, "alice") as alice:
+async def test_a_bad_start_is_refused_naming_the_field(api, people):
+    async with a2a(api, people["alice"]) as alice:
         with pytest.raises(InvalidParamsError) as short:
             await send(alice, message(data={"entrepreneur_input": "too short"},
                                       kind="validation"))
@@ -222,14 +235,15 @@ async def test_a_bad_start_is_refused_naming_the_field(api):
             await send(alice, unnamed)
 
 
-async def test_plain_json_rpc_as_docs_a2a_shows_it(api):
+async def test_plain_json_rpc_as_docs_a2a_shows_it(api, people):
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "configuration": {"returnImmediately": True}, "message": {
             "messageId": str(uuid.uuid4()), "role": "ROLE_USER",
             "metadata": {"kind": "validation"},
             "parts": [{"data": {"entrepreneur_input": "Coffee subscriptions for small offices",
                                 "gates": ["approve_founders_brief"]}}]}}}
-    async with httpx.AsyncClient(base_url=api.url, headers=auth("alice"), timeout=60) as http:
+    async with httpx.AsyncClient(base_url=api.url, headers=auth(people["alice"]),
+                                 timeout=60) as http:
         unversioned = (await http.post("/a2a", json=body)).json()
         assert unversioned["error"]["code"] == -32009  # taken for A2A 0.3, not served
         answered = await http.post("/a2a", json=body, headers={"A2A-Version": "1.0"})
@@ -240,8 +254,8 @@ async def test_plain_json_rpc_as_docs_a2a_shows_it(api):
         await http.post(f"/runs/{task['id']}/cancel")
 
 
-async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api):
-    async with a2a(api, "alice") as alice, a2a(api, "bob") as bob:
+async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api, people):
+    async with a2a(api, people["alice"]) as alice, a2a(api, people["bob"]) as bob:
         task = await sent_task(alice, validation())
         for call in (bob.get_task(GetTaskRequest(id=task.id)),
                      bob.cancel_task(CancelTaskRequest(id=task.id)),
@@ -263,8 +277,33 @@ async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api)
     assert refused.json()["error"]["code"] == "unauthenticated"
 
 
-async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api):
-    async with a2a(api, "priya") as priya:
+async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
+    async with httpx.AsyncClient(base_url=api.url, headers=auth(people["alice"])) as http:
+        group_id = (await http.post("/groups", json={"name": "Launch"})).json()["group_id"]
+        for who, role in (("bob", "viewer"), ("carol", "approver")):
+            added = await http.post(f"/groups/{group_id}/members",
+                                    json={"user": people[who], "role": role})
+            assert added.status_code == 201, added.text
+    async with a2a(api, people["alice"]) as alice, a2a(api, people["bob"]) as viewer, \
+            a2a(api, people["carol"]) as approver:
+        task = await sent_task(alice, message(
+            data={"entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]},
+            kind="validation", group_id=group_id))
+        assert (await viewer.get_task(GetTaskRequest(id=task.id))).status.state == INPUT_REQUIRED
+        with pytest.raises(InvalidRequestError) as refused:
+            await send(viewer, message(task_id=task.id, data={"decision": "approve"}))
+        assert refused.value.data["code"] == "not_allowed"
+        assert "role 'viewer' may not decide" in refused.value.message
+        waiting = await viewer.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
+        assert task.id not in [t.id for t in waiting.tasks]  # not in a viewer's inbox
+        inbox = await approver.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
+        assert task.id in [t.id for t in inbox.tasks]
+        done = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
+        assert done.status.state == COMPLETED
+
+
+async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api, people):
+    async with a2a(api, people["priya"]) as priya:
         task = await sent_task(priya, message(text=SEARCH))  # no kind: an agent run
         assert task.status.state == INPUT_REQUIRED
         assert not get_data_parts(task.status.message.parts)
@@ -291,8 +330,8 @@ async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api):
         await priya.cancel_task(CancelTaskRequest(id=task.id))
 
 
-async def test_push_notification_configs_are_signed_webhooks_for_the_task(api):
-    async with a2a(api, "alice") as alice, a2a(api, "bob") as bob:
+async def test_push_notification_configs_are_signed_webhooks_for_the_task(api, people):
+    async with a2a(api, people["alice"]) as alice, a2a(api, people["bob"]) as bob:
         with Receiver() as receiver:
             task = await sent_task(alice, validation(gates=["approve_founders_brief"]))
             config = await alice.create_task_push_notification_config(
