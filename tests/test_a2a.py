@@ -301,6 +301,21 @@ async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
         done = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
         assert done.status.state == COMPLETED
 
+    # A member removed while subscribed hears nothing more of the group's task.
+    async with a2a(api, people["alice"]) as alice, \
+            a2a(api, people["carol"], streaming=True) as member:
+        task = await sent_task(alice, message(data={"entrepreneur_input": IDEA}, kind="validation",
+                                              group_id=group_id))
+        updates = member.subscribe(SubscribeToTaskRequest(id=task.id))
+        assert (await anext(updates)).task.id == task.id
+        async with httpx.AsyncClient(base_url=api.url, headers=auth(people["alice"])) as http:
+            removed = await http.delete(f"/groups/{group_id}/members/{people['carol']}")
+            assert removed.status_code == 204
+        with pytest.raises(TaskNotFoundError):
+            async for _ in updates:
+                pass
+        await alice.cancel_task(CancelTaskRequest(id=task.id))
+
 
 async def test_an_agent_task_talks_and_waits_at_a_tool_approval(api, people):
     async with a2a(api, people["priya"]) as priya:

@@ -23,8 +23,9 @@ router = APIRouter(prefix="/webhooks", tags=["webhooks"])
 async def create_webhook(body: WebhookCreate, user: CurrentUser, conn: Conn,
                          settings: SettingsDep) -> WebhookCreated:
     """Register a webhook for the caller's runs, or a group's; the secret is shown only here.
-    422 `webhook_url_refused` for an address a webhook may not go to (link-local, a cloud
-    metadata service; loopback and private ones on a deployment that turned them off)."""
+    422 `webhook_url_refused` for a host that is or resolves to an address a webhook may not
+    go to (link-local, a cloud metadata service; loopback, private and CGNAT ones unless
+    allowed, see activities/webhook_targets.py)."""
     return await webhooks.create_webhook(conn, user, body, settings=settings)
 
 

@@ -51,8 +51,8 @@ from starlette.requests import Request
 from temporalio.client import Client
 
 from api.auth import User
-from api.deps import pooled_connection
-from api.errors import ApiError, infrastructure_refusal, invalid_request
+from api.deps import pooled_connection, still_signed_in
+from api.errors import ApiError, as_api_error, invalid_request
 from api.event_hub import EventHub, RunSubscription
 from api.protocols.a2a import mapping
 from api.queries import EventQuery, InboxQuery, RunFilter, TranscriptQuery
@@ -139,7 +139,7 @@ def refusals(conflict: type[A2AError] = UnsupportedOperationError) -> Iterator[N
     except A2AError:
         raise
     except Exception as error:
-        refusal = error if isinstance(error, ApiError) else infrastructure_refusal(error)
+        refusal = as_api_error(error)
         if refusal is None:
             raise
         raise mapping.a2a_error(refusal, conflict=conflict) from error
@@ -398,6 +398,13 @@ async def _updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, 
     subscription: RunSubscription | None = None
     try:
         while True:
+            # As the API's own streams do: after an access notice or a quiet heartbeat the
+            # credential is checked again before anything more is sent (whether the caller
+            # still reads the run, `visible_run` below checks on every read).
+            if subscription is not None and subscription.stale:
+                subscription.stale = False  # a notice during the check marks it stale again
+                if not await still_signed_in(request, context.state[USER]):
+                    return
             async with calling(context) as call:
                 run = await runs.visible_run(call.conn, call.user, run_id)
                 page = await events.list_events(call.conn, run, EventQuery(
@@ -420,7 +427,8 @@ async def _updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, 
                 continue
             if subscription is None:
                 # Subscribed before the next read, so nothing committed from now on is missed.
-                subscription = hub.subscribe_run(run_id, from_seq=view.last_seq)
+                subscription = hub.subscribe_run(run_id, from_seq=view.last_seq,
+                                                 caller=context.state[USER].name)
                 continue
             if subscription.closed:
                 return  # the API is shutting down: the client resubscribes with Last-Event-ID
@@ -443,8 +451,11 @@ def _settled(view: RunView, baseline: int, until_input: bool) -> bool:
 
 
 async def _woken(subscription: RunSubscription, timeout: float) -> None:  # noqa: ASYNC109
-    """Until the hub has news of the run (the rows are read from the table) or `timeout`."""
-    with contextlib.suppress(TimeoutError):
+    """Until the hub has news of the run (the rows are read from the table) or `timeout`,
+    after which the caller is checked again (a token may expire with no notice)."""
+    try:
         await asyncio.wait_for(subscription.queue.get(), timeout=timeout)
+    except TimeoutError:
+        subscription.stale = True
     while not subscription.queue.empty():
         subscription.queue.get_nowait()
