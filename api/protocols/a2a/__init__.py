@@ -14,8 +14,9 @@ from fastapi.responses import JSONResponse
 
 from api.deps import CurrentUser
 from api.protocols.a2a.card import CARD_PATH, RPC_PATH, agent_card
-from api.protocols.a2a.handler import CallerContext, WaystationHandler
+from api.protocols.a2a.handler import WaystationHandler
 from api.protocols.a2a.mapping import whole_numbers
+from api.protocols.a2a.tasks import CallerContext
 from waystation.registry import Registry
 
 

@@ -1,24 +1,21 @@
 """The A2A request handler: each JSON-RPC method on the service layer, the read model behind
-every task (no task store: the run is the task; see `mapping`)."""
+every task (no task store: the run is the task; see `mapping` and `tasks`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator
 from typing import Any, NamedTuple
 from uuid import UUID
 
-import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import (
     RequestHandler,
     validate_request_params,
 )
-from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
@@ -36,43 +33,25 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskPushNotificationConfig,
     TaskState,
-    TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
-from a2a.utils.errors import (
-    A2AError,
-    ExtendedAgentCardNotConfiguredError,
-    TaskNotCancelableError,
-    UnsupportedOperationError,
-)
+from a2a.utils.errors import ExtendedAgentCardNotConfiguredError, TaskNotCancelableError
 from a2a.utils.task import validate_page_size
 from pydantic import TypeAdapter, ValidationError
-from starlette.requests import Request
-from temporalio.client import Client
 
-from api.auth import User
-from api.deps import pooled_connection, still_signed_in
-from api.errors import ApiError, as_api_error, invalid_request
-from api.event_hub import EventHub, RunSubscription
+from api.errors import ApiError, invalid_request
 from api.protocols.a2a import mapping
-from api.queries import EventQuery, InboxQuery, RunFilter, TranscriptQuery
-from api.schemas import MessageRequest, RunView, run_create_model
-from api.services import decisions, events, messages, runs, webhooks
-from api.services.access import claims_of
+from api.protocols.a2a.tasks import Call, calling, refusals, task, updates, visible
+from api.queries import InboxQuery, RunFilter
+from api.schemas import MessageRequest, run_create_model
+from api.services import decisions, messages, runs, webhooks
 from contracts.statuses import RunStatus
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
-from waystation.settings import Settings
 
-# Where the call context keeps the HTTP request and the caller authenticated for it.
-REQUEST, USER = "waystation.request", "waystation.user"
 # A blocking SendMessage or CancelTask waits this long for the task to need input or end,
 # then answers with the task as it is (the client follows with GetTask or SubscribeToTask).
 BLOCKING_WAIT_SECONDS = 30.0
-EVENT_PAGE = 500
-# An agent's last answer lies within this many events of a pause (only the summary request
-# and the pause itself are written after it).
-ANSWER_LOOKBACK = 50
 # A task state asked for in ListTasks, as the run status to list by (none: any, sorted out
 # by the derived state).
 _LISTED_STATUS: dict[int, RunStatus] = {
@@ -81,68 +60,12 @@ _LISTED_STATUS: dict[int, RunStatus] = {
     TaskState.TASK_STATE_CANCELED: "canceled"}
 
 
-class CallerContext(DefaultServerCallContextBuilder):
-    """The call context with the request and its caller, authenticated by the route (the
-    API's own `get_user`) before the SDK sees the request."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        context.state[REQUEST], context.state[USER] = request, request.state.a2a_user
-        return context
-
-
 class Acted(NamedTuple):
     """A message's run, and its last seq before and after what the message did."""
 
     run_id: UUID
     before: int
     after: int
-
-
-@dataclass
-class Call:
-    """One JSON-RPC call's caller and what it reaches, as a route gets them from `api.deps`."""
-
-    user: User
-    conn: asyncpg.Connection
-    request: Request
-
-    @property
-    def registry(self) -> Registry:
-        return self.request.app.state.registry
-
-    @property
-    def settings(self) -> Settings:
-        return self.request.app.state.settings
-
-    async def temporal(self) -> Client:
-        return await self.request.app.state.temporal.client()
-
-
-@contextlib.asynccontextmanager
-async def calling(context: ServerCallContext) -> AsyncIterator[Call]:
-    """A connection with the caller's claims for as long as the block runs; refusals come
-    out as the protocol's errors."""
-    request: Request = context.state[REQUEST]
-    user: User = context.state[USER]
-    with refusals():
-        async with pooled_connection(request, claims_of(user)) as conn:
-            yield Call(user=user, conn=conn, request=request)
-
-
-@contextlib.contextmanager
-def refusals(conflict: type[A2AError] = UnsupportedOperationError) -> Iterator[None]:
-    """The service layer's refusals, and Temporal or the database being unreachable, as the
-    protocol's errors (see `mapping.a2a_error`)."""
-    try:
-        yield
-    except A2AError:
-        raise
-    except Exception as error:
-        refusal = as_api_error(error)
-        if refusal is None:
-            raise
-        raise mapping.a2a_error(refusal, conflict=conflict) from error
 
 
 class WaystationHandler(RequestHandler):
@@ -157,7 +80,7 @@ class WaystationHandler(RequestHandler):
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         async with calling(context) as call:
-            return await _task(call, await _visible(call, params.id))
+            return await task(call, await visible(call, params.id))
 
     @validate_request_params
     async def on_list_tasks(self, params: ListTasksRequest,
@@ -168,7 +91,7 @@ class WaystationHandler(RequestHandler):
         validate_page_size(size)
         async with calling(context) as call:
             if params.context_id:
-                found, token = [await _visible(call, params.context_id)], ""
+                found, token = [await visible(call, params.context_id)], ""
             elif params.status == TaskState.TASK_STATE_INPUT_REQUIRED:
                 found, token = await _waiting(call, size), ""
             else:
@@ -178,7 +101,7 @@ class WaystationHandler(RequestHandler):
                 found = [await runs.visible_run(call.conn, call.user, v.run_id)
                          for v in page.runs]
                 token = page.next_cursor or ""
-            tasks = [await _task(call, run) for run in found]
+            tasks = [await task(call, run) for run in found]
         if params.status:
             tasks = [t for t in tasks if t.status.state == params.status]
         return ListTasksResponse(tasks=tasks, next_page_token=token, page_size=size,
@@ -194,13 +117,13 @@ class WaystationHandler(RequestHandler):
             raise mapping.a2a_error(ApiError(422, "invalid_request", "Last-Event-ID must be a "
                                                                      "non-negative integer seq"))
         async with calling(context) as call:
-            run = await _visible(call, params.id)
+            run = await visible(call, params.id)
             if run.status in TERMINAL_RUN_STATUSES:  # A2A: a finished task has nothing to send
                 raise ApiError(409, "run_finished", f"run {run.id} is {run.status}")
-            first = await _task(call, run)
+            first = await task(call, run)
         yield first
         after = int(resume) if resume is not None else run.last_seq
-        async for update in _updates(context, run.id, after_seq=after, baseline=after,
+        async for update in updates(context, run.id, after_seq=after, baseline=after,
                                      until_input=False):
             yield update
 
@@ -215,11 +138,11 @@ class WaystationHandler(RequestHandler):
         if not params.configuration.return_immediately:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
-                    async for _ in _updates(context, acted.run_id, after_seq=acted.after,
+                    async for _ in updates(context, acted.run_id, after_seq=acted.after,
                                             baseline=acted.after, until_input=True):
                         pass
         async with calling(context) as call:
-            return await _task(call, await runs.visible_run(call.conn, call.user,
+            return await task(call, await runs.visible_run(call.conn, call.user,
                                                             acted.run_id))
 
     @validate_request_params
@@ -229,10 +152,10 @@ class WaystationHandler(RequestHandler):
         `gate.decided`, a message's `message.received`) until it needs input or ends."""
         acted = await self._act(params, context)
         async with calling(context) as call:
-            first = await _task(call, await runs.visible_run(call.conn, call.user,
+            first = await task(call, await runs.visible_run(call.conn, call.user,
                                                              acted.run_id))
         yield first
-        async for update in _updates(context, acted.run_id, after_seq=acted.before,
+        async for update in updates(context, acted.run_id, after_seq=acted.before,
                                      baseline=acted.after, until_input=True):
             yield update
 
@@ -255,7 +178,7 @@ class WaystationHandler(RequestHandler):
                                                                 created.run_id),
                                    configuration.task_push_notification_config)
                 return Acted(run_id=created.run_id, before=0, after=0)
-            run = await _visible(call, message.task_id)
+            run = await visible(call, message.task_id)
             if configuration.HasField("task_push_notification_config"):
                 await _push_to(call, run, configuration.task_push_notification_config)
             content = mapping.said(message)
@@ -280,16 +203,16 @@ class WaystationHandler(RequestHandler):
                              context: ServerCallContext) -> Task:
         """Cancel the run, then answer once it has ended (or after the blocking wait)."""
         async with calling(context) as call:
-            run = await _visible(call, params.id)
+            run = await visible(call, params.id)
             with refusals(conflict=TaskNotCancelableError):
                 await runs.cancel_run(call.conn, await call.temporal(), call.user, run)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
-                async for _ in _updates(context, run.id, after_seq=run.last_seq,
+                async for _ in updates(context, run.id, after_seq=run.last_seq,
                                         baseline=run.last_seq, until_input=False):
                     pass
         async with calling(context) as call:
-            return await _task(call, await runs.visible_run(call.conn, call.user, run.id))
+            return await task(call, await runs.visible_run(call.conn, call.user, run.id))
 
     # --- push notifications: webhooks for one run -------------------------------------
 
@@ -298,7 +221,7 @@ class WaystationHandler(RequestHandler):
             self, params: TaskPushNotificationConfig,
             context: ServerCallContext) -> TaskPushNotificationConfig:
         async with calling(context) as call:
-            run = await _visible(call, params.task_id)
+            run = await visible(call, params.task_id)
             created = await webhooks.create_webhook(call.conn, call.user,
                                                     mapping.webhook(params),
                                                     settings=call.settings, run=run)
@@ -309,7 +232,7 @@ class WaystationHandler(RequestHandler):
             self, params: GetTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> TaskPushNotificationConfig:
         async with calling(context) as call:
-            run = await _visible(call, params.task_id)
+            run = await visible(call, params.task_id)
             hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
             found = [h for h in hooks if str(h.webhook_id) == params.id]
             if not found:
@@ -321,7 +244,7 @@ class WaystationHandler(RequestHandler):
             self, params: ListTaskPushNotificationConfigsRequest,
             context: ServerCallContext) -> ListTaskPushNotificationConfigsResponse:
         async with calling(context) as call:
-            run = await _visible(call, params.task_id)
+            run = await visible(call, params.task_id)
             hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
         return ListTaskPushNotificationConfigsResponse(
             configs=[mapping.push_config(h) for h in hooks])
@@ -331,7 +254,7 @@ class WaystationHandler(RequestHandler):
             self, params: DeleteTaskPushNotificationConfigRequest,
             context: ServerCallContext) -> None:
         async with calling(context) as call:
-            run = await _visible(call, params.task_id)
+            run = await visible(call, params.task_id)
             try:
                 webhook_id = UUID(params.id)
             except ValueError:
@@ -353,30 +276,6 @@ async def _push_to(call: Call, run: RunRow, config: TaskPushNotificationConfig) 
                                       settings=call.settings, run=run)
 
 
-async def _visible(call: Call, task_id: str) -> RunRow:
-    """The run a task id names, if the caller may see it (else: no such task)."""
-    try:
-        run_id = UUID(task_id)
-    except ValueError:
-        raise ApiError(404, "run_not_found", f"run {task_id} not found") from None
-    return await runs.visible_run(call.conn, call.user, run_id)
-
-
-async def _task(call: Call, run: RunRow) -> Task:
-    view = await runs.run_view(call.conn, run)
-    return mapping.task(view, answer=await _answer(call, run, view))
-
-
-async def _answer(call: Call, run: RunRow, view: RunView) -> str | None:
-    """An agent run's last answer, while it waits for the next message."""
-    if not mapping.waits_for_message(view):
-        return None
-    page = await messages.transcript(call.conn, run, TranscriptQuery(
-        after_seq=max(0, run.last_seq - ANSWER_LOOKBACK), limit=ANSWER_LOOKBACK))
-    said = [m.text for m in page.messages if m.role == "agent" and m.text]
-    return said[-1] if said else None
-
-
 async def _waiting(call: Call, size: int) -> list[RunRow]:
     """Runs waiting for the caller: its inbox's requests' runs, newest first, then its agent
     runs waiting for a message."""
@@ -388,74 +287,3 @@ async def _waiting(call: Call, size: int) -> list[RunRow]:
     return [await runs.visible_run(call.conn, call.user, run_id) for run_id in ids[:size]]
 
 
-async def _updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, baseline: int,
-                   until_input: bool) -> AsyncIterator[TaskStatusUpdateEvent]:
-    """A status update per run event after `after_seq`, read from the table (the event hub
-    only wakes the loop), until the task ends, or with `until_input` needs input too."""
-    request: Request = context.state[REQUEST]
-    hub: EventHub = request.app.state.event_hub
-    heartbeat: float = request.app.state.settings.sse_heartbeat_seconds
-    subscription: RunSubscription | None = None
-    try:
-        while True:
-            # As the API's own streams do: after an access notice or a quiet heartbeat the
-            # credential is checked again before anything more is sent (whether the caller
-            # still reads the run, `visible_run` below checks on every read).
-            if subscription is not None and subscription.stale:
-                subscription.stale = False  # a notice during the check marks it stale again
-                if not await still_signed_in(request, context.state[USER]):
-                    return
-            async with calling(context) as call:
-                run = await runs.visible_run(call.conn, call.user, run_id)
-                page = await events.list_events(call.conn, run, EventQuery(
-                    after_seq=after_seq, limit=EVENT_PAGE))
-                # Read after the events: the state sent with them is never older than they.
-                run = await runs.visible_run(call.conn, call.user, run_id)
-                view = await runs.run_view(call.conn, run)
-                answer = await _answer(call, run, view)
-            status = mapping.task_status(view, answer=answer)
-            for event in page.events:
-                yield mapping.status_update(run_id, status, event)
-            after_seq = page.next_after_seq
-            if after_seq >= view.last_seq and _settled(view, baseline, until_input):
-                if not page.events and status.state in mapping.TERMINAL_STATES:
-                    # It ended with no event to tell it (a run that never started).
-                    yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
-                                                status=status)
-                return
-            if len(page.events) == EVENT_PAGE:
-                continue
-            if subscription is None:
-                # Subscribed before the next read, so nothing committed from now on is missed.
-                subscription = hub.subscribe_run(run_id, from_seq=view.last_seq,
-                                                 caller=context.state[USER].name)
-                continue
-            if subscription.closed:
-                return  # the API is shutting down: the client resubscribes with Last-Event-ID
-            await _woken(subscription, heartbeat)
-    finally:
-        if subscription is not None:
-            hub.unsubscribe_run(subscription)
-
-
-def _settled(view: RunView, baseline: int, until_input: bool) -> bool:
-    state = mapping.task_state(view)
-    if state in mapping.TERMINAL_STATES:
-        return True
-    if not until_input or state != TaskState.TASK_STATE_INPUT_REQUIRED:
-        return False
-    # A pending request is closed in the same write as its decision, so it is never stale.
-    # An agent run's row still says `paused` for a moment after it took a message (recorded
-    # before the turn begins): only a pause written after `baseline` waits for the next one.
-    return view.pending_decision is not None or view.last_seq > baseline
-
-
-async def _woken(subscription: RunSubscription, timeout: float) -> None:  # noqa: ASYNC109
-    """Until the hub has news of the run (the rows are read from the table) or `timeout`,
-    after which the caller is checked again (a token may expire with no notice)."""
-    try:
-        await asyncio.wait_for(subscription.queue.get(), timeout=timeout)
-    except TimeoutError:
-        subscription.stale = True
-    while not subscription.queue.empty():
-        subscription.queue.get_nowait()
