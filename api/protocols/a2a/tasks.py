@@ -135,8 +135,9 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
             # still reads the run, `visible_run` below checks on every read).
             if subscription is not None and subscription.stale:
                 subscription.stale = False  # a notice during the check marks it stale again
-                if not await still_signed_in(request, context.state[USER]):
-                    return
+                with refusals():
+                    if not await still_signed_in(request, context.state[USER]):
+                        return
             async with calling(context) as call:
                 run = await runs.visible_run(call.conn, call.user, run_id)
                 page = await events.list_events(call.conn, run, EventQuery(
