@@ -273,7 +273,7 @@ async def test_another_user_sees_no_task_and_nobody_unauthenticated_gets_in(api,
     async with httpx.AsyncClient() as http:
         refused = await http.post(f"{api.url}/a2a", json={
             "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task.id}})
-    assert refused.status_code == 401
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
     assert refused.json()["error"]["code"] == "unauthenticated"
 
 

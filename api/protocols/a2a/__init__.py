@@ -12,7 +12,8 @@ from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from api.deps import CurrentUser
+from api.deps import get_user
+from api.errors import ApiError
 from api.protocols.a2a.card import CARD_PATH, RPC_PATH, agent_card
 from api.protocols.a2a.handler import WaystationHandler
 from api.protocols.a2a.mapping import whole_numbers
@@ -32,9 +33,15 @@ def create_router(registry: Registry) -> APIRouter:
         return JSONResponse(whole_numbers(card))
 
     @router.post(RPC_PATH)
-    async def a2a_rpc(request: Request, user: CurrentUser) -> Response:
-        """A JSON-RPC call by a signed-in caller (401 in the API's error shape otherwise)."""
-        request.state.a2a_user = user
+    async def a2a_rpc(request: Request) -> Response:
+        """A JSON-RPC call by a caller signed in as for every API route (else a 401 in the
+        API's error shape, naming the scheme as A2A asks)."""
+        try:
+            request.state.a2a_user = await get_user(request, request.headers.get("authorization"))
+        except ApiError as refused:
+            if refused.status == 401:
+                refused.headers = {**(refused.headers or {}), "WWW-Authenticate": "Bearer"}
+            raise
         return await dispatcher.handle_requests(request)
 
     return router
