@@ -22,7 +22,8 @@ from waystation.registry import Registry
 
 
 def create_router(registry: Registry) -> APIRouter:
-    # Out of the OpenAPI document: these are the A2A protocol's, described by the card.
+    """The card and the JSON-RPC endpoint for the registry's kinds, kept out of the OpenAPI
+    document: they are the A2A protocol's, described by the card."""
     router = APIRouter(tags=["a2a"], include_in_schema=False)
     dispatcher = JsonRpcDispatcher(WaystationHandler(registry), context_builder=CallerContext())
 

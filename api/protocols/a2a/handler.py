@@ -124,7 +124,7 @@ class WaystationHandler(RequestHandler):
         yield first
         after = int(resume) if resume is not None else run.last_seq
         async for update in updates(context, run.id, after_seq=after, baseline=after,
-                                     until_input=False):
+                                    until_input=False):
             yield update
 
     # --- acting ----------------------------------------------------------------------
@@ -139,7 +139,7 @@ class WaystationHandler(RequestHandler):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
                     async for _ in updates(context, acted.run_id, after_seq=acted.after,
-                                            baseline=acted.after, until_input=True):
+                                           baseline=acted.after, until_input=True):
                         pass
         async with calling(context) as call:
             return await task(call, await runs.visible_run(call.conn, call.user,
@@ -156,7 +156,7 @@ class WaystationHandler(RequestHandler):
                                                              acted.run_id))
         yield first
         async for update in updates(context, acted.run_id, after_seq=acted.before,
-                                     baseline=acted.after, until_input=True):
+                                    baseline=acted.after, until_input=True):
             yield update
 
     async def _act(self, params: SendMessageRequest, context: ServerCallContext) -> Acted:
@@ -209,7 +209,7 @@ class WaystationHandler(RequestHandler):
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(BLOCKING_WAIT_SECONDS):
                 async for _ in updates(context, run.id, after_seq=run.last_seq,
-                                        baseline=run.last_seq, until_input=False):
+                                       baseline=run.last_seq, until_input=False):
                     pass
         async with calling(context) as call:
             return await task(call, await runs.visible_run(call.conn, call.user, run.id))
