@@ -170,9 +170,12 @@ async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api,
         # Subscribed from a seq before it (resumable), while the last gate is answered.
         resume = ClientCallContext(service_parameters={"Last-Event-ID": str(seqs[0])})
 
+        subscription = streaming.subscribe(SubscribeToTaskRequest(id=task.id), context=resume)
+        subscribed = await anext(subscription)  # the task first: subscribed before it ends
+        assert subscribed.task.status.state == INPUT_REQUIRED
+
         async def follow() -> list[StreamResponse]:
-            return [u async for u in streaming.subscribe(SubscribeToTaskRequest(id=task.id),
-                                                         context=resume)]
+            return [subscribed] + [u async for u in subscription]
         following = asyncio.create_task(follow())
         done = await sent_task(alice, message(task_id=task.id, data={"decision": "approve"}))
         assert done.status.state == COMPLETED
