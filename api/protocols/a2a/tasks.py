@@ -165,6 +165,12 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                 continue
             if subscription.closed:
                 return  # the API is shutting down: the client resubscribes with Last-Event-ID
+            if subscription.overflowed:
+                # A full queue takes no more wake-ups: subscribe afresh (rows come from the
+                # table whatever the queue held).
+                hub.unsubscribe_run(subscription)
+                subscription = None
+                continue
             await _woken(subscription, heartbeat)
     finally:
         if subscription is not None:
