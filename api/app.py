@@ -17,6 +17,7 @@ from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
+from api.protocols import a2a
 from api.protocols.mcp import server as mcp
 from api.rate_limits import UserLimits
 from api.routes import (
@@ -110,6 +111,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     mcp_sessions = mcp.mount_mcp(app, registry, settings)
     _document_body_errors_only_where_there_is_a_body(app)
     app.include_router(console.router)
+    app.include_router(a2a.create_router(registry))
     app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),
               name="console-static")
     if tracer_provider is not None:
