@@ -20,15 +20,13 @@ from api.auth import (
     authenticate,
     authenticate_session,
     bearer_token,
-    can_access,
-    may_decide,
 )
-from api.errors import ApiError, unavailable
+from api.errors import unavailable
 from api.identity import IdentityProvider, is_provider_token
+from api.services.access import claims_of
+from api.services.runs import visible_run
 from api.temporal_gateway import TemporalGateway
-from persistence import groups as groups_repo
-from persistence import runs as runs_repo
-from persistence.claims import AUTHENTICATOR, SERVICE, Claims, set_claims
+from persistence.claims import AUTHENTICATOR, Claims, set_claims
 from persistence.db import UNAVAILABLE_ERRORS
 from persistence.models import RunRow
 from waystation.registry import Registry
@@ -41,10 +39,6 @@ def get_settings(request: Request) -> Settings:
 
 def get_registry(request: Request) -> Registry:
     return request.app.state.registry
-
-
-def claims_of(user: User) -> Claims:
-    return SERVICE if user.is_service else Claims(user=user.name)
 
 
 @asynccontextmanager
@@ -63,12 +57,6 @@ async def pooled_connection(request: Request, claims: Claims) -> AsyncIterator[a
         yield conn
     finally:
         await pool.release(conn)
-
-
-async def act_as(conn: asyncpg.Connection, user: User) -> None:
-    """From now on the connection's queries run for `user` (a mailed link, once verified,
-    decides as its person)."""
-    await set_claims(conn, claims_of(user))
 
 
 async def get_temporal(request: Request) -> Client:
@@ -131,60 +119,14 @@ TemporalClient = Annotated[Client, Depends(get_temporal)]
 # The caller's claims are set on it (see claims_of).
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 # For routes whose caller is known only by a secret the request carries (a sign-in code, a
-# mailed link): it sees credentials only, until `act_as`.
+# mailed link): it sees credentials only, until `api.services.access.act_as`.
 AuthenticatorConn = Annotated[asyncpg.Connection,
                               Depends(get_authenticator_conn, scope="function")]
 
 
-VIEWER = "viewer"
-
-
-async def group_role(conn: asyncpg.Connection, user: User, run: RunRow) -> str | None:
-    """The caller's role in the run's group; None when it has no group or the caller is not
-    a member (or needs none: the owner and the service role)."""
-    if run.group_id is None or user.is_service or run.owner == user.name:
-        return None
-    return await groups_repo.member_role(conn, run.group_id, user.name)
-
-
-async def may_read(conn: asyncpg.Connection, user: User, run: RunRow) -> bool:
-    return can_access(user, run, await group_role(conn, user, run))
-
-
-async def require_decider(conn: asyncpg.Connection, user: User, run: RunRow,
-                          decider_roles: list[str], action: str) -> None:
-    """403 naming the rule unless the caller may act on the run as a decider would."""
-    may_decide(user, run, await group_role(conn, user, run), decider_roles, action)
-
-
-async def require_member(conn: asyncpg.Connection, user: User, group_id: UUID) -> str | None:
-    """The caller's role in the group (None for the service role): 404 for an unknown group
-    or one the caller is not in, indistinguishable, as another user's run is."""
-    if user.is_service:
-        if await groups_repo.get_group(conn, group_id) is None:
-            raise ApiError(404, "group_not_found", f"group {group_id} not found")
-        return None
-    role = await groups_repo.member_role(conn, group_id, user.name)
-    if role is None:  # no such group, or not the caller's: the same answer
-        raise ApiError(404, "group_not_found", f"group {group_id} not found")
-    return role
-
-
-async def require_run_starter(conn: asyncpg.Connection, user: User, group_id: UUID) -> None:
-    """A run is started in a group by any member but a viewer (viewers only read)."""
-    role = await require_member(conn, user, group_id)
-    if role == VIEWER:
-        raise ApiError(403, "not_allowed", f"role {VIEWER!r} may not start runs in group "
-                                           f"{group_id}: viewers only read",
-                       details=[{"role": role}])
-
-
 async def get_visible_run(run_id: UUID, user: CurrentUser, conn: Conn) -> RunRow:
     """The run, if the caller may see it; another user's run is indistinguishable from none."""
-    run = await runs_repo.get_run(conn, run_id)
-    if run is None or not await may_read(conn, user, run):
-        raise ApiError(404, "run_not_found", f"run {run_id} not found")
-    return run
+    return await visible_run(conn, user, run_id)
 
 
 VisibleRun = Annotated[RunRow, Depends(get_visible_run)]

@@ -62,7 +62,7 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
     login role (workers, the CLI), which row-level security lets see everything whatever the
     claims, sets no session state, and listens on connections of its own: its connections go
     back with only the rollback asyncpg always does, sparing every borrow a round trip
-    (measured on a mobile step, see README "Mobile")."""
+    (measured on a mobile step, see docs/benchmarks.md, "Mobile exploration")."""
     pool = await asyncpg.create_pool(
         dsn, min_size=min_size, max_size=max_size, init=_init_connection,
         server_settings={"role": role} if role else None,

@@ -20,7 +20,7 @@ from tests.test_batch_workflow import outputs, run_with, start, units
 from tests.test_validation_workflow import decide, wait_gate
 from workflows.batch_models import BatchInput
 
-# The README's pipeline, plus a scored step with a schema.
+# The pipeline of docs/batch.md, plus a scored step with a schema.
 STEPS = [
     {"name": "summarize", "template": "Summarize: {{ item.text }}",
      "system": "You write one-line summaries.", "model": "gpt-4o", "temperature": 0.1},

@@ -8,6 +8,7 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
+from contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
 from tests.agent_helpers import (
     BOOK,
     LIKE,
@@ -20,9 +21,9 @@ from tests.agent_helpers import (
     start_agent,
     waiting,
 )
-from workflows.agent import NOT_WAITING_FOR_MESSAGE, AgentRun
+from workflows.agent import AgentRun
 from workflows.agent_models import MessageInput
-from workflows.gates import INVALID_ANSWER, DecisionInput
+from workflows.gates import DecisionInput
 
 
 async def decide(handle, checkpoint: str, decision: str, **fields):

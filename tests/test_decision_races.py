@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 
 from activities.agents import backend_named
 from api.app import create_app
-from api.routes import decisions as decisions_route
+from api.services import workflow_updates
 from tests.helpers import eventually
 from tests.test_api import auth, settings, start_run, wait_pending  # noqa: F401
 from waystation.settings import Settings
@@ -157,7 +157,7 @@ async def test_decision_while_no_worker_runs_is_503_then_applied_once(stack, poo
     """With no worker, the API answers 503 + Retry-After after its update timeout (shortened
     here from 10 s). Temporal keeps the update: when a worker returns it is applied, once,
     and sending the decision again answers with that same outcome."""
-    monkeypatch.setattr(decisions_route, "UPDATE_RPC_TIMEOUT", timedelta(seconds=2))
+    monkeypatch.setattr(workflow_updates, "UPDATE_RPC_TIMEOUT", timedelta(seconds=2))
     http = stack.http
     run_id = await start_run(http, gates=[CHECKPOINT])
     await wait_pending(http, run_id, CHECKPOINT)

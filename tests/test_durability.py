@@ -28,7 +28,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from api.routes.decisions import _workflow_not_ready
+from api.services.workflow_updates import workflow_not_ready
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
@@ -444,7 +444,7 @@ async def test_workers_stopped_while_many_runs_wait_then_every_run_resumes(
                     try:
                         return (await decide(handle, "approve_founders_brief")).status
                     except RPCError as error:
-                        if not _workflow_not_ready(error):
+                        if not workflow_not_ready(error):
                             raise
                         not_ready += 1
                     await asyncio.sleep(1)

@@ -23,6 +23,7 @@ from temporalio.client import (
 from activities.agents import backend_named
 from activities.decision_mail import MailSettings
 from contracts.gate_policy import GATE_POLICY_MEMO
+from contracts.refusals import ALREADY_VOTED, INVALID_ANSWER, INVALID_DELEGATION, NOT_ALLOWED
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -33,14 +34,7 @@ from persistence.webhooks import create_webhook
 from tests.helpers import eventually, new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
-from workflows.gates import (
-    ALREADY_VOTED,
-    INVALID_ANSWER,
-    INVALID_DELEGATION,
-    NOT_ALLOWED,
-    DecisionInput,
-    DelegateInput,
-)
+from workflows.gates import DecisionInput, DelegateInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationRunInput

@@ -372,7 +372,7 @@ async def test_decision_refused_while_workflow_task_is_retried_is_503_not_409():
     from temporalio.service import RPCError, RPCStatusCode
 
     from api.errors import ApiError
-    from api.routes.decisions import update_workflow as _update
+    from api.services.workflow_updates import execute_update
 
     def refusal(*details: str) -> RPCError:
         status = GrpcStatus(code=9, message="Workflow Task in failed state", details=[
@@ -381,14 +381,14 @@ async def test_decision_refused_while_workflow_task_is_retried_is_503_not_409():
         return RPCError(status.message, RPCStatusCode.FAILED_PRECONDITION,
                         status.SerializeToString())
 
-    temporal = SimpleNamespace(get_workflow_handle=lambda _id: None)
-    run = SimpleNamespace(workflow_id="validation-x")
-
     async def refused_with(error: RPCError) -> ApiError:
-        async def call(_handle: object) -> None:
+        async def execute(*_args: object, **_kwargs: object) -> None:
             raise error
+        handle = SimpleNamespace(execute_update=execute)
+        temporal = SimpleNamespace(get_workflow_handle=lambda _id: handle)
         with pytest.raises(ApiError) as caught:
-            await _update(temporal, run, "approve_founders_brief", call)
+            await execute_update(temporal, "validation-x", None, None, what="the decision",
+                                 ended=ApiError(409, "not_pending", "no longer running"))
         return caught.value
 
     not_ready = await refused_with(refusal("WorkflowNotReadyFailure"))

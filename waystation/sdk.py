@@ -1,4 +1,4 @@
-"""The stable import surface for writing your own run kind (see the README, "Your own run kind").
+"""The stable import surface for writing your own run kind (see docs/run-kinds.md).
 
 Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
 

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.agent_model import CONFIGURED_MODEL, follows_configuration
     from activities.agent_registry import agent_named
     from contracts.agents import AGENT_ANSWERED, MESSAGE_RECEIVED, SUMMARY_PROMPT
+    from contracts.refusals import NOT_WAITING_FOR_MESSAGE
     from contracts.writes import EventWrite, GateOption, RunStateWrite
     from workflows import search_attributes as sa
     from workflows.agent_models import (
@@ -52,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import GateSpec
     from workflows.lifecycle import RunWorkflow
 
-NOT_WAITING_FOR_MESSAGE = "NotWaitingForMessage"
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
 

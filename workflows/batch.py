@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         SliceInput,
         SliceResult,
     )
+    from contracts.refusals import JOB_NOT_RUNNING
     from contracts.statuses import RunStatus
     from contracts.writes import EventWrite, GateOption
     from workflows.batch_models import (
@@ -67,7 +68,6 @@ MAX_SLICE_ITEMS = 50
 PROGRESS_EVENTS = 20
 FAILURE_EVENTS = 20
 TEST_GATE = "test_unit_failed"
-JOB_NOT_RUNNING = "JobNotRunning"
 
 
 def slice_size(items: int, workers: int) -> int:

@@ -22,10 +22,10 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
 
     from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, policy_for
+    from contracts.refusals import GATE_NOT_PENDING
     from contracts.statuses import GateStatus, RunStatus
     from contracts.writes import DelegationWrite, GateNoticeWrite, RunStateWrite
     from workflows.gates import (
-        GATE_NOT_PENDING,
         SYSTEM_DECIDER,
         DecisionInput,
         DelegateInput,

@@ -30,6 +30,17 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from contracts.gate_policy import AnswerMode, GatePolicy
+    from contracts.refusals import (
+        ALREADY_VOTED,
+        GATE_NOT_PENDING,
+        INVALID_ANSWER,
+        INVALID_DELEGATION,
+        INVALID_FEEDBACK,
+        NOT_ALLOWED,
+        STALE_REQUEST,
+        UNKNOWN_CHECKPOINT,
+        UNKNOWN_OPTION,
+    )
     from contracts.statuses import ExpiryPolicy, GateStatus
     from contracts.writes import (
         DEFAULT_DECIDER_ROLES,
@@ -40,17 +51,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 SYSTEM_DECIDER = "system"
-
-# ApplicationError types raised by decision validation; the API maps them to HTTP statuses.
-UNKNOWN_CHECKPOINT = "UnknownCheckpoint"
-GATE_NOT_PENDING = "GateNotPending"
-UNKNOWN_OPTION = "UnknownOption"
-STALE_REQUEST = "StaleRequest"
-INVALID_ANSWER = "InvalidAnswer"
-INVALID_FEEDBACK = "InvalidFeedback"
-ALREADY_VOTED = "AlreadyVoted"
-NOT_ALLOWED = "NotAllowed"
-INVALID_DELEGATION = "InvalidDelegation"
 
 
 class GateSpec(BaseModel):

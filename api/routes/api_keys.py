@@ -7,9 +7,10 @@ from uuid import UUID
 from fastapi import APIRouter, Response
 
 from api.api_keys import new_key
-from api.deps import Conn, CurrentUser, require_member
+from api.deps import Conn, CurrentUser
 from api.errors import ApiError
 from api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyView
+from api.services.access import require_member
 from persistence import api_keys as keys_repo
 from persistence.groups import OWNER
 

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Response
 
 from api.auth import User
-from api.deps import Conn, CurrentUser, require_member
+from api.deps import Conn, CurrentUser
 from api.errors import ERROR_RESPONSES, ApiError
 from api.group_schemas import (
     GroupCreate,
@@ -21,6 +21,7 @@ from api.group_schemas import (
     MemberPut,
     MemberView,
 )
+from api.services.access import require_member
 from persistence import groups as groups_repo
 from persistence.models import RunStatus
 

@@ -17,8 +17,8 @@ from fastapi.responses import StreamingResponse
 from api.deps import CurrentUser, VisibleRun, claims_of
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
-from api.routes.decisions import decision_views
 from api.schemas import EventView
+from api.services.decisions import decision_views
 from api.sse import LiveEvent, sse
 from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo

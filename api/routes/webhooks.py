@@ -11,8 +11,9 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response
 
 from activities.webhook_targets import literal_refusal
-from api.deps import Conn, CurrentUser, SettingsDep, require_member
+from api.deps import Conn, CurrentUser, SettingsDep
 from api.errors import ApiError
+from api.services.access import require_member
 from api.webhook_schemas import (
     DeliveryList,
     DeliveryView,

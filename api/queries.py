@@ -1,0 +1,49 @@
+"""The parameters of each read that filters or pages (one model per read): the REST routes
+take them from the query string, a protocol adapter builds them from its own arguments, and
+both get the same bounds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from api.job_schemas import UnitStatus
+from persistence.models import GateStatus, RunStatus
+
+# A seq to read on from: 0 reads from the start.
+AfterSeq = Annotated[int, Field(ge=0, le=2**62)]
+
+
+class RunFilter(BaseModel):
+    kind: str | None = Field(None, max_length=50)
+    status: RunStatus | None = None
+    awaiting_human: bool | None = None
+    limit: int = Field(50, ge=1, le=200)
+    cursor: str | None = Field(None, max_length=200)
+    project_id: str | None = Field(None, min_length=1, max_length=200)
+    q: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]+$",
+                          description="Text in the run's id, phase or input")
+    group_id: UUID | None = Field(None, description="Only this group's runs")
+
+
+class EventQuery(BaseModel):
+    after_seq: AfterSeq = 0
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class TranscriptQuery(BaseModel):
+    after_seq: AfterSeq = 0
+    limit: int = Field(100, ge=1, le=500)
+
+
+class InboxQuery(BaseModel):
+    status: GateStatus | None = "pending"
+    limit: int = Field(100, ge=1, le=500)
+
+
+class ItemQuery(BaseModel):
+    status: UnitStatus | None = None
+    cursor: str | None = Field(None, pattern=r"^\d{1,10}$")
+    limit: int = Field(100, ge=1, le=500)

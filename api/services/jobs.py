@@ -1,0 +1,144 @@
+"""Batch jobs: find one the caller may see, its progress, its items by status and their step
+outputs, pausing and resuming it, and retrying the failed items of a finished job.
+
+A job's id is its run's id. A job belongs to its run's owner and group: another user's job
+answers 404, exactly like another user's run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from temporalio.client import Client
+
+from api.auth import User
+from api.errors import ApiError
+from api.job_schemas import (
+    ItemOutputs,
+    ItemPage,
+    ItemView,
+    JobControlAccepted,
+    JobView,
+    OutputView,
+)
+from api.queries import ItemQuery
+from api.run_kinds import create_and_start
+from api.schemas import RunCreated
+from api.services.access import may_read, require_decider, require_run_starter
+from api.services.workflow_updates import execute_update
+from contracts.writes import DEFAULT_DECIDER_ROLES
+from persistence import jobs as jobs_repo
+from persistence import runs as runs_repo
+from persistence.jobs import JobRow, UnitRow
+from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.settings import Settings
+from workflows.batch import BatchJob
+from workflows.batch_kind import BATCH
+from workflows.batch_models import BatchInput, PauseInput
+
+
+async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:
+    """The job, if the caller may see its run; otherwise indistinguishable from none."""
+    job = await jobs_repo.get_job(conn, job_id)
+    run = await runs_repo.get_run(conn, job.run_id) if job else None
+    if job is None or run is None or not await may_read(conn, user, run):
+        raise ApiError(404, "job_not_found", f"job {job_id} not found")
+    return job
+
+
+async def visible_item(conn: asyncpg.Connection, user: User, item_id: UUID) -> UnitRow:
+    """The item, if the caller may see its job's run; otherwise indistinguishable from none."""
+    found = await jobs_repo.get_unit(conn, item_id)
+    run = await runs_repo.get_run(conn, found[1]) if found else None
+    if found is None or run is None or not await may_read(conn, user, run):
+        raise ApiError(404, "item_not_found", f"item {item_id} not found")
+    return found[0]
+
+
+async def job_view(conn: asyncpg.Connection, job: JobRow) -> JobView:
+    """The job with its items counted by status, and cost and token totals."""
+    return JobView.of(job, await jobs_repo.unit_counts(conn, job.id))
+
+
+async def list_items(conn: asyncpg.Connection, job: JobRow, query: ItemQuery) -> ItemPage:
+    """The job's items in ordinal order, filtered by status; `cursor` reads on."""
+    after = int(query.cursor) if query.cursor is not None else -1
+    # Ordinals are 32-bit; a cursor past them (the pattern lets ten digits through) is past
+    # every item.
+    units = await jobs_repo.list_units(conn, job.id, status=query.status, after_ordinal=after,
+                                       limit=query.limit + 1) if after < 2**31 - 1 else []
+    page, more = units[:query.limit], len(units) > query.limit
+    return ItemPage(items=[ItemView.of(u) for u in page],
+                    next_cursor=str(page[-1].ordinal) if more else None)
+
+
+async def item_outputs(conn: asyncpg.Connection, item: UnitRow) -> ItemOutputs:
+    """Every step output of the item, in the order the steps ran."""
+    outputs = await jobs_repo.list_outputs(conn, item.id)
+    return ItemOutputs(item_id=item.id, path=item.path,
+                       outputs=[OutputView.of(o) for o in outputs])
+
+
+async def item_output(conn: asyncpg.Connection, item: UnitRow, step: str) -> OutputView:
+    """One step's output; 404 when the item has not run (or will not run) that step."""
+    output = await jobs_repo.get_output(conn, item.id, step)
+    if output is None:
+        raise ApiError(404, "output_not_found", f"item {item.id} has no output for {step!r}")
+    return OutputView.of(output)
+
+
+async def retry_failed(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow, *,
+                       settings: Settings, idempotency_key: str | None = None) -> RunCreated:
+    """Run the failed items of a finished job again, as a new job with the same pipeline;
+    409 while the job runs or when none failed. The finished job keeps its final status."""
+    if job.status not in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "job_not_finished", f"job {job.id} is {job.status}; retry its "
+                                                "failed items once it has finished")
+    payloads = await jobs_repo.failed_payloads(conn, job.id)
+    if not payloads:
+        raise ApiError(409, "no_failed_items", f"job {job.id} has no failed items")
+    source = await _job_run(conn, job)
+    spec = {k: v for k, v in source.input.items() if k not in ("items", "items_path")}
+    retry = BatchInput.model_validate({**spec, "items": payloads, "retry_of": job.id,
+                                       "name": f"{job.name} (retry)"[:200]})
+    if source.group_id is not None:
+        await require_run_starter(conn, user, source.group_id)
+    run, created = await create_and_start(
+        conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=retry,
+        project_id=source.project_id, idempotency_key=idempotency_key,
+        group_id=source.group_id)
+    return RunCreated.of(run, created)
+
+
+async def pause_job(conn: asyncpg.Connection, temporal: Client, user: User,
+                    job: JobRow) -> JobControlAccepted:
+    """Stop starting items (those in flight finish); 409 unless the job is running."""
+    return await _control(conn, temporal, user, job, BatchJob.pause)
+
+
+async def resume_job(conn: asyncpg.Connection, temporal: Client, user: User,
+                     job: JobRow) -> JobControlAccepted:
+    """Start items again; 409 unless the job is paused."""
+    return await _control(conn, temporal, user, job, BatchJob.resume)
+
+
+async def _control(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow,
+                   update: Any) -> JobControlAccepted:
+    run = await _job_run(conn, job)
+    # A group's viewers read jobs; pausing and resuming takes a deciding role.
+    await require_decider(conn, user, run, list(DEFAULT_DECIDER_ROLES), "pause or resume jobs")
+    if job.status in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "run_finished", f"job {job.id} is already {job.status}")
+    result = await execute_update(
+        temporal, BATCH.workflow_id(job.run_id), update, PauseInput(requested_by=user.name),
+        what="the request",
+        ended=ApiError(409, "run_finished", f"job {job.id} is no longer running"))
+    return JobControlAccepted(job_id=job.id, status=result.status, in_flight=result.in_flight)
+
+
+async def _job_run(conn: asyncpg.Connection, job: JobRow) -> RunRow:
+    run = await runs_repo.get_run(conn, job.run_id)
+    assert run is not None, "a visible job has its run"
+    return run

@@ -1,0 +1,111 @@
+"""Runs: start one (with the start-time checks), find one the caller may see, list them,
+read one, cancel one."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from temporalio.client import Client
+
+from api.auth import User
+from api.errors import ApiError
+from api.items_policy import check_items_source
+from api.queries import RunFilter
+from api.run_kinds import create_and_start
+from api.schemas import CancelAccepted, RunCreated, RunPage, RunView
+from api.services.access import may_read, require_decider, require_run_starter
+from api.services.decisions import decision_views
+from api.services.workflow_updates import cancel_workflow
+from contracts.writes import DEFAULT_DECIDER_ROLES
+from persistence import gates as gates_repo
+from persistence import jobs as jobs_repo
+from persistence import runs as runs_repo
+from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.registry import Registry
+from waystation.settings import Settings
+
+
+async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, request: Any, *,
+                    registry: Registry, settings: Settings,
+                    idempotency_key: str | None = None) -> RunCreated:
+    """Start a run of any registered kind (`request` is one of `run_create_model`'s models);
+    the same idempotency key again returns the same run, with `created` false."""
+    check_items_source(request.input, settings)
+    if request.group_id is not None:
+        await require_run_starter(conn, user, request.group_id)
+    run, created = await create_and_start(
+        conn, temporal, settings.temporal_task_queue, registry.kind(request.kind),
+        owner=user.name, input=request.input, idempotency_key=idempotency_key,
+        project_id=request.project_id or getattr(request.input, "project_id", None),
+        group_id=request.group_id, gate_policies=request.gates)
+    return RunCreated.of(run, created)
+
+
+async def visible_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow:
+    """The run, if the caller may see it; another user's run is indistinguishable from none.
+    Every service that takes a `RunRow` expects one found here."""
+    run = await runs_repo.get_run(conn, run_id)
+    if run is None or not await may_read(conn, user, run):
+        raise ApiError(404, "run_not_found", f"run {run_id} not found")
+    return run
+
+
+async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
+                    registry: Registry) -> RunPage:
+    """The caller's runs, newest first, filtered, searched and paginated by cursor."""
+    if query.kind is not None and query.kind not in registry.kinds:
+        raise ApiError(422, "invalid_request", f"kind: unknown run kind {query.kind!r}; one of "
+                                               f"{', '.join(registry.names)}")
+    runs = await runs_repo.list_runs(
+        conn, owner=user.owner_filter, kind=query.kind, status=query.status,
+        awaiting_human=query.awaiting_human, limit=query.limit + 1,
+        before=_decode_cursor(query.cursor) if query.cursor else None,
+        project_id=query.project_id, search=query.q, group_id=query.group_id)
+    page, more = runs[:query.limit], len(runs) > query.limit
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
+    return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
+
+
+async def run_view(conn: asyncpg.Connection, run: RunRow) -> RunView:
+    """One run, with the decision it waits for, if any."""
+    pending = None
+    if run.hitl_state:
+        pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
+    view = RunView.of(run)
+    if pending is not None and pending.status == "pending":
+        view.pending_decision = (await decision_views(conn, [pending]))[0]
+    if run.kind == "batch":
+        # A job's calls are counted on its items, not on run events.
+        counts = await jobs_repo.unit_counts(conn, run.id)
+        view.cost_usd = round(sum(c.cost_usd for c in counts), 9)
+        view.input_tokens = sum(c.input_tokens for c in counts)
+        view.output_tokens = sum(c.output_tokens for c in counts)
+    return view
+
+
+async def cancel_run(conn: asyncpg.Connection, temporal: Client, user: User,
+                     run: RunRow) -> CancelAccepted:
+    """Ask the run to stop; it records `canceled` when its workflow has wound down."""
+    await require_decider(conn, user, run, list(DEFAULT_DECIDER_ROLES), "cancel the run")
+    if run.status in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "run_finished", f"run {run.id} is already {run.status}")
+    await cancel_workflow(temporal, run.workflow_id, ended=ApiError(
+        409, "run_finished", f"run {run.id} is no longer running"))
+    return CancelAccepted(run_id=run.id, status="canceling")
+
+
+def _encode_cursor(created_at: datetime, run_id: UUID) -> str:
+    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{run_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        created_at, _, run_id = base64.urlsafe_b64decode(cursor.encode()).decode().partition("|")
+        return datetime.fromisoformat(created_at), UUID(run_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as error:
+        raise ApiError(422, "invalid_cursor", "cursor is not one this API returned") from error
