@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
+from api.auth import CSRF_HEADER
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
+from api.protocols.ag_ui import router as ag_ui
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
@@ -47,7 +50,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -101,6 +104,14 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,
                        writes_per_minute=settings.writes_per_minute)
+    if settings.cors_origin_list:
+        # Outside the limits, so a refusal (401, 429) still carries the headers a browser
+        # needs to read it; preflights are answered here.
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list,
+                           allow_credentials="*" not in settings.cors_origin_list,
+                           allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
+                                          "Idempotency-Key", CSRF_HEADER])
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)

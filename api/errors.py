@@ -7,6 +7,7 @@ Temporal being unreachable is a 503 with Retry-After, never a 500; a validation 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -79,6 +80,22 @@ def unavailable(message: str) -> ApiError:
     return ApiError(503, "unavailable", message, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
 
+def invalid_request(errors: Sequence[Any]) -> ApiError:
+    """The 422 of a body that does not validate (pydantic's `errors()`), naming the first
+    place; a protocol adapter validating a body of its own refuses with the same."""
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                "type": e.get("type", "")} for e in errors]
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    message = f"{where}: {first['msg']}"
+    for e in errors:
+        ctx = e.get("ctx") or {}
+        if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
+            known = str(ctx.get("expected_tags", "")).replace("'", "")
+            message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
+    return ApiError(422, "invalid_request", message, details=details)
+
+
 def error_response(status: int, code: str, message: str, *, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
@@ -95,17 +112,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
-                    "type": e.get("type", "")} for e in error.errors()]
-        first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
-        message = f"{where}: {first['msg']}"
-        for e in error.errors():
-            ctx = e.get("ctx") or {}
-            if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
-                known = str(ctx.get("expected_tags", "")).replace("'", "")
-                message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
-        return error_response(422, "invalid_request", message, details=details)
+        invalid = invalid_request(error.errors())
+        return error_response(invalid.status, invalid.code, invalid.message,
+                              details=invalid.details)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:

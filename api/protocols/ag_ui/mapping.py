@@ -48,6 +48,8 @@ from contracts.agents import (
     TOOL_RETURNED,
 )
 
+# The AG-UI id of a transcript line's message: its run event's seq after this.
+MESSAGE_ID_PREFIX = "ws-"
 # CUSTOM events are named after the run event they carry: `waystation.<type>`.
 CUSTOM_PREFIX = "waystation."
 # Events that begin or end a step; a mobile step's nodes and a batch item report only their end,
@@ -84,7 +86,7 @@ def positions(seq: int, count: int) -> list[Position]:
 
 def message_id(seq: int) -> str:
     """A transcript line's AG-UI message id (a tool call's message is named by its call id)."""
-    return f"ws-{seq}"
+    return f"{MESSAGE_ID_PREFIX}{seq}"
 
 
 def translate(event: EventView, states: list[BaseEvent]) -> list[BaseEvent]:
@@ -250,14 +252,15 @@ class RunFraming:
 
     def before(self, event: BaseEvent) -> list[BaseEvent]:
         """What must go out before `event`."""
+        added: list[BaseEvent] = []
         if isinstance(event, StepStartedEvent):
-            added = [StepFinishedEvent(step_name=event.step_name)] \
-                if event.step_name in self.steps else []
+            if event.step_name in self.steps:
+                added.append(StepFinishedEvent(step_name=event.step_name))
             self.steps.add(event.step_name)
             return added
         if isinstance(event, StepFinishedEvent):
-            added = [] if event.step_name in self.steps \
-                else [StepStartedEvent(step_name=event.step_name)]
+            if event.step_name not in self.steps:
+                added.append(StepStartedEvent(step_name=event.step_name))
             self.steps.discard(event.step_name)
             return added
         key = _opened_by(event)
@@ -266,8 +269,8 @@ class RunFraming:
         if isinstance(event, TextMessageStartEvent | ToolCallStartEvent):
             self.open_messages.add(key)
             return []
-        added = [] if key in self.open_messages or key not in self.openers \
-            else [self.openers[key]]
+        if key not in self.open_messages and key in self.openers:
+            added.append(self.openers[key])
         self.open_messages.add(key)
         if isinstance(event, TextMessageEndEvent | ToolCallEndEvent):
             self.open_messages.discard(key)
