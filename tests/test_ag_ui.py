@@ -209,6 +209,26 @@ async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http
     assert preflight.headers["access-control-allow-origin"] == "http://frontend.test"
 
 
+async def test_a_vote_short_of_the_quorum_leaves_the_interrupt_open(http):
+    thread = str(uuid.uuid4())
+    [gate] = interrupts(await ag_ui(http, "validation", run_input(thread, forwardedProps={
+        "input": {"entrepreneur_input": IDEA},
+        "gates": {"approve_founders_brief": {"quorum": 2}}})))
+    assert gate["metadata"]["quorum"] == 2
+    voted = await ag_ui(http, "validation", run_input(thread, resume=[{
+        "interruptId": gate["id"], "status": "resolved", "payload": {"decision": "approve"}}]))
+    [still] = interrupts(voted)
+    assert still["id"] == gate["id"] and still["metadata"]["votes"] == 1
+    assert any(s.event.get("name") == "waystation.gate.voted" for s in voted)
+    # A second resume entry for an unknown request: nothing of the request is applied.
+    again = await ag_ui(http, "validation", run_input(thread, resume=[
+        {"interruptId": gate["id"], "status": "cancelled"},
+        {"interruptId": str(uuid.uuid4()), "status": "resolved"}]))
+    assert finished(again)["code"] == "interrupt_not_found"
+    request = (await http.get(f"/runs/{thread}")).json()["pending_decision"]
+    assert [v["option"] for v in request["votes"]] == ["approve"]
+
+
 async def test_agent_tool_call_approved_with_an_edit(http):
     thread = str(uuid.uuid4())
     first = await ag_ui(http, "agent", run_input(
