@@ -26,6 +26,14 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture
+def chromium() -> Path:
+    # Fails (never skips) without chromium: scripts/install-system-packages installs it.
+    assert CHROMIUM.exists(), "scripts/install-system-packages installs chromium"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    return CHROMIUM
+
+
+@pytest.fixture
 def page_origin() -> Iterator[str]:
     """The example folder over HTTP on a port of its own: another origin than the API's."""
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(PAGE))
@@ -38,14 +46,12 @@ def page_origin() -> Iterator[str]:
 
 
 async def test_the_page_shows_the_run_and_approves_a_tool_call_with_an_edit(
-        migrated_url, dev_env, pool, task_queue, page_origin):
-    assert CHROMIUM.exists(), "scripts/install-system-packages installs chromium"
-    SHOTS.mkdir(parents=True, exist_ok=True)
+        migrated_url, dev_env, pool, task_queue, page_origin, chromium):
     token = issue_token(SECRET, "dev")  # type: ignore[arg-type]
     async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
                         sse_heartbeat_seconds=1.0, cors_origins=page_origin) as api, \
             async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=str(CHROMIUM),
+        browser = await playwright.chromium.launch(executable_path=str(chromium),
                                                    args=["--no-sandbox"])
         page = await browser.new_page(viewport={"width": 1000, "height": 900})
         await page.goto(f"{page_origin}/index.html#api={api.url}&token={token}&send=1")

@@ -63,9 +63,12 @@ async def run_ag_ui(kind: Kind, body: RunAgentInput, request: Request, user: Cur
     resumed_at = _resume_point(last_event_id)
     run, created = await _thread(conn, temporal, user, kind, body, registry=registry,
                                  settings=settings)
+    # A thread started here is streamed from its first event, whatever its workflow has
+    # written meanwhile.
+    start = Position(0) if created else Position(run.last_seq)
     stream = ThreadStream(pool=request.app.state.pool, claims=claims_of(user), user=user,
                           run=run, thread_id=body.thread_id, run_id=body.run_id,
-                          position=resumed_at or Position(run.last_seq))
+                          position=resumed_at or start)
     # A reconnection only reads on: what its request asked was done by the request it
     # continues.
     if resumed_at is None:

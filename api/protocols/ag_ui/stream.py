@@ -106,21 +106,31 @@ class ThreadStream:
             self.prelude.append(await self._state_event(conn, max(written)))
 
     async def frames(self, hub: EventHub, heartbeat: float) -> AsyncIterator[bytes]:
+        """The response: RUN_STARTED, the prelude, then the run events until the AG-UI run
+        ends (a refusal of what the request asked ends it at once)."""
+        at = self.position
+        yield frame(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id), at)
+        for event in self.prelude:
+            yield frame(event, at)
+        if self.refusal is not None:
+            yield frame(RunErrorEvent(message=self.refusal.message, code=self.refusal.code), at)
+            return
+        async for chunk in self._follow(hub, heartbeat):
+            yield chunk
+
+    async def _follow(self, hub: EventHub, heartbeat: float) -> AsyncIterator[bytes]:
         subscription = hub.subscribe_run(self.run.id, from_seq=self.run.last_seq)
+        idle = 0.0
         try:
-            at = self.position
-            yield frame(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id), at)
-            for event in self.prelude:
-                yield frame(event, at)
-            if self.refusal is not None:
-                yield frame(RunErrorEvent(message=self.refusal.message,
-                                          code=self.refusal.code), at)
-                return
-            idle = 0.0
             while True:
-                async with claimed_connection(self.pool, self.claims) as conn:
-                    sent = b"".join([chunk async for chunk in self._catch_up(conn)])
-                    end = None if sent else await self._ending(conn)
+                sent_up_to = self.position
+                try:
+                    async with claimed_connection(self.pool, self.claims) as conn:
+                        sent = b"".join([chunk async for chunk in self._catch_up(conn)])
+                        end = None if sent else await self._ending(conn)
+                except ApiError as refusal:  # the caller may no longer read the run
+                    end = RunErrorEvent(message=refusal.message, code=refusal.code)
+                    sent, self.position = b"", sent_up_to
                 if sent:
                     idle = 0.0
                     yield sent
