@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 from api.auth import issue_token
 from api.decision_payload import payload_schema
 from api.schemas import DecisionView
-from tests.agent_helpers import BOOK
+from tests.agent_helpers import BOOK, SEARCH
 from tests.helpers import IDEA, live_api
 
 SECRET = "ag-ui-test-secret-0123456789-0123456789-abc"
@@ -261,3 +261,13 @@ async def test_agent_tool_call_approved_with_an_edit(http):
     assert finished(third)["type"] == "RUN_FINISHED"
     said = [s.event for s in third if s.event["type"] == "TEXT_MESSAGE_CONTENT"]
     assert said[0]["delta"] == "Thanks, that is all"
+
+    # A chat frontend's new thread: the kind's input without a message, the user's message in
+    # `messages`; it becomes the run's first message.
+    chat = str(uuid.uuid4())
+    answered = await ag_ui(http, "agent", run_input(
+        chat, forwardedProps={"input": {"agent": "planner"}},
+        messages=[{"id": "client-2", "role": "user", "content": SEARCH}]))
+    assert finished(answered)["outcome"]["type"] == "success"
+    starts = [s.event["role"] for s in answered if s.event["type"] == "TEXT_MESSAGE_START"]
+    assert starts[0] == "user" and starts[-1] == "assistant"

@@ -38,6 +38,9 @@ M = TypeVar("M", bound=BaseModel)
 
 # What a new thread's `forwardedProps` may carry besides `input`: the fields of `POST /runs`.
 START_FIELDS = ("project_id", "group_id", "gates")
+# A kind whose input takes a first message (the agent kind's `message`) gets a new thread's
+# first user message there when `forwardedProps.input` gives none, as a chat frontend sends it.
+FIRST_MESSAGE = "message"
 # The option a `cancelled` resume entry takes when its payload names none (a gate's default
 # rejecting option; a gate that rejects by another name takes `{"decision": ...}`).
 REJECT = "reject"
@@ -106,20 +109,26 @@ async def _thread(conn: asyncpg.Connection, temporal: Client, user: User, kind: 
     except ApiError:
         if "input" not in props:
             raise
-        await runs_service.start_run(conn, temporal, user, _run_create(kind, props, registry),
-                                     registry=registry, settings=settings, run_id=run_id)
+        start = _run_create(kind, props, body, registry)
+        await runs_service.start_run(conn, temporal, user, start, registry=registry,
+                                     settings=settings, run_id=run_id)
         run, created = await runs_service.visible_run(conn, user, run_id), True
     if run.kind != kind:
         raise ApiError(404, "run_not_found", f"run {run_id} is not a {kind} run")
     return run, created
 
 
-def _run_create(kind: str, props: dict[str, Any], registry: Registry) -> Any:
+def _run_create(kind: str, props: dict[str, Any], body: RunAgentInput,
+                registry: Registry) -> Any:
     """`forwardedProps` as the `POST /runs` body it stands for, checked as that body is."""
     fields = {name: props[name] for name in START_FIELDS if name in props}
+    run_input, first = props["input"], _new_message(body)
+    if (isinstance(run_input, dict) and first is not None and not run_input.get(FIRST_MESSAGE)
+            and FIRST_MESSAGE in registry.kind(kind).input_model.model_fields):
+        run_input = {**run_input, FIRST_MESSAGE: first[1]}
     try:
         return run_create_model([registry.kind(kind)]).model_validate(
-            {"kind": kind, "input": props["input"], **fields})
+            {"kind": kind, "input": run_input, **fields})
     except ValidationError as error:
         raise invalid_request([{**e, "loc": ("body", "forwardedProps", *e["loc"])}
                                for e in error.errors()]) from error
