@@ -102,25 +102,29 @@ def translate(event: EventView, states: list[BaseEvent]) -> list[BaseEvent]:
 
 
 def _step(event: EventView, out: dict[str, Any]) -> list[BaseEvent] | None:
-    if event.type.startswith("phase."):
-        name = f"phase {event.phase}"
-    elif event.type.startswith("task."):
-        name = f"phase {event.phase} · {event.task}"
-    elif event.type == "item.failed":
-        name = f"item {out.get('ordinal')}"
-    else:
-        step = out.get("step")
-        name = f"step {step} · {event.task}" if step is not None else f"step · {event.task}"
     if event.type in STEP_STARTS:
-        return [StepStartedEvent(step_name=name)]
+        return [StepStartedEvent(step_name=_step_name(event, out))]
     if event.type in STEP_ENDS:
-        return [StepFinishedEvent(step_name=name)]
+        return [StepFinishedEvent(step_name=_step_name(event, out))]
     if event.type in ONE_EVENT_STEPS:
+        name = _step_name(event, out)
         detail = {"status": event.status, "error": event.error_message} \
             if event.error_message else None
         return [StepStartedEvent(step_name=name),
                 StepFinishedEvent(step_name=name, metadata=detail)]
     return None
+
+
+def _step_name(event: EventView, out: dict[str, Any]) -> str:
+    """The same name for a step's start and end: what the step is, where in the run."""
+    if event.type.startswith("phase."):
+        return f"phase {event.phase}"
+    if event.type.startswith("task."):
+        return f"phase {event.phase} · {event.task}"
+    if event.type == "item.failed":
+        return f"item {out.get('ordinal')}"
+    step = out.get("step")
+    return f"step {step} · {event.task}" if step is not None else f"step · {event.task}"
 
 
 def _conversation(event: EventView, out: dict[str, Any]) -> list[BaseEvent] | None:
