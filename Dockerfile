@@ -12,7 +12,10 @@ COPY . .
 RUN pip install .
 
 FROM python:3.11-slim
+# Production unless told otherwise: a plain `docker run` then refuses the dev JWT secret and
+# secrets key, and webhooks to private networks (waystation/settings.py).
 ENV PATH=/opt/venv/bin:$PATH \
+    WAYSTATION_ENV=production \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     WAYSTATION_API_HOST=0.0.0.0 \

@@ -1,14 +1,16 @@
 """Where a webhook may be sent (server-side request forgery).
 
 Never to a link-local address or a cloud's metadata service (169.254.169.254 and its kin hand
-out the machine's credentials), nor to an unspecified, multicast or reserved one. Loopback and
-private addresses are allowed by default, since a team's receiver is often on its own network;
-a shared deployment turns them off with `WAYSTATION_WEBHOOK_PRIVATE_NETWORKS=false`, so no user
-can make the worker call its neighbours.
+out the machine's credentials), nor to an unspecified, multicast or reserved one. Loopback,
+private (RFC 1918, IPv6 unique-local) and carrier-grade NAT (100.64/10) addresses reach the
+services beside Waystation (the Temporal Web UI, Postgres, a cloud's internal APIs), so they
+are refused too unless `WAYSTATION_WEBHOOK_PRIVATE_NETWORKS=true` allows them; that is the
+default only with `WAYSTATION_ENV=dev`, where the receiver is often on the same machine.
 
-The API refuses a URL whose host is such an address when it is registered. The worker resolves
-the host of each delivery, checks every address it gets, and connects to the one it checked,
-so a DNS answer that changes between the check and the connection cannot send it elsewhere.
+The API refuses a URL whose host is, or resolves to, such an address when it is registered.
+The worker resolves the host of each delivery again, checks every address it gets, and
+connects to the one it checked, so a DNS answer that changes between the check and the
+connection (DNS rebinding) cannot send it elsewhere.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # otherwise), Alibaba Cloud's.
 METADATA_ADDRESSES = frozenset({ipaddress.ip_address("fd00:ec2::254"),
                                 ipaddress.ip_address("100.100.100.200")})
+# Shared address space (RFC 6598): neither private nor global to the ipaddress module.
+CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# A registration waits this long for its host to resolve; past it (or when the host does not
+# resolve yet) the URL is kept, and each delivery checks what the host resolves to then.
+REGISTRATION_LOOKUP_SECONDS = 2.0
 
 
 class TargetRefused(Exception):
@@ -38,26 +45,26 @@ def refusal(address: IpAddress, *, private_networks: bool) -> str | None:
         return f"{address} is link-local or a cloud metadata service"
     if address.is_unspecified or address.is_multicast:
         return f"{address} is not an address a webhook can be sent to"
-    if address.is_loopback or (address.is_private and not address.is_reserved):
+    if address.is_loopback or address in CGNAT or (address.is_private
+                                                   and not address.is_reserved):
         return None if private_networks else (
             f"{address} is a loopback or private address "
-            "(WAYSTATION_WEBHOOK_PRIVATE_NETWORKS=false)")
+            "(allowed only with WAYSTATION_WEBHOOK_PRIVATE_NETWORKS=true)")
     if address.is_reserved:
         return f"{address} is not an address a webhook can be sent to"
     return None
 
 
-def literal_refusal(url: str, *, private_networks: bool) -> str | None:
-    """Why `url`, whose host is an IP address, may not be registered; None for a host name
-    (checked by the worker at each delivery, against what it resolves to then)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        host = "127.0.0.1"
+async def registration_refusal(url: str, *, private_networks: bool) -> str | None:
+    """Why `url` may not be registered: its host is, or now resolves to, a refused address."""
     try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+        await asyncio.wait_for(resolve(url, private_networks=private_networks),
+                               REGISTRATION_LOOKUP_SECONDS)
+    except TargetRefused as why:
+        return str(why)
+    except (OSError, TimeoutError):
         return None
-    return refusal(address, private_networks=private_networks)
+    return None
 
 
 @dataclass(frozen=True)

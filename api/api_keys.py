@@ -41,4 +41,13 @@ async def authenticate_api_key(conn: asyncpg.Connection, token: str) -> User:
     key = await keys_repo.live_api_key(conn, key_id) if key_id and secret else None
     if key is None or not hmac.compare_digest(key.secret_hash, secret_hash(secret)):
         raise ApiError(401, "invalid_token", "unknown or revoked API key")
-    return User(name=key.principal)
+    return User(name=key.principal, via="api_key")
+
+
+def require_person(user: User) -> None:
+    """403 for a caller signed in with an API key: keys are made by people, so that a leaked
+    key cannot mint others that outlive its revocation."""
+    if user.via == "api_key":
+        raise ApiError(403, "not_allowed", "an API key cannot make API keys: keys are made "
+                                           "with a person's sign-in (a bearer token or a "
+                                           "console session)")

@@ -100,6 +100,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
+    app.state.metrics_figures = metrics.CachedFigures(settings.metrics_cache_seconds)
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,

@@ -16,14 +16,14 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from typing import Literal
+from typing import Any, Literal
 
 import asyncpg
 import jwt
 from pydantic import BaseModel
 
 from api.errors import ApiError
-from persistence import console_sessions
+from persistence import console_sessions, token_cutoffs
 from persistence.models import RunRow
 
 SESSION_COOKIE = "waystation_session"
@@ -33,11 +33,17 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 ALGORITHM = "HS256"
 Role = Literal["user", "service"]
+# What the caller signed in with: a signed token (this installation's or the identity
+# provider's), an API key, a console session, or a mailed link.
+Credential = Literal["token", "api_key", "session", "link"]
 
 
 class User(BaseModel):
     name: str
     role: Role = "user"
+    via: Credential = "token"
+    # A token's `iat`, checked against the user's cut-off (see `require_not_cut_off`).
+    issued_at: float | None = None
 
     @property
     def is_service(self) -> bool:
@@ -81,7 +87,24 @@ def authenticate(secret: str, authorization: str | None) -> User:
         raise ApiError(401, "invalid_token", "invalid token: 'sub' must be a non-empty string")
     if role not in ("user", "service"):
         raise ApiError(401, "invalid_token", f"invalid token: unknown role {role!r}")
-    return User(name=sub, role=role)
+    return User(name=sub, role=role, issued_at=issued_at(claims))
+
+
+def issued_at(claims: dict[str, Any]) -> float | None:
+    """A token's `iat`, when it carries a usable one."""
+    iat = claims.get("iat")
+    return float(iat) if isinstance(iat, int | float) and not isinstance(iat, bool) else None
+
+
+async def require_not_cut_off(conn: asyncpg.Connection, user: User) -> None:
+    """401 for a token issued before its user's access was ended (an erasure): a signed token
+    cannot be deleted, so its user's row says from when tokens count again. A token with no
+    `iat` cannot show it is newer."""
+    not_before = await token_cutoffs.tokens_not_before(conn, user.name)
+    if not_before is not None and (user.issued_at is None
+                                   or user.issued_at <= not_before.timestamp()):
+        raise ApiError(401, "token_revoked", "this token was issued before its user's access "
+                                             "was ended; sign in again")
 
 
 class NewSession(BaseModel):
@@ -137,7 +160,7 @@ async def authenticate_session(conn: asyncpg.Connection, session_id: str, *, met
             csrf_token and hmac.compare_digest(csrf_token.encode(), session.csrf_token.encode())):
         raise ApiError(403, "csrf_failed", f"a change made with a session cookie needs the "
                                            f"session's {CSRF_HEADER} header")
-    return User(name=session.user_name, role=session.role)
+    return User(name=session.user_name, role=session.role, via="session")
 
 
 def can_access(user: User, run: RunRow, group_role: str | None = None) -> bool:

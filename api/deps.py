@@ -20,8 +20,9 @@ from api.auth import (
     authenticate,
     authenticate_session,
     bearer_token,
+    require_not_cut_off,
 )
-from api.errors import unavailable
+from api.errors import ApiError, unavailable
 from api.identity import IdentityProvider, is_provider_token
 from api.services.access import claims_of
 from api.services.runs import visible_run
@@ -83,16 +84,21 @@ async def get_user(
     session cookie."""
     session_id = request.cookies.get(SESSION_COOKIE)
     token = bearer_token(authorization)
-    if token is not None and is_api_key(token):
-        async with pooled_connection(request, AUTHENTICATOR) as conn:
-            return await authenticate_api_key(conn, token)
     provider: IdentityProvider | None = request.app.state.identity_provider
+    user = None
     if token is not None and provider is not None and is_provider_token(token):
-        return await provider.authenticate(token)
-    if authorization is not None or not session_id:
-        return authenticate(request.app.state.settings.jwt_secret, authorization)
+        user = await provider.authenticate(token)
+    elif (token is None or not is_api_key(token)) and (authorization is not None
+                                                       or not session_id):
+        user = authenticate(request.app.state.settings.jwt_secret, authorization)
     # Borrowed only for the lookup: a stream must not hold a connection for its lifetime.
     async with pooled_connection(request, AUTHENTICATOR) as conn:
+        if user is not None:  # a signed token: unless its user's access has ended since
+            await require_not_cut_off(conn, user)
+            return user
+        if token is not None:
+            return await authenticate_api_key(conn, token)
+        assert session_id is not None, "no token: the session cookie"
         return await authenticate_session(conn, session_id, method=request.method,
                                           csrf_token=request.headers.get(CSRF_HEADER))
 
@@ -127,6 +133,34 @@ AuthenticatorConn = Annotated[asyncpg.Connection,
 async def get_visible_run(run_id: UUID, user: CurrentUser, conn: Conn) -> RunRow:
     """The run, if the caller may see it; another user's run is indistinguishable from none."""
     return await visible_run(conn, user, run_id)
+
+
+async def still_signed_in(request: Request, user: User) -> bool:
+    """Whether the credential a stream's request carries still signs in as `user`, checked
+    as on any request (a revoked key, a signed-out or expired session, an expired or cut-off
+    token: no). A database that cannot answer is an error, not a no."""
+    try:
+        again = await get_user(request, request.headers.get("authorization"))
+    except ApiError as refused:
+        if refused.status >= 500:
+            raise
+        return False
+    return (again.name, again.role) == (user.name, user.role)
+
+
+async def still_reads_run(request: Request, user: User, run_id: UUID) -> bool:
+    """Whether a stream's caller may still read the run: signed in as before, and allowed as
+    `GET /runs/{id}` allows it."""
+    if not await still_signed_in(request, user):
+        return False
+    async with pooled_connection(request, claims_of(user)) as conn:
+        try:
+            await visible_run(conn, user, run_id)
+        except ApiError as refused:
+            if refused.status >= 500:
+                raise
+            return False
+    return True
 
 
 VisibleRun = Annotated[RunRow, Depends(get_visible_run)]

@@ -49,7 +49,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: _error("Not allowed: a change authenticated by a console session cookie without the "
                 "session's X-CSRF-Token header; a group role that may not do this (the message "
                 "names the rule); a decision link that is invalid, used or expired; an "
-                "operator route without the service role"),
+                "operator route without the service role; a device the caller may not name"),
     404: _error("No such run, job, item, checkpoint or app (another user's run included)"),
     409: _error("Conflicts with the current state: not pending, finished, stale, or an "
                 "Idempotency-Key reused for a different request"),
@@ -96,6 +96,22 @@ def invalid_request(errors: Sequence[Any]) -> ApiError:
     return ApiError(422, "invalid_request", message, details=details)
 
 
+def as_api_error(error: Exception) -> ApiError | None:
+    """What an error that escaped a service means to any transport: Temporal or the database
+    unreachable is a 503, any other Temporal refusal a 502; None for a bug (a 500, logged by
+    the caller). REST's handlers and the protocol adapters all map through here."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, RPCError):
+        if error.status in _UNAVAILABLE:
+            return unavailable("Temporal is unavailable; retry shortly")
+        return ApiError(502, "temporal_error", f"Temporal refused the request: {error.message}")
+    if isinstance(error, UNAVAILABLE_ERRORS):
+        # The database went away in the middle of the request (restart, failover).
+        return unavailable("the database is unavailable; retry shortly")
+    return None
+
+
 def error_response(status: int, code: str, message: str, *, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
@@ -123,21 +139,15 @@ def install_error_handlers(app: FastAPI) -> None:
                               headers=getattr(error, "headers", None))
 
     @app.exception_handler(RPCError)
-    async def _temporal(request: Request, error: RPCError) -> JSONResponse:
-        if error.status in _UNAVAILABLE:
-            return error_response(503, "unavailable", "Temporal is unavailable; retry shortly",
-                                  headers={"Retry-After": RETRY_AFTER_SECONDS})
-        log.exception("unexpected Temporal error")
-        return error_response(502, "temporal_error", f"Temporal refused the request: "
-                                                     f"{error.message}")
-
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        if isinstance(error, UNAVAILABLE_ERRORS):
-            # The database went away in the middle of the request (restart, failover).
-            log.warning("database unavailable on %s %s: %s", request.method,
-                        request.url.path, error)
-            return error_response(503, "unavailable", "the database is unavailable; retry "
-                                  "shortly", headers={"Retry-After": RETRY_AFTER_SECONDS})
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error")
+    async def _escaped(request: Request, error: Exception) -> JSONResponse:
+        mapped = as_api_error(error)
+        if mapped is None:
+            log.exception("unhandled error on %s %s", request.method, request.url.path)
+            return error_response(500, "internal_error", "internal error")
+        if mapped.status == 502:
+            log.exception("unexpected Temporal error")
+        else:
+            log.warning("unavailable on %s %s: %s", request.method, request.url.path, error)
+        return error_response(mapped.status, mapped.code, mapped.message,
+                              details=mapped.details, headers=mapped.headers)

@@ -6,6 +6,11 @@ A subscriber sends strictly `last_sent + 1` next and reads any gap from `run_eve
 so a missed notification, a listener reconnect or an API restart loses nothing and never
 sends an event twice. A subscriber whose queue overflows is told to reconnect and dropped,
 so a slow client never holds up writers or other clients.
+
+Access can end while a stream is open (a member removed, a key revoked, a session signed out,
+a user erased: migration 036 notifies `waystation_access`). The hub marks the streams it may
+concern as stale, in the order notifications arrive, so an event committed after the change
+is never handed over before the stream has checked its caller again.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -29,6 +35,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_CHANNEL = "waystation_events"
 GATES_CHANNEL = "waystation_gates"
+ACCESS_CHANNEL = "waystation_access"
 FETCH_PAGE = 1000
 # Put in a closed subscriber's queue to wake its stream; seq 0 is never sent.
 _WAKE_UP = LiveEvent(seq=0, type="", frame=b"")
@@ -38,9 +45,13 @@ _WAKE_UP = LiveEvent(seq=0, type="", frame=b"")
 class RunSubscription:
     run_id: UUID
     capacity: int
+    caller: str | None = None  # whom access notices name (a user, `apikey:<id>`)
     queue: asyncio.Queue[LiveEvent] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
     closed: bool = False
+    # The caller must be checked again before anything more is sent. True at first: access
+    # may have ended between the stream's authentication and its subscription.
+    stale: bool = True
 
     def push(self, event: LiveEvent) -> None:
         if self.overflowed or self.closed:
@@ -56,17 +67,27 @@ class RunSubscription:
         self.closed = True
         self.queue.put_nowait(_WAKE_UP)
 
+    def access_changed(self) -> None:
+        self.stale = True
+        self.queue.put_nowait(_WAKE_UP)
+
 
 @dataclass(eq=False)
 class InboxSubscription:
     owner: str | None  # None: every owner (service role)
-    # The subscriber's role in each of its groups, read when the stream opened.
+    # The subscriber's role in each of its groups, read again whenever its access changes.
     group_roles: dict[str, str] = field(default_factory=dict)
+    caller: str | None = None  # whom access notices name
     queue: asyncio.Queue[dict] = field(default_factory=asyncio.Queue)
     closed: bool = False
+    stale: bool = True  # as RunSubscription.stale
 
     def close(self) -> None:
         self.closed = True
+        self.queue.put_nowait({})
+
+    def access_changed(self) -> None:
+        self.stale = True
         self.queue.put_nowait({})
 
     def concerns(self, change: dict) -> bool:
@@ -85,6 +106,10 @@ class InboxSubscription:
 class _RunChannel:
     fetched_seq: int
     subscribers: set[RunSubscription] = field(default_factory=set)
+    # The highest seq a notification has announced. A table read hands over no row beyond
+    # it: a row's own notification comes after any access notice committed before the row,
+    # so no subscriber gets a row before it has seen the access notices that preceded it.
+    announced_seq: float = 0
     dirty: bool = False
     pump: asyncio.Task[None] | None = None
 
@@ -149,9 +174,11 @@ class EventHub:
                 conn.add_termination_listener(lambda _c: self._lost.set())
                 await conn.add_listener(EVENTS_CHANNEL, self._on_event)
                 await conn.add_listener(GATES_CHANNEL, self._on_gate)
+                await conn.add_listener(ACCESS_CHANNEL, self._on_access)
                 self._listening.set()
                 backoff = 0.1
-                log.info("listening for %s and %s", EVENTS_CHANNEL, GATES_CHANNEL)
+                log.info("listening for %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
+                         ACCESS_CHANNEL)
                 # Whatever was committed while nobody listened is read now.
                 self._resync_all()
                 while not self._lost.is_set() and not conn.is_closed():
@@ -168,9 +195,14 @@ class EventHub:
             backoff = min(backoff * 2, 5.0)
 
     def _resync_all(self) -> None:
-        for run_id in list(self._channels):
+        for channel in self._channels.values():
+            for subscriber in channel.subscribers:
+                subscriber.access_changed()  # a missed access notice must not go unchecked
+        for run_id, channel in list(self._channels.items()):
+            channel.announced_seq = math.inf  # notifications were missed; all are stale
             self._wake(run_id)
         for inbox in self._inboxes:
+            inbox.access_changed()
             inbox.queue.put_nowait({"resync": True})
 
     # --- notifications -------------------------------------------------------------------
@@ -185,6 +217,9 @@ class EventHub:
         channel = self._channels.get(run_id)
         if channel is None:
             return
+        announced = note.get("seq")
+        channel.announced_seq = max(channel.announced_seq, announced
+                                    if isinstance(announced, int) else math.inf)
         if not self._deliver_inline(channel, note):
             self._wake(run_id)
 
@@ -216,6 +251,26 @@ class EventHub:
             if inbox.concerns(change):
                 inbox.queue.put_nowait(change)
 
+    def _on_access(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        """A membership, key, session or user changed: the streams of the caller it names, or
+        of the run it names, check their caller again before they send anything more."""
+        try:
+            note = json.loads(payload)
+            user, run_id = note.get("user"), note.get("run_id")
+            run = UUID(run_id) if run_id is not None else None
+        except (ValueError, AttributeError, TypeError):
+            # Unreadable: every stream checks again rather than none.
+            log.warning("malformed access notification %r: checking every stream", payload)
+            user, run = None, None
+            note = None
+        for channel in self._channels.values():
+            for subscriber in channel.subscribers:
+                if note is None or subscriber.caller == user or subscriber.run_id == run:
+                    subscriber.access_changed()
+        for inbox in self._inboxes:
+            if note is None or inbox.caller == user:
+                inbox.access_changed()
+
     def _wake(self, run_id: UUID) -> None:
         channel = self._channels.get(run_id)
         if channel is None:
@@ -240,19 +295,21 @@ class EventHub:
                 # Subscribers catch up from the table themselves on their next heartbeat.
                 log.warning("cannot read events of run %s: %s", run_id, error)
                 return
-            for row in rows:
+            announced = [row for row in rows if row.seq <= channel.announced_seq]
+            for row in announced:
                 event = LiveEvent.of(EventView.of(row))
                 for subscriber in list(channel.subscribers):
                     subscriber.push(event)
-            if rows:
-                channel.fetched_seq = rows[-1].seq
-            if len(rows) == FETCH_PAGE:
+            if announced:
+                channel.fetched_seq = announced[-1].seq
+            if len(announced) == FETCH_PAGE:
                 channel.dirty = True
 
     # --- subscriptions -------------------------------------------------------------------
 
-    def subscribe_run(self, run_id: UUID, from_seq: int) -> RunSubscription:
-        subscription = RunSubscription(run_id=run_id, capacity=self._capacity)
+    def subscribe_run(self, run_id: UUID, from_seq: int,
+                      caller: str | None = None) -> RunSubscription:
+        subscription = RunSubscription(run_id=run_id, capacity=self._capacity, caller=caller)
         channel = self._channels.get(run_id)
         if channel is None:
             channel = self._channels[run_id] = _RunChannel(fetched_seq=from_seq)
@@ -273,9 +330,10 @@ class EventHub:
                 channel.pump.cancel()
             del self._channels[subscription.run_id]
 
-    def subscribe_inbox(self, owner: str | None,
-                        group_roles: dict[str, str] | None = None) -> InboxSubscription:
-        subscription = InboxSubscription(owner=owner, group_roles=group_roles or {})
+    def subscribe_inbox(self, owner: str | None, group_roles: dict[str, str] | None = None,
+                        caller: str | None = None) -> InboxSubscription:
+        subscription = InboxSubscription(owner=owner, group_roles=group_roles or {},
+                                         caller=caller)
         self._inboxes.add(subscription)
         if self._closing:
             subscription.close()

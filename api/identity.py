@@ -15,7 +15,7 @@ from typing import Any
 
 import jwt
 
-from api.auth import User
+from api.auth import User, issued_at
 from api.errors import ApiError, unavailable
 
 ALGORITHMS = ("RS256", "ES256")
@@ -67,4 +67,4 @@ class IdentityProvider:
         sub = claims["sub"]
         if not isinstance(sub, str) or not sub or len(sub) > 200:
             raise ApiError(401, "invalid_token", "invalid token: 'sub' must be a non-empty string")
-        return User(name=sub)
+        return User(name=sub, issued_at=issued_at(claims))

@@ -7,6 +7,7 @@ from uuid import UUID
 
 import asyncpg
 
+from persistence.db import Conflict
 from persistence.groups import remove_member
 from persistence.models import Row
 from persistence.queries import sql
@@ -29,10 +30,19 @@ class ApiKeyRow(Row):
         return self.owner if self.group_id is None else f"{PRINCIPAL_PREFIX}{self.id}"
 
 
+class TooManyKeys(Conflict):
+    """The maker already holds as many live keys as allowed; nothing was written."""
+
+
 async def create_api_key(conn: asyncpg.Connection, *, key_id: UUID, name: str, owner: str,
-                         group_id: UUID | None, role: str | None,
-                         secret_hash: str) -> ApiKeyRow:
+                         group_id: UUID | None, role: str | None, secret_hash: str,
+                         max_live_keys: int) -> ApiKeyRow:
+    """A new key (a group key joins its group). Raises TooManyKeys."""
     async with conn.transaction():
+        await conn.execute(sql("lock_user_api_keys"), owner)
+        if await conn.fetchval(sql("count_live_api_keys"), owner) >= max_live_keys:
+            raise TooManyKeys(f"at most {max_live_keys} live API keys per user: revoke one "
+                              f"(DELETE /api-keys/{{id}}) before making another")
         key = ApiKeyRow.from_record(await conn.fetchrow(
             sql("insert_api_key"), key_id, name, owner, group_id, secret_hash))
         if group_id is not None:

@@ -15,11 +15,14 @@ from datetime import datetime
 
 import asyncpg
 
+from persistence import token_cutoffs
 from persistence.queries import sql
 
-# Run at the request, in its transaction: nothing signed in as the user works from then on.
+# Run at the request, in its transaction: nothing signed in as the user works from then on,
+# no mailed link decides as them, and no group of theirs lets a later holder of the same name
+# in. Keys are revoked before memberships end (see migration 035's trigger).
 END_ACCESS = ("end_user_sessions", "drop_user_login_codes", "revoke_user_api_keys",
-              "stop_user_webhooks")
+              "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks")
 # Run after the grace period, in one transaction per user. Deliveries before their webhooks
 # (no cascade between them).
 DELETE_PERSONAL = ("delete_user_contact", "delete_user_decision_links",
@@ -34,10 +37,12 @@ PSEUDONYMIZE = ("pseudonymize_user_in_groups", "pseudonymize_user_in_members",
 
 
 async def request_erasure(conn: asyncpg.Connection, user: str) -> None:
-    """Note the request (kept until carried out) and end the user's access now."""
+    """Note the request (kept until carried out) and end the user's access now: their signed
+    tokens too, which cannot be deleted, by a cut-off their user row keeps."""
     await conn.fetchval(sql("request_user_erasure"), user)
     for query in END_ACCESS:
         await conn.execute(sql(query), user)
+    await token_cutoffs.cut_off_tokens(conn, user)
 
 
 async def erase_due_users(pool: asyncpg.Pool, *, requested_before: datetime) -> int:

@@ -238,9 +238,16 @@ async def artifact_kind(conn: asyncpg.Connection, sha256: str) -> str | None:
     return await conn.fetchval(sql("artifact_content_type"), sha256)
 
 
+async def readable_artifacts(conn: asyncpg.Connection, sha256s: list[str],
+                             owner: str | None) -> set[str]:
+    """Those of the artifacts that `owner` (None: every owner) may read a run that stored."""
+    rows = await conn.fetch(sql("readable_artifacts"), sha256s, owner)
+    return {r["sha256"] for r in rows}
+
+
 async def may_read_artifact(conn: asyncpg.Connection, sha256: str, owner: str | None) -> bool:
     """Whether `owner` (None: every owner) may read a run that stored the artifact."""
-    return bool(await conn.fetchval(sql("may_read_artifact"), sha256, owner))
+    return sha256 in await readable_artifacts(conn, [sha256], owner)
 
 
 async def may_read_app(conn: asyncpg.Connection, package: str, owner: str | None) -> bool:

@@ -61,7 +61,7 @@ async def live_api(migrated_url: str, dev_env: WorkflowEnvironment, pool: asyncp
     try:
         async with build_worker(dev_env.client, pool, task_queue=task_queue,
                                 backend=backend_named("offline", delay_ms=delay_ms),
-                                webhook_private_networks=config.webhook_private_networks):
+                                webhook_private_networks=config.webhooks_to_private_networks):
             yield api
     finally:
         await api.stop()

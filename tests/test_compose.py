@@ -321,7 +321,8 @@ def test_temporal_ui(services: dict[str, Any]) -> None:
     ui = services["temporal-ui"]
     assert str(ui["image"]).startswith("temporalio/ui")
     assert env_mapping(ui).get("TEMPORAL_ADDRESS") == "temporal:7233"
-    assert "8233:8080" in [str(p) for p in ui.get("ports", [])]
+    # Published on localhost only: the UI has no sign-in of its own (issue 25).
+    assert [str(p) for p in ui.get("ports", [])] == ["127.0.0.1:8233:8080"]
 
 
 def _indexed_type_name(key: Any) -> str:
@@ -395,6 +396,8 @@ def test_dockerfile_runs_waystation_as_non_root() -> None:
     assert "api" in launch, "the default command should be `waystation api`"
     env = " ".join(args for instr, args in last_stage if instr == "ENV")
     assert re.search(r"WAYSTATION_API_HOST[= ]0\.0\.0\.0", env), "API must bind 0.0.0.0"
+    # A plain `docker run` is production: the dev secrets in the source are refused.
+    assert re.search(r"WAYSTATION_ENV[= ]production", env), "the image must default to production"
 
 
 def test_dockerignore_keeps_what_pip_install_needs() -> None:

@@ -21,6 +21,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from api.app import create_app
 from api.auth import issue_token
 from api.identity import IdentityProvider
+from tests.helpers import eventually
 from waystation.settings import Settings
 
 SECRET = "identity-secret-0123456789-0123456789-abcdef"
@@ -82,9 +83,10 @@ def jwks() -> Iterator[tuple[Jwks, str]]:
 
 
 @pytest_asyncio.fixture
-async def api(migrated_url, jwks) -> AsyncIterator[httpx.AsyncClient]:
+async def api(migrated_url, jwks, dev_env) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(database_url=migrated_url, jwt_secret=SECRET, jwks_url=jwks[1],
-                        jwt_audience=AUDIENCE, jwt_issuer=ISSUER, jwt_leeway_seconds=30)
+                        jwt_audience=AUDIENCE, jwt_issuer=ISSUER, jwt_leeway_seconds=30,
+                        temporal_address=dev_env.client.service_client.config.target_host)
     app = create_app(settings)
     # As configured, but without the 30 s between refetches, so rotation is seen at once.
     app.state.identity_provider = IdentityProvider(
@@ -208,3 +210,29 @@ async def test_api_keys_act_as_their_user_or_group_member(api, pool):
     assert principal not in {m["user"] for m in members}
     assert (await api.delete(f"/api-keys/{key_id}",
                              headers=bearer(issue_token(SECRET, alice)))).status_code == 404
+
+
+async def test_erasure_cuts_off_identity_provider_tokens_too(api, jwks):
+    """A provider's token is signed elsewhere and cannot be revoked there: the erasure's
+    cut-off refuses those issued before it, and one with no `iat` (it cannot show it is
+    newer); a token issued after it (the same `sub`, in a later second) counts."""
+    keys = jwks[0]
+    sub = f"ida-{uuid.uuid4().hex[:6]}"
+    before = keys.token("rsa-1", sub=sub)
+    undated = jwt.encode({"sub": sub, "aud": AUDIENCE, "iss": ISSUER,
+                          "exp": int(time.time()) + 300}, keys.private["ec-1"][0],
+                         algorithm="ES256", headers={"kid": "ec-1"})
+    for token in (before, undated):
+        assert (await api.get("/groups", headers=bearer(token))).status_code == 200
+    erased = await api.post("/admin/erasure", json={"user": sub},
+                            headers=bearer(issue_token(SECRET, "ops", role="service")))
+    assert erased.status_code == 202, erased.text
+    for token in (before, undated):
+        refused = await api.get("/groups", headers=bearer(token))
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"]["code"] == "token_revoked"
+
+    async def a_later_token_counts() -> bool:
+        later = await api.get("/groups", headers=bearer(keys.token("rsa-1", sub=sub)))
+        return later.status_code == 200
+    await eventually(a_later_token_counts, timeout=3)

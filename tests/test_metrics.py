@@ -41,7 +41,8 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 @pytest_asyncio.fixture
 async def served(dev_env, pool, migrated_url, task_queue) -> AsyncIterator[InProcessApi]:
     address = dev_env.client.service_client.config.target_host
-    api = InProcessApi(api_settings(migrated_url, address, task_queue))
+    # Fresh figures at every scrape: the test compares them before and after.
+    api = InProcessApi(api_settings(migrated_url, address, task_queue, metrics_cache_seconds=0))
     worker = build_worker(dev_env.client, pool, task_queue=task_queue,
                           backend=backend_named("offline"))
     async with worker:

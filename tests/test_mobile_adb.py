@@ -79,7 +79,7 @@ async def test_adb_driver_speaks_adb(fake_adb: Path):
     assert ["uiautomator", "dump", "/sdcard/window_dump.xml"] in shell
     assert ["input", "tap", "10", "20"] in shell
     assert ["input", "swipe", "10", "20", "10", "20", "800"] in shell
-    assert ["input", "text", "hello%sworld"] in shell
+    assert ["input", "text", "'hello%sworld'"] in shell
     assert ["input", "swipe", "1", "900", "1", "300", "300"] in shell
     assert ["input", "keyevent", "4"] in shell
     assert all(c[:2] == ["-s", "emulator-5554"] for c in calls(fake_adb))
@@ -95,4 +95,4 @@ async def test_adb_failures_are_driver_errors(fake_adb: Path):
 def test_focus_and_text_escaping():
     assert parse_focus("mCurrentFocus=Window{a u0 com.x/com.x.ui.Main}") == ("com.x", ".ui.Main")
     assert parse_focus("nothing") == ("", "")
-    assert escape_input_text("a b&c") == "a%sb\\&c"
+    assert escape_input_text("a b&c") == "'a%sb&c'"

@@ -1,4 +1,5 @@
-"""A real local HTTP server that receives webhooks, failing the first N requests."""
+"""A real local HTTP server that receives webhooks, failing the first N requests (with
+`fail_status` and `fail_body`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ class Received:
 @dataclass
 class Receiver:
     fail_first: int = 0
+    fail_status: int = 500
+    fail_body: bytes = b""
     received: list[Received] = field(default_factory=list)
     url: str = ""
 
@@ -26,13 +29,16 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                status = 500 if len(receiver.received) < receiver.fail_first else 204
+                failing = len(receiver.received) < receiver.fail_first
+                status = receiver.fail_status if failing else 204
+                answer = receiver.fail_body if failing else b""
                 receiver.received.append(Received(
                     headers={k.lower(): v for k, v in self.headers.items()}, body=body,
                     answered=status))
                 self.send_response(status)
-                self.send_header("content-length", "0")
+                self.send_header("content-length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args: object) -> None:
                 pass

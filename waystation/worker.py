@@ -78,7 +78,7 @@ def build_worker(
     if sandbox_every_workflow is None:
         sandbox_every_workflow = settings.sandbox_every_workflow
     if webhook_private_networks is None:
-        webhook_private_networks = settings.webhook_private_networks
+        webhook_private_networks = settings.webhooks_to_private_networks
     registry = registry or load_registry(use_entry_points=False)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
                       items_sources=items_sources)

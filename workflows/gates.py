@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
-import jsonschema_rs
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -42,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         UNKNOWN_OPTION,
     )
     from contracts.statuses import ExpiryPolicy, GateStatus
+    from contracts.user_schemas import user_schema_validator
     from contracts.writes import (
         DEFAULT_DECIDER_ROLES,
         GateCloseWrite,
@@ -431,7 +431,9 @@ def _check_answer(spec: GateSpec, d: DecisionInput) -> None:
         raise ApplicationError(f"answer: {spec.checkpoint_name!r} {where}", {"path": "answer"},
                                type=INVALID_ANSWER)
     assert spec.answer_schema is not None
-    for error in jsonschema_rs.validator_for(spec.answer_schema).iter_errors(d.answer):
+    # The schema was checked at submit; the validator still refuses retrieval, so an update
+    # validator (workflow code) can never do I/O, and its patterns cannot backtrack.
+    for error in user_schema_validator(spec.answer_schema).iter_errors(d.answer):
         path = answer_path(error.instance_path)
         raise ApplicationError(f"{path}: {error.message}", {"path": path}, type=INVALID_ANSWER)
 

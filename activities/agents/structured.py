@@ -13,8 +13,9 @@ import json
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+import jsonschema_rs
+
+from contracts.user_schemas import user_schema_validator
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -42,18 +43,18 @@ def extract_json_object(text: str) -> dict[str, Any]:
     raise AnswerProblem("the answer holds no JSON object")
 
 
-def field_path(error: ValidationError) -> str:
-    path = ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "required":
-        # The missing property is named in the message, not the path.
-        missing = re.findall(r"'([^']+)' is a required property", error.message)
-        if missing:
-            path = f"{path}.{missing[0]}" if path else missing[0]
+def field_path(error: jsonschema_rs.ValidationError) -> str:
+    path = ".".join(str(p) for p in error.instance_path)
+    if isinstance(error.kind, jsonschema_rs.ValidationErrorKind.Required):
+        # The missing property is named by the error, not its path.
+        missing = error.kind.property
+        path = f"{path}.{missing}" if path else missing
     return path or "(root)"
 
 
 def validate_answer(value: dict[str, Any], schema: dict[str, Any]) -> None:
-    error = best_match(Draft202012Validator(schema).iter_errors(value))
+    # Schemas come from users: no retrieval, no backtracking patterns (contracts.user_schemas).
+    error = next(user_schema_validator(schema).iter_errors(value), None)
     if error is not None:
         where = field_path(error)
         raise AnswerProblem(f"field {where!r}: {error.message}", where)

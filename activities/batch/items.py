@@ -316,11 +316,13 @@ class BatchActivities:
             index, step = spec.step_named(step_name)
             if step_name in outputs:
                 # Stored before a crash or an earlier attempt: follow it, never re-run it.
-                step_name = self._next(spec, index, payload, outputs)
+                step_name = await self._next(spec, index, payload, outputs)
                 if step_name == END:
                     await jobs_repo.finish_unit(await lease.conn(), unit.id)
                 continue
-            prompt = render(step.template, payload, outputs)
+            # In a thread: a render is CPU work (up to its budget, see templates.py) that
+            # must not hold up this worker's event loop, and so every other job's items.
+            prompt = await asyncio.to_thread(render, step.template, payload, outputs)
             started = time.monotonic()
             response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
@@ -329,7 +331,7 @@ class BatchActivities:
                 temperature=step.temperature)))
             output = _step_output(step.name, step.output_schema, response)
             outputs[step.name] = output
-            following = self._next(spec, index, payload, outputs)
+            following = await self._next(spec, index, payload, outputs)
             now = time.monotonic()
             write = jobs_repo.StepOutputWrite(
                 unit_id=unit.id, step=step.name, step_index=index, output=output,
@@ -346,11 +348,12 @@ class BatchActivities:
             step_name = following
         return ran, None
 
-    def _next(self, spec: BatchJobSpec, index: int, payload: dict[str, Any],
-              outputs: dict[str, Any]) -> str:
+    async def _next(self, spec: BatchJobSpec, index: int, payload: dict[str, Any],
+                    outputs: dict[str, Any]) -> str:
         step = spec.steps[index]
         for rule in step.branches:
-            if evaluate(rule.when, payload, outputs, outputs[step.name]):
+            if await asyncio.to_thread(evaluate, rule.when, payload, outputs,
+                                       outputs[step.name]):
                 return rule.goto
         return spec.default_next(index)
 

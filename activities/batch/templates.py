@@ -6,6 +6,18 @@ reference to a missing item field or step output raises an error that names the 
 be checked without an item is checked when the job is submitted: syntax, the names a template
 may use (`item`, `outputs`), and that every `outputs.X` names an earlier step.
 
+Templates also run on a budget (issue 25): one render may turn its loops `MAX_LOOP_TURNS`
+times, produce `MAX_OUTPUT_CHARS` and take `RENDER_SECONDS`; past any of these the item fails
+with `OverBudget`. Every loop's iterable is wrapped (at compile time) in a counter that checks
+the budget, and `*`/`**` are intercepted so one expression cannot build a huge value. The
+budget is cooperative because the worker renders in a thread (so its event loop keeps
+heartbeating and running other jobs' items), and a thread cannot be killed: a check inside
+the render is what stops it. A process per render would be killable but costs a spawn and
+pickling per step, on every item of every job; what a template can do without looping or
+multiplying is bounded by the template's own length. Loops nested deeper than
+`MAX_LOOP_NESTING`, and recursive loops (whose inner turns bypass the counter), are refused
+at submit.
+
 A step's output is its answer's text (`{{ outputs.summarize }}`, `'poor' in output`), whose
 parsed fields read as attributes (`outputs.grade.score`); `| tojson` gives the fields as JSON
 (or the text as a JSON string when the answer had none).
@@ -14,7 +26,9 @@ parsed fields read as attributes (`outputs.grade.score`); `| tojson` gives the f
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
@@ -27,8 +41,41 @@ ALLOWED_NAMES = frozenset({"item", "outputs"})
 BRANCH_NAMES = ALLOWED_NAMES | {"output"}
 
 
+MAX_LOOP_TURNS = 100_000
+MAX_OUTPUT_CHARS = 1_000_000
+RENDER_SECONDS = 2.0
+MAX_LOOP_NESTING = 2
+# `2 ** 4096` is already beyond any prompt's use; a bigger exponent only costs CPU.
+MAX_EXPONENT = 4096
+
+
 class TemplateProblem(ValueError):
     """A template that cannot be used (submit time) or rendered for an item (run time)."""
+
+
+class OverBudget(TemplateProblem):
+    """A render that would loop, grow or run past its budget."""
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.turns = 0
+        self.deadline = time.monotonic() + RENDER_SECONDS
+
+    def spend_turn(self) -> None:
+        self.turns += 1
+        if self.turns > MAX_LOOP_TURNS:
+            raise OverBudget(f"template over budget: more than {MAX_LOOP_TURNS} loop turns")
+        self.check_time()
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise OverBudget(f"template over budget: rendering took over {RENDER_SECONDS} s")
+
+
+# The budget of the render running in this thread (each render sets its own).
+_budget: ContextVar[_Budget] = ContextVar("template_budget")
+_COUNTED = "waystation_counted"
 
 
 class Scope(dict):
@@ -105,14 +152,45 @@ class _NamedUndefined(StrictUndefined):
     __str__ = __bool__ = __iter__ = __len__ = _fail_with_undefined_error
 
 
-_ENV = SandboxedEnvironment(undefined=_NamedUndefined, autoescape=False,
+def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
+    budget = _budget.get()
+    for value in iterable:
+        budget.spend_turn()
+        yield value
+
+
+def _sized(length: int, times: Any) -> None:
+    if isinstance(times, int) and length * times > MAX_OUTPUT_CHARS:
+        raise OverBudget(f"template over budget: a value over {MAX_OUTPUT_CHARS} characters")
+
+
+class _BudgetedEnvironment(SandboxedEnvironment):
+    """The sandbox, with `*` and `**` checked before they build a value."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for sequence, times in ((left, right), (right, left)):
+                if isinstance(sequence, str | list | tuple):
+                    _sized(len(sequence), times)
+        elif isinstance(right, int) and abs(right) > MAX_EXPONENT:
+            raise OverBudget(f"template over budget: an exponent over {MAX_EXPONENT}")
+        return super().call_binop(context, operator, left, right)
+
+
+_ENV = _BudgetedEnvironment(undefined=_NamedUndefined, autoescape=False,
                             keep_trailing_newline=True)
 _ENV.policies["json.dumps_function"] = _dumps
+_ENV.filters[_COUNTED] = _counted
 
 
 @lru_cache(maxsize=512)
 def _compiled(source: str) -> Any:
-    return _ENV.from_string(source)
+    tree = _ENV.parse(source)
+    for loop in tree.find_all(nodes.For):
+        loop.iter = nodes.Filter(loop.iter, _COUNTED, [], [], None, None, lineno=loop.lineno)
+    return _ENV.from_string(tree)
 
 
 @lru_cache(maxsize=512)
@@ -130,16 +208,29 @@ def _context(item: Mapping[str, Any], outputs: Mapping[str, Any],
 
 
 def render(source: str, item: Mapping[str, Any], outputs: Mapping[str, Any]) -> str:
-    """Render a step's prompt; TemplateProblem names whatever was missing."""
+    """Render a step's prompt within its budget; TemplateProblem names whatever was missing
+    (or which budget ran out). CPU-bound: the worker calls it in a thread."""
+    _budget.set(budget := _Budget())
+    rendered: list[str] = []
+    length = 0
     try:
-        return str(_compiled(source).render(_context(item, outputs)))
+        for chunk in _compiled(source).generate(_context(item, outputs)):
+            length += len(chunk)
+            if length > MAX_OUTPUT_CHARS:
+                raise OverBudget(f"template over budget: output over {MAX_OUTPUT_CHARS} "
+                                 f"characters")
+            budget.check_time()
+            rendered.append(chunk)
     except (UndefinedError, SecurityError, TypeError) as error:
         raise TemplateProblem(str(error)) from error
+    return "".join(rendered)
 
 
 def evaluate(condition: str, item: Mapping[str, Any], outputs: Mapping[str, Any],
              output: Any) -> bool:
-    """A branch condition's truth for this item and output."""
+    """A branch condition's truth for this item and output (an expression has no loops; its
+    `*` and `**` are bounded as in a template)."""
+    _budget.set(_Budget())
     try:
         return bool(_compiled_expression(condition)(**_context(item, outputs, output)))
     except (UndefinedError, SecurityError, TypeError) as error:
@@ -155,6 +246,7 @@ def check_template(source: str, *, earlier_steps: list[str], all_steps: list[str
     except TemplateSyntaxError as error:
         raise TemplateProblem(f"syntax error on line {error.lineno}: {error.message}") from error
     _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
+    _check_loops(tree)
 
 
 def check_condition(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
@@ -178,6 +270,19 @@ def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[st
             raise TemplateProblem(f"outputs.{step} refers to no step of this job")
         if step not in earlier:
             raise TemplateProblem(f"outputs.{step} is not an earlier step's output")
+
+
+def _check_loops(tree: nodes.Node, depth: int = 0) -> None:
+    for loop in tree.iter_child_nodes():
+        inner = depth
+        if isinstance(loop, nodes.For):
+            if loop.recursive:
+                raise TemplateProblem(f"line {loop.lineno}: recursive loops are not allowed")
+            inner = depth + 1
+            if inner > MAX_LOOP_NESTING:
+                raise TemplateProblem(f"line {loop.lineno}: loops nested over "
+                                      f"{MAX_LOOP_NESTING} deep")
+        _check_loops(loop, inner)
 
 
 def _referenced_outputs(tree: nodes.Template) -> list[str]:

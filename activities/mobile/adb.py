@@ -76,7 +76,8 @@ class AdbDriver:
 
     async def input_text(self, x: int, y: int, text: str) -> None:
         await self.tap(x, y)
-        await self._shell("input", "text", escape_input_text(text))
+        for command in typing_commands(text):
+            await self._shell(*command)
 
     async def swipe(self, x1: int, y1: int, x2: int, y2: int) -> None:
         await self._shell("input", "swipe", str(x1), str(y1), str(x2), str(y2), "300")
@@ -105,6 +106,29 @@ def parse_focus(dumpsys: str) -> tuple[str, str]:
         else activity
 
 
+# Keys `input text` cannot type: a newline or tab would end or split the device shell's
+# command line, so they are pressed as keys instead.
+_KEYS = {"\n": "66", "\t": "61"}  # KEYCODE_ENTER, KEYCODE_TAB
+_SEPARATOR = re.compile(r"([\n\t])")
+# Other control characters (a carriage return, NUL, escape) have no key to press: dropped.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def typing_commands(text: str) -> list[list[str]]:
+    """The `adb shell` commands that type `text`: `input text` per line and tab-free part,
+    `input keyevent` for the newlines and tabs between."""
+    commands = []
+    for part in _SEPARATOR.split(_CONTROL.sub("", text)):
+        if part in _KEYS:
+            commands.append(["input", "keyevent", _KEYS[part]])
+        elif part:
+            commands.append(["input", "text", escape_input_text(part)])
+    return commands
+
+
 def escape_input_text(text: str) -> str:
-    # `input text` runs through the device shell: spaces are %s, shell metacharacters quoted.
-    return re.sub(r"([\\\"'()<>|;&*~`$])", r"\\\1", text.replace(" ", "%s"))
+    """One argument for `input text`, as the device shell will read it: `adb shell` joins its
+    arguments into one command line for `sh -c`, so the text is single-quoted (nothing inside
+    is expanded: `$(...)`, backquotes, `;`, quotes) and its spaces are `%s`, which `input`
+    types as spaces."""
+    return "'" + text.replace(" ", "%s").replace("'", "'\\''") + "'"

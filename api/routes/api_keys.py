@@ -6,8 +6,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Response
 
-from api.api_keys import new_key
-from api.deps import Conn, CurrentUser
+from api.api_keys import new_key, require_person
+from api.deps import Conn, CurrentUser, SettingsDep
 from api.errors import ApiError
 from api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyView
 from api.services.access import require_member
@@ -18,9 +18,11 @@ router = APIRouter(prefix="/api-keys", tags=["people"])
 
 
 @router.post("", status_code=201, response_model=ApiKeyCreated)
-async def create_api_key(body: ApiKeyCreate, user: CurrentUser, conn: Conn) -> ApiKeyCreated:
+async def create_api_key(body: ApiKeyCreate, user: CurrentUser, conn: Conn,
+                         settings: SettingsDep) -> ApiKeyCreated:
     """A key acting as the caller, or (with `group_id`, group owners only) as its own member
     of the group with `role`; the key is shown only here."""
+    require_person(user)
     if body.group_id is not None:
         role = await require_member(conn, user, body.group_id)
         if not user.is_service and role != OWNER:
@@ -28,9 +30,13 @@ async def create_api_key(body: ApiKeyCreate, user: CurrentUser, conn: Conn) -> A
                                                f"{body.group_id}: it takes role 'owner'",
                            details=[{"role": role, "allowed_roles": [OWNER]}])
     key_id, key, hashed = new_key()
-    row = await keys_repo.create_api_key(conn, key_id=key_id, name=body.name, owner=user.name,
-                                         group_id=body.group_id, role=body.role,
-                                         secret_hash=hashed)
+    try:
+        row = await keys_repo.create_api_key(conn, key_id=key_id, name=body.name,
+                                             owner=user.name, group_id=body.group_id,
+                                             role=body.role, secret_hash=hashed,
+                                             max_live_keys=settings.max_api_keys_per_user)
+    except keys_repo.TooManyKeys as error:
+        raise ApiError(409, "too_many_api_keys", str(error)) from error
     return ApiKeyCreated(**ApiKeyView.of(row).model_dump(), key=key)
 
 

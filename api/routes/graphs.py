@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
 from activities.mobile.artifacts import LocalArtifactStore
 from api import graph_render
+from api.auth import User
 from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
 from api.errors import ApiError
 from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
@@ -54,7 +56,8 @@ def _graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[st
     }
 
 
-def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any) -> Any:
+async def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any,
+                  conn: asyncpg.Connection, user: User) -> Any:
     if fmt == "json":
         return graph
     if fmt == "dot":
@@ -67,8 +70,14 @@ def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any)
             graph, lambda sha: str(request.url_for("get_artifact", sha256=sha))),
             media_type=_MEDIA["utg"])
 
+    # A screen is shared by every run that saw it, and its screenshot is the first run's (with
+    # what its user typed): embedded only where the artifact route would serve it too.
+    shown = await graph_repo.readable_artifacts(
+        conn, [s["screenshot_sha"] for s in graph["screens"] if s.get("screenshot_sha")],
+        user.owner_filter)
+
     def screenshot(sha: str) -> bytes | None:
-        path = store.path(sha)
+        path = store.path(sha) if sha in shown else None
         return path.read_bytes() if path else None
     return HTMLResponse(graph_render.to_html(graph, screenshot),
                         headers=SAME_ORIGIN_FRAME_HEADERS)
@@ -81,18 +90,19 @@ async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: S
     screens, edges = await graph_repo.app_graph(conn, package)
     if not screens or not await graph_repo.may_read_app(conn, package, user.owner_filter):
         raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
-    return _render(_graph_json(package, screens, edges), format, request, settings)
+    return await _render(_graph_json(package, screens, edges), format, request, settings,
+                         conn, user)
 
 
 @router.get("/runs/{run_id}/graph", responses=GRAPH_RESPONSES)
-async def run_graph(run: VisibleRun, conn: Conn, settings: SettingsDep, request: Request,
-                    format: Format = "json") -> Any:
+async def run_graph(run: VisibleRun, user: CurrentUser, conn: Conn, settings: SettingsDep,
+                    request: Request, format: Format = "json") -> Any:
     """The part of the app's graph one run saw, with edge counts within the run."""
     if run.kind != "mobile_agent":
         raise ApiError(404, "graph_not_found", f"run {run.id} is not a mobile_agent run")
     screens, edges = await graph_repo.run_graph(conn, run.id)
     graph = _graph_json(run.input["app_package"], screens, edges, run_id=str(run.id))
-    return _render(graph, format, request, settings)
+    return await _render(graph, format, request, settings, conn, user)
 
 
 @router.get("/apps/{package}/coverage")

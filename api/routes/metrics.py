@@ -1,13 +1,27 @@
-"""Prometheus scrape endpoint; no token (scrape it from inside the network, do not expose it)."""
+"""Prometheus scrape endpoint.
+
+Who may scrape: with `WAYSTATION_METRICS_TOKEN` set, whoever sends it as a bearer token (what a
+Prometheus `authorization` block does); without it, anyone on a dev stack, and only the
+service role elsewhere, since the figures describe every user's runs.
+
+The read model's figures are counts over whole tables: they are read at most once every
+`WAYSTATION_METRICS_CACHE_SECONDS` (one query at a time), so scrapes, however frequent or
+many, cost the database one aggregate per interval.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import time
+from typing import Annotated
 
 import asyncpg
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 
+from api.deps import SettingsDep, get_user
+from api.errors import ApiError
 from api.metrics import CONTENT_TYPE_LATEST, DECISION_LATENCY_BOUNDS, ApiMetrics
 from persistence.claims import SERVICE, claimed_connection
 from persistence.db import UNAVAILABLE_ERRORS
@@ -21,12 +35,36 @@ router = APIRouter(tags=["operations"])
 READ_MODEL_TIMEOUT_SECONDS = 5
 
 
+class CachedFigures:
+    """The last figures read, and when; one reader at a time refreshes them."""
+
+    def __init__(self, max_age_seconds: float) -> None:
+        self.max_age = max_age_seconds
+        self.figures: ReadModelFigures | None = None
+        self.read_at = float("-inf")
+        self.lock = asyncio.Lock()
+
+    async def get(self, pool: asyncpg.Pool) -> ReadModelFigures | None:
+        async with self.lock:
+            if time.monotonic() - self.read_at >= self.max_age:
+                self.figures, self.read_at = await _figures(pool), time.monotonic()
+            return self.figures
+
+
 @router.get("/metrics", include_in_schema=False)
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, settings: SettingsDep,
+                  authorization: Annotated[str | None, Header()] = None) -> Response:
     """The process's metrics and the read model's figures, in Prometheus text format."""
+    if settings.metrics_token is not None:
+        if not hmac.compare_digest(authorization or "", f"Bearer {settings.metrics_token}"):
+            raise ApiError(401, "unauthorized", "authorization: the metrics token "
+                                                "(WAYSTATION_METRICS_TOKEN) is required")
+    elif settings.env != "dev" and not (await get_user(request, authorization)).is_service:
+        raise ApiError(403, "forbidden", "metrics need the service role or the metrics token")
     state = request.app.state
     registry: ApiMetrics = state.metrics
-    body = registry.render(await _figures(state.pool), state.event_hub)
+    cached: CachedFigures = state.metrics_figures
+    body = registry.render(await cached.get(state.pool), state.event_hub)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

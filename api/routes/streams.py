@@ -1,12 +1,17 @@
 """Server-Sent Events: a run's events live, and the caller's decision inbox.
 
     curl -N -H "Authorization: Bearer $TOKEN" localhost:8000/runs/$RUN/events/stream
+
+A stream checks its caller again (its credential, and for a run stream `GET /runs/{id}`'s
+rule) before it sends anything after an access notice (see api/event_hub.py) or a heartbeat's
+quiet (a token or session may have expired with no notice), and ends, sending nothing more,
+when the caller may no longer read.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -14,7 +19,8 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import CurrentUser, VisibleRun, claims_of
+from api.auth import User
+from api.deps import CurrentUser, VisibleRun, claims_of, still_reads_run, still_signed_in
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.schemas import EventView
@@ -57,16 +63,23 @@ async def stream_run_events(
     ends with an `end` event once the run has finished."""
     start = _resume_point(last_event_id, after_seq)
     hub: EventHub = request.app.state.event_hub
-    subscription = hub.subscribe_run(run.id, from_seq=run.last_seq)
+    subscription = hub.subscribe_run(run.id, from_seq=run.last_seq, caller=user.name)
     heartbeat = request.app.state.settings.sse_heartbeat_seconds
     return StreamingResponse(
         _run_stream(request.app.state.pool, claims_of(user), hub, subscription, start,
-                    heartbeat),
+                    heartbeat, lambda: still_reads_run(request, user, run.id)),
         media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
 async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: RunSubscription,
-                      last_sent: int, heartbeat: float) -> AsyncIterator[bytes]:
+                      last_sent: int, heartbeat: float,
+                      may_still_read: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
+    async def allowed() -> bool:
+        if not sub.stale:
+            return True
+        sub.stale = False  # a notice during the check marks it stale again
+        return await may_still_read()
+
     try:
         yield b"retry: 1000\n\n"
         while True:
@@ -76,6 +89,8 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: Ru
                     rows = await events_repo.list_events(conn, sub.run_id, after_seq=last_sent,
                                                          limit=CATCH_UP_PAGE)
                 frames = []
+                if rows and not await allowed():
+                    return
                 for row in rows:
                     frames.append(_event_frame(row))
                     last_sent = row.seq
@@ -89,17 +104,23 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: Ru
                 if len(rows) < CATCH_UP_PAGE:
                     break
             if await _finished_without_end_event(pool, claims, sub, last_sent):
-                yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
+                if await allowed():
+                    yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
                 return
             # Live: take what the hub hands over; a gap means "catch up from the table".
             while True:
                 try:
                     first = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
                 except TimeoutError:
+                    sub.stale = True
+                    if not await allowed():
+                        return
                     yield b": heartbeat\n\n"
                     break  # and look at the table, in case a notification was missed
                 if sub.closed:
                     return  # shutting down: the client resumes with Last-Event-ID
+                if not await allowed():
+                    return
                 if sub.overflowed:
                     yield sse("overflow", {"reason": "client too slow; reconnect with "
                                                      "Last-Event-ID", "last_seq": last_sent})
@@ -120,6 +141,10 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: Ru
                                                  "last_seq": last_sent}))
                         ended = True
                         break
+                # Checked after the batch is taken: any notice that came before one of its
+                # events has marked the subscription stale by now.
+                if not await allowed():
+                    return
                 if batch:
                     yield b"".join(batch)
                 if ended:
@@ -154,39 +179,71 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
     """The caller's inbox, live: `decision.pending` for each open request (all of them first),
     then `decision.pending` / `decision.closed` as requests open and close."""
     hub: EventHub = request.app.state.event_hub
-    # Memberships are read once: a member added later sees the group's requests on its
-    # next connection (and on any resync, as the snapshot query reads memberships anew).
-    group_roles: dict[str, str] = {}
-    if not user.is_service:
-        async with claimed_connection(request.app.state.pool, claims_of(user)) as conn:
-            roles = await groups_repo.member_roles(conn, user.name)
-        group_roles = {str(group): role for group, role in roles.items()}
-    subscription = hub.subscribe_inbox(user.owner_filter, group_roles)
+    pool: asyncpg.Pool = request.app.state.pool
+    # Memberships are read when the stream opens and again after each access notice about the
+    # caller (a member added sees the group's requests from then on).
+    subscription = hub.subscribe_inbox(user.owner_filter, await _group_roles(pool, user),
+                                       caller=user.name)
+
+    async def may_still_read() -> bool:
+        if not await still_signed_in(request, user):
+            return False
+        subscription.group_roles = await _group_roles(pool, user)
+        return True
+
     heartbeat = request.app.state.settings.sse_heartbeat_seconds
     return StreamingResponse(
-        _inbox_stream(request.app.state.pool, claims_of(user), hub, subscription, heartbeat),
+        _inbox_stream(pool, claims_of(user), hub, subscription, heartbeat, may_still_read),
         media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
+async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
+    if user.is_service:
+        return {}
+    async with claimed_connection(pool, claims_of(user)) as conn:
+        roles = await groups_repo.member_roles(conn, user.name)
+    return {str(group): role for group, role in roles.items()}
+
+
 async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
-                        sub: InboxSubscription, heartbeat: float) -> AsyncIterator[bytes]:
+                        sub: InboxSubscription, heartbeat: float,
+                        may_still_read: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
+    # What the inbox sends is read with the caller's claims (row-level security hides the
+    # requests of runs it no longer reads); the check ends it when its credential has ended.
+    async def allowed() -> bool:
+        if not sub.stale:
+            return True
+        sub.stale = False
+        return await may_still_read()
+
     try:
         yield b"retry: 1000\n\n"
+        if not await allowed():
+            return
         yield await _inbox_snapshot(pool, claims, sub)
         while True:
             try:
                 change = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
             except TimeoutError:
+                sub.stale = True
+                if not await allowed():
+                    return
                 yield b": heartbeat\n\n"
                 continue
             if sub.closed:
                 return  # shutting down: the client reconnects and gets the snapshot again
+            if not await allowed():
+                return
+            if not change:
+                continue  # only a wake-up
             if change.get("resync"):
                 yield await _inbox_snapshot(pool, claims, sub)
                 continue
             async with claimed_connection(pool, claims) as conn:
                 gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
                 view = (await decision_views(conn, [gate]))[0] if gate else None
+            if not await allowed():
+                return
             if gate is None or view is None:
                 continue
             # A request the subscriber has voted on has left its inbox, decided or not.

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from activities.webhook_targets import literal_refusal
+from activities.webhook_targets import registration_refusal
 from api.deps import Conn, CurrentUser, SettingsDep
 from api.errors import ApiError
 from api.services.access import require_member
@@ -34,9 +34,11 @@ SECRET_BYTES = 32
 async def create_webhook(body: WebhookCreate, user: CurrentUser, conn: Conn,
                          settings: SettingsDep) -> WebhookCreated:
     """Register a webhook for the caller's runs, or a group's; the secret is shown only here.
-    422 `webhook_url_refused` for an address a webhook may not go to (link-local, a cloud
-    metadata service; loopback and private ones on a deployment that turned them off)."""
-    why = literal_refusal(str(body.url), private_networks=settings.webhook_private_networks)
+    422 `webhook_url_refused` for a host that is or resolves to an address a webhook may not
+    go to (link-local, a cloud metadata service; loopback, private and CGNAT ones unless
+    allowed, see activities/webhook_targets.py)."""
+    why = await registration_refusal(str(body.url),
+                                     private_networks=settings.webhooks_to_private_networks)
     if why is not None:
         raise ApiError(422, "webhook_url_refused", f"url: {why}")
     if body.group_id is not None:

@@ -21,8 +21,9 @@ The contract of every function here:
 - **Refusals** are raised as `api.errors.ApiError` (status, code, message, details): an HTTP
   status for REST, and a stable `code` a protocol maps to its own error. What Temporal answers
   is mapped to `ApiError` in one place, `workflow_updates`. Temporal or the database being
-  unreachable may still escape as `temporalio.service.RPCError` or a driver error; REST answers
-  those with 503 (`api.errors`), and an adapter should do the same.
+  unreachable may still escape as `temporalio.service.RPCError` or a driver error:
+  `api.errors.as_api_error(error)` maps those (503, or 502 for another Temporal refusal) for
+  REST and every adapter alike; None means a bug.
 - **No transport objects**: no FastAPI `Request`, `Response`, `Depends` or headers; what a
   header carries (an Idempotency-Key) is a keyword argument.
 """

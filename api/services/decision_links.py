@@ -31,7 +31,7 @@ async def show_link(conn: asyncpg.Connection, token: str, *,
                     settings: Settings) -> DecisionLinkView:
     """The request a mailed link is for, and whom it decides as."""
     link = await _usable_link(conn, settings.jwt_secret, token)
-    await act_as(conn, User(name=link.user_name))
+    await act_as(conn, User(name=link.user_name, via="link"))
     gate = await gates_repo.get_gate(conn, link.request_id)
     if gate is None:  # its run was erased: hidden, and deleted with the link later
         raise ApiError(403, "invalid_link", "this link is not valid")
@@ -48,13 +48,13 @@ async def decide_by_link(conn: asyncpg.Connection, temporal: Client, token: str,
         await _usable_link(conn, settings.jwt_secret, token)  # raises the precise refusal
         raise ApiError(403, "link_used", "this link has already been used")  # lost a race
     try:
-        await act_as(conn, User(name=link.user_name))
+        await act_as(conn, User(name=link.user_name, via="link"))
         gate = await gates_repo.get_gate(conn, link.request_id)
         run = await runs_repo.get_run(conn, gate.run_id) if gate else None
         if gate is None or run is None:  # its run was erased since the link was mailed
             raise ApiError(403, "invalid_link", "this link is not valid")
         return await decide(
-            conn, temporal, User(name=link.user_name), run, gate.checkpoint_name,
+            conn, temporal, User(name=link.user_name, via="link"), run, gate.checkpoint_name,
             DecisionRequest(decision=answer.decision, feedback=answer.feedback,
                             request_id=gate.id, digest=gate.digest),
             idempotency_key=f"link-{link.id}")

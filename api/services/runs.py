@@ -13,6 +13,7 @@ import asyncpg
 from temporalio.client import Client
 
 from api.auth import User
+from api.device_policy import check_device
 from api.errors import ApiError
 from api.items_policy import check_items_source
 from api.queries import RunFilter
@@ -37,6 +38,7 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
     the same idempotency key again returns the same run, with `created` false. `run_id` is
     the id a client chose (an AG-UI thread's); 404 when it is another run's."""
     check_items_source(request.input, settings)
+    check_device(request.input, user, settings)
     if request.group_id is not None:
         await require_run_starter(conn, user, request.group_id)
     run, created = await create_and_start(

@@ -16,3 +16,11 @@ SELECT * FROM api_keys WHERE $1::text IS NULL OR owner = $1 ORDER BY created_at 
 UPDATE api_keys SET revoked_at = now()
  WHERE id = $1 AND revoked_at IS NULL AND ($2::text IS NULL OR owner = $2)
 RETURNING *;
+
+-- name: lock_user_api_keys
+-- Serializes key making of one user, so that two at once cannot pass the limit together.
+SELECT pg_advisory_xact_lock(hashtextextended('api_keys:' || $1, 0));
+
+-- name: count_live_api_keys
+-- How many live keys a user holds.
+SELECT count(*) FROM api_keys WHERE owner = $1 AND revoked_at IS NULL;

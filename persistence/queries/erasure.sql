@@ -15,8 +15,11 @@ DELETE FROM console_sessions WHERE user_name = $1;
 DELETE FROM console_login_codes WHERE user_name = $1;
 
 -- name: revoke_user_api_keys
--- $1's API keys stop working at once.
-UPDATE api_keys SET revoked_at = now() WHERE owner = $1 AND revoked_at IS NULL;
+-- $1's API keys stop working at once, and so do keys made by them (before keys could no
+-- longer make keys, migration 035).
+UPDATE api_keys SET revoked_at = now()
+ WHERE (owner = $1 OR owner IN (SELECT 'apikey:' || id FROM api_keys WHERE owner = $1))
+   AND revoked_at IS NULL;
 
 -- name: stop_user_webhooks
 -- $1's own webhooks (not a group's) get nothing more from now.

@@ -161,13 +161,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (app_package, activity, layout_hash) DO NOTHING
 RETURNING id;
 
--- name: may_read_artifact
--- Whether a run that stored the artifact is readable by $2 (its owner or a member of its
--- group; NULL: the service role, any run).
-SELECT EXISTS (SELECT 1 FROM run_artifacts a JOIN runs r ON r.id = a.run_id
-                WHERE a.sha256 = $1 AND r.erased_at IS NULL
-                  AND ($2::text IS NULL OR r.owner = $2 OR r.group_id IN
-                       (SELECT group_id FROM group_members WHERE user_name = $2)));
+-- name: readable_artifacts
+-- Which of the artifacts $1 a run that stored it makes readable by $2 (its owner or a member
+-- of its group; NULL: the service role, any run).
+SELECT DISTINCT a.sha256 FROM run_artifacts a JOIN runs r ON r.id = a.run_id
+ WHERE a.sha256 = ANY($1::text[]) AND r.erased_at IS NULL
+   AND ($2::text IS NULL OR r.owner = $2 OR r.group_id IN
+        (SELECT group_id FROM group_members WHERE user_name = $2));
 
 -- name: may_read_app
 -- Whether a run that explored the app is readable by $2 (its owner or a member of its

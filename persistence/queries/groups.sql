@@ -45,8 +45,9 @@ DELETE FROM group_members WHERE group_id = $1 AND user_name = $2 RETURNING *;
 SELECT count(*) FROM group_members WHERE group_id = $1 AND role = 'owner';
 
 -- name: list_group_runs
--- A group's runs, newest first, optionally by status: seed 003's "where were we" query.
+-- A group's runs, newest first, optionally by status: seed 003's "where were we" query. An
+-- erased user's runs are hidden here as everywhere.
 SELECT * FROM runs
- WHERE group_id = $1 AND ($2::text IS NULL OR status = $2)
+ WHERE group_id = $1 AND ($2::text IS NULL OR status = $2) AND erased_at IS NULL
  ORDER BY created_at DESC, id DESC
  LIMIT $3;

@@ -1,0 +1,30 @@
+"""Submit-time refusal of a run that would drive a device its caller may not name.
+
+A device attached to the worker (`driver: adb`) is the operator's: whoever drives it sees and
+types into whatever is signed in on it. Users may name the devices in `WAYSTATION_ADB_DEVICES`
+(serials, comma-separated); the service role may name any. A run without a serial would take
+whichever device adb picks, so on the adb driver a user must name one from the list.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from api.auth import User
+from api.errors import ApiError
+from waystation.settings import Settings
+
+
+def check_device(run_input: BaseModel, user: User, settings: Settings) -> None:
+    """403 naming `input.device_serial` when the caller may not drive that device."""
+    if getattr(run_input, "driver", None) != "adb" or user.is_service:
+        return
+    serial = getattr(run_input, "device_serial", None)
+    if serial is not None and serial in settings.adb_device_serials:
+        return
+    why = ("the adb driver needs a device_serial" if serial is None
+           else f"device {serial!r} is not one users may name")
+    raise ApiError(403, "device_not_allowed",
+                   f"input.device_serial: {why} (WAYSTATION_ADB_DEVICES)",
+                   details=[{"loc": ["body", "input", "device_serial"], "msg": why,
+                             "type": "device_not_allowed"}])
