@@ -5,6 +5,7 @@ RUN_ERROR with the REST API's codes and nothing written; 401 and 404 before any 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -271,3 +272,43 @@ async def test_agent_tool_call_approved_with_an_edit(http):
     assert finished(answered)["outcome"]["type"] == "success"
     starts = [s.event["role"] for s in answered if s.event["type"] == "TEXT_MESSAGE_START"]
     assert starts[0] == "user" and starts[-1] == "assistant"
+
+
+async def test_a_key_revoked_mid_stream_gets_nothing_more(migrated_url, dev_env, pool,
+                                                         task_queue):
+    """The access wall of every stream (docs/security.md) holds for an AG-UI run: a personal
+    API key still reads its maker's runs through row-level security, so only the stream's own
+    re-check ends it. Slow tasks keep the stream open and heartbeats are 30 s: a stream that
+    ends within 2.5 s of the revocation was ended by the access notice."""
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET, delay_ms=1500,
+                        sse_heartbeat_seconds=30.0) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=60, headers=auth(alice)) as http:
+        key = (await http.post("/api-keys", json={"name": "ag-ui"})).json()
+        thread = str(uuid.uuid4())
+        [gate] = interrupts(await ag_ui(http, "validation", run_input(
+            thread, forwardedProps={"input": {"entrepreneur_input": IDEA}})))
+
+        received: list[str] = []
+        decided = asyncio.Event()
+
+        async def follow() -> None:
+            body = run_input(thread, resume=[{"interruptId": gate["id"], "status": "resolved",
+                                              "payload": {"decision": "approve"}}])
+            async with http.stream("POST", "/ag-ui/validation", json=body, headers={
+                    "Authorization": f"Bearer {key['key']}"}) as response:
+                async for line in response.aiter_lines():
+                    received.append(line)
+                    if "waystation.gate.decided" in line:
+                        decided.set()
+
+        with_key = asyncio.create_task(follow())
+        await asyncio.wait_for(decided.wait(), timeout=30)
+        revoked = await http.delete(f"/api-keys/{key['key_id']}")
+        assert revoked.status_code == 204, revoked.text
+        at_revocation = (await http.get(f"/runs/{thread}")).json()["last_seq"]
+        await asyncio.wait_for(with_key, timeout=2.5)
+        ids = [int(line[4:].split(".")[0]) for line in received if line.startswith("id: ")]
+        assert max(ids) <= at_revocation
+        assert not any('"RUN_FINISHED"' in line for line in received)
+        assert (await http.get(f"/runs/{thread}")).json()["status"] == "running"

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ValidationError
 from temporalio.client import Client
 
 from api.auth import User
-from api.deps import Conn, CurrentUser, RegistryDep, SettingsDep, TemporalClient
+from api.deps import (
+    Conn,
+    CurrentUser,
+    RegistryDep,
+    SettingsDep,
+    TemporalClient,
+    still_reads_run,
+)
 from api.errors import ApiError, invalid_request
 from api.protocols.ag_ui.mapping import MESSAGE_ID_PREFIX, Position
 from api.protocols.ag_ui.stream import ThreadStream
@@ -71,7 +78,8 @@ async def run_ag_ui(kind: Kind, body: RunAgentInput, request: Request, user: Cur
     start = Position(0) if created else Position(run.last_seq)
     stream = ThreadStream(pool=request.app.state.pool, claims=claims_of(user), user=user,
                           run=run, thread_id=body.thread_id, run_id=body.run_id,
-                          position=resumed_at or start)
+                          position=resumed_at or start,
+                          may_still_read=lambda: still_reads_run(request, user, run.id))
     # A reconnection only reads on: what its request asked was done by the request it
     # continues.
     if resumed_at is None:

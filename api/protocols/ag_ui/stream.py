@@ -1,17 +1,22 @@
 """One AG-UI run's events: a thread's run events after a position, each as the AG-UI events it
 stands for with its SSE id, until the Waystation run waits for a person or ends.
 
-Run events are read from the table through the service layer, in seq order; the event hub only
-wakes the stream. A snapshot goes out right after the last run event of the write that stored
-it: the recorder writes every snapshot with events, in one statement, so they share its
-`created_at` (the transaction's time), and the last event of a full page waits for the next
-page, where the rest of its write may be.
+Run events are read from the table through the service layer, in seq order; the event hub wakes
+the stream. Access is walled as on every stream (docs/security.md): the caller is checked again
+before anything more is sent after an access notice, a quiet heartbeat period or the start, and
+only events the hub has handed over (so any access notice committed before them has been seen)
+or committed before such a check are sent.
+
+A snapshot goes out right after the last run event of the write that stored it: the recorder
+writes every snapshot with events, in one statement, so they share its `created_at` (the
+transaction's time), and the last event of a full page waits for the next page, where the rest
+of its write may be.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +80,8 @@ class ThreadStream:
     thread_id: str
     run_id: str
     position: Position
+    # Whether the caller may still read the run (api/deps.py `still_reads_run`).
+    may_still_read: Callable[[], Awaitable[bool]]
     prelude: list[BaseEvent] = field(default_factory=list)
     refusal: ApiError | None = None
     framing: RunFraming = field(default_factory=RunFraming)
@@ -82,6 +89,9 @@ class ThreadStream:
     state: tuple[int, dict[str, Any]] | None = None
     heads: list[SnapshotHead] = field(default_factory=list)
     last_type: str | None = None
+    # Run events up to this seq may be sent: handed over by the hub, or committed before the
+    # caller's last access check.
+    readable_through: int = 0
 
     async def open(self, conn: asyncpg.Connection) -> None:
         """What a (re)opened thread gets first: its messages and state as of where this
@@ -119,16 +129,19 @@ class ThreadStream:
             yield chunk
 
     async def _follow(self, hub: EventHub, heartbeat: float) -> AsyncIterator[bytes]:
-        subscription = hub.subscribe_run(self.run.id, from_seq=self.run.last_seq)
+        subscription = hub.subscribe_run(self.run.id, from_seq=self.run.last_seq,
+                                         caller=self.user.name)
         idle = 0.0
         try:
             while True:
+                if subscription.stale and not await self._still_reads(subscription):
+                    return  # a reader who may no longer read gets nothing more
                 sent_up_to = self.position
                 try:
                     async with claimed_connection(self.pool, self.claims) as conn:
                         sent = b"".join([chunk async for chunk in self._catch_up(conn)])
-                        end = None if sent else await self._ending(conn)
-                except ApiError as refusal:  # the caller may no longer read the run
+                        end = None if sent else await self._ending(conn, subscription)
+                except ApiError as refusal:
                     end = RunErrorEvent(message=refusal.message, code=refusal.code)
                     sent, self.position = b"", sent_up_to
                 if sent:
@@ -139,38 +152,63 @@ class ThreadStream:
                     yield b"".join(frame(e, self.position)
                                    for e in [*self.framing.closing(), end])
                     return
+                if subscription.stale:
+                    continue  # events the hub has not handed over: check, then send them
                 subscription = await self._wait(hub, subscription)
                 if subscription.closed:
                     return  # the API is shutting down: the client resumes with Last-Event-ID
                 idle += POLL_SECONDS
                 if idle >= heartbeat:
-                    idle = 0.0
+                    # A token or session can expire without a notice.
+                    idle, subscription.stale = 0.0, True
                     yield b": heartbeat\n\n"
         finally:
             hub.unsubscribe_run(subscription)
 
+    async def _still_reads(self, subscription: RunSubscription) -> bool:
+        """Checks the caller again; what was committed before the check may then be sent."""
+        subscription.stale = False  # a notice during the check marks it stale again
+        async with claimed_connection(self.pool, self.claims) as conn:
+            try:
+                through = (await runs_service.visible_run(conn, self.user, self.run.id)).last_seq
+            except ApiError:
+                return False
+        if not await self.may_still_read():
+            return False
+        self.readable_through = max(self.readable_through, through)
+        return True
+
     async def _wait(self, hub: EventHub, subscription: RunSubscription) -> RunSubscription:
-        """Until a notification or POLL_SECONDS; the queue only wakes, so it is emptied."""
+        """Until the hub hands over events (or an access notice), or POLL_SECONDS."""
         try:
-            await asyncio.wait_for(subscription.queue.get(), timeout=POLL_SECONDS)
+            handed = [await asyncio.wait_for(subscription.queue.get(), timeout=POLL_SECONDS)]
         except TimeoutError:
-            pass
+            handed = []
         while not subscription.queue.empty():
-            subscription.queue.get_nowait()
+            handed.append(subscription.queue.get_nowait())
+        # The hub hands an event over only after the access notices committed before it.
+        self.readable_through = max([self.readable_through, *(e.seq for e in handed)])
         if subscription.overflowed:
             hub.unsubscribe_run(subscription)
-            return hub.subscribe_run(self.run.id, from_seq=self.position.seq)
+            return hub.subscribe_run(self.run.id, from_seq=self.position.seq,
+                                     caller=self.user.name)
         return subscription
 
     async def _catch_up(self, conn: asyncpg.Connection) -> AsyncIterator[bytes]:
         """The frames of the run events after the position, one page."""
         skip = 0 if self.position.index is None else self.position.index + 1
         after = self.position.seq - (0 if self.position.index is None else 1)
-        page = (await events_service.list_events(
+        read = (await events_service.list_events(
             conn, self.run, EventQuery(after_seq=after, limit=CATCH_UP_PAGE))).events
-        if len(page) == CATCH_UP_PAGE and page[-1].created_at != page[0].created_at:
-            # The rest of the last event's write may be on the next page: read it there.
-            page = [e for e in page if e.created_at != page[-1].created_at]
+        page = [e for e in read if e.seq <= self.readable_through]
+        cut = len(page) < len(read)
+        if cut or len(read) == CATCH_UP_PAGE:
+            # The rest of the last event's write is not to be sent yet, or is on the next page:
+            # the write's events go together, its snapshots after its last one.
+            rest_of_write = read[len(page)].created_at if cut else read[-1].created_at
+            held = [e for e in page if e.created_at != rest_of_write]
+            if held or cut:
+                page = held
         if page and (not self.heads or self.heads[-1].created_at < page[-1].created_at):
             self.heads = (await events_service.list_snapshots(conn, self.run)).snapshots
         for number, event in enumerate(page):
@@ -210,13 +248,16 @@ class ThreadStream:
             conn, self.run, EventQuery(after_seq=seq - 1, limit=1))).events
         return found[0] if found else None
 
-    async def _ending(self, conn: asyncpg.Connection) -> BaseEvent | None:
+    async def _ending(self, conn: asyncpg.Connection,
+                      subscription: RunSubscription) -> BaseEvent | None:
         """How this AG-UI run ends now that every run event has been sent, if it does: the
         run has ended, waits for a decision (its open requests as interrupts), or waits for a
         message (paused with nothing to decide)."""
         run = await runs_service.visible_run(conn, self.user, self.run.id)
         if run.last_seq > self.position.seq:
-            return None  # committed since the page was read
+            if self.readable_through < run.last_seq:
+                subscription.stale = True  # committed, not handed over: check, then send
+            return None
         if run.status in TERMINAL_RUN_STATUSES:
             return self._finished(run)
         requests = (await decisions_service.run_decisions(conn, run)).decisions
