@@ -12,7 +12,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from api.auth import CSRF_HEADER
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
 from api.identity import IdentityProvider
@@ -107,12 +106,12 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
                        writes_per_minute=settings.writes_per_minute)
     if settings.cors_origin_list:
         # Outside the limits, so a refusal (401, 429) still carries the headers a browser
-        # needs to read it; preflights are answered here.
+        # needs to read it; preflights are answered here. Without credentials: another origin
+        # sends a bearer token, never rides a console session's cookie.
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list,
-                           allow_credentials="*" not in settings.cors_origin_list,
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
-                                          "Idempotency-Key", CSRF_HEADER])
+                                          "Idempotency-Key"])
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)

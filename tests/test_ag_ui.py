@@ -208,6 +208,7 @@ async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http
         "Access-Control-Request-Headers": "authorization,content-type,last-event-id"})
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-origin"] == "http://frontend.test"
+    assert "access-control-allow-credentials" not in preflight.headers  # bearer tokens only
 
 
 async def test_a_vote_short_of_the_quorum_leaves_the_interrupt_open(http):
