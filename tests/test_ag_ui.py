@@ -21,6 +21,7 @@ from api.auth import issue_token
 from api.decision_payload import payload_schema
 from api.schemas import DecisionView
 from tests.agent_helpers import BOOK, SEARCH
+from tests.console_helpers import login_path
 from tests.helpers import IDEA, live_api
 
 SECRET = "ag-ui-test-secret-0123456789-0123456789-abc"
@@ -36,7 +37,7 @@ class Sent:
 @pytest_asyncio.fixture
 async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
     async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
-                        sse_heartbeat_seconds=1.0,
+                        sse_heartbeat_seconds=1.0, console_cookie_secure=False,
                         cors_origins="http://frontend.test") as api, \
             httpx.AsyncClient(base_url=api.url, timeout=60, headers=auth("ana")) as client:
         yield client
@@ -152,7 +153,7 @@ def same(sent: Sent) -> tuple[str, Any]:
     return sent.id, sent.event
 
 
-async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http):
+async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http, pool):
     thread = str(uuid.uuid4())
     [gate] = interrupts(await ag_ui(http, "validation", run_input(
         thread, forwardedProps={"input": {"entrepreneur_input": IDEA}})))
@@ -202,6 +203,16 @@ async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http
     anonymous = await http.post("/ag-ui/validation", json=run_input(thread),
                                 headers={"Authorization": ""})
     assert anonymous.status_code == 401
+    # The console's session cookie signs in as everywhere, its POSTs with the CSRF token.
+    async with httpx.AsyncClient(base_url=str(http.base_url), timeout=30) as browser:
+        signed_in = await browser.get(await login_path(pool, "ana"))
+        assert signed_in.status_code == 303, signed_in.text
+        csrf = (await browser.get("/console/session")).json()["csrf_token"]
+        forged = await browser.post("/ag-ui/validation", json=run_input(thread))
+        assert forged.status_code == 403 and forged.json()["error"]["code"] == "csrf_failed"
+        [same] = interrupts(await ag_ui(browser, "validation", run_input(thread),
+                                        headers={"X-CSRF-Token": csrf}))
+        assert same["id"] == gate["id"]
     # A browser frontend on another origin (WAYSTATION_CORS_ORIGINS) may call it.
     preflight = await http.options("/ag-ui/validation", headers={
         "Origin": "http://frontend.test", "Access-Control-Request-Method": "POST",
