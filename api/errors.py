@@ -7,7 +7,7 @@ Temporal being unreachable is a 503 with Retry-After, never a 500; a validation 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -80,22 +80,6 @@ def unavailable(message: str) -> ApiError:
     return ApiError(503, "unavailable", message, headers={"Retry-After": RETRY_AFTER_SECONDS})
 
 
-def invalid_request(errors: Sequence[Any]) -> ApiError:
-    """The 422 of a body that does not validate (pydantic's `errors()`), naming the first
-    place; a protocol adapter validating a body of its own refuses with the same."""
-    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
-                "type": e.get("type", "")} for e in errors]
-    first = details[0] if details else {"loc": [], "msg": "invalid request"}
-    where = ".".join(str(p) for p in first["loc"])
-    message = f"{where}: {first['msg']}"
-    for e in errors:
-        ctx = e.get("ctx") or {}
-        if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
-            known = str(ctx.get("expected_tags", "")).replace("'", "")
-            message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
-    return ApiError(422, "invalid_request", message, details=details)
-
-
 def as_api_error(error: Exception) -> ApiError | None:
     """What an error that escaped a service means to any transport: Temporal or the database
     unreachable is a 503, any other Temporal refusal a 502; None for a bug (a 500, logged by
@@ -110,6 +94,37 @@ def as_api_error(error: Exception) -> ApiError | None:
         # The database went away in the middle of the request (restart, failover).
         return unavailable("the database is unavailable; retry shortly")
     return None
+
+
+def escaped_error(error: Exception, where: str) -> ApiError:
+    """`as_api_error` with a bug answered as a 500, and what needs looking at logged (`where`
+    names the request): what REST and a protocol adapter answer for an error that escaped."""
+    mapped = as_api_error(error)
+    if mapped is None:
+        log.error("unhandled error on %s", where, exc_info=error)
+        return ApiError(500, "internal_error", "internal error")
+    if mapped.status == 502:
+        log.error("unexpected Temporal error on %s", where, exc_info=error)
+    elif mapped.status == 503:
+        log.warning("unavailable on %s: %s", where, error)
+    return mapped
+
+
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+    """The 422 for arguments that fail their model (pydantic's `errors()`), naming the first
+    invalid field, or the registered kinds for an unknown `kind`: a route's body and a
+    protocol tool's arguments are refused alike."""
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                "type": e.get("type", "")} for e in errors]
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    message = f"{where}: {first['msg']}"
+    for e in errors:
+        ctx = e.get("ctx") or {}
+        if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
+            known = str(ctx.get("expected_tags", "")).replace("'", "")
+            message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
+    return ApiError(422, "invalid_request", message, details=details)
 
 
 def error_response(status: int, code: str, message: str, *, details: Any = None,
@@ -128,9 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        invalid = invalid_request(error.errors())
-        return error_response(invalid.status, invalid.code, invalid.message,
-                              details=invalid.details)
+        return await _api_error(request, invalid_request(error.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -141,13 +154,5 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RPCError)
     @app.exception_handler(Exception)
     async def _escaped(request: Request, error: Exception) -> JSONResponse:
-        mapped = as_api_error(error)
-        if mapped is None:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(500, "internal_error", "internal error")
-        if mapped.status == 502:
-            log.exception("unexpected Temporal error")
-        else:
-            log.warning("unavailable on %s %s: %s", request.method, request.url.path, error)
-        return error_response(mapped.status, mapped.code, mapped.message,
-                              details=mapped.details, headers=mapped.headers)
+        return await _api_error(request, escaped_error(
+            error, f"{request.method} {request.url.path}"))

@@ -1104,6 +1104,7 @@ CREATE TABLE public.webhooks (
     events text[] NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
+    run_id uuid,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 
@@ -1655,6 +1656,13 @@ CREATE INDEX idx_webhooks_owner ON public.webhooks USING btree (owner) WHERE (de
 
 
 --
+-- Name: idx_webhooks_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_webhooks_run ON public.webhooks USING btree (run_id) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: idx_work_units_job_status; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1964,6 +1972,14 @@ ALTER TABLE ONLY public.webhook_deliveries
 
 ALTER TABLE ONLY public.webhooks
     ADD CONSTRAINT webhooks_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id) ON DELETE CASCADE;
+
+
+--
+-- Name: webhooks webhooks_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhooks
+    ADD CONSTRAINT webhooks_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 
 --

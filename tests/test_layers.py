@@ -40,4 +40,4 @@ def test_services_know_no_transport():
 def test_protocols_call_services_not_routes():
     for path in sorted((API / "protocols").rglob("*.py")):
         routes = {m for m in imported_modules(path) if m.startswith("api.routes")}
-        assert not routes, f"{path.name} imports {sorted(routes)}: call api/services instead"
+        assert not routes, f"{path.relative_to(API)} imports {sorted(routes)}: call api/services"

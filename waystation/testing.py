@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 import httpx
 import uvicorn
+from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -75,11 +76,13 @@ class InProcessApi:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._app_options = app_options
+        self.app: FastAPI | None = None
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        config = uvicorn.Config(create_app(self.settings, **self._app_options),
+        self.app = create_app(self.settings, **self._app_options)
+        config = uvicorn.Config(self.app,
                                 host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="on")
         self._server = server = uvicorn.Server(config)
@@ -94,8 +97,13 @@ class InProcessApi:
         if self._server is None or self._task is None:
             return
         self._server.should_exit = True
-        self._server.force_exit = True
+        self._server.force_exit = True  # open streams are cut, not waited for
         await self._task
+        # force_exit also skips the app's lifespan shutdown. Run it: the pool and the Temporal
+        # client close, and the lifespan's async generator ends here, on its own loop. Left
+        # suspended, it is finalized by whichever thread's garbage collection finds it, and
+        # CPython 3.11 can crash when that is a workflow worker's thread (see docs/tests.md).
+        await self._server.lifespan.shutdown()
         self._server = self._task = None
 
 

@@ -1,2 +1,2 @@
-"""Protocol adapters: other ways into Waystation beside the REST routes, each calling the
-service layer (api/services) and never a route."""
+"""Waystation offered through agent protocols (AG-UI, MCP, A2A), each one package on top of
+`api.services`, as the REST routes are: a protocol maps, it never decides."""

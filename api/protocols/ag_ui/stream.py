@@ -34,7 +34,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from api.auth import User
-from api.errors import ApiError, as_api_error
+from api.errors import ApiError, escaped_error
 from api.event_hub import EventHub, RunSubscription
 from api.protocols.ag_ui.mapping import (
     Position,
@@ -141,10 +141,8 @@ class ThreadStream:
                     async with claimed_connection(self.pool, self.claims) as conn:
                         sent = b"".join([chunk async for chunk in self._catch_up(conn)])
                         end = None if sent else await self._ending(conn, subscription)
-                except Exception as error:  # noqa: BLE001 - mapped as every transport maps it
-                    refusal = as_api_error(error)  # the caller may no longer read, a 503, ...
-                    if refusal is None:
-                        raise  # a bug
+                except Exception as error:  # noqa: BLE001 - answered as every transport does
+                    refusal = escaped_error(error, f"the AG-UI stream of run {self.run.id}")
                     end = RunErrorEvent(message=refusal.message, code=refusal.code)
                     sent, self.position = b"", sent_up_to
                 if sent:
