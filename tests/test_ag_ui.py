@@ -294,7 +294,7 @@ async def test_a_key_revoked_mid_stream_gets_nothing_more(migrated_url, dev_env,
     ends within 2.5 s of the revocation was ended by the access notice."""
     alice = f"alice-{uuid.uuid4().hex[:6]}"
     async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET, delay_ms=1500,
-                        sse_heartbeat_seconds=30.0) as api, \
+                        sse_heartbeat_seconds=30.0, max_streams_per_user=1) as api, \
             httpx.AsyncClient(base_url=api.url, timeout=60, headers=auth(alice)) as http:
         key = (await http.post("/api-keys", json={"name": "ag-ui"})).json()
         thread = str(uuid.uuid4())
@@ -316,6 +316,10 @@ async def test_a_key_revoked_mid_stream_gets_nothing_more(migrated_url, dev_env,
 
         with_key = asyncio.create_task(follow())
         await asyncio.wait_for(decided.wait(), timeout=30)
+        # An AG-UI run is an open stream for the per-caller limit (one here).
+        second = await http.post("/ag-ui/validation", json=run_input(thread), headers={
+            "Authorization": f"Bearer {key['key']}"})
+        assert second.status_code == 429 and second.json()["error"]["code"] == "rate_limited"
         revoked = await http.delete(f"/api-keys/{key['key_id']}")
         assert revoked.status_code == 204, revoked.text
         at_revocation = (await http.get(f"/runs/{thread}")).json()["last_seq"]
