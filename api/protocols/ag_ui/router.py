@@ -114,8 +114,8 @@ async def _thread(conn: asyncpg.Connection, temporal: Client, user: User, kind: 
     created = False
     try:
         run = await runs_service.visible_run(conn, user, run_id)
-    except ApiError:
-        if "input" not in props:
+    except ApiError as missing:
+        if missing.status != 404 or "input" not in props:
             raise
         start = _run_create(kind, props, body, registry)
         await runs_service.start_run(conn, temporal, user, start, registry=registry,
