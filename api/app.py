@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
@@ -18,6 +19,7 @@ from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
 from api.protocols import a2a
+from api.protocols.ag_ui import router as ag_ui
 from api.protocols.mcp import server as mcp
 from api.rate_limits import UserLimits
 from api.routes import (
@@ -49,7 +51,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -105,6 +107,14 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,
                        writes_per_minute=settings.writes_per_minute)
+    if settings.cors_origin_list:
+        # Outside the limits, so a refusal (401, 429) still carries the headers a browser
+        # needs to read it; preflights are answered here. Without credentials: another origin
+        # sends a bearer token, never rides a console session's cookie.
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origin_list,
+                           allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
+                                          "Idempotency-Key"])
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)

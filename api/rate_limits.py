@@ -26,6 +26,8 @@ from api.limits import BODY_METHODS
 
 WRITE_METHODS = BODY_METHODS | {"DELETE"}
 STREAM_SUFFIX = "/stream"
+# An AG-UI run is a POST that answers with a stream: it counts as both a write and a stream.
+AG_UI_PREFIX = "/ag-ui/"
 STREAM_RETRY_AFTER_SECONDS = 5
 # Idle users' buckets are forgotten once this many users have one (a full bucket is the
 # same as none).
@@ -82,7 +84,8 @@ class UserLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        is_stream = scope["method"] == "GET" and scope["path"].endswith(STREAM_SUFFIX)
+        is_stream = (scope["method"] == "GET" and scope["path"].endswith(STREAM_SUFFIX)) or (
+            scope["method"] == "POST" and scope["path"].startswith(AG_UI_PREFIX))
         is_write = scope["method"] in WRITE_METHODS
         user = self._user(scope) if (is_stream and self.max_streams) or is_write else None
         if user is None:

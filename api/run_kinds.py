@@ -74,17 +74,23 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
 async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
                            kind: RunKind, *, owner: str, input: Any, project_id: str | None,
                            idempotency_key: str | None, group_id: UUID | None = None,
-                           gate_policies: GatePolicies | None = None) -> tuple[RunRow, bool]:
+                           gate_policies: GatePolicies | None = None,
+                           run_id: UUID | None = None) -> tuple[RunRow, bool]:
     """Write the run's row, then start its workflow: (run, created). The same idempotency
-    key again returns the first run (409 when it was used for a different request)."""
-    run_id = uuid.uuid4()
+    key again returns the first run (409 when it was used for a different request). A
+    `run_id` the caller chose (an AG-UI thread id) that is another run's answers 404, as that
+    run would."""
+    run_id = run_id or uuid.uuid4()
     input_json = input.model_dump(mode="json")
     policies_json = (_POLICIES.dump_python(gate_policies, mode="json", exclude_unset=True)
                      if gate_policies else None)
-    run, created = await runs_repo.create_run(
-        conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
-        workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-        input=input_json, project_id=project_id, gate_policies=policies_json)
+    try:
+        run, created = await runs_repo.create_run(
+            conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
+            workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
+            input=input_json, project_id=project_id, gate_policies=policies_json)
+    except runs_repo.RunIdTaken as error:
+        raise ApiError(404, "run_not_found", f"run {run_id} not found") from error
     if not created and (run.kind != kind.name or run.input != input_json
                         or run.group_id != group_id or run.gate_policies != policies_json):
         raise ApiError(409, "idempotency_key_reused",

@@ -363,6 +363,7 @@ class TranscriptEntry(BaseModel):
     text: str | None = None
     sent_by: str | None = None
     tool: str | None = None
+    call_id: str | None = Field(None, description="The tool call a call and its result share.")
     arguments: dict[str, Any] | None = None
     result: Any = None
     created_at: datetime
@@ -373,7 +374,7 @@ class TranscriptEntry(BaseModel):
         role = {"message.received": "user", "agent.answered": "agent"}.get(event.type, "tool")
         return cls(seq=event.seq, type=event.type, role=role,
                    turn=out.get("turn", event.phase), text=out.get("text"),
-                   sent_by=out.get("sent_by"), tool=out.get("tool"),
+                   sent_by=out.get("sent_by"), tool=out.get("tool"), call_id=out.get("call_id"),
                    arguments=out.get("arguments"), result=out.get("result", out.get("told")),
                    created_at=event.created_at)
 

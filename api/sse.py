@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from api.schemas import EventView
 
+# Every event stream's: no cache or proxy buffering holds an event back.
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+                  "Connection": "keep-alive"}
+
 
 def sse(event: str, data: object, event_id: int | None = None) -> bytes:
     lines = [f"id: {event_id}"] if event_id is not None else []

@@ -9,8 +9,13 @@ from uuid import UUID
 import asyncpg
 
 from contracts.writes import RunEnd
+from persistence.db import Conflict
 from persistence.models import RunRow
 from persistence.queries import sql
+
+
+class RunIdTaken(Conflict):
+    """The run id a caller chose is already a run's (whose, the caller may not see)."""
 
 
 async def create_run(
@@ -18,9 +23,14 @@ async def create_run(
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
     project_id: str | None = None, gate_policies: dict[str, Any] | None = None,
 ) -> tuple[RunRow, bool]:
-    """Insert a run; returns (run, created). A repeated idempotency key returns the first run."""
-    record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id, workflow_id,
-                                 idempotency_key, input, project_id, gate_policies)
+    """Insert a run; returns (run, created). A repeated idempotency key returns the first run;
+    RunIdTaken when `run_id` (chosen by a caller) is another run's."""
+    try:
+        record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id,
+                                     workflow_id, idempotency_key, input, project_id,
+                                     gate_policies)
+    except asyncpg.UniqueViolationError as error:
+        raise RunIdTaken(f"run id {run_id} is taken") from error
     if record is not None:
         return RunRow.from_record(record), True
     existing = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
     max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
     writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+    # Browser frontends on other origins (an AG-UI app): comma-separated origins such as
+    # `http://localhost:5173`, or `*`. Empty: same-origin only (no CORS headers).
+    cors_origins: str = Field("", validation_alias="WAYSTATION_CORS_ORIGINS")
     # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
     max_api_keys_per_user: int = Field(50, ge=1,
                                        validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
@@ -208,6 +211,10 @@ class Settings(BaseSettings):
     @property
     def plugin_modules(self) -> list[str]:
         return [m.strip() for m in self.plugins.split(",") if m.strip()]
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
 
     @property
     def artifact_path(self) -> Path:

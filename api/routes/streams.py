@@ -25,7 +25,7 @@ from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription, RunSubscription
 from api.schemas import EventView
 from api.services.decisions import decision_views
-from api.sse import LiveEvent, sse
+from api.sse import STREAM_HEADERS, LiveEvent, sse
 from contracts.events import TERMINAL_EVENT_TYPES
 from persistence import events as events_repo
 from persistence import gates as gates_repo
@@ -40,8 +40,6 @@ CATCH_UP_PAGE = 500
 # Every open request goes out when an inbox stream starts: a console shows them all at once
 # (1,000 render in well under a second; see bench/bench_console.py).
 INBOX_SNAPSHOT_LIMIT = 10_000
-STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-                  "Connection": "keep-alive"}
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
                        "description": "An event stream; each event's `id` is its seq."}}
 

@@ -33,9 +33,10 @@ from waystation.settings import Settings
 
 async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, request: Any, *,
                     registry: Registry, settings: Settings,
-                    idempotency_key: str | None = None) -> RunCreated:
+                    idempotency_key: str | None = None, run_id: UUID | None = None) -> RunCreated:
     """Start a run of any registered kind (`request` is one of `run_create_model`'s models);
-    the same idempotency key again returns the same run, with `created` false."""
+    the same idempotency key again returns the same run, with `created` false. `run_id` is
+    the id a client chose (an AG-UI thread's); 404 when it is another run's."""
     check_items_source(request.input, settings)
     check_device(request.input, user, settings)
     if request.group_id is not None:
@@ -44,7 +45,7 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
         conn, temporal, settings.temporal_task_queue, registry.kind(request.kind),
         owner=user.name, input=request.input, idempotency_key=idempotency_key,
         project_id=request.project_id or getattr(request.input, "project_id", None),
-        group_id=request.group_id, gate_policies=request.gates)
+        group_id=request.group_id, gate_policies=request.gates, run_id=run_id)
     return RunCreated.of(run, created)
 
 
