@@ -414,6 +414,8 @@ def banner(urls: StackUrls, token: str) -> str:
             f"  API             {urls.api}",
             f"  API docs        {urls.docs}",
             f"  MCP server      {urls.api}/mcp  (Authorization: Bearer <the dev token below>)",
+            f"  AG-UI           {urls.api}/ag-ui/<kind>  (e.g. {urls.api}/ag-ui/agent)",
+            f"  A2A agent card  {urls.api}/.well-known/agent-card.json",
             f"  Temporal Web UI {urls.temporal_ui}/namespaces/{urls.namespace}/workflows",
             f"  Temporal gRPC   {urls.temporal_grpc} (namespace {urls.namespace})",
             f"  Database        {urls.database}",
