@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from api.job_schemas import UnitStatus
 from persistence.models import GateStatus, RunStatus
+from workflows.mobile_models import PACKAGE_PATTERN
 
 # A seq to read on from: 0 reads from the start.
 AfterSeq = Annotated[int, Field(ge=0, le=2**62)]
@@ -26,6 +27,12 @@ class RunFilter(BaseModel):
     q: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]+$",
                           description="Text in the run's id, phase or input")
     group_id: UUID | None = Field(None, description="Only this group's runs")
+    app_package: str | None = Field(None, pattern=PACKAGE_PATTERN, max_length=200,
+                                    description="Only mobile runs of this app")
+    # Up to 30 days: a run quiet for longer is long past anyone's notice.
+    stale_after: int | None = Field(None, ge=1, le=30 * 24 * 3600,
+                                    description="Only runs `running` and not updated for this "
+                                                "many seconds")
 
 
 class EventQuery(BaseModel):

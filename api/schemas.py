@@ -166,6 +166,7 @@ class RunView(BaseModel):
     output_tokens: int = 0
     gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
                                                           "started with (`POST /runs` `gates`).")
+    app_package: str | None = Field(None, description="A mobile run's app.")
 
     @classmethod
     def of(cls, run: RunRow) -> RunView:

@@ -54,6 +54,8 @@ class RunRow(Row):
     cost_usd: Usd = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    # A mobile run's app (migration 050).
+    app_package: str | None = None
 
 
 class EventRow(Row):

@@ -42,10 +42,12 @@ async def list_runs(
     conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
     awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
     project_id: str | None = None, search: str | None = None, group_id: UUID | None = None,
+    app_package: str | None = None, stale_after: int | None = None,
 ) -> list[RunRow]:
     created_at, run_id = before if before else (None, None)
     records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
-                               created_at, run_id, project_id, search, group_id)
+                               created_at, run_id, project_id, search, group_id, app_package,
+                               stale_after)
     return [RunRow.from_record(r) for r in records]
 
 

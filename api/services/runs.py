@@ -67,7 +67,8 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
         conn, owner=user.owner_filter, kind=query.kind, status=query.status,
         awaiting_human=query.awaiting_human, limit=query.limit + 1,
         before=_decode_cursor(query.cursor) if query.cursor else None,
-        project_id=query.project_id, search=query.q, group_id=query.group_id)
+        project_id=query.project_id, search=query.q, group_id=query.group_id,
+        app_package=query.app_package, stale_after=query.stale_after)
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)

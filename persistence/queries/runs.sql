@@ -21,7 +21,8 @@ SELECT status, result, error_message, stop_reason FROM runs
 
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
--- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group.
+-- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group;
+-- $11 an app package; $12 keeps only runs `running` and not updated for that many seconds.
 -- $1 sees the runs it owns and those of its groups; erased runs nobody sees.
 SELECT * FROM runs
  WHERE erased_at IS NULL
@@ -35,6 +36,9 @@ SELECT * FROM runs
    AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
                                         || input::text), lower($9)) > 0)
    AND ($10::uuid IS NULL OR group_id = $10)
+   AND ($11::text IS NULL OR app_package = $11)
+   AND ($12::int IS NULL OR (status = 'running'
+                             AND updated_at < now() - make_interval(secs => $12)))
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 
