@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from uuid import UUID
 
 from pydantic import BaseModel, Field
@@ -64,6 +64,9 @@ class ItemView(BaseModel):
     started_at: datetime | None
     completed_at: datetime | None
     execution_ms: int | None
+    at_step: str | None = Field(None, description="The step the item stands at: the one it "
+                                                  "runs (or failed at) next, its last once "
+                                                  "completed.")
 
     @classmethod
     def of(cls, unit: UnitRow) -> ItemView:
@@ -89,8 +92,19 @@ class OutputView(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, row: OutputRow) -> OutputView:
+    def of(cls, row: OutputRow) -> Self:
         return cls(item_id=row.unit_id, **row.model_dump(exclude={"unit_id", "executions"}))
+
+
+class StepOutputView(OutputView):
+    """An output read with its item's ordinal (`of` a `StepOutputRow`)."""
+
+    ordinal: int = Field(description="The item's place in the job.")
+
+
+class StepOutputPage(BaseModel):
+    outputs: list[StepOutputView]
+    next_cursor: str | None
 
 
 class ItemOutputs(BaseModel):

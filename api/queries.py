@@ -9,6 +9,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from activities.batch.spec import STEP_NAME
 from api.job_schemas import UnitStatus
 from persistence.models import GateStatus, RunStatus
 from workflows.mobile_models import PACKAGE_PATTERN
@@ -50,7 +51,14 @@ class InboxQuery(BaseModel):
     limit: int = Field(100, ge=1, le=500)
 
 
-class ItemQuery(BaseModel):
-    status: UnitStatus | None = None
+class OrdinalPage(BaseModel):
+    """A page of a job's items (or their outputs) in item order."""
+
     cursor: str | None = Field(None, pattern=r"^\d{1,10}$")
     limit: int = Field(100, ge=1, le=500)
+
+
+class ItemQuery(OrdinalPage):
+    status: UnitStatus | None = None
+    at_step: str | None = Field(None, pattern=STEP_NAME,
+                                description="Only items that stand at this step now")

@@ -52,6 +52,8 @@ class UnitRow(Row):
     started_at: datetime | None
     completed_at: datetime | None
     execution_ms: int | None
+    # The step the item stands at now (read with it: list_units, get_unit).
+    at_step: str | None = None
 
 
 class OutputRow(Row):
@@ -67,6 +69,10 @@ class OutputRow(Row):
     duration_ms: int | None
     executions: int
     created_at: datetime
+
+
+class StepOutputRow(OutputRow):
+    ordinal: int
 
 
 class StatusCount(BaseModel):
@@ -184,9 +190,16 @@ async def unit_counts(conn: asyncpg.Connection, job_id: UUID) -> list[StatusCoun
 
 
 async def list_units(conn: asyncpg.Connection, job_id: UUID, *, status: str | None,
-                     after_ordinal: int, limit: int) -> list[UnitRow]:
-    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit)
+                     after_ordinal: int, limit: int, at_step: str | None = None,
+                     ) -> list[UnitRow]:
+    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit, at_step)
     return [UnitRow.from_record(r) for r in records]
+
+
+async def list_step_outputs(conn: asyncpg.Connection, job_id: UUID, step: str, *,
+                            after_ordinal: int, limit: int) -> list[StepOutputRow]:
+    records = await conn.fetch(sql("list_step_outputs"), job_id, step, after_ordinal, limit)
+    return [StepOutputRow.from_record(r) for r in records]
 
 
 async def get_unit(conn: asyncpg.Connection, unit_id: UUID) -> tuple[UnitRow, UUID] | None:

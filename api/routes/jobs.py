@@ -12,9 +12,16 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, SettingsDep, TemporalClient
-from api.job_schemas import ItemPage, JobControlAccepted, JobView
-from api.queries import ItemQuery
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    SettingsDep,
+    StepName,
+    TemporalClient,
+)
+from api.job_schemas import ItemPage, JobControlAccepted, JobView, StepOutputPage
+from api.queries import ItemQuery, OrdinalPage
 from api.schemas import RunCreated
 from api.services import jobs
 from persistence.jobs import JobRow
@@ -39,8 +46,16 @@ async def get_job(job: VisibleJob, conn: Conn) -> JobView:
 @router.get("/{job_id}/items", response_model=ItemPage)
 async def list_items(job: VisibleJob, conn: Conn,
                      query: Annotated[ItemQuery, Query()]) -> ItemPage:
-    """The job's items in ordinal order, filtered by status; `cursor` reads on."""
+    """The job's items in ordinal order, filtered by status and by the step they stand at;
+    `cursor` reads on."""
     return await jobs.list_items(conn, job, query)
+
+
+@router.get("/{job_id}/steps/{step}/outputs", response_model=StepOutputPage)
+async def list_step_outputs(job: VisibleJob, step: StepName, conn: Conn,
+                            query: Annotated[OrdinalPage, Query()]) -> StepOutputPage:
+    """One step's outputs across the job, in item order; `cursor` reads on."""
+    return await jobs.step_outputs(conn, job, step, query)
 
 
 @router.post("/{job_id}/retry-failed", status_code=201, response_model=RunCreated)

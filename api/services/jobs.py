@@ -14,7 +14,7 @@ import asyncpg
 from temporalio.client import Client
 
 from api.auth import User
-from api.errors import ApiError
+from api.errors import ApiError, invalid_field
 from api.job_schemas import (
     ItemOutputs,
     ItemPage,
@@ -22,8 +22,10 @@ from api.job_schemas import (
     JobControlAccepted,
     JobView,
     OutputView,
+    StepOutputPage,
+    StepOutputView,
 )
-from api.queries import ItemQuery
+from api.queries import ItemQuery, OrdinalPage
 from api.run_kinds import create_and_start
 from api.schemas import RunCreated
 from api.services.access import may_read, require_decider, require_run_starter
@@ -63,15 +65,46 @@ async def job_view(conn: asyncpg.Connection, job: JobRow) -> JobView:
 
 
 async def list_items(conn: asyncpg.Connection, job: JobRow, query: ItemQuery) -> ItemPage:
-    """The job's items in ordinal order, filtered by status; `cursor` reads on."""
-    after = int(query.cursor) if query.cursor is not None else -1
-    # Ordinals are 32-bit; a cursor past them (the pattern lets ten digits through) is past
-    # every item.
+    """The job's items in ordinal order, filtered by status and by the step they stand at;
+    `cursor` reads on. A step the job does not have is a 422 naming `at_step`."""
+    if query.at_step is not None:
+        require_step(job, query.at_step, loc=["query", "at_step"])
+    after = _after_ordinal(query)
     units = await jobs_repo.list_units(conn, job.id, status=query.status, after_ordinal=after,
-                                       limit=query.limit + 1) if after < 2**31 - 1 else []
+                                       limit=query.limit + 1,
+                                       at_step=query.at_step) if after is not None else []
     page, more = units[:query.limit], len(units) > query.limit
     return ItemPage(items=[ItemView.of(u) for u in page],
                     next_cursor=str(page[-1].ordinal) if more else None)
+
+
+async def step_outputs(conn: asyncpg.Connection, job: JobRow, step: str,
+                       query: OrdinalPage) -> StepOutputPage:
+    """One step's outputs across the job, in item order; `cursor` reads on. A step the job
+    does not have is a 422 naming it."""
+    require_step(job, step, loc=["path", "step"])
+    after = _after_ordinal(query)
+    rows = await jobs_repo.list_step_outputs(conn, job.id, step, after_ordinal=after,
+                                             limit=query.limit + 1) if after is not None else []
+    page, more = rows[:query.limit], len(rows) > query.limit
+    return StepOutputPage(outputs=[StepOutputView.of(r) for r in page],
+                          next_cursor=str(page[-1].ordinal) if more else None)
+
+
+def require_step(job: JobRow, step: str, *, loc: list[str]) -> int:
+    """The step's index in the job's pipeline; a 422 naming `loc` for a step it does not have."""
+    names = [s["name"] for s in job.spec["steps"]]
+    if step not in names:
+        raise invalid_field(loc, f"job {job.id} has no step {step!r}; its steps: "
+                                 f"{', '.join(names)}", "unknown_step")
+    return names.index(step)
+
+
+def _after_ordinal(page: OrdinalPage) -> int | None:
+    """The ordinal a page reads after; None past every item: ordinals are 32-bit, and the
+    cursor's pattern lets ten digits through."""
+    after = int(page.cursor) if page.cursor is not None else -1
+    return after if after < 2**31 - 1 else None
 
 
 async def item_outputs(conn: asyncpg.Connection, item: UnitRow) -> ItemOutputs:

@@ -110,15 +110,35 @@ SELECT status, count(*) AS n, COALESCE(sum(cost_usd), 0) AS cost_usd,
   FROM work_units WHERE job_id = $1 GROUP BY status;
 
 -- name: list_units
--- A page of a job's items in ordinal order; NULL status matches all; $3 is the keyset cursor.
-SELECT * FROM work_units
- WHERE job_id = $1 AND ($2::text IS NULL OR status = $2) AND ordinal > $3
+-- A page of a job's items in ordinal order, each with the step it stands at (see get_unit);
+-- NULL status or step ($5) matches all; $3 is the keyset cursor.
+SELECT * FROM (
+    SELECT w.*, CASE WHEN cardinality(w.path) = 0 THEN j.spec->'steps'->0->>'name'
+                     ELSE COALESCE(o.next_step, w.path[cardinality(w.path)]) END AS at_step
+      FROM work_units w JOIN jobs j ON j.id = w.job_id
+      LEFT JOIN item_outputs o ON o.unit_id = w.id AND o.step = w.path[cardinality(w.path)]
+     WHERE w.job_id = $1 AND ($2::text IS NULL OR w.status = $2) AND w.ordinal > $3
+) units
+ WHERE $5::text IS NULL OR at_step = $5
  ORDER BY ordinal
  LIMIT $4;
 
 -- name: get_unit
--- One item with the run it belongs to (for authorization).
-SELECT w.*, j.run_id FROM work_units w JOIN jobs j ON j.id = w.job_id WHERE w.id = $1;
+-- One item with the run it belongs to (for authorization) and the step it stands at: the one
+-- it runs (or failed at) next, the first before it ran any, its last once it completed.
+SELECT w.*, j.run_id,
+       CASE WHEN cardinality(w.path) = 0 THEN j.spec->'steps'->0->>'name'
+            ELSE COALESCE(o.next_step, w.path[cardinality(w.path)]) END AS at_step
+  FROM work_units w JOIN jobs j ON j.id = w.job_id
+  LEFT JOIN item_outputs o ON o.unit_id = w.id AND o.step = w.path[cardinality(w.path)]
+ WHERE w.id = $1;
+
+-- name: list_step_outputs
+-- A page of one step's outputs across a job, in item order; $3 is the keyset cursor.
+SELECT o.*, w.ordinal FROM work_units w JOIN item_outputs o ON o.unit_id = w.id AND o.step = $2
+ WHERE w.job_id = $1 AND w.ordinal > $3
+ ORDER BY w.ordinal
+ LIMIT $4;
 
 -- name: list_unit_outputs
 -- An item's step outputs in the order the steps ran.

@@ -1,0 +1,126 @@
+"""Seed 002's per-item pipeline tools over HTTP: items by the step they stand at, one step's
+outputs across a job, re-running chosen items from a chosen step, and the placeholder check.
+
+Dev server, real Postgres, an in-process worker whose agent answers by a script: an item whose
+text says FAIL fails at `grade`, and every answer repeats its prompt (so a placeholder in an
+item reaches the answer, as an unrendered one reached the model in the seed's incident).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest_asyncio
+
+from activities.agents import AgentRequest
+from api.app import create_app
+from tests.batch_helpers import ScriptedBackend
+from tests.helpers import eventually
+from tests.test_api import auth, settings  # noqa: F401 - the settings fixture
+from waystation.settings import Settings
+from waystation.worker import build_worker
+
+STEPS = [
+    {"name": "summarize", "template": "Summarize: {{ item.text }}",
+     "branches": [{"when": "item.short", "goto": "end"}]},
+    {"name": "grade", "template": "Grade: {{ outputs.summarize }}"},
+    {"name": "publish", "template": "Publish: {{ outputs.grade }}"},
+]
+
+
+def _answer(request: AgentRequest, n: int) -> dict[str, Any]:
+    if request.task == "grade" and "FAIL" in request.instructions:
+        raise RuntimeError("the grader gave up")
+    return {"text": f"{request.task}: {request.instructions}"}
+
+
+@pytest_asyncio.fixture
+async def backend() -> ScriptedBackend:
+    return ScriptedBackend(_answer)
+
+
+@pytest_asyncio.fixture
+async def api(settings: Settings, dev_env, pool,  # noqa: F811
+              backend: ScriptedBackend) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
+                          backend=backend)
+    async with app.router.lifespan_context(app), worker:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+            yield client
+
+
+ITEMS = [{"text": "one", "short": True}, {"text": "two FAIL", "short": False},
+         {"text": "three", "short": False}, {"text": "four FAIL", "short": False},
+         {"text": "five", "short": True}]
+
+
+async def finished_job(api: httpx.AsyncClient, items: list[dict] | None = None, *,
+                       steps: list[dict] | None = None) -> str:
+    created = await api.post("/runs", headers=auth(), json={"kind": "batch", "input": {
+        "name": "postings", "items": items or ITEMS, "steps": steps or STEPS,
+        "max_retries": 0, "failure_threshold": 0.9}})
+    assert created.status_code == 201, created.text
+    job_id = created.json()["run_id"]
+
+    async def done() -> dict | None:
+        job = (await api.get(f"/jobs/{job_id}", headers=auth())).json()
+        return job if job.get("status") in ("completed", "failed") else None
+    await eventually(done, timeout=40)
+    return job_id
+
+
+async def items_at(api: httpx.AsyncClient, job_id: str, step: str, **params) -> list[int]:
+    response = await api.get(f"/jobs/{job_id}/items", params={"at_step": step, **params},
+                             headers=auth())
+    assert response.status_code == 200, response.text
+    return [i["ordinal"] for i in response.json()["items"]]
+
+
+async def test_items_by_the_step_they_stand_at(api):
+    job_id = await finished_job(api)
+    # Short items ended at summarize; the FAIL items failed at grade and stand there; the
+    # rest went through to publish.
+    assert await items_at(api, job_id, "summarize") == [0, 4]
+    assert await items_at(api, job_id, "grade") == [1, 3]
+    assert await items_at(api, job_id, "grade", status="completed") == []
+    assert await items_at(api, job_id, "publish") == [2]
+    page = (await api.get(f"/jobs/{job_id}/items", params={"at_step": "grade", "limit": 1},
+                          headers=auth())).json()
+    assert [i["ordinal"] for i in page["items"]] == [1] and page["items"][0]["at_step"] == "grade"
+    rest = await items_at(api, job_id, "grade", cursor=page["next_cursor"])
+    assert rest == [3]
+    item = (await api.get(f"/items/{page['items'][0]['item_id']}", headers=auth())).json()
+    assert item["at_step"] == "grade" and item["path"] == ["summarize"]
+
+    unknown = await api.get(f"/jobs/{job_id}/items", params={"at_step": "review"},
+                            headers=auth())
+    assert unknown.status_code == 422
+    error = unknown.json()["error"]
+    assert error["message"].startswith("query.at_step: ") and "'review'" in error["message"]
+    assert error["details"][0]["loc"] == ["query", "at_step"]
+
+
+async def test_one_steps_outputs_across_the_job_paged(api):
+    job_id = await finished_job(api)
+    first = (await api.get(f"/jobs/{job_id}/steps/summarize/outputs", params={"limit": 3},
+                           headers=auth())).json()
+    assert [o["ordinal"] for o in first["outputs"]] == [0, 1, 2]
+    assert first["outputs"][1]["output"]["text"] == "summarize: Summarize: two FAIL"
+    assert {o["step"] for o in first["outputs"]} == {"summarize"}
+    rest = (await api.get(f"/jobs/{job_id}/steps/summarize/outputs",
+                          params={"cursor": first["next_cursor"]}, headers=auth())).json()
+    assert [o["ordinal"] for o in rest["outputs"]] == [3, 4] and rest["next_cursor"] is None
+    # Only the items that ran a step have its output.
+    grade = (await api.get(f"/jobs/{job_id}/steps/grade/outputs", headers=auth())).json()
+    assert [o["ordinal"] for o in grade["outputs"]] == [2]
+
+    unknown = await api.get(f"/jobs/{job_id}/steps/review/outputs", headers=auth())
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["details"][0]["loc"] == ["path", "step"]
+    assert (await api.get(f"/jobs/{job_id}/steps/summarize/outputs",
+                          headers=auth("mallory"))).status_code == 404
+
