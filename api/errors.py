@@ -75,7 +75,7 @@ class ApiError(Exception):
         self.details, self.headers = details, headers
 
 
-def invalid_field(loc: list[str], msg: str, type_: str) -> ApiError:
+def invalid_field(loc: list[str | int], msg: str, type_: str) -> ApiError:
     """A 422 naming the field at `loc` (as FastAPI's own validation errors do), e.g.
     `["query", "at_step"]` or `["body", "item_ids", 2]`."""
     where = ".".join(str(part) for part in loc)

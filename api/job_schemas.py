@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import Any, Literal, Self
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from activities.batch.spec import STEP_NAME
 from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
@@ -111,6 +112,14 @@ class ItemOutputs(BaseModel):
     item_id: UUID
     path: list[str]
     outputs: list[OutputView]
+
+
+class RerunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item_ids: list[UUID] | None = Field(None, min_length=1, max_length=100_000,
+                                        description="The items to run again (default: all).")
+    from_step: str = Field(pattern=STEP_NAME, description="They run again from this step and "
+                                                          "keep their outputs of earlier ones.")
 
 
 class JobControlAccepted(BaseModel):

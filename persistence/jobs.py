@@ -125,6 +125,11 @@ async def insert_units(conn: asyncpg.Connection, job_id: UUID, first_ordinal: in
     await conn.execute(sql("insert_work_units"), job_id, first_ordinal, payloads)
 
 
+async def keep_earlier_outputs(conn: asyncpg.Connection, job_id: UUID,
+                               steps: list[str]) -> None:
+    await conn.execute(sql("keep_earlier_outputs"), job_id, steps)
+
+
 async def set_total(conn: asyncpg.Connection, job_id: UUID, total: int, test_first: bool) -> None:
     await conn.execute(sql("set_job_total"), job_id, total, test_first)
 
@@ -220,5 +225,14 @@ async def get_output(conn: asyncpg.Connection, unit_id: UUID, step: str) -> Outp
     return OutputRow.from_record(record) if record else None
 
 
-async def failed_payloads(conn: asyncpg.Connection, job_id: UUID) -> list[Any]:
-    return [r["payload"] for r in await conn.fetch(sql("failed_unit_payloads"), job_id)]
+async def units_to_rerun(conn: asyncpg.Connection, job_id: UUID, *,
+                         ids: list[UUID] | None = None,
+                         status: str | None = None) -> list[UnitRow]:
+    records = await conn.fetch(sql("units_to_rerun"), job_id, ids, status)
+    return [UnitRow.from_record(r) for r in records]
+
+
+async def outputs_before(conn: asyncpg.Connection, unit_ids: list[UUID],
+                         step_index: int) -> list[OutputRow]:
+    records = await conn.fetch(sql("outputs_before_step"), unit_ids, step_index)
+    return [OutputRow.from_record(r) for r in records]

@@ -124,3 +124,95 @@ async def test_one_steps_outputs_across_the_job_paged(api):
     assert (await api.get(f"/jobs/{job_id}/steps/summarize/outputs",
                           headers=auth("mallory"))).status_code == 404
 
+
+
+def _never_fails(request: AgentRequest, n: int) -> dict[str, Any]:
+    return {"text": f"{request.task}: {request.instructions}"}
+
+
+async def outputs_of(api: httpx.AsyncClient, item_id: str) -> dict[str, dict]:
+    found = (await api.get(f"/items/{item_id}/outputs", headers=auth())).json()
+    return {o["step"]: o for o in found["outputs"]}
+
+
+async def test_rerun_chosen_items_from_a_step_keeps_their_earlier_outputs(api, backend, pool):
+    job_id = await finished_job(api)
+    items = (await api.get(f"/jobs/{job_id}/items", headers=auth())).json()["items"]
+    failed, completed = items[1], items[2]
+    backend.rule = _never_fails  # the grader works now
+
+    body = {"item_ids": [completed["item_id"], failed["item_id"]], "from_step": "grade"}
+    rerun = await api.post(f"/jobs/{job_id}/rerun", json=body,
+                           headers={**auth(), "Idempotency-Key": "rerun-1"})
+    assert rerun.status_code == 201, rerun.text
+    new_id = rerun.json()["run_id"]
+    again = await api.post(f"/jobs/{job_id}/rerun", json=body,
+                           headers={**auth(), "Idempotency-Key": "rerun-1"})
+    assert again.json()["run_id"] == new_id and again.headers["Idempotent-Replayed"] == "true"
+    other_body = await api.post(f"/jobs/{job_id}/rerun", json={**body, "from_step": "publish"},
+                                headers={**auth(), "Idempotency-Key": "rerun-1"})
+    assert other_body.status_code == 409
+
+    run = (await api.get(f"/runs/{new_id}", headers=auth())).json()
+    assert run["input"]["retry_of"] == job_id and run["input"]["rerun_from"] == "grade"
+    assert run["input"]["name"] == "postings (rerun from grade)"
+    new_job = await eventually(lambda: _finished(api, new_id), timeout=40)
+    assert new_job["counts"] == {"completed": 2}
+    new_items = (await api.get(f"/jobs/{new_id}/items", headers=auth())).json()["items"]
+    # The job's order, whatever order the ids came in.
+    assert [i["payload"]["text"] for i in new_items] == ["two FAIL", "three"]
+    for source, new in ((failed, new_items[0]), (completed, new_items[1])):
+        assert new["path"] == ["summarize", "grade", "publish"]
+        before, after = await outputs_of(api, source["item_id"]), \
+            await outputs_of(api, new["item_id"])
+        # The kept step is the source's output, not a new answer; grade ran again.
+        assert after["summarize"]["output"] == before["summarize"]["output"]
+        assert after["summarize"]["rendered_prompt"] == before["summarize"]["rendered_prompt"]
+        assert after["grade"]["output"]["text"].startswith("grade: Grade: summarize:")
+        asked = [r.task for r in backend.requests if r.item_id == new["item_id"]]
+        assert asked == ["grade", "publish"]
+    # The source job never moves.
+    assert (await api.get(f"/jobs/{job_id}", headers=auth())).json()["counts"] \
+        == {"completed": 3, "failed": 2}
+
+
+async def _finished(api: httpx.AsyncClient, job_id: str) -> dict | None:
+    job = (await api.get(f"/jobs/{job_id}", headers=auth())).json()
+    return job if job.get("status") in ("completed", "failed") else None
+
+
+async def test_rerun_refusals_name_the_field_and_write_nothing(api, pool):
+    job_id = await finished_job(api)
+    other_job = await finished_job(api, [{"text": "elsewhere", "short": True}])
+    items = (await api.get(f"/jobs/{job_id}/items", headers=auth())).json()["items"]
+    stranger = (await api.get(f"/jobs/{other_job}/items", headers=auth())).json()["items"][0]
+    mine = items[0]["item_id"]
+
+    async def refused(body: dict, loc: list) -> str:
+        response = await api.post(f"/jobs/{job_id}/rerun", json=body, headers=auth())
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["details"][0]["loc"] == loc
+        return response.json()["error"]["message"]
+
+    message = await refused({"from_step": "review"}, ["body", "from_step"])
+    assert "'review'" in message
+    await refused({"item_ids": [mine], "from_step": "not a step"}, ["body", "from_step"])
+    unknown = "00000000-0000-4000-8000-000000000000"
+    message = await refused({"item_ids": [mine, unknown], "from_step": "grade"},
+                            ["body", "item_ids", 1])
+    assert unknown in message
+    await refused({"item_ids": [stranger["item_id"]], "from_step": "grade"},
+                  ["body", "item_ids", 0])
+    await refused({"item_ids": [], "from_step": "grade"}, ["body", "item_ids"])
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM runs WHERE input->>'retry_of' = $1",
+                                   job_id) == 0
+    assert (await api.post(f"/jobs/{job_id}/rerun", json={"from_step": "grade"},
+                           headers=auth("mallory"))).status_code == 404
+
+    # Without item_ids: every item, here from the first step (nothing kept).
+    everything = await api.post(f"/jobs/{job_id}/rerun", json={"from_step": "summarize"},
+                                headers=auth())
+    assert everything.status_code == 201
+    run = (await api.get(f"/runs/{everything.json()['run_id']}", headers=auth())).json()
+    assert len(run["input"]["items"]) == 5 and run["input"]["kept_outputs"] is None

@@ -154,6 +154,9 @@ class BatchActivities:
                     await jobs_repo.insert_units(conn, job.run_id, start,
                                                  items[start:start + jobs_repo.INSERT_CHUNK])
                 total = len(items)
+                # A re-run's items start with the earlier steps' outputs they keep.
+                await jobs_repo.keep_earlier_outputs(conn, job.run_id,
+                                                     [s.name for s in job.spec.steps])
             else:
                 try:
                     async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK,

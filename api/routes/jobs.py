@@ -20,7 +20,13 @@ from api.deps import (
     StepName,
     TemporalClient,
 )
-from api.job_schemas import ItemPage, JobControlAccepted, JobView, StepOutputPage
+from api.job_schemas import (
+    ItemPage,
+    JobControlAccepted,
+    JobView,
+    RerunRequest,
+    StepOutputPage,
+)
 from api.queries import ItemQuery, OrdinalPage
 from api.schemas import RunCreated
 from api.services import jobs
@@ -67,6 +73,19 @@ async def retry_failed_items(job: VisibleJob, user: CurrentUser, conn: Conn,
     409 while the job runs or when none failed. The finished job keeps its final status."""
     created = await jobs.retry_failed(conn, temporal, user, job, settings=settings,
                                       idempotency_key=idempotency_key)
+    if not created.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created
+
+
+@router.post("/{job_id}/rerun", status_code=201, response_model=RunCreated)
+async def rerun_items(job: VisibleJob, body: RerunRequest, user: CurrentUser, conn: Conn,
+                      temporal: TemporalClient, settings: SettingsDep, response: Response,
+                      idempotency_key: IdempotencyKey = None) -> RunCreated:
+    """Run chosen items of a finished job (default: all) again from a chosen step, as a new
+    job whose items keep their outputs of the steps before it."""
+    created = await jobs.rerun_items(conn, temporal, user, job, body, settings=settings,
+                                     idempotency_key=idempotency_key)
     if not created.created:
         response.headers["Idempotent-Replayed"] = "true"
     return created

@@ -15,6 +15,36 @@ SELECT $1, $2 + t.ord::int - 1, t.value
   FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS t(value, ord)
 ON CONFLICT (job_id, ordinal) DO NOTHING;
 
+-- name: keep_earlier_outputs
+-- A re-run's kept outputs (the run's input.kept_outputs, one list per item; $2 the pipeline's
+-- step names) are stored as its items' steps, as if just run: an item follows them and runs
+-- only the rest. They cost the new job nothing (the source job paid). A retried prepare finds
+-- them stored and the paths set.
+WITH kept AS (
+    SELECT w.id AS unit_id, k.step, array_position($2::text[], k.step) - 1 AS step_index,
+           k.output, k.rendered_prompt, k.next_step
+      FROM runs r
+     CROSS JOIN LATERAL jsonb_array_elements(
+               CASE WHEN jsonb_typeof(r.input->'kept_outputs') = 'array'
+                    THEN r.input->'kept_outputs' END) WITH ORDINALITY AS i(outs, ord)
+     CROSS JOIN LATERAL jsonb_to_recordset(i.outs)
+               AS k(step text, output jsonb, rendered_prompt text, next_step text)
+      JOIN work_units w ON w.job_id = r.id AND w.ordinal = i.ord::int - 1
+     WHERE r.id = $1
+), stored AS (
+    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step)
+    SELECT unit_id, step, step_index, output, rendered_prompt, next_step FROM kept
+    ON CONFLICT (unit_id, step) DO NOTHING
+)
+UPDATE work_units w
+   SET path = p.steps, result = p.last_output, conversation = p.turns
+  FROM (SELECT unit_id, array_agg(step ORDER BY step_index) AS steps,
+               (array_agg(output ORDER BY step_index DESC))[1] AS last_output,
+               jsonb_agg(jsonb_build_object('step', step, 'prompt', rendered_prompt,
+                                            'output', output) ORDER BY step_index) AS turns
+          FROM kept GROUP BY unit_id) p
+ WHERE w.id = p.unit_id AND w.path = '{}';
+
 -- name: set_job_total
 -- Records how many items the job has, and its test unit, once they are all stored.
 UPDATE jobs SET total_units = $2,
@@ -148,6 +178,14 @@ SELECT * FROM item_outputs WHERE unit_id = $1 ORDER BY created_at, step_index;
 -- One step's output of an item.
 SELECT * FROM item_outputs WHERE unit_id = $1 AND step = $2;
 
--- name: failed_unit_payloads
--- The payloads of a job's failed items in ordinal order (what a retry job runs again).
-SELECT payload FROM work_units WHERE job_id = $1 AND status = 'failed' ORDER BY ordinal;
+-- name: units_to_rerun
+-- The items of job $1 a re-run takes, in ordinal order: those of ids $2 (NULL: all) with
+-- status $3 (NULL: any).
+SELECT * FROM work_units
+ WHERE job_id = $1 AND ($2::uuid[] IS NULL OR id = ANY($2)) AND ($3::text IS NULL OR status = $3)
+ ORDER BY ordinal;
+
+-- name: outputs_before_step
+-- The outputs of items $1 of the steps before pipeline index $2 (what a re-run keeps).
+SELECT * FROM item_outputs WHERE unit_id = ANY($1::uuid[]) AND step_index < $2
+ ORDER BY unit_id, step_index;
