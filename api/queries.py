@@ -34,6 +34,8 @@ class RunFilter(BaseModel):
     stale_after: int | None = Field(None, ge=1, le=30 * 24 * 3600,
                                     description="Only runs `running` and not updated for this "
                                                 "many seconds")
+    hidden: bool = Field(False, description="List the runs the caller hid (and may restore) "
+                                            "instead of visible ones")
 
 
 class EventQuery(BaseModel):

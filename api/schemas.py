@@ -171,7 +171,19 @@ class RunView(BaseModel):
     @classmethod
     def of(cls, run: RunRow) -> RunView:
         return cls(run_id=run.id, pending_checkpoint=run.hitl_state, gates=run.gate_policies,
-                   **run.model_dump(exclude={"id", "hitl_state", "gate_policies"}))
+                   **run.model_dump(exclude={"id", "hitl_state", "gate_policies", "erased_at",
+                                             "hidden_by"}))
+
+
+class RunVisibility(BaseModel):
+    """Whether a run is hidden (`POST /runs/{id}/hide`) and until when it can be restored."""
+
+    run_id: UUID
+    hidden: bool
+    hidden_at: datetime | None = None
+    restore_until: datetime | None = Field(
+        None, description="Until then its owner may restore it; the retention sweep deletes "
+                          "it after.")
 
 
 class RunPage(BaseModel):
