@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from activities.batch.spec import STEP_NAME
+from contracts.output_flags import OutputFlag
 from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
@@ -68,6 +69,8 @@ class ItemView(BaseModel):
     at_step: str | None = Field(None, description="The step the item stands at: the one it "
                                                   "runs (or failed at) next, its last once "
                                                   "completed.")
+    flags: list[OutputFlag] = Field(default_factory=list, description="What output checks "
+                                                                  "flagged in its answers.")
 
     @classmethod
     def of(cls, unit: UnitRow) -> ItemView:
@@ -91,6 +94,7 @@ class OutputView(BaseModel):
     output_tokens: int
     duration_ms: int | None
     created_at: datetime
+    flags: list[OutputFlag] = Field(default_factory=list)
 
     @classmethod
     def of(cls, row: OutputRow) -> Self:

@@ -64,3 +64,5 @@ class ItemQuery(OrdinalPage):
     status: UnitStatus | None = None
     at_step: str | None = Field(None, pattern=STEP_NAME,
                                 description="Only items that stand at this step now")
+    flagged: bool | None = Field(None, description="Only items an output check flagged (true) "
+                                                   "or did not (false)")

@@ -8,8 +8,9 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from contracts.output_flags import OutputFlag
 from persistence.models import Row, Usd
 from persistence.queries import sql
 
@@ -54,6 +55,8 @@ class UnitRow(Row):
     execution_ms: int | None
     # The step the item stands at now (read with it: list_units, get_unit).
     at_step: str | None = None
+    # Every output check's flag on its outputs (migration 052).
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 class OutputRow(Row):
@@ -69,6 +72,7 @@ class OutputRow(Row):
     duration_ms: int | None
     executions: int
     created_at: datetime
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 class StepOutputRow(OutputRow):
@@ -107,6 +111,7 @@ class StepOutputWrite(BaseModel):
     attempt: int
     item_done: bool
     execution_ms: int
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 # --- writes (activities) ----------------------------------------------------------------------
@@ -148,13 +153,13 @@ async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int, retri
     """Mark an item running and read it; `finishing`, the last step of the item before, is
     stored by the same statement (one round trip and one commit for both)."""
     record = await conn.fetchrow(sql("record_step_and_start_unit"), *_step_args(finishing),
-                                 job_id, ordinal, retries, run_retrying)
+                                 job_id, ordinal, retries, run_retrying, _flags(finishing))
     return StartedUnit.model_validate(dict(record)) if record else None
 
 
 async def record_step_output(conn: asyncpg.Connection, w: StepOutputWrite) -> None:
     await conn.execute(sql("record_step_and_start_unit"), *_step_args(w), None, None, None,
-                       None)
+                       None, _flags(w))
 
 
 def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
@@ -164,6 +169,10 @@ def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
     return (w.unit_id, w.step, w.step_index, w.output, w.rendered_prompt, w.next_step,
             Decimal(str(w.cost_usd)), w.input_tokens, w.output_tokens, w.duration_ms, [turn],
             w.attempt - 1, w.execution_ms, w.item_done)
+
+
+def _flags(w: StepOutputWrite | None) -> list[dict[str, Any]] | None:
+    return None if w is None else [f.model_dump() for f in w.flags]
 
 
 async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
@@ -196,8 +205,9 @@ async def unit_counts(conn: asyncpg.Connection, job_id: UUID) -> list[StatusCoun
 
 async def list_units(conn: asyncpg.Connection, job_id: UUID, *, status: str | None,
                      after_ordinal: int, limit: int, at_step: str | None = None,
-                     ) -> list[UnitRow]:
-    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit, at_step)
+                     flagged: bool | None = None) -> list[UnitRow]:
+    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit, at_step,
+                               flagged)
     return [UnitRow.from_record(r) for r in records]
 
 

@@ -15,6 +15,7 @@ import httpx
 import pytest_asyncio
 
 from activities.agents import AgentRequest
+from activities.batch.checks import output_flags
 from api.app import create_app
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
@@ -216,3 +217,36 @@ async def test_rerun_refusals_name_the_field_and_write_nothing(api, pool):
     assert everything.status_code == 201
     run = (await api.get(f"/runs/{everything.json()['run_id']}", headers=auth())).json()
     assert len(run["input"]["items"]) == 5 and run["input"]["kept_outputs"] is None
+
+
+async def test_answers_with_unrendered_placeholders_are_flagged(api):
+    items = [{"text": "Grade {session_9_output} please", "short": True},
+             {"text": "fine text", "short": True},
+             {"text": "Hello {{ customer.name }}, {% if vip %}welcome{% endif %}",
+              "short": True}]
+    job_id = await finished_job(api, items)
+    flagged = (await api.get(f"/jobs/{job_id}/items", params={"flagged": "true"},
+                             headers=auth())).json()["items"]
+    assert [i["ordinal"] for i in flagged] == [0, 2]
+    # Flagged, not failed: the answer is kept for a person to judge.
+    assert {i["status"] for i in flagged} == {"completed"}
+    flag = flagged[0]["flags"][0]
+    assert flag["check"] == "unrendered_placeholder" and flag["step"] == "summarize"
+    assert flag["found"] == ["{session_9_output}"]
+    assert "{session_9_output}" in flag["reason"] and "never filled in" in flag["reason"]
+    assert flagged[1]["flags"][0]["found"] == ["{{ customer.name }}", "{% if vip %}",
+                                               "{% endif %}"]
+    clean = (await api.get(f"/jobs/{job_id}/items", params={"flagged": "false"},
+                           headers=auth())).json()["items"]
+    assert [(i["ordinal"], i["flags"]) for i in clean] == [(1, [])]
+    item = (await api.get(f"/items/{flagged[0]['item_id']}", headers=auth())).json()
+    assert item["flags"] == flagged[0]["flags"]
+    output = (await api.get(f"/items/{flagged[0]['item_id']}/outputs/summarize",
+                            headers=auth())).json()
+    assert output["flags"] == flagged[0]["flags"]
+
+
+def test_the_placeholder_check_leaves_json_and_plain_text_alone():
+    assert output_flags("s", '{"summary": "ok", "nested": {"score": 3}}') == []
+    assert output_flags("s", "a set {1, 2} and a dict {}") == []
+    assert [f.found for f in output_flags("s", "Dear ${first_name}")] == [["${first_name}"]]

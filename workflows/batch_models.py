@@ -12,6 +12,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from activities.batch.spec import END, BatchJobSpec, Branch, StepDef
+from contracts.output_flags import OutputFlag
 
 
 class KeptOutput(BaseModel):
@@ -23,6 +24,7 @@ class KeptOutput(BaseModel):
     output: Any
     rendered_prompt: str
     next_step: str | None = None
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 class BatchInput(BatchJobSpec):

@@ -73,8 +73,8 @@ async def list_items(conn: asyncpg.Connection, job: JobRow, query: ItemQuery) ->
         require_step(job, query.at_step, loc=["query", "at_step"])
     after = _after_ordinal(query)
     units = await jobs_repo.list_units(conn, job.id, status=query.status, after_ordinal=after,
-                                       limit=query.limit + 1,
-                                       at_step=query.at_step) if after is not None else []
+                                       limit=query.limit + 1, at_step=query.at_step,
+                                       flagged=query.flagged) if after is not None else []
     page, more = units[:query.limit], len(units) > query.limit
     return ItemPage(items=[ItemView.of(u) for u in page],
                     next_cursor=str(page[-1].ordinal) if more else None)
@@ -176,7 +176,7 @@ async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: Jo
         for output in await jobs_repo.outputs_before(conn, list(kept), from_index):
             kept[output.unit_id].append(KeptOutput(
                 step=output.step, output=output.output, rendered_prompt=output.rendered_prompt,
-                next_step=output.next_step))
+                next_step=output.next_step, flags=output.flags))
     rerun = BatchInput.model_validate({
         **job.spec, "items_path": None, "items": [u.payload for u in units],
         "retry_of": job.id, "name": name[:200],

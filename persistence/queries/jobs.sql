@@ -22,23 +22,26 @@ ON CONFLICT (job_id, ordinal) DO NOTHING;
 -- them stored and the paths set.
 WITH kept AS (
     SELECT w.id AS unit_id, k.step, array_position($2::text[], k.step) - 1 AS step_index,
-           k.output, k.rendered_prompt, k.next_step
+           k.output, k.rendered_prompt, k.next_step, COALESCE(k.flags, '[]') AS flags
       FROM runs r
      CROSS JOIN LATERAL jsonb_array_elements(
                CASE WHEN jsonb_typeof(r.input->'kept_outputs') = 'array'
                     THEN r.input->'kept_outputs' END) WITH ORDINALITY AS i(outs, ord)
      CROSS JOIN LATERAL jsonb_to_recordset(i.outs)
-               AS k(step text, output jsonb, rendered_prompt text, next_step text)
+               AS k(step text, output jsonb, rendered_prompt text, next_step text, flags jsonb)
       JOIN work_units w ON w.job_id = r.id AND w.ordinal = i.ord::int - 1
      WHERE r.id = $1
 ), stored AS (
-    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step)
-    SELECT unit_id, step, step_index, output, rendered_prompt, next_step FROM kept
+    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
+                              flags)
+    SELECT unit_id, step, step_index, output, rendered_prompt, next_step, flags FROM kept
     ON CONFLICT (unit_id, step) DO NOTHING
 )
 UPDATE work_units w
-   SET path = p.steps, result = p.last_output, conversation = p.turns
+   SET path = p.steps, result = p.last_output, conversation = p.turns, flags = p.flags
   FROM (SELECT unit_id, array_agg(step ORDER BY step_index) AS steps,
+               -- every kept output's flags in one list
+               jsonb_path_query_array(jsonb_agg(flags ORDER BY step_index), '$[*][*]') AS flags,
                (array_agg(output ORDER BY step_index DESC))[1] AS last_output,
                jsonb_agg(jsonb_build_object('step', step, 'prompt', rendered_prompt,
                                             'output', output) ORDER BY step_index) AS turns
@@ -62,16 +65,17 @@ SELECT total_units FROM jobs WHERE id = $1;
 SELECT spec FROM jobs WHERE id = $1;
 
 -- name: record_step_and_start_unit
--- Stores step output $1/$2 and folds it into its item ($14 ends the item as completed), then
+-- Stores step output $1/$2 with its flags $19 and folds it into its item ($14 ends the item
+-- as completed), then
 -- marks item $16 of job $15 running unless it is finished (or waits for its retry and $18 is
 -- false) and returns it with its status before and every stored step output. A NULL $1 or
 -- $15 skips that half: a slice starts each item in the statement that finishes the one
 -- before, so an item costs one round trip and one commit, not two.
 WITH ins AS (
     INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
-                              cost_usd, input_tokens, output_tokens, duration_ms)
+                              cost_usd, input_tokens, output_tokens, duration_ms, flags)
     SELECT $1::uuid, $2::text, $3::int, $4::jsonb, $5::text, $6::text, $7::numeric,
-           $8::bigint, $9::bigint, $10::int
+           $8::bigint, $9::bigint, $10::int, $19::jsonb
      WHERE $1::uuid IS NOT NULL
     ON CONFLICT (unit_id, step) DO UPDATE SET executions = item_outputs.executions + 1
     RETURNING (xmax = 0) AS inserted
@@ -81,6 +85,7 @@ WITH ins AS (
         rendered_prompt = $5,
         conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb
                             ELSE w.conversation END,
+        flags = CASE WHEN i.inserted THEN w.flags || $19::jsonb ELSE w.flags END,
         cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
         input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
         output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
@@ -141,7 +146,8 @@ SELECT status, count(*) AS n, COALESCE(sum(cost_usd), 0) AS cost_usd,
 
 -- name: list_units
 -- A page of a job's items in ordinal order, each with the step it stands at (see get_unit);
--- NULL status or step ($5) matches all; $3 is the keyset cursor.
+-- NULL status, step ($5) or flagged ($6: whether an output check flagged it) matches all; $3
+-- is the keyset cursor.
 SELECT * FROM (
     SELECT w.*, CASE WHEN cardinality(w.path) = 0 THEN j.spec->'steps'->0->>'name'
                      ELSE COALESCE(o.next_step, w.path[cardinality(w.path)]) END AS at_step
@@ -149,7 +155,8 @@ SELECT * FROM (
       LEFT JOIN item_outputs o ON o.unit_id = w.id AND o.step = w.path[cardinality(w.path)]
      WHERE w.job_id = $1 AND ($2::text IS NULL OR w.status = $2) AND w.ordinal > $3
 ) units
- WHERE $5::text IS NULL OR at_step = $5
+ WHERE ($5::text IS NULL OR at_step = $5)
+   AND ($6::boolean IS NULL OR (jsonb_array_length(flags) > 0) = $6)
  ORDER BY ordinal
  LIMIT $4;
 
