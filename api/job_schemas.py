@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from activities.batch.spec import STEP_NAME
 from contracts.output_flags import OutputFlag
 from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
+from workflows.batch_models import MAX_INLINE_ITEMS
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
 
@@ -120,7 +121,7 @@ class ItemOutputs(BaseModel):
 
 class RerunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    item_ids: list[UUID] | None = Field(None, min_length=1, max_length=100_000,
+    item_ids: list[UUID] | None = Field(None, min_length=1, max_length=MAX_INLINE_ITEMS,
                                         description="The items to run again (default: all).")
     from_step: str = Field(pattern=STEP_NAME, description="They run again from this step and "
                                                           "keep their outputs of earlier ones.")

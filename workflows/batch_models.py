@@ -27,11 +27,15 @@ class KeptOutput(BaseModel):
     flags: list[OutputFlag] = Field(default_factory=list)
 
 
+# Items a job takes inline (in its run's row): a bigger job reads them from `items_path`.
+MAX_INLINE_ITEMS = 100_000
+
+
 class BatchInput(BatchJobSpec):
     """What a user submits: the spec plus items inline, or `items_path`; a re-run (POST
     /jobs/{id}/rerun, /retry-failed) also names its source job and what its items keep."""
 
-    items: list[dict[str, Any]] | None = Field(None, max_length=100_000)
+    items: list[dict[str, Any]] | None = Field(None, max_length=MAX_INLINE_ITEMS)
     retry_of: UUID | None = Field(None, description="The job whose items these are (set by "
                                                     "POST /jobs/{id}/rerun and /retry-failed).")
     rerun_from: str | None = Field(None, description="The step the items run again from; the "
@@ -136,6 +140,6 @@ class PauseResult(BaseModel):
     in_flight: int
 
 
-__all__ = ["END", "BatchInput", "BatchJobSpec", "BatchProgress", "BatchRunInput",
-           "BatchRunResult", "Branch", "ItemRange", "ItemRetry", "KeptOutput", "PauseInput",
-           "PauseResult", "StepDef"]
+__all__ = ["END", "MAX_INLINE_ITEMS", "BatchInput", "BatchJobSpec", "BatchProgress",
+           "BatchRunInput", "BatchRunResult", "Branch", "ItemRange", "ItemRetry", "KeptOutput",
+           "PauseInput", "PauseResult", "StepDef"]

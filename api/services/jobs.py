@@ -40,7 +40,7 @@ from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.settings import Settings
 from workflows.batch import BatchJob
 from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchInput, KeptOutput, PauseInput
+from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, KeptOutput, PauseInput
 
 
 async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:
@@ -171,6 +171,10 @@ async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: Jo
                  idempotency_key: str | None) -> RunCreated:
     """A new job with the pipeline of `job` over `units`, which keep their outputs of the
     steps before `from_index` (none from the first step: the items simply run again)."""
+    if len(units) > MAX_INLINE_ITEMS:
+        # The new job takes its items inline, in its run's row.
+        raise ApiError(409, "too_many_items", f"{len(units)} items: a re-run takes at most "
+                                              f"{MAX_INLINE_ITEMS}; choose them by item_ids")
     kept: dict[UUID, list[KeptOutput]] = {u.id: [] for u in units}
     if from_index > 0:
         for output in await jobs_repo.outputs_before(conn, list(kept), from_index):
