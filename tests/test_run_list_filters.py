@@ -10,8 +10,10 @@ import uuid
 
 import asyncpg
 
+from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from tests.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from tests.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
 
 
 async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice") -> str:
@@ -68,3 +70,19 @@ async def test_stale_after_lists_running_runs_not_updated_for_that_long(api, poo
         refused = await api.get("/runs", params={"stale_after": bad}, headers=auth())
         assert refused.status_code == 422, bad
         assert refused.json()["error"]["message"].startswith("query.stale_after:")
+
+
+async def test_the_migration_gives_existing_mobile_runs_their_package(fresh_url):  # noqa: F811
+    conn = await asyncpg.connect(fresh_url)
+    try:
+        await apply_migrations(conn, up_to=49)
+        mobile, batch = uuid.uuid4(), uuid.uuid4()
+        for run_id, kind in ((mobile, "mobile_agent"), (batch, "batch")):
+            await conn.execute(
+                "INSERT INTO runs (id, kind, owner, workflow_id, input) VALUES ($1, $2, 'al', "
+                "$3, $4)", run_id, kind, f"x-{run_id}", '{"app_package": "com.example.old"}')
+        assert 50 in await apply_migrations(conn)
+        packages = dict(await conn.fetch("SELECT id, app_package FROM runs"))
+        assert packages == {mobile: "com.example.old", batch: None}
+    finally:
+        await conn.close()
