@@ -137,11 +137,11 @@ async def _hideable_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> R
     read (a hidden run only its owner and the service role read), 403 for one it reads as a
     member of the run's group."""
     run = await runs_repo.get_run_or_hidden(conn, run_id)
-    is_owner = run is not None and (user.is_service or run.owner == user.name)
-    if run is None or not is_owner and (run.erased_at is not None
-                                        or not await may_read(conn, user, run)):
+    owns = run is not None and (user.is_service or run.owner == user.name)
+    if run is None or (not owns and (run.erased_at is not None
+                                     or not await may_read(conn, user, run))):
         raise ApiError(404, "run_not_found", f"run {run_id} not found")
-    if not is_owner:
+    if not owns:
         raise ApiError(403, "not_allowed", f"only the owner of run {run_id} may hide or "
                                            "restore it", details=[{"owner_only": True}])
     return run
