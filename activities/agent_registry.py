@@ -1,61 +1,109 @@
-"""The PydanticAI agents an `agent` run may name: built-in ones and those plug-ins register.
+"""The agents an `agent` run may name: built-in ones and those plug-ins register, each with
+its framework and where it came from.
 
-An agent is a `pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a
-workflow, its model requests and tool calls are activities). The registry
-(`waystation.registry`) adds the agents of the entry-point group `waystation.agents` and of
-`WAYSTATION_PLUGINS` modules (`AGENTS = {"name": agent}`) when the API or the worker starts;
-the API then refuses a run naming any other, and the worker registers every agent's activities.
-The workflow finds its agent here by name, in the same process.
+A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`); today a
+`pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a workflow, its
+model requests and tool calls are activities). The registry (`waystation.registry`) adds the
+agents of the entry-point group `waystation.agents` and of `WAYSTATION_PLUGINS` modules
+(`AGENTS = {"name": agent}`) when the API or the worker starts; the API then refuses a run
+naming any other, and the worker registers every agent's activities. The workflow finds its
+agent here by name, in the same process.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registrations
 
 from contracts.kinds import PluginError
 
+# The frameworks whose agents a run can carry. `openai_agents` and `langgraph` come next
+# (docs/agents.md, "Bring the agent you have"); each adds one adapter, not a second run kind.
+Framework = Literal["pydantic_ai"]
+FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai",)
+BUILTIN = "builtin"
 BUILTIN_AGENTS = {"planner": "activities.planner.agent:planner"}
-_agents: dict[str, AbstractAgent[Any, Any]] = {}
 
 
-def register_agent(name: str, agent: object, source: str) -> None:
+@dataclass(frozen=True)
+class RegisteredAgent:
+    name: str
+    framework: Framework
+    # "builtin", "entry point waystation.agents:NAME = MODULE:ATTR (DIST VERSION)" or
+    # "WAYSTATION_PLUGINS module M"
+    source: str
+    agent: AbstractAgent[Any, Any]
+
+
+_agents: dict[str, RegisteredAgent] = {}
+
+
+def register_agent(name: str, agent: object, source: str) -> RegisteredAgent:
+    """Register `agent` under `name`, refusing (PluginError) what no run could carry."""
     if not isinstance(agent, AbstractAgent):
-        raise PluginError(f"{source}: agent {name!r} is not a PydanticAI agent")
+        raise PluginError(f"{source}: agent {name!r} ({type(agent).__module__}."
+                          f"{type(agent).__qualname__}) is not an agent of a framework "
+                          f"Waystation runs ({', '.join(FRAMEWORKS)})")
     if TemporalDurability.from_agent(agent) is None:
-        raise PluginError(f"{source}: agent {name!r} has no TemporalDurability capability "
-                          "(add capabilities=[TemporalDurability()])")
-    if name in _agents and _agents[name] is not agent:
-        raise PluginError(f"{source}: agent name {name!r} is taken")
-    _agents[name] = agent
+        raise PluginError(f"{source}: agent {name!r} has no TemporalDurability capability, so "
+                          "its model requests and tool calls would not be durable: add "
+                          "capabilities=[TemporalDurability()] to its Agent(...) (from "
+                          "pydantic_ai.durable_exec.temporal)")
+    taken = _agents.get(name)
+    if taken is not None and taken.agent is not agent:
+        raise PluginError(f"{source}: agent name {name!r} is taken (registered by "
+                          f"{taken.source})")
+    durable = _durable_name(agent)
+    for other in _agents.values():
+        # The durable name is in the names of the agent's activities: two agents sharing one
+        # would register the same activities, and the worker could not start.
+        if other.agent is not agent and _durable_name(other.agent) == durable:
+            raise PluginError(f"{source}: agent {name!r} has the durable name {durable!r} of "
+                              f"agent {other.name!r} ({other.source}): give it another "
+                              "Agent(name=...) or TemporalDurability(name=...)")
+    registered = taken or RegisteredAgent(name, "pydantic_ai", source, agent)
+    _agents[name] = registered
+    return registered
 
 
-def _builtins() -> None:
+def _durable_name(agent: AbstractAgent[Any, Any]) -> str | None:
+    durability = TemporalDurability.from_agent(agent)
+    return durability.name if durability is not None else None
+
+
+def register_builtin_agents() -> None:
+    """The bundled agents, first: so a plug-in cannot take their names."""
     for name, path in BUILTIN_AGENTS.items():
         if name not in _agents:
             module, _, attr = path.partition(":")
-            register_agent(name, getattr(importlib.import_module(module), attr), "builtin")
+            register_agent(name, getattr(importlib.import_module(module), attr), BUILTIN)
+
+
+def registered_agents() -> list[RegisteredAgent]:
+    """Every registered agent, by name."""
+    register_builtin_agents()
+    return [_agents[name] for name in sorted(_agents)]
 
 
 def agent_names() -> list[str]:
-    _builtins()
-    return sorted(_agents)
+    return [registered.name for registered in registered_agents()]
 
 
 def agent_named(name: str) -> AbstractAgent[Any, Any]:
-    _builtins()
-    return _agents[name]
+    register_builtin_agents()
+    return _agents[name].agent
 
 
 def agent_activities() -> list[Callable[..., Any]]:
     """Every registered agent's model-request and tool-call activities, for the worker."""
     found: list[Callable[..., Any]] = []
-    for name in agent_names():
-        durability = TemporalDurability.from_agent(_agents[name])
+    for registered in registered_agents():
+        durability = TemporalDurability.from_agent(registered.agent)
         assert durability is not None, "checked when registered"
         found.extend(worker_registrations(durability)[0])
     return found

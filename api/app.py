@@ -17,6 +17,8 @@ from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
+from api.protocols import a2a
+from api.protocols.mcp import server as mcp
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
@@ -72,7 +74,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         await app.state.event_hub.start()
         app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
-            yield
+            async with mcp.serving(mcp_sessions):
+                yield
         finally:
             await app.state.event_hub.stop()
             await app.state.pool.close()
@@ -105,8 +108,10 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)
+    mcp_sessions = mcp.mount_mcp(app, registry, settings)
     _document_body_errors_only_where_there_is_a_body(app)
     app.include_router(console.router)
+    app.include_router(a2a.create_router(registry))
     app.mount(console.STATIC_PATH, StaticFiles(directory=console.static_directory()),
               name="console-static")
     if tracer_provider is not None:

@@ -75,14 +75,11 @@ BEARER = HTTPBearer(auto_error=False, scheme_name="bearer", bearerFormat="JWT",
                                 "(`wsk_...`, POST /api-keys).")
 
 
-async def get_user(
-    request: Request,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
-) -> User:
-    """A bearer token when one is sent (an API key, an identity provider's JWT when
-    WAYSTATION_JWKS_URL is set, else this installation's HS256 JWT), else the console
-    session cookie."""
+async def authenticate_request(request: Request) -> User:
+    """The caller of any HTTP request (a route, the MCP endpoint): a bearer token when one is
+    sent (an API key, an identity provider's JWT when WAYSTATION_JWKS_URL is set, else this
+    installation's HS256 JWT), else the console session cookie. Raises a 401 `ApiError`."""
+    authorization = request.headers.get("authorization")
     session_id = request.cookies.get(SESSION_COOKIE)
     token = bearer_token(authorization)
     provider: IdentityProvider | None = request.app.state.identity_provider
@@ -102,6 +99,14 @@ async def get_user(
         assert session_id is not None, "no token: the session cookie"
         return await authenticate_session(conn, session_id, method=request.method,
                                           csrf_token=request.headers.get(CSRF_HEADER))
+
+
+async def get_user(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+) -> User:
+    """The route's caller (see `authenticate_request`)."""
+    return await authenticate_request(request)
 
 
 CurrentUser = Annotated[User, Depends(get_user)]
@@ -141,7 +146,7 @@ async def still_signed_in(request: Request, user: User) -> bool:
     as on any request (a revoked key, a signed-out or expired session, an expired or cut-off
     token: no). A database that cannot answer is an error, not a no."""
     try:
-        again = await get_user(request, request.headers.get("authorization"))
+        again = await authenticate_request(request)
     except ApiError as refused:
         if refused.status >= 500:
             raise

@@ -7,6 +7,7 @@ Temporal being unreachable is a 503 with Retry-After, never a 500; a validation 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -103,6 +104,37 @@ def as_api_error(error: Exception) -> ApiError | None:
     return None
 
 
+def escaped_error(error: Exception, where: str) -> ApiError:
+    """`as_api_error` with a bug answered as a 500, and what needs looking at logged (`where`
+    names the request): what REST and a protocol adapter answer for an error that escaped."""
+    mapped = as_api_error(error)
+    if mapped is None:
+        log.error("unhandled error on %s", where, exc_info=error)
+        return ApiError(500, "internal_error", "internal error")
+    if mapped.status == 502:
+        log.error("unexpected Temporal error on %s", where, exc_info=error)
+    elif mapped.status == 503:
+        log.warning("unavailable on %s: %s", where, error)
+    return mapped
+
+
+def invalid_request(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+    """The 422 for arguments that fail their model (pydantic's `errors()`), naming the first
+    invalid field, or the registered kinds for an unknown `kind`: a route's body and a
+    protocol tool's arguments are refused alike."""
+    details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                "type": e.get("type", "")} for e in errors]
+    first = details[0] if details else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    message = f"{where}: {first['msg']}"
+    for e in errors:
+        ctx = e.get("ctx") or {}
+        if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
+            known = str(ctx.get("expected_tags", "")).replace("'", "")
+            message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
+    return ApiError(422, "invalid_request", message, details=details)
+
+
 def error_response(status: int, code: str, message: str, *, details: Any = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     body: dict[str, Any] = {"code": code, "message": message}
@@ -119,17 +151,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        details = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
-                    "type": e.get("type", "")} for e in error.errors()]
-        first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        where = ".".join(str(p) for p in first["loc"])
-        message = f"{where}: {first['msg']}"
-        for e in error.errors():
-            ctx = e.get("ctx") or {}
-            if e.get("type") == "union_tag_invalid" and ctx.get("discriminator") == "'kind'":
-                known = str(ctx.get("expected_tags", "")).replace("'", "")
-                message = f"kind: unknown run kind {ctx.get('tag')!r}; one of {known}"
-        return error_response(422, "invalid_request", message, details=details)
+        return await _api_error(request, invalid_request(error.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -140,13 +162,5 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RPCError)
     @app.exception_handler(Exception)
     async def _escaped(request: Request, error: Exception) -> JSONResponse:
-        mapped = as_api_error(error)
-        if mapped is None:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(500, "internal_error", "internal error")
-        if mapped.status == 502:
-            log.exception("unexpected Temporal error")
-        else:
-            log.warning("unavailable on %s %s: %s", request.method, request.url.path, error)
-        return error_response(mapped.status, mapped.code, mapped.message,
-                              details=mapped.details, headers=mapped.headers)
+        return await _api_error(request, escaped_error(
+            error, f"{request.method} {request.url.path}"))

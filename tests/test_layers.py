@@ -35,3 +35,9 @@ def test_services_know_no_transport():
                      if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("api.routes")
                      or m == "api.deps"}
         assert not transport, f"services/{path.name} imports {sorted(transport)}"
+
+
+def test_protocols_call_services_not_routes():
+    for path in sorted((API / "protocols").rglob("*.py")):
+        routes = {m for m in imported_modules(path) if m.startswith("api.routes")}
+        assert not routes, f"{path.relative_to(API)} imports {sorted(routes)}: call api/services"

@@ -35,6 +35,15 @@ def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
      "kind name 'validation' is taken (registered by builtin)"),
     ("tests.plugin_samples.not_pydantic", "is not a pydantic model"),
     ("tests.plugin_samples.missing", "failed to import: ModuleNotFoundError"),
+    ("tests.plugin_samples.agent_not_durable",
+     "agent 'forgetful' has no TemporalDurability capability, so its model requests and tool "
+     "calls would not be durable: add capabilities=[TemporalDurability()]"),
+    ("tests.plugin_samples.agent_unknown_framework",
+     "agent 'home_made' (tests.plugin_samples.agent_unknown_framework.HomeMadeAgent) is not an "
+     "agent of a framework Waystation runs (pydantic_ai)"),
+    ("tests.plugin_samples.agent_durable_name_taken",
+     "agent 'second_planner' has the durable name 'planner' of agent 'planner' (builtin): give "
+     "it another Agent(name=...)"),
 ])
 def test_broken_plugins_are_refused_naming_plugin_and_problem(module: str, problem: str) -> None:
     with pytest.raises(PluginError) as refused:
@@ -49,7 +58,7 @@ def test_plugin_backend_is_chosen_by_name() -> None:
     assert agent_backend(settings, registry).name == "noop"
 
 
-@pytest.mark.parametrize("command", [["api"], ["worker"], ["kinds"]])
+@pytest.mark.parametrize("command", [["api"], ["worker"], ["kinds"], ["agents"]])
 def test_api_worker_and_cli_refuse_to_start_with_a_broken_plugin(command: list[str],
                                                                  tmp_path: Path) -> None:
     env = {**os.environ, "WAYSTATION_PLUGINS": "tests.plugin_samples.taken_name",
@@ -71,3 +80,27 @@ def test_waystation_kinds_lists_every_kind_with_its_source() -> None:
                for line in lines)
     assert any(line.startswith("content_review ") and "waystation-content-review" in line
                for line in lines)
+
+
+def test_waystation_agents_lists_every_agent_with_its_framework_and_source() -> None:
+    done = subprocess.run([WAYSTATION, "agents"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "WAYSTATION_PLUGINS": ""})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["AGENT", "FRAMEWORK", "SOURCE"]
+    assert ["planner", "pydantic_ai", "builtin"] in [line.split() for line in lines]
+    assert any(line.split()[:2] == ["refunds", "pydantic_ai"]
+               and "entry point waystation.agents:refunds" in line
+               and "waystation-pydantic-ai-agent" in line for line in lines)
+
+
+def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "WAYSTATION_PLUGINS": "tests.plugin_samples.agent_not_durable",
+           "WAYSTATION_DATA_DIR": str(tmp_path), "DATABASE_URL": "postgresql://nowhere:1/x",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([WAYSTATION, "worker"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "agent 'forgetful' has no TemporalDurability capability" in done.stderr
+    assert "add capabilities=[TemporalDurability()]" in done.stderr

@@ -16,6 +16,8 @@ from tests.api_process import ApiProcess
 from tests.fault_helpers import StreamFollower, auth, free_port
 from tests.helpers import eventually, new_validation_run
 from tests.sse_client import sse_events
+from waystation.settings import Settings
+from waystation.testing import InProcessApi
 
 STREAMS = 20
 
@@ -70,3 +72,19 @@ async def test_sigterm_with_open_streams_exits_fast_and_clients_lose_nothing(
         follower.assert_each_event_once(list(range(1, 17)))
         assert follower.connections == 2, (follower.connections, follower.errors)
     print(f"SIGTERM with {STREAMS} open streams: exited in {exit_seconds:.2f}s")
+
+
+async def test_an_in_process_api_stopped_leaves_no_lifespan_suspended(migrated_url, dev_env):
+    """`InProcessApi.stop` ends the app's lifespan on its own loop (its pool closed): a
+    lifespan left suspended is finalized by some thread's garbage collection later, which
+    crashed CPython 3.11 on a workflow worker's thread (docs/tests.md)."""
+    api = InProcessApi(Settings(
+        database_url=migrated_url, jwt_secret="shutdown-test-secret-0123456789-abcdef",
+        temporal_address=dev_env.client.service_client.config.target_host))
+    await api.start()
+    assert api.app is not None
+    pool = api.app.state.pool
+    await api.stop()
+    closed = pool.is_closing()
+    lifespans = [repr(t) for t in asyncio.all_tasks() if "LifespanOn.main" in repr(t.get_coro())]
+    assert closed and lifespans == []

@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", parents=[common], help="run the Temporal worker")
     sub.add_parser("api", parents=[common], help="run the HTTP API")
     sub.add_parser("migrate", parents=[common], help="apply database migrations")
+    schema = sub.add_parser("schema", parents=[common],
+                            help="print the schema the migrations produce (a scratch database "
+                                 "on the configured server)")
+    schema.add_argument("--write", action="store_true",
+                        help="write it to persistence/schema.sql instead")
     sub.add_parser("secrets-key", parents=[common],
                    help="print a new key for WAYSTATION_SECRETS_KEY")
     sub.add_parser("reseal-secrets", parents=[common],
@@ -92,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="print the bundled sample apps' packages, one a line")
     sub.add_parser("kinds", parents=[common],
                    help="list the registered run kinds and agent backends, with their source")
+    sub.add_parser("agents", parents=[common],
+                   help="list the registered agents: name, framework and source, one a line")
     replay = sub.add_parser(
         "replay", parents=[common],
         help="replay the cluster's histories against the code installed now (exit 1 if any breaks)")
@@ -188,6 +195,20 @@ def cmd_migrate(settings: Settings) -> int:
     assert settings.database_url is not None
     applied = asyncio.run(migrate(settings.database_url))
     print(f"applied migrations: {applied}" if applied else "database is up to date")
+    return 0
+
+
+def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
+    from persistence.schema_dump import SCHEMA_FILE, dump_schema
+
+    settings = _with_database_url(settings)
+    assert settings.database_url is not None
+    schema = asyncio.run(dump_schema(settings.database_url))
+    if args.write:
+        SCHEMA_FILE.write_text(schema)
+        print(f"wrote {SCHEMA_FILE}")
+    else:
+        print(schema, end="")
     return 0
 
 
@@ -379,18 +400,31 @@ def cmd_kinds(settings: Settings) -> int:
     from waystation.registry import BUILTIN_BACKENDS, load_registry
 
     registry = load_registry(settings.plugin_modules)
-    print(f"{'KIND':<16} {'WORKFLOW':<20} {'ID PREFIX':<18} SOURCE")
-    for name, registered in registry.kinds.items():
-        kind = registered.kind
-        defn = workflow._Definition.must_from_class(kind.workflow)
-        print(f"{name:<16} {defn.name or '':<20} {kind.workflow_id_prefix:<18} "
-              f"{registered.source}")
-    print(f"\n{'AGENT BACKEND':<16} SOURCE")
-    for name in BUILTIN_BACKENDS:
-        print(f"{name:<16} builtin")
-    for name, (_, source) in registry.backends.items():
-        print(f"{name:<16} {source}")
+    _print_table(("KIND", "WORKFLOW", "ID PREFIX", "SOURCE"), [
+        (name, workflow._Definition.must_from_class(r.kind.workflow).name or "",
+         r.kind.workflow_id_prefix, r.source) for name, r in registry.kinds.items()])
+    print()
+    _print_table(("AGENT BACKEND", "SOURCE"), [
+        *((name, "builtin") for name in BUILTIN_BACKENDS),
+        *((name, source) for name, (_, source) in registry.backends.items())])
     return 0
+
+
+def cmd_agents(settings: Settings) -> int:
+    from waystation.registry import load_registry
+
+    registry = load_registry(settings.plugin_modules)
+    _print_table(("AGENT", "FRAMEWORK", "SOURCE"),
+                 [(a.name, a.framework, a.source) for a in registry.agents])
+    return 0
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """One line a row, columns padded to their widest cell (the last one left as it is)."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        print(" ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)),
+                        row[-1]]))
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
@@ -459,10 +493,14 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_simulator_list()
     if command == "kinds":
         return cmd_kinds(settings)
+    if command == "agents":
+        return cmd_agents(settings)
     if command == "replay":
         return cmd_replay(settings, args)
     if command == "runs":
         return cmd_runs(settings, args)
+    if command == "schema":
+        return cmd_schema(settings, args)
     handlers = {
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
         "reseal-secrets": cmd_reseal_secrets,

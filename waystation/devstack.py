@@ -413,6 +413,7 @@ def banner(urls: StackUrls, token: str) -> str:
             f"  Console         {urls.api}/  (sign in: waystation console-link --user dev)",
             f"  API             {urls.api}",
             f"  API docs        {urls.docs}",
+            f"  MCP server      {urls.api}/mcp  (Authorization: Bearer <the dev token below>)",
             f"  Temporal Web UI {urls.temporal_ui}/namespaces/{urls.namespace}/workflows",
             f"  Temporal gRPC   {urls.temporal_grpc} (namespace {urls.namespace})",
             f"  Database        {urls.database}",

@@ -1,9 +1,12 @@
-"""The one registry of run kinds and agent backends: built-ins, entry points, WAYSTATION_PLUGINS.
+"""The one registry of run kinds, agent backends and agents: built-ins, entry points,
+WAYSTATION_PLUGINS.
 
 A plug-in is a Python package that names its kinds in the entry-point group
-`waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either) and its
-agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`), or a
-module listed in `WAYSTATION_PLUGINS` with `RUN_KINDS` and/or `AGENT_BACKENDS` attributes.
+`waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either), its
+agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`) and its
+agents in `waystation.agents` (an agent of a framework the `agent` kind runs), or a module
+listed in `WAYSTATION_PLUGINS` with `RUN_KINDS`, `AGENT_BACKENDS` and/or `AGENTS` attributes.
+Agents live in `activities.agent_registry`, where the `agent` workflow finds them by name.
 The API and the worker both load the registry when they start, and refuse to start when a
 plug-in is broken, naming the plug-in and the problem.
 """
@@ -20,7 +23,12 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import workflow
 
-from activities.agent_registry import register_agent
+from activities.agent_registry import (
+    RegisteredAgent,
+    register_agent,
+    register_builtin_agents,
+    registered_agents,
+)
 from activities.agents.base import AgentBackend
 from contracts.kinds import KIND_NAME, PluginError, RunKind
 from workflows.agent_kind import AGENT
@@ -55,6 +63,10 @@ class Registry:
     @property
     def names(self) -> list[str]:
         return list(self.kinds)
+
+    @property
+    def agents(self) -> list[RegisteredAgent]:
+        return registered_agents()
 
     def workflows(self) -> list[type]:
         return [r.kind.workflow for r in self.kinds.values()]
@@ -99,6 +111,7 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
     registry = Registry()
     for kind in BUILTIN_KINDS:
         registry.add_kind(kind, "builtin")
+    register_builtin_agents()
     if use_entry_points:
         for ep in entry_points(group=KINDS_GROUP):
             source = _describe(ep)

@@ -18,12 +18,20 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
 registered under `waystation.agent_backends`, and `replay_histories` for a plug-in's tests.
+
+Agent side (your own agent for the `agent` kind, registered under `waystation.agents`; see
+docs/agents.md, "Bring the agent you have"): `ConfiguredModel`, the PydanticAI capability that
+makes a run naming no model follow the worker's model configuration and prices each request;
+`MODEL_RETRY`, the bounded retry policy for its model-request activities; `SUMMARY_REQUEST`,
+how the prompt starts by which a run asks the agent for its `context_summary` after each turn.
 """
 
 from __future__ import annotations
 
+from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.deps import WorkerDeps
+from contracts.agents import SUMMARY_REQUEST
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
 from contracts.gate_policy import GatePolicy
 from contracts.kinds import RunKind, RunStart, shorten
@@ -35,7 +43,8 @@ from workflows.gates import DecisionInput, GateSpec
 from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
-    "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED", "AgentBackend",
+    "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
+    "SUMMARY_REQUEST", "AgentBackend", "ConfiguredModel",
     "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "GateOption",
     "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "ProgressReporter", "RunKind", "RunLife",
     "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",

@@ -11,6 +11,9 @@ port. Nothing is mocked.
         run = (await http.post("/runs", json={"kind": "content_review", ...})).json()
         async with http.stream("GET", f"/runs/{run['run_id']}/events/stream") as response:
             async for event in sse_events(response): ...
+
+`eventually(check)` polls a check until it holds, for what the stack does in its own time (a
+run reaching a gate, a worker answering).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import socket
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,7 @@ from typing import Any
 import asyncpg
 import httpx
 import uvicorn
+from fastapi import FastAPI
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -75,11 +79,13 @@ class InProcessApi:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._app_options = app_options
+        self.app: FastAPI | None = None
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109
-        config = uvicorn.Config(create_app(self.settings, **self._app_options),
+        self.app = create_app(self.settings, **self._app_options)
+        config = uvicorn.Config(self.app,
                                 host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="on")
         self._server = server = uvicorn.Server(config)
@@ -94,9 +100,27 @@ class InProcessApi:
         if self._server is None or self._task is None:
             return
         self._server.should_exit = True
-        self._server.force_exit = True
+        self._server.force_exit = True  # open streams are cut, not waited for
         await self._task
+        # force_exit also skips the app's lifespan shutdown. Run it: the pool and the Temporal
+        # client close, and the lifespan's async generator ends here, on its own loop. Left
+        # suspended, it is finalized by whichever thread's garbage collection finds it, and
+        # CPython 3.11 can crash when that is a workflow worker's thread (see docs/tests.md).
+        await self._server.lifespan.shutdown()
         self._server = self._task = None
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], *, timeout: float = 20.0,  # noqa: ASYNC109
+                     interval: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
+        await asyncio.sleep(interval)
 
 
 @dataclass

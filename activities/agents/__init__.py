@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse
-from activities.agents.registry import backend_named
+from activities.agents.choose import backend_named
 
 __all__ = ["AgentBackend", "AgentRequest", "AgentResponse", "backend_named"]

@@ -20,6 +20,7 @@ from api.auth import User
 from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
 from api.errors import ApiError
 from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
+from api.services import graphs
 from persistence import graph as graph_repo
 from workflows.mobile_models import PACKAGE_PATTERN
 
@@ -39,21 +40,6 @@ ARTIFACT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
     "description": "A screenshot (PNG) or a view hierarchy (XML)",
     "content": {"image/png": {"schema": {"type": "string", "format": "binary"}},
                 "application/xml": _TEXT}}}
-
-
-def _graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[str, Any]],
-                **extra: Any) -> dict[str, Any]:
-    return {
-        "app_package": package, **extra,
-        "screens": [{k: (str(v) if k == "first_run_id" and v else v) for k, v in s.items()}
-                    for s in screens],
-        "edges": [{"id": e["id"], "from": e["from_screen_id"], "to": e["to_screen_id"],
-                   "action_id": e["action_id"], "count": e["count"],
-                   "action": {"selector": e["selector"], "kind": e["action_kind"],
-                              "label": e["action_label"]},
-                   "first_seen_at": e["first_seen_at"], "last_seen_at": e["last_seen_at"]}
-                  for e in edges],
-    }
 
 
 async def _render(graph: dict[str, Any], fmt: Format, request: Request, settings: Any,
@@ -90,19 +76,16 @@ async def app_graph(package: Package, user: CurrentUser, conn: Conn, settings: S
     screens, edges = await graph_repo.app_graph(conn, package)
     if not screens or not await graph_repo.may_read_app(conn, package, user.owner_filter):
         raise ApiError(404, "app_not_found", f"no screens recorded for {package}")
-    return await _render(_graph_json(package, screens, edges), format, request, settings,
-                         conn, user)
+    return await _render(graphs.graph_json(package, screens, edges), format, request,
+                         settings, conn, user)
 
 
 @router.get("/runs/{run_id}/graph", responses=GRAPH_RESPONSES)
 async def run_graph(run: VisibleRun, user: CurrentUser, conn: Conn, settings: SettingsDep,
                     request: Request, format: Format = "json") -> Any:
     """The part of the app's graph one run saw, with edge counts within the run."""
-    if run.kind != "mobile_agent":
-        raise ApiError(404, "graph_not_found", f"run {run.id} is not a mobile_agent run")
-    screens, edges = await graph_repo.run_graph(conn, run.id)
-    graph = _graph_json(run.input["app_package"], screens, edges, run_id=str(run.id))
-    return await _render(graph, format, request, settings, conn, user)
+    return await _render(await graphs.run_graph(conn, run), format, request, settings, conn,
+                         user)
 
 
 @router.get("/apps/{package}/coverage")

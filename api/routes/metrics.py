@@ -20,7 +20,7 @@ from typing import Annotated
 import asyncpg
 from fastapi import APIRouter, Header, Request, Response
 
-from api.deps import SettingsDep, get_user
+from api.deps import SettingsDep, authenticate_request
 from api.errors import ApiError
 from api.metrics import CONTENT_TYPE_LATEST, DECISION_LATENCY_BOUNDS, ApiMetrics
 from persistence.claims import SERVICE, claimed_connection
@@ -59,7 +59,7 @@ async def metrics(request: Request, settings: SettingsDep,
         if not hmac.compare_digest(authorization or "", f"Bearer {settings.metrics_token}"):
             raise ApiError(401, "unauthorized", "authorization: the metrics token "
                                                 "(WAYSTATION_METRICS_TOKEN) is required")
-    elif settings.env != "dev" and not (await get_user(request, authorization)).is_service:
+    elif settings.env != "dev" and not (await authenticate_request(request)).is_service:
         raise ApiError(403, "forbidden", "metrics need the service role or the metrics token")
     state = request.app.state
     registry: ApiMetrics = state.metrics

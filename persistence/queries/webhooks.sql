@@ -1,11 +1,15 @@
 -- name: insert_webhook
 -- Registers a webhook.
-INSERT INTO webhooks (id, owner, group_id, url, secret, events) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING *;
 
 -- name: list_webhooks
--- The webhooks a user registered (every one for NULL), oldest first.
-SELECT * FROM webhooks WHERE deleted_at IS NULL AND ($1::text IS NULL OR owner = $1)
+-- The webhooks a user registered (every one for NULL), oldest first; with a run, only those
+-- for that one run.
+SELECT * FROM webhooks
+ WHERE deleted_at IS NULL AND ($1::text IS NULL OR owner = $1)
+   AND ($2::uuid IS NULL OR run_id = $2)
  ORDER BY created_at, id;
 
 -- name: delete_webhook
@@ -21,15 +25,20 @@ WITH gone AS (
 SELECT id FROM gone;
 
 -- name: enqueue_deliveries
--- One delivery per live webhook that wants this event of this run: the owner's own, and the
--- group's (registered by a member who still is one); a repeated enqueue adds nothing.
+-- One delivery per live webhook that wants this event of this run: the owner's own, the
+-- group's (registered by a member who still is one), and those for this one run (registered
+-- by someone who may still read it); a repeated enqueue adds nothing.
 INSERT INTO webhook_deliveries (id, webhook_id, run_id, event_key, event_type, payload)
 SELECT gen_random_uuid(), w.id, r.id, $2, $3, $4
   FROM runs r JOIN webhooks w
-    ON (w.group_id IS NULL AND w.owner = r.owner)
-    OR (w.group_id = r.group_id
+    ON (w.run_id IS NULL AND w.group_id IS NULL AND w.owner = r.owner)
+    OR (w.run_id IS NULL AND w.group_id = r.group_id
         AND EXISTS (SELECT 1 FROM group_members m
                      WHERE m.group_id = w.group_id AND m.user_name = w.owner))
+    OR (w.run_id = r.id
+        AND (w.owner = r.owner
+             OR EXISTS (SELECT 1 FROM group_members m
+                         WHERE m.group_id = r.group_id AND m.user_name = w.owner)))
  WHERE r.id = $1 AND w.deleted_at IS NULL AND $3 = ANY (w.events)
 ON CONFLICT (webhook_id, event_key) DO NOTHING;
 

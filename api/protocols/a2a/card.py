@@ -1,0 +1,79 @@
+"""The agent card: what Waystation offers an A2A client, at `/.well-known/agent-card.json`.
+
+One skill per registered run kind. A2A 1.0's `AgentSkill` has no field for an input schema, so
+each kind's input JSON Schema travels in the card's one extension, `RUN_KINDS_EXTENSION`, under
+`params.inputSchemas[<skill id>]` (an extension's params are the card's place for what the
+protocol leaves to the agent). Authentication is the API's: a bearer JWT or an API key, both in
+`Authorization: Bearer`.
+"""
+
+from __future__ import annotations
+
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
+
+from api.protocols.a2a.mapping import DEFAULT_KIND, JSON, KIND_KEY, TEXT, struct
+from waystation.registry import Registry
+
+CARD_PATH = "/.well-known/agent-card.json"
+RPC_PATH = "/a2a"
+RUN_KINDS_EXTENSION = "urn:waystation:a2a:run-kinds:v1"
+VERSION = "0.1.0"  # as the API's OpenAPI document
+
+SECURITY_SCHEMES = {
+    "bearer": SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+        scheme="Bearer", bearer_format="JWT",
+        description="An HS256 JWT of this installation (`waystation token --user NAME`) or "
+                    "an RS256/ES256 JWT of the configured identity provider.")),
+    "apiKey": SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+        scheme="Bearer", bearer_format="wsk_",
+        description="An API key (`wsk_...`, POST /api-keys), sent as the bearer token.")),
+}
+
+
+def agent_card(registry: Registry, base_url: str) -> AgentCard:
+    """The card for the API at `base_url` (as the caller reached it)."""
+    kinds = [registry.kind(name) for name in registry.names]
+    schemas = {kind.name: kind.input_model.model_json_schema() for kind in kinds}
+    return AgentCard(
+        name="Waystation",
+        description="Long-lived AI-agent runs on Temporal that stop at human decisions. A "
+                    "task is a run: send a message whose metadata `kind` names a skill (a run "
+                    "kind; `agent` when absent) and whose data part is its input. A task "
+                    "waiting at a gate is `input-required`; answer it with a data part "
+                    "`{\"decision\", \"feedback\"?, \"answer\"?}` on the same task.",
+        version=VERSION,
+        supported_interfaces=[AgentInterface(
+            url=base_url.rstrip("/") + RPC_PATH,
+            protocol_binding=TransportProtocol.JSONRPC.value,
+            protocol_version=PROTOCOL_VERSION_1_0)],
+        capabilities=AgentCapabilities(
+            streaming=True, push_notifications=True,
+            extensions=[AgentExtension(
+                uri=RUN_KINDS_EXTENSION, required=False,
+                description="The input JSON Schema of each skill (run kind), by skill id; "
+                            f"a message names its kind in metadata `{KIND_KEY}`.",
+                params=struct({"inputSchemas": schemas, "defaultKind": DEFAULT_KIND}))]),
+        security_schemes=SECURITY_SCHEMES,
+        # Either scheme will do.
+        security_requirements=[SecurityRequirement(schemes={name: StringList()})
+                               for name in SECURITY_SCHEMES],
+        default_input_modes=[JSON, TEXT],
+        default_output_modes=[JSON, TEXT],
+        skills=[AgentSkill(
+            id=kind.name, name=kind.name.replace("_", " "),
+            description=f"{kind.description or f'A {kind.name} run.'} Input: a data part "
+                        f"matching the extension's inputSchemas[{kind.name!r}].",
+            tags=["waystation", "run-kind", kind.name],
+            input_modes=[JSON, TEXT] if kind.name == DEFAULT_KIND else [JSON],
+            output_modes=[JSON, TEXT]) for kind in kinds])

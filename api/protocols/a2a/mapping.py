@@ -1,0 +1,283 @@
+"""How a Waystation run reads as an A2A task, and an A2A message as a Waystation request.
+
+The run IS the task: the task's id (and its context id) is the run id, and its state is
+derived, every time it is read, from the run's status and the request it waits for, so
+nothing is stored twice and nothing can disagree. The functions here only translate; every
+decision about what may happen is the service layer's.
+
+| run                                                    | task state       |
+| ------------------------------------------------------ | ---------------- |
+| `pending`                                              | `submitted`      |
+| `running`, or `paused` for another reason              | `working`        |
+| waiting at a gate (a pending decision request)         | `input-required` |
+| an agent run `paused`, waiting for its next message    | `input-required` |
+| `completed`                                            | `completed`      |
+| `failed` with `stop_reason` `rejected`                 | `rejected`       |
+| `failed` otherwise                                     | `failed`         |
+| `canceled`                                             | `canceled`       |
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from a2a.types.a2a_pb2 import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from google.protobuf import json_format, struct_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+from pydantic import BaseModel, ValidationError
+
+from api.decision_payload import payload_schema
+from api.errors import ApiError, invalid_request
+from api.schemas import DecisionRequest, DecisionView, EventView, RunView
+from api.webhook_schemas import WebhookCreate, WebhookView
+from contracts.events import WEBHOOK_EVENT_TYPES
+from workflows.agent_kind import AGENT
+
+# A new task's message names its run kind here; without it the message starts an agent run.
+KIND_KEY = "kind"
+DEFAULT_KIND = AGENT.name
+# What else a new task's message metadata may carry: `POST /runs`'s other fields.
+START_KEYS = ("project_id", "group_id", "gates")
+# The `type` in a data part's metadata that says what the part is.
+PART_TYPE = "type"
+DECISION_REQUEST = "decision_request"
+RUN_RESULT = "run_result"
+RUN_EVENT = "run_event"
+JSON, TEXT = "application/json", "text/plain"
+
+TERMINAL_STATES = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
+                             TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED})
+_FINISHED = {"completed": TaskState.TASK_STATE_COMPLETED,
+             "failed": TaskState.TASK_STATE_FAILED,
+             "canceled": TaskState.TASK_STATE_CANCELED}
+# A run's own stop reason that makes a failed run a refused task.
+REJECTED = "rejected"
+
+
+def waits_for_message(run: RunView) -> bool:
+    """An agent run between turns: paused with no request open (see workflows/agent.py)."""
+    return run.kind == AGENT.name and run.status == "paused" and run.pending_checkpoint is None
+
+
+def task_state(run: RunView) -> TaskState:
+    if run.status in _FINISHED:
+        if run.status == "failed" and run.stop_reason == REJECTED:
+            return TaskState.TASK_STATE_REJECTED
+        return _FINISHED[run.status]
+    if run.status == "pending":
+        return TaskState.TASK_STATE_SUBMITTED
+    if run.pending_decision is not None or waits_for_message(run):
+        return TaskState.TASK_STATE_INPUT_REQUIRED
+    return TaskState.TASK_STATE_WORKING
+
+
+def task(run: RunView, *, answer: str | None = None) -> Task:
+    """The run as a task; `answer` is an agent run's last answer, shown while it waits."""
+    found = Task(id=str(run.run_id), context_id=str(run.run_id),
+                 status=task_status(run, answer=answer),
+                 metadata=struct({"kind": run.kind, "run_status": run.status,
+                                   "phase_name": run.phase_name, "last_seq": run.last_seq,
+                                   "stop_reason": run.stop_reason}))
+    if run.result is not None:
+        found.artifacts.append(Artifact(artifact_id="result", name="result",
+                                        parts=[data_part(run.result, RUN_RESULT)]))
+    return found
+
+
+def task_status(run: RunView, *, answer: str | None = None) -> TaskStatus:
+    """The state with a message saying what it waits for or why it ended: while a gate
+    waits, the request as a data part (with the JSON Schema of an answer) beside its text."""
+    state = task_state(run)
+    parts: list[Part]
+    if run.pending_decision is not None:
+        parts = decision_parts(run.pending_decision)
+    elif state == TaskState.TASK_STATE_INPUT_REQUIRED:
+        parts = [Part(text=answer or "The agent waits for your next message.")]
+    elif run.error_message:
+        parts = [Part(text=run.error_message)]
+    else:
+        parts = [Part(text=_what(run))]
+    return TaskStatus(state=state, timestamp=_timestamp(run.updated_at),
+                      message=Message(message_id=f"{run.run_id}-{run.last_seq}",
+                                      context_id=str(run.run_id), task_id=str(run.run_id),
+                                      role=Role.ROLE_AGENT, parts=parts))
+
+
+def decision_parts(request: DecisionView) -> list[Part]:
+    """The request as the REST API shows it, plus `responseSchema`: what answering takes."""
+    options = ", ".join(f"{o.value} ({o.label})" for o in request.options)
+    text = f"{request.title}\n\n{request.description}\n\nOptions: {options}"
+    if request.recommended_option:
+        text += f"; recommended: {request.recommended_option}"
+    payload = {**request.model_dump(mode="json"), "responseSchema": payload_schema(request)}
+    return [Part(text=text), data_part(payload, DECISION_REQUEST)]
+
+
+def status_update(run_id: UUID, status: TaskStatus, event: EventView) -> TaskStatusUpdateEvent:
+    """One run event as a status update: the task's state when it was sent, the event itself
+    and its `seq` in the metadata (a subscriber resumes after it with `Last-Event-ID`)."""
+    return TaskStatusUpdateEvent(
+        task_id=str(run_id), context_id=str(run_id), status=status,
+        metadata=struct({"seq": event.seq, PART_TYPE: RUN_EVENT,
+                         "event": event.model_dump(mode="json")}))
+
+
+def data_part(value: Any, kind: str) -> Part:
+    return Part(data=json_format.ParseDict(_plain(value), struct_pb2.Value()),
+                media_type=JSON, metadata=struct({PART_TYPE: kind}))
+
+
+# --- messages in -----------------------------------------------------------------------
+
+
+class Said(BaseModel):
+    """What a message carries: at most one JSON object, and its text parts joined."""
+
+    data: dict[str, Any] | None
+    text: str | None
+
+
+def said(message: Message) -> Said:
+    data = [whole_numbers(json_format.MessageToDict(p.data)) for p in message.parts
+            if p.HasField("data")]
+    if len(data) > 1 or (data and not isinstance(data[0], dict)):
+        raise ApiError(422, "invalid_request", "message: at most one data part, a JSON object")
+    texts = [p.text for p in message.parts if p.HasField("text") and p.text.strip()]
+    if not data and not texts:
+        raise ApiError(422, "invalid_request", "message: give a data part or a text part")
+    return Said(data=data[0] if data else None, text="\n".join(texts) or None)
+
+
+def start_body(message: Message) -> dict[str, Any]:
+    """The `POST /runs` body a message for a new task stands for: the kind from its metadata
+    (the agent kind when absent), the data part as the input; text is an agent run's first
+    message."""
+    meta = whole_numbers(json_format.MessageToDict(message.metadata))
+    kind = meta.get(KIND_KEY, DEFAULT_KIND)
+    content = said(message)
+    run_input = dict(content.data or {})
+    if content.text is not None:
+        if kind != AGENT.name:
+            raise ApiError(422, "invalid_request", f"message: text is an agent run's message; "
+                                                   f"a {kind} run takes its input as a data "
+                                                   f"part")
+        if "message" in run_input:
+            raise ApiError(422, "invalid_request", "message: the first message as text or as "
+                                                   "input.message, not both")
+        run_input["message"] = content.text
+    return {"kind": kind, "input": run_input, **{k: meta[k] for k in START_KEYS if k in meta}}
+
+
+def decision(data: dict[str, Any]) -> DecisionRequest:
+    """The body `POST /runs/{id}/decisions/{checkpoint}` takes, from a data part."""
+    try:
+        return DecisionRequest.model_validate(data)
+    except ValidationError as error:
+        raise invalid_request(error.errors()) from error
+
+
+def webhook(config: TaskPushNotificationConfig) -> WebhookCreate:
+    """A push notification config as the webhook it is: every webhook event of the task's
+    run, to its URL, signed per Standard Webhooks. The config's `token` is the signing secret
+    (`whsec_...`): a client that gives one verifies each delivery with it; without one, one is
+    made and answered once as the token. A2A's `authentication` (credentials for the receiver)
+    has no place: deliveries are signed, not authenticated."""
+    if config.HasField("authentication"):
+        raise ApiError(422, "invalid_request", "authentication: not supported; deliveries are "
+                                               "signed (Standard Webhooks) with the token")
+    try:
+        return WebhookCreate.model_validate({"url": config.url, "secret": config.token or None,
+                                             "events": list(WEBHOOK_EVENT_TYPES)})
+    except ValidationError as error:
+        raise invalid_request(error.errors()) from error
+
+
+def push_config(hook: WebhookView, *, token: str = "") -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(id=str(hook.webhook_id), task_id=str(hook.run_id),
+                                      url=hook.url, token=token)
+
+
+# --- refusals --------------------------------------------------------------------------
+
+
+def a2a_error(error: ApiError, *, conflict: type[A2AError] = UnsupportedOperationError
+              ) -> A2AError:
+    """The protocol's own error for a refusal, carrying the API's code, status and message
+    (and its details, as JSON) in the error's `google.rpc.ErrorInfo` metadata. A run the
+    caller may not see is a task that does not exist; `conflict` is the error for a 409
+    (a finished task is not cancelable, a message to it is not an operation it supports)."""
+    if error.code == "run_not_found":
+        kind: type[A2AError] = TaskNotFoundError
+    elif error.status == 409:
+        kind = conflict
+    elif error.status in (404, 422):
+        kind = InvalidParamsError
+    elif error.status in (401, 403):
+        kind = InvalidRequestError
+    else:
+        kind = InternalError
+    data = {"code": error.code, "status": str(error.status)}
+    if error.details is not None:
+        data["details"] = json.dumps(error.details, default=str)
+    return kind(error.message, data=data)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _what(run: RunView) -> str:
+    if run.status == "pending":
+        return "The run has been accepted and is starting."
+    if run.status in _FINISHED:
+        return f"The run has {run.status} ({run.stop_reason or run.status})."
+    return f"Working: phase {run.current_phase} ({run.phase_name or 'starting'})."
+
+
+def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    """A JSON object as protobuf's Struct (metadata, an extension's params)."""
+    return json_format.ParseDict(_plain(value), struct_pb2.Struct())
+
+
+def _plain(value: Any) -> Any:
+    """JSON types only (a model's dates and UUIDs as strings), as protobuf's Value holds."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def whole_numbers(value: Any) -> Any:
+    """protobuf's Value keeps every number as a double: 200 arrives as 200.0. JSON does not
+    tell them apart, but the kinds' inputs and answer schemas do (`integer`)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
+def _timestamp(at: datetime) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(at)
+    return stamp
+

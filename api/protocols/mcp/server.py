@@ -1,0 +1,190 @@
+"""The MCP server at `/mcp` (Streamable HTTP, the official SDK's low-level `Server`).
+
+Every request is authenticated before the SDK sees it, by the code every route uses
+(`api.deps.authenticate_request`: a bearer JWT, an identity provider's JWT, an API key); a
+caller it refuses gets the API's 401 with `WWW-Authenticate`, pointing, when an identity
+provider is configured, at this resource's OAuth protected-resource metadata (RFC 9728, as
+MCP's authorization spec asks). The server keeps no session: a 2026-07-28 request stands
+alone, and a handshake-era client is served statelessly too, so nothing ties one request to
+the next but the caller's credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.context import HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.auth import ProtectedResourceMetadata
+from mcp_types import (
+    CallToolRequestParams,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+)
+from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from api.deps import authenticate_request
+from api.errors import ApiError
+from api.protocols.mcp import mapping, tasks
+from waystation.registry import Registry
+from waystation.settings import Settings
+
+PATH = "/mcp"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+INSTRUCTIONS = (
+    "Waystation runs long AI-agent work durably and stops at human decisions (gates). Start a "
+    "run with start_run (list_run_kinds gives each kind's input schema), follow it with "
+    "get_run or read_events, and answer its gates with decide (list_pending_decisions lists "
+    "what waits for you). A refused call is a tool error whose text is "
+    '{"error": {"code", "message"}}, with the code the REST API answers.')
+
+
+def build_server(registry: Registry) -> Server[Any]:
+    """The tools, resources and task methods of `mapping` and `tasks`."""
+    tools = mapping.Tools(registry)
+
+    async def list_tools(ctx: ServerRequestContext[Any],
+                         params: PaginatedRequestParams | None) -> ListToolsResult:
+        return tools.listing
+
+    async def call_tool(ctx: ServerRequestContext[Any],
+                        params: CallToolRequestParams) -> HandlerResult:
+        caller = mapping.Caller.of(ctx.request)
+        result = await tools.call(caller, params.name, params.arguments or {})
+        if params.name == "start_run" and not result.is_error and tasks.accepts_tasks(ctx):
+            assert result.structured_content is not None, "start_run answers RunCreated"
+            return await tasks.created_task(caller, result.structured_content["run_id"])
+        return result
+
+    async def list_resources(ctx: ServerRequestContext[Any],
+                             params: PaginatedRequestParams | None) -> ListResourcesResult:
+        return await mapping.list_resources(mapping.Caller.of(ctx.request))
+
+    async def list_templates(ctx: ServerRequestContext[Any], params: PaginatedRequestParams
+                             | None) -> ListResourceTemplatesResult:
+        return mapping.resource_templates()
+
+    async def read_resource(ctx: ServerRequestContext[Any],
+                            params: ReadResourceRequestParams) -> ReadResourceResult:
+        return await mapping.read_resource(mapping.Caller.of(ctx.request), params.uri)
+
+    server: Server[Any] = Server(
+        "waystation", title="Waystation", instructions=INSTRUCTIONS,
+        get_tool_input_schema=tools.input_schemas.get,
+        on_list_tools=list_tools, on_list_resources=list_resources,
+        on_list_resource_templates=list_templates, on_read_resource=read_resource)
+    server.add_request_handler("tools/call", CallToolRequestParams, call_tool)
+    server.add_request_handler("tasks/get", tasks.TaskParams, tasks.get_task)
+    server.add_request_handler("tasks/update", tasks.TaskUpdateParams, tasks.update_task)
+    server.add_request_handler("tasks/cancel", tasks.TaskParams, tasks.cancel_task)
+    server.extensions[tasks.TASKS_EXTENSION] = {}
+    return server
+
+
+class McpEndpoint:
+    """`/mcp`: the caller authenticated as by every route, then the SDK's transport."""
+
+    def __init__(self, sessions: StreamableHTTPSessionManager, *,
+                 metadata_url: str | None) -> None:
+        self.sessions = sessions
+        self.metadata_url = metadata_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            scope[mapping.USER_SCOPE_KEY] = await authenticate_request(request)
+        except ApiError as error:
+            if error.status != 401:
+                raise
+            # The app's handler answers it with the API's error body.
+            raise ApiError(401, error.code, error.message, details=error.details,
+                           headers={"WWW-Authenticate": self._challenge(request, error)}
+                           ) from error
+        await self.sessions.handle_request(scope, receive, send)
+
+    def _challenge(self, request: Request, error: ApiError) -> str:
+        """RFC 6750's challenge: the refusal when a credential was sent, and where to get
+        one (RFC 9728) when an identity provider issues them."""
+        params = []
+        if "authorization" in request.headers:
+            params += ['error="invalid_token"', f'error_description="{error.code}"']
+        if self.metadata_url is not None:
+            params.append(f'resource_metadata="{self.metadata_url}"')
+        return "Bearer " + ", ".join(params) if params else "Bearer"
+
+
+def mount_mcp(app: Starlette, registry: Registry, settings: Settings
+              ) -> StreamableHTTPSessionManager:
+    """Adds `/mcp` (and, with an identity provider, the protected-resource metadata) to the
+    app; the session manager returned must run in the app's lifespan."""
+    sessions = StreamableHTTPSessionManager(
+        app=build_server(registry), stateless=True, json_response=True,
+        # Every request must carry the caller's credentials, which a page rebinding its own
+        # host name to this server cannot attach (a bearer token it does not know; the console
+        # cookie belongs to the real host name): the SDK's Host/Origin allow-list adds nothing
+        # and would refuse the real host name behind a proxy.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    metadata = protected_resource(settings)
+    metadata_url = f"{settings.console_base}{METADATA_PATH}{PATH}" if metadata else None
+    routes = [Route(PATH, McpEndpoint(sessions, metadata_url=metadata_url),
+                    methods=["GET", "POST", "DELETE"])]
+    if metadata is not None:
+        document = metadata.model_dump(mode="json", exclude_none=True)
+
+        async def resource_metadata(request: Request) -> JSONResponse:
+            return JSONResponse(document)
+        # RFC 9728's location for the resource `/mcp`, and the bare one older clients try.
+        routes += [Route(METADATA_PATH + PATH, resource_metadata, methods=["GET"]),
+                   Route(METADATA_PATH, resource_metadata, methods=["GET"])]
+    app.router.routes.extend(routes)
+    return sessions
+
+
+@asynccontextmanager
+async def serving(sessions: StreamableHTTPSessionManager) -> AsyncIterator[None]:
+    """Runs the SDK's session manager while the app's lifespan lasts, in a task of its own: its
+    task group must be left by the task that entered it, and a lifespan may be entered and
+    left by different tasks (a test fixture's setup and teardown)."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with sessions.run():
+            started.set()
+            await stop.wait()
+
+    task = asyncio.create_task(serve(), name="mcp-sessions")
+    waiting = asyncio.create_task(started.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if task.done():
+        task.result()  # it could not start: raise why
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+def protected_resource(settings: Settings) -> ProtectedResourceMetadata | None:
+    """With an identity provider (WAYSTATION_JWKS_URL): this resource and the authorization
+    server whose tokens it accepts."""
+    if settings.jwks_url is None or settings.jwt_issuer is None:
+        return None
+    return ProtectedResourceMetadata(
+        resource=AnyHttpUrl(settings.console_base + PATH),
+        authorization_servers=[AnyHttpUrl(settings.jwt_issuer)],
+        resource_name="Waystation", bearer_methods_supported=["header"])
