@@ -245,6 +245,14 @@ async def test_answers_with_unrendered_placeholders_are_flagged(api):
                             headers=auth())).json()
     assert output["flags"] == flagged[0]["flags"]
 
+    # A re-run keeps the flags of the outputs it keeps (this item's branch ends it at once).
+    rerun = await api.post(f"/jobs/{job_id}/rerun", headers=auth(), json={
+        "item_ids": [flagged[0]["item_id"]], "from_step": "grade"})
+    new_id = rerun.json()["run_id"]
+    await eventually(lambda: _finished(api, new_id), timeout=40)
+    kept = (await api.get(f"/jobs/{new_id}/items", headers=auth())).json()["items"][0]
+    assert kept["status"] == "completed" and kept["flags"] == flagged[0]["flags"]
+
 
 def test_the_placeholder_check_leaves_json_and_plain_text_alone():
     assert output_flags("s", '{"summary": "ok", "nested": {"score": 3}}') == []

@@ -40,7 +40,7 @@ WITH kept AS (
 UPDATE work_units w
    SET path = p.steps, result = p.last_output, conversation = p.turns, flags = p.flags
   FROM (SELECT unit_id, array_agg(step ORDER BY step_index) AS steps,
-               -- every kept output's flags in one list
+               -- the item keeps every flag of its outputs, in one list
                jsonb_path_query_array(jsonb_agg(flags ORDER BY step_index), '$[*][*]') AS flags,
                (array_agg(output ORDER BY step_index DESC))[1] AS last_output,
                jsonb_agg(jsonb_build_object('step', step, 'prompt', rendered_prompt,
