@@ -76,6 +76,14 @@ class ApiError(Exception):
         self.details, self.headers = details, headers
 
 
+def invalid_field(loc: list[str | int], msg: str, type_: str) -> ApiError:
+    """A 422 naming the field at `loc` (as FastAPI's own validation errors do), e.g.
+    `["query", "at_step"]` or `["body", "item_ids", 2]`."""
+    where = ".".join(str(part) for part in loc)
+    return ApiError(422, "invalid_request", f"{where}: {msg}",
+                    details=[{"loc": loc, "msg": msg, "type": type_}])
+
+
 def unavailable(message: str) -> ApiError:
     return ApiError(503, "unavailable", message, headers={"Retry-After": RETRY_AFTER_SECONDS})
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from activities.batch.spec import STEP_NAME
+from contracts.output_flags import OutputFlag
 from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
+from workflows.batch_models import MAX_INLINE_ITEMS
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
 
@@ -64,6 +67,11 @@ class ItemView(BaseModel):
     started_at: datetime | None
     completed_at: datetime | None
     execution_ms: int | None
+    at_step: str | None = Field(None, description="The step the item stands at: the one it "
+                                                  "runs (or failed at) next, its last once "
+                                                  "completed.")
+    flags: list[OutputFlag] = Field(default_factory=list, description="What output checks "
+                                                                  "flagged in its answers.")
 
     @classmethod
     def of(cls, unit: UnitRow) -> ItemView:
@@ -87,16 +95,36 @@ class OutputView(BaseModel):
     output_tokens: int
     duration_ms: int | None
     created_at: datetime
+    flags: list[OutputFlag] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, row: OutputRow) -> OutputView:
+    def of(cls, row: OutputRow) -> Self:
         return cls(item_id=row.unit_id, **row.model_dump(exclude={"unit_id", "executions"}))
+
+
+class StepOutputView(OutputView):
+    """An output read with its item's ordinal (`of` a `StepOutputRow`)."""
+
+    ordinal: int = Field(description="The item's place in the job.")
+
+
+class StepOutputPage(BaseModel):
+    outputs: list[StepOutputView]
+    next_cursor: str | None
 
 
 class ItemOutputs(BaseModel):
     item_id: UUID
     path: list[str]
     outputs: list[OutputView]
+
+
+class RerunRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    item_ids: list[UUID] | None = Field(None, min_length=1, max_length=MAX_INLINE_ITEMS,
+                                        description="The items to run again (default: all).")
+    from_step: str = Field(pattern=STEP_NAME, description="They run again from this step and "
+                                                          "keep their outputs of earlier ones.")
 
 
 class JobControlAccepted(BaseModel):

@@ -9,8 +9,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from activities.batch.spec import STEP_NAME
 from api.job_schemas import UnitStatus
 from persistence.models import GateStatus, RunStatus
+from workflows.mobile_models import PACKAGE_PATTERN
 
 # A seq to read on from: 0 reads from the start.
 AfterSeq = Annotated[int, Field(ge=0, le=2**62)]
@@ -26,6 +28,14 @@ class RunFilter(BaseModel):
     q: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]+$",
                           description="Text in the run's id, phase or input")
     group_id: UUID | None = Field(None, description="Only this group's runs")
+    app_package: str | None = Field(None, pattern=PACKAGE_PATTERN, max_length=200,
+                                    description="Only mobile runs of this app")
+    # Up to 30 days: a run quiet for longer is long past anyone's notice.
+    stale_after: int | None = Field(None, ge=1, le=30 * 24 * 3600,
+                                    description="Only runs `running` and not updated for this "
+                                                "many seconds")
+    hidden: bool = Field(False, description="List the runs the caller hid (and may restore) "
+                                            "instead of visible ones")
 
 
 class EventQuery(BaseModel):
@@ -43,7 +53,16 @@ class InboxQuery(BaseModel):
     limit: int = Field(100, ge=1, le=500)
 
 
-class ItemQuery(BaseModel):
-    status: UnitStatus | None = None
+class OrdinalPage(BaseModel):
+    """A page of a job's items (or their outputs) in item order."""
+
     cursor: str | None = Field(None, pattern=r"^\d{1,10}$")
     limit: int = Field(100, ge=1, le=500)
+
+
+class ItemQuery(OrdinalPage):
+    status: UnitStatus | None = None
+    at_step: str | None = Field(None, pattern=STEP_NAME,
+                                description="Only items that stand at this step now")
+    flagged: bool | None = Field(None, description="Only items an output check flagged (true) "
+                                                   "or did not (false)")

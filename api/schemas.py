@@ -166,11 +166,24 @@ class RunView(BaseModel):
     output_tokens: int = 0
     gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
                                                           "started with (`POST /runs` `gates`).")
+    app_package: str | None = Field(None, description="A mobile run's app.")
 
     @classmethod
     def of(cls, run: RunRow) -> RunView:
         return cls(run_id=run.id, pending_checkpoint=run.hitl_state, gates=run.gate_policies,
-                   **run.model_dump(exclude={"id", "hitl_state", "gate_policies"}))
+                   **run.model_dump(exclude={"id", "hitl_state", "gate_policies", "erased_at",
+                                             "hidden_by"}))
+
+
+class RunVisibility(BaseModel):
+    """Whether a run is hidden (`POST /runs/{id}/hide`) and until when it can be restored."""
+
+    run_id: UUID
+    hidden: bool
+    hidden_at: datetime | None = None
+    restore_until: datetime | None = Field(
+        None, description="Until then its owner may restore it; the retention sweep deletes "
+                          "it after.")
 
 
 class RunPage(BaseModel):

@@ -8,8 +8,9 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from contracts.output_flags import OutputFlag
 from persistence.models import Row, Usd
 from persistence.queries import sql
 
@@ -52,6 +53,10 @@ class UnitRow(Row):
     started_at: datetime | None
     completed_at: datetime | None
     execution_ms: int | None
+    # The step the item stands at now (read with it: list_units, get_unit).
+    at_step: str | None = None
+    # Every output check's flag on its outputs (migration 052).
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 class OutputRow(Row):
@@ -67,6 +72,11 @@ class OutputRow(Row):
     duration_ms: int | None
     executions: int
     created_at: datetime
+    flags: list[OutputFlag] = Field(default_factory=list)
+
+
+class StepOutputRow(OutputRow):
+    ordinal: int
 
 
 class StatusCount(BaseModel):
@@ -101,6 +111,7 @@ class StepOutputWrite(BaseModel):
     attempt: int
     item_done: bool
     execution_ms: int
+    flags: list[OutputFlag] = Field(default_factory=list)
 
 
 # --- writes (activities) ----------------------------------------------------------------------
@@ -117,6 +128,11 @@ async def run_items(conn: asyncpg.Connection, run_id: UUID) -> list[Any]:
 async def insert_units(conn: asyncpg.Connection, job_id: UUID, first_ordinal: int,
                        payloads: list[Any]) -> None:
     await conn.execute(sql("insert_work_units"), job_id, first_ordinal, payloads)
+
+
+async def keep_earlier_outputs(conn: asyncpg.Connection, job_id: UUID,
+                               steps: list[str]) -> None:
+    await conn.execute(sql("keep_earlier_outputs"), job_id, steps)
 
 
 async def set_total(conn: asyncpg.Connection, job_id: UUID, total: int, test_first: bool) -> None:
@@ -137,13 +153,13 @@ async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int, retri
     """Mark an item running and read it; `finishing`, the last step of the item before, is
     stored by the same statement (one round trip and one commit for both)."""
     record = await conn.fetchrow(sql("record_step_and_start_unit"), *_step_args(finishing),
-                                 job_id, ordinal, retries, run_retrying)
+                                 job_id, ordinal, retries, run_retrying, _flags(finishing))
     return StartedUnit.model_validate(dict(record)) if record else None
 
 
 async def record_step_output(conn: asyncpg.Connection, w: StepOutputWrite) -> None:
     await conn.execute(sql("record_step_and_start_unit"), *_step_args(w), None, None, None,
-                       None)
+                       None, _flags(w))
 
 
 def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
@@ -153,6 +169,10 @@ def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
     return (w.unit_id, w.step, w.step_index, w.output, w.rendered_prompt, w.next_step,
             Decimal(str(w.cost_usd)), w.input_tokens, w.output_tokens, w.duration_ms, [turn],
             w.attempt - 1, w.execution_ms, w.item_done)
+
+
+def _flags(w: StepOutputWrite | None) -> list[dict[str, Any]] | None:
+    return None if w is None else [f.model_dump() for f in w.flags]
 
 
 async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
@@ -184,9 +204,17 @@ async def unit_counts(conn: asyncpg.Connection, job_id: UUID) -> list[StatusCoun
 
 
 async def list_units(conn: asyncpg.Connection, job_id: UUID, *, status: str | None,
-                     after_ordinal: int, limit: int) -> list[UnitRow]:
-    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit)
+                     after_ordinal: int, limit: int, at_step: str | None = None,
+                     flagged: bool | None = None) -> list[UnitRow]:
+    records = await conn.fetch(sql("list_units"), job_id, status, after_ordinal, limit, at_step,
+                               flagged)
     return [UnitRow.from_record(r) for r in records]
+
+
+async def list_step_outputs(conn: asyncpg.Connection, job_id: UUID, step: str, *,
+                            after_ordinal: int, limit: int) -> list[StepOutputRow]:
+    records = await conn.fetch(sql("list_step_outputs"), job_id, step, after_ordinal, limit)
+    return [StepOutputRow.from_record(r) for r in records]
 
 
 async def get_unit(conn: asyncpg.Connection, unit_id: UUID) -> tuple[UnitRow, UUID] | None:
@@ -207,5 +235,14 @@ async def get_output(conn: asyncpg.Connection, unit_id: UUID, step: str) -> Outp
     return OutputRow.from_record(record) if record else None
 
 
-async def failed_payloads(conn: asyncpg.Connection, job_id: UUID) -> list[Any]:
-    return [r["payload"] for r in await conn.fetch(sql("failed_unit_payloads"), job_id)]
+async def units_to_rerun(conn: asyncpg.Connection, job_id: UUID, *,
+                         ids: list[UUID] | None = None,
+                         status: str | None = None) -> list[UnitRow]:
+    records = await conn.fetch(sql("units_to_rerun"), job_id, ids, status)
+    return [UnitRow.from_record(r) for r in records]
+
+
+async def outputs_before(conn: asyncpg.Connection, unit_ids: list[UUID],
+                         step_index: int) -> list[OutputRow]:
+    records = await conn.fetch(sql("outputs_before_step"), unit_ids, step_index)
+    return [OutputRow.from_record(r) for r in records]

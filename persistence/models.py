@@ -54,6 +54,11 @@ class RunRow(Row):
     cost_usd: Usd = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    # A mobile run's app (migration 050).
+    app_package: str | None = None
+    # Hidden runs (erased_at, migration 020), and who hid one to be restorable (051).
+    erased_at: datetime | None = None
+    hidden_by: str | None = None
 
 
 class EventRow(Row):

@@ -49,5 +49,4 @@ async def open_user_runs(conn: asyncpg.Connection, owner: str) -> list[str]:
 
 async def erase_user_runs(conn: asyncpg.Connection, owner: str) -> int:
     """Hide every run of `owner` from every read; returns how many were hidden now."""
-    status = await conn.execute(sql("erase_user_runs"), owner)
-    return int(status.split()[-1])
+    return await conn.fetchval(sql("erase_user_runs"), owner)

@@ -43,6 +43,24 @@ async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
     return RunRow.from_record(record) if record else None
 
 
+async def get_run_or_hidden(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
+    """A run, visible or hidden by a person; one an erasure hid is None, as a deleted one."""
+    record = await conn.fetchrow(sql("get_run_or_hidden"), run_id)
+    return RunRow.from_record(record) if record else None
+
+
+async def hide_run(conn: asyncpg.Connection, run_id: UUID, by: str) -> datetime | None:
+    """Hide the run; when it was hidden (the first time), or None if an erasure hid it."""
+    return await conn.fetchval(sql("hide_run"), run_id, by)
+
+
+async def restore_run(conn: asyncpg.Connection, run_id: UUID, *,
+                      within_seconds: float) -> RunRow | None:
+    """Show a run a person hid again, if hidden less than `within_seconds` ago."""
+    record = await conn.fetchrow(sql("restore_run"), run_id, within_seconds)
+    return RunRow.from_record(record) if record else None
+
+
 async def run_end(conn: asyncpg.Connection, run_id: UUID) -> RunEnd | None:
     record = await conn.fetchrow(sql("run_end"), run_id)
     return RunEnd(**dict(record)) if record else None
@@ -52,10 +70,12 @@ async def list_runs(
     conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
     awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
     project_id: str | None = None, search: str | None = None, group_id: UUID | None = None,
+    app_package: str | None = None, stale_after: int | None = None, hidden: bool = False,
 ) -> list[RunRow]:
     created_at, run_id = before if before else (None, None)
     records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
-                               created_at, run_id, project_id, search, group_id)
+                               created_at, run_id, project_id, search, group_id, app_package,
+                               stale_after, hidden)
     return [RunRow.from_record(r) for r in records]
 
 

@@ -10,7 +10,13 @@ from typing import Any
 import asyncpg
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
+from activities.agents import AgentRequest, AgentResponse, backend_named
+from activities.agents.base import (
+    INVALID_OUTPUT,
+    ModelCallFailed,
+    ProgressReporter,
+    Usage,
+)
 from persistence.runs import create_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
@@ -20,6 +26,28 @@ from workflows.validation_kind import VALIDATION
 from workflows.validation_models import ValidationInput, ValidationRunInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
+
+
+class FailingTasks:
+    """The offline backend, except that each task named in `failing` fails for good once (an
+    answer refused): the validation run then waits at its task_failed gate."""
+
+    name = "failing-tasks"
+
+    def __init__(self, failing: set[str] | None = None) -> None:
+        self.failing = failing or set()
+        self._offline = backend_named("offline")
+
+    async def run(self, request: AgentRequest,
+                  progress: ProgressReporter | None = None) -> AgentResponse:
+        if request.task in self.failing:
+            self.failing.discard(request.task)
+            raise ModelCallFailed(f"{request.task}: the answer is invalid (scripted)",
+                                  type=INVALID_OUTPUT, usage=Usage(), non_retryable=True)
+        return await self._offline.run(request, progress)
+
+    async def aclose(self) -> None:
+        await self._offline.aclose()
 
 
 async def new_validation_run(pool: asyncpg.Pool, owner: str = "alice",

@@ -17,12 +17,11 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
 from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from tests import history_recording
-from tests.helpers import eventually, new_validation_run
+from tests.helpers import FailingTasks, eventually, new_validation_run
 from tests.history_recording import Case
 from workflows.gates import DecisionInput, DelegateInput, ReopenInput
 from workflows.validation import ValidationRun
@@ -30,6 +29,8 @@ from workflows.validation_kind import VALIDATION
 
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")
+# The offline backend, unless a case makes one of its tasks fail.
+BACKEND = FailingTasks()
 
 
 
@@ -127,6 +128,15 @@ async def people_quorum_reminders(env: WorkflowEnvironment, pool: asyncpg.Pool
     return handle
 
 
+async def task_failed_skip(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """A task fails for good; a person skips it at the task_failed gate (a `skipped` event)."""
+    BACKEND.failing = {"assess_fit"}
+    handle, run_id = await _start(env, pool, gates=[])
+    await _wait_gate(pool, run_id, "task_failed")
+    await _decide(handle, "task_failed", "skip", feedback="go on without it")
+    return handle
+
+
 async def _wait_until_attempt(handle: WorkflowHandle, phase: int, attempt: int) -> None:
     async def reached() -> bool:
         state = await handle.query(ValidationRun.state)
@@ -139,13 +149,14 @@ CASES: dict[str, Case] = {
     "reject_segment_override": reject_segment_override,
     "expire_pause_reopen": expire_pause_reopen,
     "people_quorum_reminders": people_quorum_reminders,
+    "task_failed_skip": task_failed_skip,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     return history_recording.main(
         argv, description=__doc__.splitlines()[0], prefix="validation", cases=CASES,
-        task_queue=TASK_QUEUE, backend=backend_named("offline"))
+        task_queue=TASK_QUEUE, backend=BACKEND)
 
 
 if __name__ == "__main__":

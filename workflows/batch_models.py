@@ -9,17 +9,40 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from activities.batch.spec import END, BatchJobSpec, Branch, StepDef
+from contracts.output_flags import OutputFlag
+
+
+class KeptOutput(BaseModel):
+    """An earlier step's output an item of a re-run starts with, as `item_outputs` keeps it:
+    the item's pipeline follows it and never runs that step again."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: str
+    output: Any
+    rendered_prompt: str
+    next_step: str | None = None
+    flags: list[OutputFlag] = Field(default_factory=list)
+
+
+# Items a job takes inline (in its run's row): a bigger job reads them from `items_path`.
+MAX_INLINE_ITEMS = 100_000
 
 
 class BatchInput(BatchJobSpec):
-    """What a user submits: the spec plus items inline, or `items_path`."""
+    """What a user submits: the spec plus items inline, or `items_path`; a re-run (POST
+    /jobs/{id}/rerun, /retry-failed) also names its source job and what its items keep."""
 
-    items: list[dict[str, Any]] | None = Field(None, max_length=100_000)
-    retry_of: UUID | None = Field(None, description="The job whose failed items these are "
-                                                    "(set by POST /jobs/{id}/retry-failed).")
+    items: list[dict[str, Any]] | None = Field(None, max_length=MAX_INLINE_ITEMS)
+    retry_of: UUID | None = Field(None, description="The job whose items these are (set by "
+                                                    "POST /jobs/{id}/rerun and /retry-failed).")
+    rerun_from: str | None = Field(None, description="The step the items run again from; the "
+                                                     "steps before it are kept.")
+    kept_outputs: list[list[KeptOutput]] | None = Field(
+        None, description="Per item (in `items` order), the outputs of the steps before "
+                          "`rerun_from` that it keeps.")
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
@@ -27,8 +50,25 @@ class BatchInput(BatchJobSpec):
             raise ValueError("give exactly one of items and items_path")
         return self
 
+    @model_validator(mode="after")
+    def _kept_before_rerun_step(self) -> BatchInput:
+        names = [s.name for s in self.steps]
+        if self.rerun_from is not None and self.rerun_from not in names:
+            raise ValueError(f"rerun_from: {self.rerun_from!r} is not a step")
+        if self.kept_outputs is None:
+            return self
+        if self.rerun_from is None or self.items is None \
+                or len(self.kept_outputs) != len(self.items):
+            raise ValueError("kept_outputs: one list per item of items, with rerun_from")
+        earlier = names[:names.index(self.rerun_from)]
+        for kept in self.kept_outputs:
+            if not {k.step for k in kept} <= set(earlier):
+                raise ValueError(f"kept_outputs: only steps before {self.rerun_from!r}")
+        return self
+
     def spec(self) -> BatchJobSpec:
-        return BatchJobSpec.model_validate(self.model_dump(exclude={"items", "retry_of"}))
+        return BatchJobSpec.model_validate(self.model_dump(
+            exclude={"items", "retry_of", "rerun_from", "kept_outputs"}))
 
 
 class ItemRange(BaseModel):
@@ -100,6 +140,6 @@ class PauseResult(BaseModel):
     in_flight: int
 
 
-__all__ = ["END", "BatchInput", "BatchJobSpec", "BatchProgress", "BatchRunInput",
-           "BatchRunResult", "Branch", "ItemRange", "ItemRetry", "PauseInput", "PauseResult",
-           "StepDef"]
+__all__ = ["END", "MAX_INLINE_ITEMS", "BatchInput", "BatchJobSpec", "BatchProgress",
+           "BatchRunInput", "BatchRunResult", "Branch", "ItemRange", "ItemRetry", "KeptOutput",
+           "PauseInput", "PauseResult", "StepDef"]

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
     from workflows.gates import OpenGate, feedback_number
     from workflows.lifecycle import RunWorkflow
-    from workflows.validation_gates import gate_spec, task_failed_gate_spec
+    from workflows.validation_gates import TASK_FAILED, gate_spec, task_failed_gate_spec
     from workflows.validation_models import (
         ValidationRunInput,
         ValidationRunResult,
@@ -143,7 +143,21 @@ class ValidationRun(RunWorkflow):
                     self._spend(float(spent.get("cost_usd", 0)), 0)
                 decision = await self._ask_after_failure(phase, task, message)
                 if decision == "skip":
+                    self._record_skip(phase, task, index, prefix, message)
                     return None
+
+    def _record_skip(self, phase: PhaseDef, task: TaskDef, index: int, prefix: str,
+                     error: str) -> None:
+        """Say in the progress events that the task was skipped (seed 000's `skipped`), with
+        the next write. Histories from before wrote nothing here: the patch keeps what they
+        replay exactly what they ran."""
+        if not workflow.patched("task-skipped-event"):
+            return
+        self.stage(events=[self.event(
+            f"{prefix}.{task.task}.skipped", "task.skipped", phase=phase.number,
+            crew=task.crew, task=task.task, agent=task.agent, status="skipped",
+            progress_pct=self._pct(phase, index + 1), error_message=error,
+            output={"decided_at_gate": TASK_FAILED, "missing": task.fills})])
 
     async def _ask_after_failure(self, phase: PhaseDef, task: TaskDef, error: str) -> str:
         outcome = await self.ask_human(

@@ -11,7 +11,8 @@ back the items it did not reach, so slow agents get slices of one item.
 Every step's output is committed to Postgres before the next step starts, and a (re)started
 item first reads what is stored, so a retry after a crash resumes at the first step without an
 output: a completed step never runs again. The prompt of every step is rendered from the
-stored outputs (seed 002's fix), never from memory.
+stored outputs (seed 002's fix), never from memory, and every answer is stored with the flags
+of the output checks (activities/batch/checks.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 from activities.agents import AgentBackend, AgentRequest, AgentResponse
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
 from activities.agents.structured import AnswerProblem, validate_answer
+from activities.batch.checks import output_flags
 from activities.batch.items_source import ItemsSources
 from activities.batch.lease import ConnectionLease
 from activities.batch.loading import ItemsUnreadable, read_chunks
@@ -154,6 +156,9 @@ class BatchActivities:
                     await jobs_repo.insert_units(conn, job.run_id, start,
                                                  items[start:start + jobs_repo.INSERT_CHUNK])
                 total = len(items)
+                # A re-run's items start with the earlier steps' outputs they keep.
+                await jobs_repo.keep_earlier_outputs(conn, job.run_id,
+                                                     [s.name for s in job.spec.steps])
             else:
                 try:
                     async for chunk in read_chunks(job.spec.items_path, jobs_repo.INSERT_CHUNK,
@@ -340,7 +345,8 @@ class BatchActivities:
                 output_tokens=response.output_tokens,
                 duration_ms=int((now - started) * 1000), attempt=attempt,
                 item_done=following == END,
-                execution_ms=int((_now() - unit.started_at.timestamp()) * 1000))
+                execution_ms=int((_now() - unit.started_at.timestamp()) * 1000),
+                flags=output_flags(step.name, response.text))
             ran += 1
             if hold_last and following == END:
                 return ran, write

@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 
-from api.deps import Conn, CurrentUser
+from api.deps import Conn, CurrentUser, StepName
 from api.job_schemas import ItemOutputs, ItemView, OutputView
 from api.services import jobs
 from persistence.jobs import UnitRow
 
 router = APIRouter(prefix="/items", tags=["jobs"])
-
-StepName = Annotated[str, Path(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 
 
 async def get_visible_item(item_id: UUID, user: CurrentUser, conn: Conn) -> UnitRow:

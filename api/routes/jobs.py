@@ -12,9 +12,22 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, SettingsDep, TemporalClient
-from api.job_schemas import ItemPage, JobControlAccepted, JobView
-from api.queries import ItemQuery
+from api.deps import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    SettingsDep,
+    StepName,
+    TemporalClient,
+)
+from api.job_schemas import (
+    ItemPage,
+    JobControlAccepted,
+    JobView,
+    RerunRequest,
+    StepOutputPage,
+)
+from api.queries import ItemQuery, OrdinalPage
 from api.schemas import RunCreated
 from api.services import jobs
 from persistence.jobs import JobRow
@@ -39,8 +52,16 @@ async def get_job(job: VisibleJob, conn: Conn) -> JobView:
 @router.get("/{job_id}/items", response_model=ItemPage)
 async def list_items(job: VisibleJob, conn: Conn,
                      query: Annotated[ItemQuery, Query()]) -> ItemPage:
-    """The job's items in ordinal order, filtered by status; `cursor` reads on."""
+    """The job's items in ordinal order, filtered by status and by the step they stand at;
+    `cursor` reads on."""
     return await jobs.list_items(conn, job, query)
+
+
+@router.get("/{job_id}/steps/{step}/outputs", response_model=StepOutputPage)
+async def list_step_outputs(job: VisibleJob, step: StepName, conn: Conn,
+                            query: Annotated[OrdinalPage, Query()]) -> StepOutputPage:
+    """One step's outputs across the job, in item order; `cursor` reads on."""
+    return await jobs.step_outputs(conn, job, step, query)
 
 
 @router.post("/{job_id}/retry-failed", status_code=201, response_model=RunCreated)
@@ -52,6 +73,19 @@ async def retry_failed_items(job: VisibleJob, user: CurrentUser, conn: Conn,
     409 while the job runs or when none failed. The finished job keeps its final status."""
     created = await jobs.retry_failed(conn, temporal, user, job, settings=settings,
                                       idempotency_key=idempotency_key)
+    if not created.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created
+
+
+@router.post("/{job_id}/rerun", status_code=201, response_model=RunCreated)
+async def rerun_items(job: VisibleJob, body: RerunRequest, user: CurrentUser, conn: Conn,
+                      temporal: TemporalClient, settings: SettingsDep, response: Response,
+                      idempotency_key: IdempotencyKey = None) -> RunCreated:
+    """Run chosen items of a finished job (default: all) again from a chosen step, as a new
+    job whose items keep their outputs of the steps before it."""
+    created = await jobs.rerun_items(conn, temporal, user, job, body, settings=settings,
+                                     idempotency_key=idempotency_key)
     if not created.created:
         response.headers["Idempotent-Replayed"] = "true"
     return created

@@ -1,8 +1,9 @@
-"""Runs: start, list, read, events, snapshots, cancel."""
+"""Runs: start, list, read, events, snapshots, cancel, hide and restore."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
+from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response
 
@@ -22,6 +23,7 @@ from api.schemas import (
     RunCreated,
     RunPage,
     RunView,
+    RunVisibility,
     SnapshotList,
     SnapshotView,
     run_create_model,
@@ -91,6 +93,21 @@ async def get_snapshot(run: VisibleRun, conn: Conn,
                        step_ordinal: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> SnapshotView:
     """One snapshot of the run by its ordinal (1 is the first)."""
     return await events.snapshot(conn, run, step_ordinal)
+
+
+@router.post("/{run_id}/hide", response_model=RunVisibility)
+async def hide_run(run_id: UUID, user: CurrentUser, conn: Conn,
+                   settings: SettingsDep) -> RunVisibility:
+    """Hide a finished run of yours from every read, list and stream, restorable until
+    `restore_until`; the retention sweep deletes it after."""
+    return await runs.hide_run(conn, user, run_id, settings=settings)
+
+
+@router.post("/{run_id}/restore", response_model=RunVisibility)
+async def restore_run(run_id: UUID, user: CurrentUser, conn: Conn,
+                      settings: SettingsDep) -> RunVisibility:
+    """Show a run you hid again, before its `restore_until`."""
+    return await runs.restore_run(conn, user, run_id, settings=settings)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=CancelAccepted)

@@ -1,5 +1,6 @@
-"""Batch jobs: find one the caller may see, its progress, its items by status and their step
-outputs, pausing and resuming it, and retrying the failed items of a finished job.
+"""Batch jobs: find one the caller may see, its progress, its items by status or step and their
+step outputs, pausing and resuming it, and running chosen items of a finished job again (from
+a chosen step, or its failed items from the start) as a new job.
 
 A job's id is its run's id. A job belongs to its run's owner and group: another user's job
 answers 404, exactly like another user's run.
@@ -14,7 +15,7 @@ import asyncpg
 from temporalio.client import Client
 
 from api.auth import User
-from api.errors import ApiError
+from api.errors import ApiError, invalid_field
 from api.job_schemas import (
     ItemOutputs,
     ItemPage,
@@ -22,8 +23,11 @@ from api.job_schemas import (
     JobControlAccepted,
     JobView,
     OutputView,
+    RerunRequest,
+    StepOutputPage,
+    StepOutputView,
 )
-from api.queries import ItemQuery
+from api.queries import ItemQuery, OrdinalPage
 from api.run_kinds import create_and_start
 from api.schemas import RunCreated
 from api.services.access import may_read, require_decider, require_run_starter
@@ -36,7 +40,7 @@ from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.settings import Settings
 from workflows.batch import BatchJob
 from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchInput, PauseInput
+from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, KeptOutput, PauseInput
 
 
 async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:
@@ -63,15 +67,46 @@ async def job_view(conn: asyncpg.Connection, job: JobRow) -> JobView:
 
 
 async def list_items(conn: asyncpg.Connection, job: JobRow, query: ItemQuery) -> ItemPage:
-    """The job's items in ordinal order, filtered by status; `cursor` reads on."""
-    after = int(query.cursor) if query.cursor is not None else -1
-    # Ordinals are 32-bit; a cursor past them (the pattern lets ten digits through) is past
-    # every item.
+    """The job's items in ordinal order, filtered by status and by the step they stand at;
+    `cursor` reads on. A step the job does not have is a 422 naming `at_step`."""
+    if query.at_step is not None:
+        require_step(job, query.at_step, loc=["query", "at_step"])
+    after = _after_ordinal(query)
     units = await jobs_repo.list_units(conn, job.id, status=query.status, after_ordinal=after,
-                                       limit=query.limit + 1) if after < 2**31 - 1 else []
+                                       limit=query.limit + 1, at_step=query.at_step,
+                                       flagged=query.flagged) if after is not None else []
     page, more = units[:query.limit], len(units) > query.limit
     return ItemPage(items=[ItemView.of(u) for u in page],
                     next_cursor=str(page[-1].ordinal) if more else None)
+
+
+async def step_outputs(conn: asyncpg.Connection, job: JobRow, step: str,
+                       query: OrdinalPage) -> StepOutputPage:
+    """One step's outputs across the job, in item order; `cursor` reads on. A step the job
+    does not have is a 422 naming it."""
+    require_step(job, step, loc=["path", "step"])
+    after = _after_ordinal(query)
+    rows = await jobs_repo.list_step_outputs(conn, job.id, step, after_ordinal=after,
+                                             limit=query.limit + 1) if after is not None else []
+    page, more = rows[:query.limit], len(rows) > query.limit
+    return StepOutputPage(outputs=[StepOutputView.of(r) for r in page],
+                          next_cursor=str(page[-1].ordinal) if more else None)
+
+
+def require_step(job: JobRow, step: str, *, loc: list[str | int]) -> int:
+    """The step's index in the job's pipeline; a 422 naming `loc` for a step it does not have."""
+    names = [s["name"] for s in job.spec["steps"]]
+    if step not in names:
+        raise invalid_field(loc, f"job {job.id} has no step {step!r}; its steps: "
+                                 f"{', '.join(names)}", "unknown_step")
+    return names.index(step)
+
+
+def _after_ordinal(page: OrdinalPage) -> int | None:
+    """The ordinal a page reads after; None past every item: ordinals are 32-bit, and the
+    cursor's pattern lets ten digits through."""
+    after = int(page.cursor) if page.cursor is not None else -1
+    return after if after < 2**31 - 1 else None
 
 
 async def item_outputs(conn: asyncpg.Connection, item: UnitRow) -> ItemOutputs:
@@ -93,20 +128,69 @@ async def retry_failed(conn: asyncpg.Connection, temporal: Client, user: User, j
                        settings: Settings, idempotency_key: str | None = None) -> RunCreated:
     """Run the failed items of a finished job again, as a new job with the same pipeline;
     409 while the job runs or when none failed. The finished job keeps its final status."""
-    if job.status not in TERMINAL_RUN_STATUSES:
-        raise ApiError(409, "job_not_finished", f"job {job.id} is {job.status}; retry its "
-                                                "failed items once it has finished")
-    payloads = await jobs_repo.failed_payloads(conn, job.id)
-    if not payloads:
+    _require_finished(job)
+    units = await jobs_repo.units_to_rerun(conn, job.id, status="failed")
+    if not units:
         raise ApiError(409, "no_failed_items", f"job {job.id} has no failed items")
+    return await _rerun(conn, temporal, user, job, units, from_index=0,
+                        name=f"{job.name} (retry)", settings=settings,
+                        idempotency_key=idempotency_key)
+
+
+async def rerun_items(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow,
+                      request: RerunRequest, *, settings: Settings,
+                      idempotency_key: str | None = None) -> RunCreated:
+    """Run chosen items of a finished job (default: all) again from a chosen step, as a new
+    job with the same pipeline whose items keep their outputs of the steps before it. A step
+    the job does not have, or an id that is not one of its items, is a 422 naming the field;
+    409 while the job runs. The finished job keeps its final status."""
+    from_index = require_step(job, request.from_step, loc=["body", "from_step"])
+    units = await jobs_repo.units_to_rerun(conn, job.id, ids=request.item_ids)
+    if request.item_ids is not None:
+        found = {u.id for u in units}
+        unknown = [i for i, item_id in enumerate(request.item_ids) if item_id not in found]
+        if unknown:
+            names = ", ".join(str(request.item_ids[i]) for i in unknown[:5])
+            raise invalid_field(["body", "item_ids", unknown[0]],
+                                f"not items of job {job.id}: {names}", "unknown_item")
+    _require_finished(job)
+    return await _rerun(conn, temporal, user, job, units, from_index=from_index,
+                        name=f"{job.name} (rerun from {request.from_step})", settings=settings,
+                        idempotency_key=idempotency_key)
+
+
+def _require_finished(job: JobRow) -> None:
+    # Items still in flight have no settled outputs to keep or status to go by.
+    if job.status not in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "job_not_finished", f"job {job.id} is {job.status}; run its "
+                                                "items again once it has finished")
+
+
+async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow,
+                 units: list[UnitRow], *, from_index: int, name: str, settings: Settings,
+                 idempotency_key: str | None) -> RunCreated:
+    """A new job with the pipeline of `job` over `units`, which keep their outputs of the
+    steps before `from_index` (none from the first step: the items simply run again)."""
+    if len(units) > MAX_INLINE_ITEMS:
+        # The new job takes its items inline, in its run's row.
+        raise ApiError(409, "too_many_items", f"{len(units)} items: a re-run takes at most "
+                                              f"{MAX_INLINE_ITEMS}; choose them by item_ids")
+    kept: dict[UUID, list[KeptOutput]] = {u.id: [] for u in units}
+    if from_index > 0:
+        for output in await jobs_repo.outputs_before(conn, list(kept), from_index):
+            kept[output.unit_id].append(KeptOutput(
+                step=output.step, output=output.output, rendered_prompt=output.rendered_prompt,
+                next_step=output.next_step, flags=output.flags))
+    rerun = BatchInput.model_validate({
+        **job.spec, "items_path": None, "items": [u.payload for u in units],
+        "retry_of": job.id, "name": name[:200],
+        "rerun_from": job.spec["steps"][from_index]["name"] if from_index else None,
+        "kept_outputs": [kept[u.id] for u in units] if from_index else None})
     source = await _job_run(conn, job)
-    spec = {k: v for k, v in source.input.items() if k not in ("items", "items_path")}
-    retry = BatchInput.model_validate({**spec, "items": payloads, "retry_of": job.id,
-                                       "name": f"{job.name} (retry)"[:200]})
     if source.group_id is not None:
         await require_run_starter(conn, user, source.group_id)
     run, created = await create_and_start(
-        conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=retry,
+        conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=rerun,
         project_id=source.project_id, idempotency_key=idempotency_key,
         group_id=source.group_id)
     return RunCreated.of(run, created)

@@ -1,11 +1,11 @@
 """Runs: start one (with the start-time checks), find one the caller may see, list them,
-read one, cancel one."""
+read one, cancel one, hide one (a soft delete) and restore it."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -18,7 +18,7 @@ from api.errors import ApiError
 from api.items_policy import check_items_source
 from api.queries import RunFilter
 from api.run_kinds import create_and_start
-from api.schemas import CancelAccepted, RunCreated, RunPage, RunView
+from api.schemas import CancelAccepted, RunCreated, RunPage, RunView, RunVisibility
 from api.services.access import may_read, require_decider, require_run_starter
 from api.services.decisions import decision_views
 from api.services.workflow_updates import cancel_workflow
@@ -68,7 +68,8 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
         conn, owner=user.owner_filter, kind=query.kind, status=query.status,
         awaiting_human=query.awaiting_human, limit=query.limit + 1,
         before=_decode_cursor(query.cursor) if query.cursor else None,
-        project_id=query.project_id, search=query.q, group_id=query.group_id)
+        project_id=query.project_id, search=query.q, group_id=query.group_id,
+        app_package=query.app_package, stale_after=query.stale_after, hidden=query.hidden)
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
@@ -100,6 +101,56 @@ async def cancel_run(conn: asyncpg.Connection, temporal: Client, user: User,
     await cancel_workflow(temporal, run.workflow_id, ended=ApiError(
         409, "run_finished", f"run {run.id} is no longer running"))
     return CancelAccepted(run_id=run.id, status="canceling")
+
+
+async def hide_run(conn: asyncpg.Connection, user: User, run_id: UUID, *,
+                   settings: Settings) -> RunVisibility:
+    """Hide a finished run from every read, list and stream; its owner may restore it within
+    the grace period, after which the retention sweep deletes it. Only the owner (or the
+    service role) may; hiding it again answers the same."""
+    run = await _hideable_run(conn, user, run_id)
+    if run.status not in TERMINAL_RUN_STATUSES:
+        raise ApiError(409, "run_not_finished", f"run {run.id} is {run.status}; cancel it "
+                                                "before hiding it")
+    hidden_at = await runs_repo.hide_run(conn, run.id, user.name)
+    assert hidden_at is not None, "a run found here was hidden by nobody or by a person"
+    return _visibility(run.id, hidden_at, settings)
+
+
+async def restore_run(conn: asyncpg.Connection, user: User, run_id: UUID, *,
+                      settings: Settings) -> RunVisibility:
+    """Show a run its owner hid again, within the grace period (409 `restore_period_over`
+    after it); restoring a visible run answers that it is visible."""
+    run = await _hideable_run(conn, user, run_id)
+    if run.erased_at is None:
+        return RunVisibility(run_id=run.id, hidden=False)
+    grace = timedelta(hours=settings.erasure_grace_hours)
+    if await runs_repo.restore_run(conn, run.id,
+                                   within_seconds=grace.total_seconds()) is None:
+        raise ApiError(409, "restore_period_over",
+                       f"run {run.id} was hidden at {run.erased_at.isoformat()}, more than "
+                       f"{settings.erasure_grace_hours:g} hours ago: it is being deleted")
+    return RunVisibility(run_id=run.id, hidden=False)
+
+
+async def _hideable_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow:
+    """The run, hidden or not, if the caller may hide and restore it: 404 for one it may not
+    read (a hidden run only its owner and the service role read), 403 for one it reads as a
+    member of the run's group."""
+    run = await runs_repo.get_run_or_hidden(conn, run_id)
+    owns = run is not None and (user.is_service or run.owner == user.name)
+    if run is None or (not owns and (run.erased_at is not None
+                                     or not await may_read(conn, user, run))):
+        raise ApiError(404, "run_not_found", f"run {run_id} not found")
+    if not owns:
+        raise ApiError(403, "not_allowed", f"only the owner of run {run_id} may hide or "
+                                           "restore it", details=[{"owner_only": True}])
+    return run
+
+
+def _visibility(run_id: UUID, hidden_at: datetime, settings: Settings) -> RunVisibility:
+    return RunVisibility(run_id=run_id, hidden=True, hidden_at=hidden_at,
+                         restore_until=hidden_at + timedelta(hours=settings.erasure_grace_hours))
 
 
 def _encode_cursor(created_at: datetime, run_id: UUID) -> str:

@@ -15,6 +15,39 @@ SELECT $1, $2 + t.ord::int - 1, t.value
   FROM jsonb_array_elements($3::jsonb) WITH ORDINALITY AS t(value, ord)
 ON CONFLICT (job_id, ordinal) DO NOTHING;
 
+-- name: keep_earlier_outputs
+-- A re-run's kept outputs (the run's input.kept_outputs, one list per item; $2 the pipeline's
+-- step names) are stored as its items' steps, as if just run: an item follows them and runs
+-- only the rest. They cost the new job nothing (the source job paid). A retried prepare finds
+-- them stored and the paths set.
+WITH kept AS (
+    SELECT w.id AS unit_id, k.step, array_position($2::text[], k.step) - 1 AS step_index,
+           k.output, k.rendered_prompt, k.next_step, COALESCE(k.flags, '[]') AS flags
+      FROM runs r
+     CROSS JOIN LATERAL jsonb_array_elements(
+               CASE WHEN jsonb_typeof(r.input->'kept_outputs') = 'array'
+                    THEN r.input->'kept_outputs' END) WITH ORDINALITY AS i(outs, ord)
+     CROSS JOIN LATERAL jsonb_to_recordset(i.outs)
+               AS k(step text, output jsonb, rendered_prompt text, next_step text, flags jsonb)
+      JOIN work_units w ON w.job_id = r.id AND w.ordinal = i.ord::int - 1
+     WHERE r.id = $1
+), stored AS (
+    INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
+                              flags)
+    SELECT unit_id, step, step_index, output, rendered_prompt, next_step, flags FROM kept
+    ON CONFLICT (unit_id, step) DO NOTHING
+)
+UPDATE work_units w
+   SET path = p.steps, result = p.last_output, conversation = p.turns, flags = p.flags
+  FROM (SELECT unit_id, array_agg(step ORDER BY step_index) AS steps,
+               -- the item keeps every flag of its outputs, in one list
+               jsonb_path_query_array(jsonb_agg(flags ORDER BY step_index), '$[*][*]') AS flags,
+               (array_agg(output ORDER BY step_index DESC))[1] AS last_output,
+               jsonb_agg(jsonb_build_object('step', step, 'prompt', rendered_prompt,
+                                            'output', output) ORDER BY step_index) AS turns
+          FROM kept GROUP BY unit_id) p
+ WHERE w.id = p.unit_id AND w.path = '{}';
+
 -- name: set_job_total
 -- Records how many items the job has, and its test unit, once they are all stored.
 UPDATE jobs SET total_units = $2,
@@ -32,16 +65,17 @@ SELECT total_units FROM jobs WHERE id = $1;
 SELECT spec FROM jobs WHERE id = $1;
 
 -- name: record_step_and_start_unit
--- Stores step output $1/$2 and folds it into its item ($14 ends the item as completed), then
+-- Stores step output $1/$2 with its flags $19 and folds it into its item ($14 ends the item
+-- as completed), then
 -- marks item $16 of job $15 running unless it is finished (or waits for its retry and $18 is
 -- false) and returns it with its status before and every stored step output. A NULL $1 or
 -- $15 skips that half: a slice starts each item in the statement that finishes the one
 -- before, so an item costs one round trip and one commit, not two.
 WITH ins AS (
     INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
-                              cost_usd, input_tokens, output_tokens, duration_ms)
+                              cost_usd, input_tokens, output_tokens, duration_ms, flags)
     SELECT $1::uuid, $2::text, $3::int, $4::jsonb, $5::text, $6::text, $7::numeric,
-           $8::bigint, $9::bigint, $10::int
+           $8::bigint, $9::bigint, $10::int, $19::jsonb
      WHERE $1::uuid IS NOT NULL
     ON CONFLICT (unit_id, step) DO UPDATE SET executions = item_outputs.executions + 1
     RETURNING (xmax = 0) AS inserted
@@ -51,6 +85,7 @@ WITH ins AS (
         rendered_prompt = $5,
         conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb
                             ELSE w.conversation END,
+        flags = CASE WHEN i.inserted THEN w.flags || $19::jsonb ELSE w.flags END,
         cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
         input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
         output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
@@ -110,15 +145,37 @@ SELECT status, count(*) AS n, COALESCE(sum(cost_usd), 0) AS cost_usd,
   FROM work_units WHERE job_id = $1 GROUP BY status;
 
 -- name: list_units
--- A page of a job's items in ordinal order; NULL status matches all; $3 is the keyset cursor.
-SELECT * FROM work_units
- WHERE job_id = $1 AND ($2::text IS NULL OR status = $2) AND ordinal > $3
+-- A page of a job's items in ordinal order, each with the step it stands at (see get_unit);
+-- NULL status, step ($5) or flagged ($6: whether an output check flagged it) matches all; $3
+-- is the keyset cursor.
+SELECT * FROM (
+    SELECT w.*, CASE WHEN cardinality(w.path) = 0 THEN j.spec->'steps'->0->>'name'
+                     ELSE COALESCE(o.next_step, w.path[cardinality(w.path)]) END AS at_step
+      FROM work_units w JOIN jobs j ON j.id = w.job_id
+      LEFT JOIN item_outputs o ON o.unit_id = w.id AND o.step = w.path[cardinality(w.path)]
+     WHERE w.job_id = $1 AND ($2::text IS NULL OR w.status = $2) AND w.ordinal > $3
+) units
+ WHERE ($5::text IS NULL OR at_step = $5)
+   AND ($6::boolean IS NULL OR (jsonb_array_length(flags) > 0) = $6)
  ORDER BY ordinal
  LIMIT $4;
 
 -- name: get_unit
--- One item with the run it belongs to (for authorization).
-SELECT w.*, j.run_id FROM work_units w JOIN jobs j ON j.id = w.job_id WHERE w.id = $1;
+-- One item with the run it belongs to (for authorization) and the step it stands at: the one
+-- it runs (or failed at) next, the first before it ran any, its last once it completed.
+SELECT w.*, j.run_id,
+       CASE WHEN cardinality(w.path) = 0 THEN j.spec->'steps'->0->>'name'
+            ELSE COALESCE(o.next_step, w.path[cardinality(w.path)]) END AS at_step
+  FROM work_units w JOIN jobs j ON j.id = w.job_id
+  LEFT JOIN item_outputs o ON o.unit_id = w.id AND o.step = w.path[cardinality(w.path)]
+ WHERE w.id = $1;
+
+-- name: list_step_outputs
+-- A page of one step's outputs across a job, in item order; $3 is the keyset cursor.
+SELECT o.*, w.ordinal FROM work_units w JOIN item_outputs o ON o.unit_id = w.id AND o.step = $2
+ WHERE w.job_id = $1 AND w.ordinal > $3
+ ORDER BY w.ordinal
+ LIMIT $4;
 
 -- name: list_unit_outputs
 -- An item's step outputs in the order the steps ran.
@@ -128,6 +185,14 @@ SELECT * FROM item_outputs WHERE unit_id = $1 ORDER BY created_at, step_index;
 -- One step's output of an item.
 SELECT * FROM item_outputs WHERE unit_id = $1 AND step = $2;
 
--- name: failed_unit_payloads
--- The payloads of a job's failed items in ordinal order (what a retry job runs again).
-SELECT payload FROM work_units WHERE job_id = $1 AND status = 'failed' ORDER BY ordinal;
+-- name: units_to_rerun
+-- The items of job $1 a re-run takes, in ordinal order: those of ids $2 (NULL: all) with
+-- status $3 (NULL: any).
+SELECT * FROM work_units
+ WHERE job_id = $1 AND ($2::uuid[] IS NULL OR id = ANY($2)) AND ($3::text IS NULL OR status = $3)
+ ORDER BY ordinal;
+
+-- name: outputs_before_step
+-- The outputs of items $1 of the steps before pipeline index $2 (what a re-run keeps).
+SELECT * FROM item_outputs WHERE unit_id = ANY($1::uuid[]) AND step_index < $2
+ ORDER BY unit_id, step_index;

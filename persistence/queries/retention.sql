@@ -80,5 +80,13 @@ SELECT workflow_id FROM runs
    AND status NOT IN ('completed', 'failed', 'canceled');
 
 -- name: erase_user_runs
--- Hides every run of a user at once (a soft delete); returns how many were hidden now.
-UPDATE runs SET erased_at = now() WHERE owner = $1 AND erased_at IS NULL;
+-- Hides every run of a user at once (a soft delete); returns how many were hidden now. Runs
+-- they hid themselves stay hidden since then but can no longer be restored (migration 051).
+WITH erased AS (
+    UPDATE runs r SET erased_at = COALESCE(r.erased_at, now()), hidden_by = NULL
+      FROM (SELECT id, erased_at IS NULL AS was_visible FROM runs
+             WHERE owner = $1 AND (erased_at IS NULL OR hidden_by IS NOT NULL) FOR UPDATE) o
+     WHERE r.id = o.id
+    RETURNING o.was_visible
+)
+SELECT count(*) FILTER (WHERE was_visible) FROM erased;

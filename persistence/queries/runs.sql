@@ -14,6 +14,24 @@ SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
 -- One run by id, unless erased (an erased run is hidden from every read).
 SELECT * FROM runs WHERE id = $1 AND erased_at IS NULL;
 
+-- name: get_run_or_hidden
+-- One run by id, visible or hidden by a person (who may restore it); not one an erasure hid.
+SELECT * FROM runs WHERE id = $1 AND (erased_at IS NULL OR hidden_by IS NOT NULL);
+
+-- name: hide_run
+-- Hides a run at the request of $2 (a soft delete: see migration 051); hiding it again
+-- changes nothing. Returns when it was hidden.
+UPDATE runs SET erased_at = COALESCE(erased_at, now()), hidden_by = COALESCE(hidden_by, $2)
+ WHERE id = $1 AND (erased_at IS NULL OR hidden_by IS NOT NULL)
+RETURNING erased_at;
+
+-- name: restore_run
+-- Shows a run a person hid again, if it was hidden less than $2 seconds ago (after that the
+-- retention sweep may be deleting it). Returns the run when restored.
+UPDATE runs SET erased_at = NULL, hidden_by = NULL
+ WHERE id = $1 AND hidden_by IS NOT NULL AND erased_at > now() - make_interval(secs => $2)
+RETURNING *;
+
 -- name: run_end
 -- How a run ended, if it has (erased or not: the workflow must end as it did).
 SELECT status, result, error_message, stop_reason FROM runs
@@ -21,10 +39,14 @@ SELECT status, result, error_message, stop_reason FROM runs
 
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
--- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group.
--- $1 sees the runs it owns and those of its groups; erased runs nobody sees.
+-- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group;
+-- $11 an app package; $12 keeps only runs `running` and not updated for that many seconds.
+-- $1 sees the runs it owns and those of its groups; erased runs nobody sees, but with $13 the
+-- runs $1 owns and hid (and may restore) are listed instead of visible ones.
 SELECT * FROM runs
- WHERE erased_at IS NULL
+ WHERE (CASE WHEN $13 THEN hidden_by IS NOT NULL AND erased_at IS NOT NULL
+                           AND ($1::text IS NULL OR owner = $1)
+             ELSE erased_at IS NULL END)
    AND ($1::text IS NULL OR owner = $1
         OR group_id IN (SELECT group_id FROM group_members WHERE user_name = $1))
    AND ($2::text IS NULL OR kind = $2)
@@ -35,6 +57,9 @@ SELECT * FROM runs
    AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
                                         || input::text), lower($9)) > 0)
    AND ($10::uuid IS NULL OR group_id = $10)
+   AND ($11::text IS NULL OR app_package = $11)
+   AND ($12::int IS NULL OR (status = 'running'
+                             AND updated_at < now() - make_interval(secs => $12)))
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 

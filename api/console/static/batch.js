@@ -1,6 +1,7 @@
 // The batch-job sections of a run page (seed 004's dashboard): items counted by status with
-// a progress bar, throughput, cost, pause / resume / cancel, and the items themselves with
-// each one's prompts, conversation, outputs per step and path.
+// a progress bar, throughput, cost, pause / resume / cancel, and the items themselves (by
+// status, by the step they stand at, flagged answers) with each one's prompts, conversation,
+// outputs per step with their flags, and path; a finished job's item re-runs from a step.
 
 import { api } from "./api.js";
 import { duration, h, money, progressBar, replace, setProgress, statusBadge } from "./dom.js";
@@ -31,6 +32,9 @@ export function mountBatch(slot, run, { onChange }) {
 
   const filter = h("select", { id: "item-status" }, h("option", { value: "" }, "all"),
     UNIT_STATUSES.map((s) => h("option", { value: s }, s)));
+  // The step an item stands at now (filled in once the job's steps are known).
+  const stepFilter = h("select", { id: "item-step" }, h("option", { value: "" }, "any step"));
+  const flaggedOnly = h("input", { type: "checkbox", id: "item-flagged" });
   const itemsBody = h("tbody");
   const pager = h("div", { class: "pager" });
   const detail = h("div", { class: "item-detail", "aria-live": "polite" });
@@ -38,9 +42,12 @@ export function mountBatch(slot, run, { onChange }) {
     h("h2", { id: "items-h" }, "Items"),
     h("div", { class: "filters" }, h("div", { class: "field" },
       h("label", { for: "item-status" }, "Status"), filter),
+      h("div", { class: "field" }, h("label", { for: "item-step" }, "At step"), stepFilter),
+      h("div", { class: "field field-check" }, flaggedOnly,
+        h("label", { for: "item-flagged" }, "Flagged answers only")),
       h("button", { type: "button", class: "secondary", onclick: () => loadItems() }, "Refresh")),
     h("div", { class: "table-scroll" }, h("table", { class: "data items" },
-      h("thead", {}, h("tr", {}, ["#", "Status", "Retries", "Path", "Cost", "Time", "Error", ""]
+      h("thead", {}, h("tr", {}, ["#", "Status", "At step", "Retries", "Path", "Cost", "Time", "Error", ""]
         .map((c) => h("th", { scope: "col" }, c)))), itemsBody)),
     pager, detail);
   replace(slot, jobPanel, itemsPanel);
@@ -67,6 +74,9 @@ export function mountBatch(slot, run, { onChange }) {
     const c = job.counts;
     const done = (c.completed || 0) + (c.failed || 0);
     title.textContent = `Job: ${job.name}`;
+    if (stepFilter.options.length === 1) {
+      stepFilter.append(...job.steps.map((step) => h("option", { value: step }, step)));
+    }
     setProgress(bar, total ? (100 * done) / total : 0);
     for (const seg of stacked.children) {
       seg.style.flexGrow = String(c[seg.dataset.status] || 0);
@@ -104,6 +114,26 @@ export function mountBatch(slot, run, { onChange }) {
     }
   }
 
+  // Run this item again from a step, as a new job keeping its outputs of the steps before.
+  function rerunForm(item) {
+    const id = `rerun-step-${item.ordinal}`;
+    const step = h("select", { id }, job.steps.map((name) =>
+      h("option", { value: name, selected: name === item.at_step }, name)));
+    const note = h("span", { role: "status" });
+    async function rerun() {
+      try {
+        const created = await api(`/jobs/${jobId}/rerun`, {
+          method: "POST", body: { item_ids: [item.item_id], from_step: step.value } });
+        window.location.hash = `#/runs/${created.run_id}`;
+      } catch (error) {
+        note.textContent = `Re-run refused: ${error.message}`;
+      }
+    }
+    return h("div", { class: "filters rerun" }, h("div", { class: "field" },
+      h("label", { for: id }, "Re-run from step"), step),
+      h("button", { type: "button", class: "secondary", onclick: rerun }, "Re-run as a new job"), note);
+  }
+
   async function control(what) {
     try {
       await api(`/jobs/${jobId}/${what}`, { method: "POST" });
@@ -131,17 +161,19 @@ export function mountBatch(slot, run, { onChange }) {
   async function loadItems(page = cursors.length - 1) {
     const params = new URLSearchParams({ limit: String(PAGE) });
     if (filter.value) params.set("status", filter.value);
+    if (stepFilter.value) params.set("at_step", stepFilter.value);
+    if (flaggedOnly.checked) params.set("flagged", "true");
     if (cursors[page]) params.set("cursor", cursors[page]);
     let result;
     try {
       result = await api(`/jobs/${jobId}/items?${params}`);
     } catch (error) {
-      replace(itemsBody, h("tr", {}, h("td", { colspan: 8 }, error.status === 404 ? "No items yet." : error.message)));
+      replace(itemsBody, h("tr", {}, h("td", { colspan: 9 }, error.status === 404 ? "No items yet." : error.message)));
       return;
     }
     cursors.length = page + 1;
     replace(itemsBody, ...result.items.map(itemRow));
-    if (!result.items.length) itemsBody.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No item matches.")));
+    if (!result.items.length) itemsBody.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No item matches.")));
     replace(pager,
       h("button", { type: "button", class: "secondary", disabled: page === 0,
                     onclick: () => loadItems(page - 1) }, "Previous"),
@@ -152,7 +184,9 @@ export function mountBatch(slot, run, { onChange }) {
 
   function itemRow(item) {
     return h("tr", {},
-      h("td", {}, item.ordinal), h("td", {}, statusBadge(item.status)), h("td", {}, item.retry_count),
+      h("td", {}, item.ordinal),
+      h("td", {}, statusBadge(item.status), item.flags.length ? [" ", statusBadge("flagged")] : null),
+      h("td", {}, item.at_step || "—"), h("td", {}, item.retry_count),
       h("td", {}, item.path.join(" → ") || "—"), h("td", {}, money(item.cost_usd)),
       h("td", {}, duration(item.execution_ms)), h("td", { class: "error-cell" }, item.error || ""),
       h("td", {}, h("button", { type: "button", class: "link", onclick: () => showItem(item),
@@ -172,11 +206,15 @@ export function mountBatch(slot, run, { onChange }) {
       h("p", { class: "meta" }, `path: ${item.path.join(" → ") || "—"} · ${item.retry_count} retries · ${money(item.cost_usd)}`),
       h("h4", {}, "Input"), renderReadable(item.payload),
       item.error ? [h("h4", {}, "Error"), h("pre", { class: "error" }, item.error)] : null,
+      item.flags.length ? [h("h4", {}, "Flagged"), h("ul", { class: "flags" },
+        item.flags.map((f) => h("li", {}, statusBadge("flagged"), ` ${f.reason}`)))] : null,
+      FINAL.has(job?.status) ? rerunForm(item) : null,
       h("h4", {}, "Outputs per step"),
       outputs.length ? outputs.map((o) => h("details", { class: "step", open: true },
         h("summary", {}, `${o.step_index + 1}. ${o.step}${o.next_step ? ` → ${o.next_step}` : ""} · ${duration(o.duration_ms)} · ${money(o.cost_usd)}`),
         h("h5", {}, "Prompt"), h("pre", {}, o.rendered_prompt),
-        h("h5", {}, "Output"), renderValue(o.output)))
+        h("h5", {}, "Output"), renderValue(o.output),
+        o.flags.map((f) => h("p", { class: "flag" }, statusBadge("flagged"), ` ${f.reason}`))))
         : h("p", { class: "muted" }, "No step has finished yet."),
       h("h4", {}, "Last rendered prompt"), h("pre", {}, item.rendered_prompt || "—"),
       h("h4", {}, "Conversation"),
@@ -187,10 +225,12 @@ export function mountBatch(slot, run, { onChange }) {
     detail.querySelector("#item-h").focus();
   }
 
-  filter.addEventListener("change", () => {
-    cursors.length = 1;
-    loadItems(0);
-  });
+  for (const control of [filter, stepFilter, flaggedOnly]) {
+    control.addEventListener("change", () => {
+      cursors.length = 1;
+      loadItems(0);
+    });
+  }
   poll();
   loadItems(0);
   return () => clearTimeout(timer);

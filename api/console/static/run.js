@@ -1,6 +1,7 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
 // snapshot history and every decision. Kinds with more to show (batch jobs, mobile runs) add
-// sections through KIND_SECTIONS; any other kind gets this page as it is.
+// sections through KIND_SECTIONS; any other kind gets this page as it is. Its owner may hide a
+// finished run and restore it.
 
 import { api } from "./api.js";
 import { announce } from "./app_shell.js";
@@ -66,10 +67,41 @@ export function mountRun(main, session, runId) {
   function showActions() {
     const ui = `${session.temporal_ui_url}/namespaces/${encodeURIComponent(session.temporal_namespace)}` +
       `/workflows/${encodeURIComponent(run.workflow_id)}`;
+    const owns = session.role === "service" || session.user === run.owner;
     replace(actions,
       h("a", { href: ui, target: "_blank", rel: "noopener", class: "button secondary" },
         "Open in Temporal Web UI"),
-      FINAL.has(run.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel run"));
+      FINAL.has(run.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel run"),
+      // Only the owner hides a run (a soft delete), and only once it has finished.
+      owns && FINAL.has(run.status) ? h("button", { type: "button", class: "secondary", onclick: hide }, "Hide run") : null);
+  }
+
+  async function hide() {
+    if (!window.confirm("Hide this run? Nobody sees it any more; you can restore it until it is deleted.")) return;
+    try {
+      showHidden(await api(`/runs/${runId}/hide`, { method: "POST" }));
+    } catch (error) {
+      status.textContent = `Hiding refused: ${error.message}`;
+    }
+  }
+
+  // What is left of a run its owner hid: when it goes for good, and the way back.
+  function showHidden(hidden) {
+    cleanups.forEach((fn) => fn && fn());
+    const note = h("p", { role: "status" });
+    replace(main, h("h1", {}, `Run ${shortId(runId)} `, statusBadge("hidden")),
+      h("p", {}, "This run is hidden from every list, page and stream. It is deleted for good after ",
+        timeTag(hidden.restore_until), "; until then you can restore it."),
+      h("div", { class: "actions" }, h("button", { type: "button", class: "primary", onclick: restore }, "Restore run")),
+      note);
+    async function restore() {
+      try {
+        await api(`/runs/${runId}/restore`, { method: "POST" });
+        window.location.reload();
+      } catch (error) {
+        note.textContent = `Restoring refused: ${error.message}`;
+      }
+    }
   }
 
   async function cancel() {

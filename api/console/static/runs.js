@@ -1,9 +1,14 @@
-// The runs list: filters (kind, status, group, waiting for a human), search, and paging.
+// The runs list: filters (kind, status, group, waiting for a human, running but quiet, app
+// package, hidden by me), search, and paging.
 
 import { api } from "./api.js";
 import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
 
 const STATUSES = ["pending", "running", "paused", "completed", "failed", "canceled"];
+// Running runs not updated for this long (`stale_after`, seconds): stuck, not waiting.
+const STALE = [["900", "15 minutes"], ["3600", "an hour"], ["21600", "6 hours"], ["86400", "a day"]];
+// A mobile run's app package (workflows/mobile_models.py PACKAGE_PATTERN).
+const PACKAGE = "[A-Za-z][A-Za-z0-9_]*(\\.[A-Za-z0-9_]+)+";
 
 // A line that says what a run is about, whatever its kind: the longest text in its input
 // (an idea, a job's name, an app's package), not a short setting such as a policy.
@@ -31,6 +36,13 @@ export function mountRuns(main, session) {
     h("div", { class: "field field-check" },
       h("input", { type: "checkbox", id: "awaiting", name: "awaiting" }),
       h("label", { for: "awaiting" }, "Waiting for a human")),
+    h("div", { class: "field" }, select("stale_after", "Running, quiet for", STALE, "any time")),
+    h("div", { class: "field" }, h("label", { for: "app_package" }, "App package"),
+      h("input", { type: "text", id: "app_package", name: "app_package",
+                   placeholder: "com.example.app", pattern: PACKAGE })),
+    h("div", { class: "field field-check" },
+      h("input", { type: "checkbox", id: "hidden", name: "hidden" }),
+      h("label", { for: "hidden" }, "Hidden by me")),
     h("div", { class: "field grow" }, h("label", { for: "q" }, "Search"),
       h("input", { type: "search", id: "q", name: "q", placeholder: "id, idea, job name, app…" })),
     h("button", { type: "submit", class: "primary" }, "Apply"));
@@ -47,24 +59,31 @@ export function mountRuns(main, session) {
 
   function params() {
     const p = new URLSearchParams({ limit: "50" });
-    for (const name of ["kind", "status", "group_id", "q"]) {
+    for (const name of ["kind", "status", "group_id", "q", "stale_after", "app_package"]) {
       const value = form.elements[name].value.trim();
       if (value) p.set(name, value);
     }
     if (form.elements.awaiting.checked) p.set("awaiting_human", "true");
+    if (form.elements.hidden.checked) p.set("hidden", "true");
     if (cursor) p.set("cursor", cursor);
     return p;
   }
 
+  // Each fresh load starts a generation; a page that arrives after the filters changed again
+  // belongs to an older one and is dropped, not appended to the new list.
+  let generation = 0;
   async function load(fresh) {
     if (fresh) {
       cursor = null;
       clear(body);
+      generation += 1;
     }
+    const mine = generation;
     status.textContent = "Loading…";
     try {
       const page = await api(`/runs?${params()}`);
-      for (const run of page.runs) body.append(row(run));
+      if (mine !== generation) return;
+      for (const run of page.runs) body.append(row(run, form.elements.hidden.checked));
       cursor = page.next_cursor;
       more.hidden = !cursor;
       const shown = body.children.length;
@@ -89,13 +108,24 @@ export function mountRuns(main, session) {
   return null;
 }
 
-function row(run) {
+// A hidden run has no page: its row offers the way back instead.
+function row(run, hidden) {
   return h("tr", { "data-run-id": run.run_id },
-    h("td", {}, h("a", { href: `#/runs/${run.run_id}` }, shortId(run.run_id)),
-      h("span", { class: "summary" }, runSummary(run))),
+    h("td", {}, hidden ? shortId(run.run_id) : h("a", { href: `#/runs/${run.run_id}` }, shortId(run.run_id)),
+      h("span", { class: "summary" }, runSummary(run)),
+      hidden ? h("button", { type: "button", class: "link", onclick: (e) => restore(run, e.target) }, "Restore") : null),
     h("td", {}, run.kind),
     h("td", {}, statusBadge(run.status)),
     h("td", {}, run.phase_name ? `${run.current_phase} · ${run.phase_name}` : String(run.current_phase)),
     h("td", {}, run.pending_checkpoint || "—"),
     h("td", {}, timeTag(run.created_at)));
+}
+
+async function restore(run, button) {
+  try {
+    await api(`/runs/${run.run_id}/restore`, { method: "POST" });
+    window.location.hash = `#/runs/${run.run_id}`;
+  } catch (error) {
+    button.replaceWith(`restore refused: ${error.message}`);
+  }
 }
