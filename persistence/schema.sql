@@ -792,7 +792,8 @@ CREATE TABLE public.item_outputs (
     output_tokens bigint DEFAULT 0 NOT NULL,
     duration_ms integer,
     executions integer DEFAULT 1 NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    flags jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 
 ALTER TABLE ONLY public.item_outputs FORCE ROW LEVEL SECURITY;
@@ -957,6 +958,12 @@ CREATE TABLE public.runs (
     context_summary text,
     erased_at timestamp with time zone,
     gate_policies jsonb,
+    app_package text GENERATED ALWAYS AS (
+CASE
+    WHEN (kind = 'mobile_agent'::text) THEN (input ->> 'app_package'::text)
+    ELSE NULL::text
+END) STORED,
+    hidden_by text,
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'canceled'::text])))
 );
 
@@ -1134,6 +1141,7 @@ CREATE TABLE public.work_units (
     started_at timestamp with time zone,
     completed_at timestamp with time zone,
     execution_ms integer,
+    flags jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT work_units_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'retrying'::text, 'completed'::text, 'failed'::text])))
 );
 
@@ -1576,6 +1584,13 @@ CREATE INDEX idx_run_events_run_key ON ONLY public.run_events USING btree (run_i
 --
 
 CREATE INDEX idx_run_events_run_seq ON ONLY public.run_events USING btree (run_id, seq);
+
+
+--
+-- Name: idx_runs_app_package; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_runs_app_package ON public.runs USING btree (app_package, created_at DESC, id DESC) WHERE (app_package IS NOT NULL);
 
 
 --
