@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from api.errors import ApiError, unavailable
 from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
-from contracts.kinds import RunKind, RunStart
+from contracts.kinds import ForkPoint, RunKind, RunStart
 from persistence import runs as runs_repo
 from persistence.models import RunRow
 from workflows import search_attributes as sa
@@ -46,10 +46,18 @@ def run_start(kind: RunKind, run: RunRow) -> RunStart:
                     group_id=str(run.group_id) if run.group_id else None)
 
 
-async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow) -> None:
+async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow, *,
+                    fork: ForkPoint | None = None) -> None:
+    """Start the run's workflow; a fork's (`fork`) from its kind's `fork` hook."""
     start = run_start(kind, run)
     defn = workflow._Definition.must_from_class(kind.workflow)
-    if kind.build_input is not None:
+    summary, details = kind.summary(start), kind.details(start) if kind.details else None
+    if fork is not None:
+        assert kind.fork is not None, "the fork service refuses kinds without the hook"
+        arg = kind.fork(start, fork)
+        summary = f"{summary} · fork of {fork.source_run_id} at snapshot {fork.snapshot}"
+        details = "\n".join(filter(None, [_fork_details(fork), details]))
+    elif kind.build_input is not None:
         arg = kind.build_input(start)
     else:
         arg_type = defn.arg_types[0] if defn.arg_types else None
@@ -64,22 +72,31 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow)
         defn.name, arg, id=run.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         search_attributes=initial_search_attributes(run),
-        static_summary=kind.summary(start),
-        static_details=kind.details(start) if kind.details else None,
+        static_summary=summary, static_details=details,
         task_timeout=kind.task_timeout,
         memo={GATE_POLICY_MEMO: _POLICIES.dump_python(policies, mode="json",
                                                       exclude_unset=True)} if policies else None)
+
+
+def _fork_details(fork: ForkPoint) -> str:
+    """A fork's source, as the Web UI's details show it."""
+    where = f" (gate {fork.checkpoint})" if fork.checkpoint else ""
+    decided = (f"; decision {fork.decision['decision']!r} applied first" if fork.decision
+               else "")
+    return (f"forked from run {fork.source_run_id}, snapshot {fork.snapshot} "
+            f"{fork.label!r}{where}{decided}")
 
 
 async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
                            kind: RunKind, *, owner: str, input: Any, project_id: str | None,
                            idempotency_key: str | None, group_id: UUID | None = None,
                            gate_policies: GatePolicies | None = None,
-                           run_id: UUID | None = None) -> tuple[RunRow, bool]:
+                           run_id: UUID | None = None,
+                           fork: ForkPoint | None = None) -> tuple[RunRow, bool]:
     """Write the run's row, then start its workflow: (run, created). The same idempotency
     key again returns the first run (409 when it was used for a different request). A
     `run_id` the caller chose (an AG-UI thread id) that is another run's answers 404, as that
-    run would."""
+    run would. A fork (`fork`) records where it came from in `forked_from`."""
     run_id = run_id or uuid.uuid4()
     input_json = input.model_dump(mode="json")
     policies_json = (_POLICIES.dump_python(gate_policies, mode="json", exclude_unset=True)
@@ -88,16 +105,18 @@ async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue:
         run, created = await runs_repo.create_run(
             conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
             workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-            input=input_json, project_id=project_id, gate_policies=policies_json)
+            input=input_json, project_id=project_id, gate_policies=policies_json,
+            forked_from=fork.forked_from if fork else None)
     except runs_repo.RunIdTaken as error:
         raise ApiError(404, "run_not_found", f"run {run_id} not found") from error
     if not created and (run.kind != kind.name or run.input != input_json
-                        or run.group_id != group_id or run.gate_policies != policies_json):
+                        or run.group_id != group_id or run.gate_policies != policies_json
+                        or run.forked_from != (fork.forked_from if fork else None)):
         raise ApiError(409, "idempotency_key_reused",
                        "this Idempotency-Key was used for a different request")
     if created or run.status == "pending":
         try:
-            await start_run(client, task_queue, kind, run)
+            await start_run(client, task_queue, kind, run, fork=fork)
         except RPCError as error:
             if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
                 # Nobody can retry this exact run: record that it never started.

@@ -167,6 +167,10 @@ class RunView(BaseModel):
     gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
                                                           "started with (`POST /runs` `gates`).")
     app_package: str | None = Field(None, description="A mobile run's app.")
+    forked_from: dict[str, Any] | None = Field(
+        None, description="A forked run's source (`POST /runs/{id}/fork`): `run_id`, "
+                          "`snapshot` (its ordinal), `checkpoint` and the `decision` applied "
+                          "first; null for a run started otherwise.")
 
     @classmethod
     def of(cls, run: RunRow) -> RunView:
@@ -251,6 +255,37 @@ class DecisionRequest(BaseModel):
                                     "against the request's `answer_schema` (422 naming the "
                                     "JSON path). `arguments` is accepted as its other name (a "
                                     "tool call's edited arguments).")
+
+
+class ForkFrom(BaseModel):
+    """The source run's snapshot a fork starts from: by ordinal, or the newest one taken at a
+    gate."""
+
+    model_config = ConfigDict(extra="forbid")
+    snapshot: int | None = Field(None, ge=1, le=2**31 - 1,
+                                 description="A snapshot's ordinal (`GET /runs/{id}/snapshots`).")
+    checkpoint: str | None = Field(None, min_length=1, max_length=200,
+                                   description="A gate: the newest snapshot taken while the "
+                                               "run waited on it.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ForkFrom:
+        if (self.snapshot is None) == (self.checkpoint is None):
+            raise ValueError("give either snapshot or checkpoint")
+        return self
+
+
+class ForkRequest(BaseModel):
+    """`POST /runs/{id}/fork`: a new run of the same kind from one of the run's snapshots."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: ForkFrom = Field(alias="from")
+    decision: DecisionRequest | None = Field(
+        None, description="Applied first to the gate the snapshot was taken at, as "
+                          "`POST /runs/{id}/decisions/{checkpoint}` would (amending a past "
+                          "decision).")
+    input: dict[str, Any] | None = Field(
+        None, description="Fields of the kind's input that replace the source's.")
 
 
 class DelegationRequest(BaseModel):

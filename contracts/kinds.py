@@ -38,6 +38,36 @@ class RunStart:
     group_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a forked run (`POST /runs/{id}/fork`) starts: a snapshot of its source run.
+
+    - `state`: the snapshot's state (the kind's `_dump()` and the run's life, as stored).
+    - `checkpoint`: the gate the source waited on when the snapshot was taken, or None.
+    - `decision`: the decision to apply first to that gate (the fields of
+      `waystation.sdk.DecisionInput`, its `decided_by` the fork's owner), or None to ask again.
+    - `forked_from`: what the new run records (`runs.forked_from`); a workflow names it in its
+      `run.started` event.
+    """
+
+    source_run_id: UUID
+    snapshot: int
+    label: str
+    state: dict[str, Any]
+    checkpoint: str | None
+    decision: dict[str, Any] | None
+    forked_from: dict[str, Any]
+
+
+class ForkRefused(Exception):
+    """A kind's `fork` hook cannot start from this point: answered as 422 `code`, naming
+    `field` of the fork request (`from.snapshot`, `decision`, ...)."""
+
+    def __init__(self, message: str, *, field: str, code: str = "fork_not_supported") -> None:
+        super().__init__(message)
+        self.message, self.field, self.code = message, field, code
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -58,6 +88,10 @@ class RunKind:
     - `task_timeout`: a workflow task timeout other than Temporal's default.
     - `gate_policy`: default rules for its runs' gates, by checkpoint name or `*` (who
       decides, quorum, typed answers, reminders, escalation); a run's own rules override them.
+    - `fork`: given the new run (its `RunStart`: the source's input, or the fork request's)
+      and the `ForkPoint`, the workflow's argument for a run that carries on from that
+      snapshot; it may raise `ForkRefused`. None: the kind cannot fork, and
+      `POST /runs/{id}/fork` answers 422 `fork_not_supported` with `fork_refusal` as the why.
     """
 
     name: str
@@ -71,6 +105,8 @@ class RunKind:
     task_timeout: timedelta | None = None
     description: str = ""
     gate_policy: GatePolicies = field(default_factory=dict)
+    fork: Callable[[RunStart, ForkPoint], BaseModel] | None = None
+    fork_refusal: str = "this kind cannot start from another run's snapshot"
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

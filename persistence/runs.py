@@ -22,13 +22,14 @@ async def create_run(
     conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: UUID | None,
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
     project_id: str | None = None, gate_policies: dict[str, Any] | None = None,
+    forked_from: dict[str, Any] | None = None,
 ) -> tuple[RunRow, bool]:
     """Insert a run; returns (run, created). A repeated idempotency key returns the first run;
     RunIdTaken when `run_id` (chosen by a caller) is another run's."""
     try:
         record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id,
                                      workflow_id, idempotency_key, input, project_id,
-                                     gate_policies)
+                                     gate_policies, forked_from)
     except asyncpg.UniqueViolationError as error:
         raise RunIdTaken(f"run id {run_id} is taken") from error
     if record is not None:

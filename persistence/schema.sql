@@ -964,6 +964,7 @@ CASE
     ELSE NULL::text
 END) STORED,
     hidden_by text,
+    forked_from jsonb,
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'canceled'::text])))
 );
 

@@ -39,3 +39,10 @@ async def get_snapshot(conn: asyncpg.Connection, run_id: UUID,
                        step_ordinal: int) -> SnapshotRow | None:
     record = await conn.fetchrow(sql("get_snapshot"), run_id, step_ordinal)
     return SnapshotRow.from_record(record) if record else None
+
+
+async def latest_snapshot_at_gate(conn: asyncpg.Connection, run_id: UUID,
+                                  checkpoint: str) -> SnapshotRow | None:
+    """The newest snapshot the run took while it waited on `checkpoint`."""
+    record = await conn.fetchrow(sql("latest_snapshot_at_gate"), run_id, checkpoint)
+    return SnapshotRow.from_record(record) if record else None

@@ -33,5 +33,6 @@ def _details(run: RunStart) -> str:
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
+    fork_refusal="forking an agent run (its transcript up to a turn) is not built yet",
     description="A PydanticAI agent as a durable conversation, with tool-call approvals "
                 "(issue 12, seed 003).")

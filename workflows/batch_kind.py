@@ -37,4 +37,6 @@ def _details(run: RunStart) -> str:
 BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
+    fork_refusal="a batch job is re-run, not forked: POST /jobs/{id}/rerun re-runs chosen "
+                 "items from a chosen step as a new job, keeping their earlier outputs",
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")

@@ -92,7 +92,8 @@ class GatedWorkflow:
     # --- asking --------------------------------------------------------------------------
 
     async def ask_human(self, make_spec: Callable[[], GateSpec], *, where: str,
-                        record_with_next: bool = False) -> GateOutcome:
+                        record_with_next: bool = False,
+                        decided: DecisionInput | None = None) -> GateOutcome:
         """Open a gate and wait for its outcome, re-opening it when asked to.
 
         `make_spec` is called for every (re-)opening, so a re-opened request shows the
@@ -104,6 +105,11 @@ class GatedWorkflow:
         recorder write. The Update still answers only once that write is done. A kind whose
         next step is another activity must not use it: its decision would stay unwritten
         (and the request pending in the read model) until that activity took the write.
+
+        `decided` is a decision taken before the gate opened (a fork's, `POST /runs/{id}/fork`
+        with `decision`): it is applied to the first request as soon as it is open, through
+        the same path as the `decide` Update, so the read model shows the request opened and
+        decided by that person. One the gate refuses is dropped, and the gate waits as usual.
         """
         while True:
             spec = self._policed(make_spec())
@@ -125,7 +131,11 @@ class GatedWorkflow:
             workflow.set_current_details(
                 f"{where} · waiting for decision {spec.checkpoint_name} until "
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
-            await self._wait_on(gate, where)
+            if decided is not None:
+                await self._decide_first(decided)
+                decided = None
+            if gate.decision is None:
+                await self._wait_on(gate, where)
             if gate.decision is not None:
                 if not gate.with_next_write:
                     await workflow.wait_condition(functools.partial(_recorded, gate))
@@ -136,6 +146,17 @@ class GatedWorkflow:
             outcome = await self._expire(gate, where)
             if outcome is not None:
                 return outcome
+
+    async def _decide_first(self, decision: DecisionInput) -> None:
+        """Apply a decision taken before its gate opened; one that could not be applied now
+        (the gate's options differ from those it was checked against) leaves the gate open."""
+        try:
+            self._gates.validate(decision)
+        except ApplicationError as refused:
+            workflow.logger.warning("decision taken before the gate dropped: %s",
+                                    refused.message)
+            return
+        await self._take_decision(decision, answers=False)
 
     async def answer_decisions_first(self) -> None:
         """Call before local work (the recorder does, before each write): a decision whose

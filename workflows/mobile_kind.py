@@ -32,4 +32,8 @@ MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
     task_timeout=WORKFLOW_TASK_TIMEOUT,
+    # A snapshot holds the screen graph, not the device: the app's own state (its data, its
+    # back stack, who is logged in) is on the device and cannot be put back from a snapshot.
+    fork_refusal="a mobile run's screen lives on its device, not in its snapshots: a fork "
+                 "could not put the app back on that screen; start a new run instead",
     description="An agent explores an Android app and records its screen graph (seed 001).")

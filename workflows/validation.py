@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.statuses import GateStatus
     from workflows import search_attributes as sa
     from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gates import OpenGate, feedback_number
+    from workflows.gates import DecisionInput, OpenGate, feedback_number
     from workflows.lifecycle import RunWorkflow
     from workflows.validation_gates import TASK_FAILED, gate_spec, task_failed_gate_spec
     from workflows.validation_models import (
@@ -28,7 +28,13 @@ with workflow.unsafe.imports_passed_through():
         ValidationRunResult,
         ValidationRunState,
     )
-    from workflows.validation_phases import PHASE_COUNT, PHASES, PhaseDef, TaskDef
+    from workflows.validation_phases import (
+        PHASE_COUNT,
+        PHASES,
+        PhaseDef,
+        TaskDef,
+        phase_completed,
+    )
 
 TASK_TIMEOUT = timedelta(minutes=10)
 # Crew tasks heartbeat while they run: a task whose worker died is retried after this,
@@ -49,9 +55,15 @@ class ValidationRun(RunWorkflow):
     @workflow.init
     def __init__(self, arg: ValidationRunInput) -> None:
         self._arg = arg
-        self._state = ValidationRunState(
-            run_id=arg.run_id, owner=arg.owner, project_id=arg.input.project_id,
-            entrepreneur_input=arg.input.entrepreneur_input)
+        if arg.start_from is None:
+            self._state = ValidationRunState(
+                run_id=arg.run_id, owner=arg.owner, project_id=arg.input.project_id,
+                entrepreneur_input=arg.input.entrepreneur_input)
+        else:
+            # A fork keeps the source's outputs and attempts; its spend starts at nothing,
+            # as the fork pays only for its own calls.
+            self._state = arg.start_from.state.model_copy(update={
+                "run_id": arg.run_id, "owner": arg.owner, "cost_usd": 0.0, "tokens": 0})
         self.init_run(arg.run_id)
         # Why the run is ending at a gate: (stop reason, message).
         self._ending: tuple[str, str] | None = None
@@ -66,14 +78,24 @@ class ValidationRun(RunWorkflow):
         return await self.lifecycle(self._phases)
 
     async def _phases(self) -> ValidationRunResult:
-        self.stage_start()
-        index = 0
+        start = self._arg.start_from
+        if start is None:
+            self.stage_start()
+        else:
+            self.stage_start(forked_from=start.forked_from)
+        index = start.state.current_phase if start else 0
+        # A fork from a gate starts at that gate: the phase's outputs are kept, not recomputed.
+        at_gate = start is not None and start.at_gate
+        decided = start.decision if start else None
         while index < PHASE_COUNT:
             phase = PHASES[index]
-            await self._run_phase(phase)
+            if not at_gate:
+                await self._run_phase(phase)
+            at_gate = False
             step: NextStep = "next"
             if phase.checkpoint in self._arg.input.gates:
-                step = await self._ask(phase)
+                step = await self._ask(phase, decided=decided)
+                decided = None
             if step == "end":
                 reason, message = self._ending or ("ended_at_gate", "the run was ended at a gate")
                 await self.fail(message, stop_reason=reason)
@@ -104,7 +126,7 @@ class ValidationRun(RunWorkflow):
         self.stage(events=[self.event(f"{prefix}.completed", "phase.completed",
                                       phase=phase.number, status="completed",
                                       progress_pct=self._pct(phase, len(phase.tasks)))],
-                   snapshot=f"phase {phase.number} completed", with_state=True)
+                   snapshot=phase_completed(phase.number), with_state=True)
 
     async def _run_task(self, phase: PhaseDef, task: TaskDef, index: int,
                         prefix: str) -> CrewTaskResult | None:
@@ -194,10 +216,10 @@ class ValidationRun(RunWorkflow):
 
     # --- gates ---------------------------------------------------------------------------
 
-    async def _ask(self, phase: PhaseDef) -> NextStep:
+    async def _ask(self, phase: PhaseDef, *, decided: DecisionInput | None = None) -> NextStep:
         outcome = await self.ask_human(
             lambda: gate_spec(phase, self._state, self._arg.input),
-            where=f"phase {phase.number} · {phase.name}")
+            where=f"phase {phase.number} · {phase.name}", decided=decided)
         if outcome.decision is None:
             self._ending = ("gate_expired",
                             f"checkpoint {phase.checkpoint} expired with no decision")

@@ -7,9 +7,16 @@ from typing import Any
 
 from activities.crew_tasks import CrewTaskActivities
 from activities.deps import WorkerDeps
-from contracts.kinds import RunKind, RunStart, shorten
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
+from workflows.gates import DecisionInput
 from workflows.validation import ValidationRun
-from workflows.validation_models import ValidationInput
+from workflows.validation_models import (
+    ValidationInput,
+    ValidationRunInput,
+    ValidationRunState,
+    ValidationStart,
+)
+from workflows.validation_phases import PHASES, phase_completed
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -25,8 +32,32 @@ def _details(run: RunStart) -> str:
             f"expiry policy: {run.input.expiry_policy}")
 
 
+def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
+    """A validation run from the snapshot's phase: at its gate when the phase had done its work
+    (its outputs kept), else from the phase's first task."""
+    state = ValidationRunState.model_validate(point.state)
+    phase = PHASES[state.current_phase]
+    at_gate = point.checkpoint == phase.checkpoint or point.label in (
+        phase_completed(phase.number), "completed")  # the lifecycle's last snapshot
+    decision = None
+    if point.decision is not None:
+        if point.checkpoint != phase.checkpoint:
+            raise ForkRefused(f"snapshot {point.snapshot} waits at {point.checkpoint!r}, and a "
+                              f"fork from it re-runs phase {phase.number} from its first task: "
+                              f"only the phase's gate {phase.checkpoint!r} takes a decision",
+                              field="decision", code="invalid_request")
+        if phase.checkpoint not in run.input.gates:
+            raise ForkRefused(f"the fork's input has no gate {phase.checkpoint!r} to decide",
+                              field="decision", code="invalid_request")
+        decision = DecisionInput.model_validate(point.decision)
+    return ValidationRunInput(run_id=run.run_id, owner=run.owner, input=run.input,
+                              start_from=ValidationStart(state=state, at_gate=at_gate,
+                                                         decision=decision,
+                                                         forked_from=point.forked_from))
+
+
 VALIDATION = RunKind(
     name="validation", workflow=ValidationRun, input_model=ValidationInput,
     workflow_id_prefix="validation-", summary=_summary, details=_details,
-    activities=_activities,
+    activities=_activities, fork=_fork,
     description="Five phases of crew work with human gates (seed 000).")

@@ -19,6 +19,7 @@ from activities.validation.outputs import (
     ValueMap,
     ViabilityEvidence,
 )
+from workflows.gates import DecisionInput
 from workflows.validation_phases import CHECKPOINTS
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
@@ -50,6 +51,9 @@ class ValidationRunInput(BaseModel):
     run_id: UUID
     owner: str
     input: ValidationInput
+    # A forked run's starting point (POST /runs/{id}/fork); None for every run started
+    # fresh, and for every run recorded before forks existed, whose histories must replay.
+    start_from: ValidationStart | None = None
 
 
 class ValidationRunState(BaseModel):
@@ -89,9 +93,26 @@ class ValidationRunState(BaseModel):
     retry_count: int = 0
 
 
+class ValidationStart(BaseModel):
+    """Where a forked validation run starts: its source's state at a snapshot."""
+
+    state: ValidationRunState
+    # True when the snapshot's phase had done its work (it waited at its gate, or had just
+    # completed): the fork keeps those outputs and starts at that gate. False: it re-runs the
+    # phase from its first task (a snapshot taken mid-phase, at task_failed or raise_budget).
+    at_gate: bool
+    # The decision the fork applies to that gate first ("amend a past decision"), or None to
+    # ask again.
+    decision: DecisionInput | None = None
+    forked_from: dict[str, Any]
+
+
 class ValidationRunResult(BaseModel):
     run_id: UUID
     status: Literal["completed", "failed"]
     final_decision: str | None
     pivot_recommendation: PivotRecommendation | None = None
     error_message: str | None = None
+
+
+ValidationRunInput.model_rebuild()

@@ -11,6 +11,11 @@ CHECKPOINTS = ("approve_founders_brief", "approve_vpc_completion",
                "approve_viability_gate")
 
 
+def phase_completed(number: int) -> str:
+    """The label of the snapshot taken when phase `number` has done its work."""
+    return f"phase {number} completed"
+
+
 class TaskDef(BaseModel):
     crew: str
     task: str

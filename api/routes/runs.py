@@ -20,6 +20,7 @@ from api.queries import EventQuery, RunFilter
 from api.schemas import (
     CancelAccepted,
     EventPage,
+    ForkRequest,
     RunCreated,
     RunPage,
     RunView,
@@ -28,7 +29,7 @@ from api.schemas import (
     SnapshotView,
     run_create_model,
 )
-from api.services import events, runs
+from api.services import events, fork, runs
 from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -115,3 +116,16 @@ async def cancel_run(run: VisibleRun, user: CurrentUser, conn: Conn,
                      temporal: TemporalClient) -> CancelAccepted:
     """Ask the run to stop; it records `canceled` when its workflow has wound down."""
     return await runs.cancel_run(conn, temporal, user, run)
+
+
+@router.post("/{run_id}/fork", status_code=201, response_model=RunCreated)
+async def fork_run(body: ForkRequest, run: VisibleRun, user: CurrentUser, conn: Conn,
+                   temporal: TemporalClient, registry: RegistryDep, settings: SettingsDep,
+                   response: Response, idempotency_key: IdempotencyKey = None) -> RunCreated:
+    """Start a run of the same kind, yours, from one of this run's snapshots, optionally
+    applying a different decision first to the gate it was taken at."""
+    created = await fork.fork_run(conn, temporal, user, run, body, registry=registry,
+                                  settings=settings, idempotency_key=idempotency_key)
+    if not created.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return created

@@ -37,8 +37,7 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
     """Start a run of any registered kind (`request` is one of `run_create_model`'s models);
     the same idempotency key again returns the same run, with `created` false. `run_id` is
     the id a client chose (an AG-UI thread's); 404 when it is another run's."""
-    check_items_source(request.input, settings)
-    check_device(request.input, user, settings)
+    check_start(request.input, user, settings)
     if request.group_id is not None:
         await require_run_starter(conn, user, request.group_id)
     run, created = await create_and_start(
@@ -47,6 +46,12 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
         project_id=request.project_id or getattr(request.input, "project_id", None),
         group_id=request.group_id, gate_policies=request.gates, run_id=run_id)
     return RunCreated.of(run, created)
+
+
+def check_start(input: Any, user: User, settings: Settings) -> None:
+    """The start-time checks of a kind's input (an items source, a device) for any new run."""
+    check_items_source(input, settings)
+    check_device(input, user, settings)
 
 
 async def visible_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow:

@@ -1,8 +1,9 @@
 -- name: insert_run
 -- Creates a run; with an idempotency key, a second insert returns nothing (see find_run_by_key).
+-- $10 is where a forked run came from (migration 058), null for any other.
 INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input, project_id,
-                  gate_policies)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                  gate_policies, forked_from)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (owner, idempotency_key) DO NOTHING
 RETURNING *;
 

@@ -14,3 +14,8 @@ SELECT run_id, step_ordinal, label, phase, created_at FROM run_snapshots
 -- name: get_snapshot
 -- One snapshot of a run by its ordinal.
 SELECT * FROM run_snapshots WHERE run_id = $1 AND step_ordinal = $2;
+
+-- name: latest_snapshot_at_gate
+-- The newest snapshot a run took while it waited on checkpoint $2 (a fork's `from.checkpoint`).
+SELECT * FROM run_snapshots WHERE run_id = $1 AND state->>'waiting_on' = $2
+ ORDER BY step_ordinal DESC LIMIT 1;

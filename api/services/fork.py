@@ -1,0 +1,107 @@
+"""Forks: a new run of the same kind from one of a run's snapshots (issue 29), optionally
+applying a different decision first to the gate the snapshot was taken at ("amend a past
+decision"). The source run is only read. Every refusal comes before anything is written."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+from pydantic import ValidationError
+from temporalio.client import Client
+
+from api.auth import User
+from api.errors import ApiError, invalid_field
+from api.run_kinds import create_and_start
+from api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
+from api.services.runs import check_start
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart
+from persistence import gates as gates_repo
+from persistence import snapshots as snapshots_repo
+from persistence.models import RunRow, SnapshotRow
+from waystation.registry import Registry
+from waystation.settings import Settings
+
+
+async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, source: RunRow,
+                   request: ForkRequest, *, registry: Registry, settings: Settings,
+                   idempotency_key: str | None = None) -> RunCreated:
+    """Start a run of `source`'s kind, owned by the caller, from the snapshot `request.from_`
+    names; the same idempotency key again returns the same run, with `created` false. 422
+    `fork_not_supported` for a kind without a fork hook (or a point its hook refuses)."""
+    kind = registry.kind(source.kind)
+    if kind.fork is None:
+        raise ApiError(422, "fork_not_supported",
+                       f"a {kind.name} run cannot be forked: {kind.fork_refusal}",
+                       details=[{"kind": kind.name, "reason": kind.fork_refusal}])
+    snapshot = await _snapshot(conn, source, request.from_)
+    checkpoint = snapshot.state.get("waiting_on")
+    decision = (await _decision(conn, user, source, snapshot, checkpoint, request.decision)
+                if request.decision is not None else None)
+    new_input = _input(kind, source, request.input)
+    check_start(new_input, user, settings)
+    point = ForkPoint(
+        source_run_id=source.id, snapshot=snapshot.step_ordinal, label=snapshot.label,
+        state=snapshot.state, checkpoint=checkpoint, decision=decision,
+        forked_from={"run_id": str(source.id), "snapshot": snapshot.step_ordinal,
+                     "checkpoint": checkpoint, "decision": decision})
+    # The hook is pure: asking it now, for a run not yet written, refuses before any write;
+    # the run's own start asks it again with the run as written.
+    try:
+        kind.fork(RunStart(run_id=uuid.uuid4(), owner=user.name, input=new_input,
+                           project_id=source.project_id), point)
+    except ForkRefused as refused:
+        raise ApiError(422, refused.code, f"{refused.field}: {refused.message}",
+                       details=[{"loc": ["body", *refused.field.split(".")],
+                                 "msg": refused.message, "type": refused.code}]) from refused
+    run, created = await create_and_start(
+        conn, temporal, settings.temporal_task_queue, kind, owner=user.name, input=new_input,
+        project_id=source.project_id, idempotency_key=idempotency_key, fork=point)
+    return RunCreated.of(run, created)
+
+
+async def _snapshot(conn: asyncpg.Connection, source: RunRow, where: ForkFrom) -> SnapshotRow:
+    if where.checkpoint is not None:
+        found = await snapshots_repo.latest_snapshot_at_gate(conn, source.id, where.checkpoint)
+        if found is None:
+            raise invalid_field(["body", "from", "checkpoint"],
+                                f"run {source.id} never waited on {where.checkpoint!r}",
+                                "not_found")
+        return found
+    assert where.snapshot is not None, "ForkFrom holds one of the two"
+    found = await snapshots_repo.get_snapshot(conn, source.id, where.snapshot)
+    if found is None:
+        raise invalid_field(["body", "from", "snapshot"],
+                            f"run {source.id} has no snapshot {where.snapshot}", "not_found")
+    return found
+
+
+async def _decision(conn: asyncpg.Connection, user: User, source: RunRow, snapshot: SnapshotRow,
+                    checkpoint: str | None, request: DecisionRequest) -> dict[str, Any]:
+    """The decision the fork applies first, checked against the options the source's gate
+    offered (the fork's gate, opened from the same state, offers the same)."""
+    if checkpoint is None:
+        raise invalid_field(["body", "decision"],
+                            f"snapshot {snapshot.step_ordinal} ({snapshot.label!r}) was not "
+                            "taken at a gate: there is no decision to amend", "no_gate")
+    gate = await gates_repo.latest_gate_for_checkpoint(conn, source.id, checkpoint)
+    offered = [option.value for option in gate.options] if gate else []
+    if request.decision not in offered:
+        raise ApiError(422, "unknown_option",
+                       f"unknown option {request.decision!r} for {checkpoint!r}; choose one "
+                       f"of {', '.join(offered)}",
+                       details=[{"loc": ["body", "decision", "decision"], "options": offered}])
+    # The fork's gate is a new request: the source's request id and digest do not apply.
+    return {"checkpoint_name": checkpoint, "decision": request.decision,
+            "feedback": request.feedback, "answer": request.answer, "decided_by": user.name}
+
+
+def _input(kind: RunKind, source: RunRow, replacing: dict[str, Any] | None) -> Any:
+    """The source's input, with the fields the request replaces."""
+    try:
+        return kind.input_model.model_validate({**source.input, **(replacing or {})})
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise invalid_field(["body", "input", *first["loc"]], first["msg"],
+                            first["type"]) from error
