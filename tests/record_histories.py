@@ -18,8 +18,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from contracts.gate_policy import GATE_POLICY_MEMO
+from contracts.kinds import ForkPoint, RunStart
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
+from persistence import snapshots as snapshots_repo
 from tests import history_recording
 from tests.helpers import FailingTasks, eventually, new_validation_run
 from tests.history_recording import Case
@@ -137,6 +139,34 @@ async def task_failed_skip(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Work
     return handle
 
 
+async def fork_reject_past_decision(env: WorkflowEnvironment, pool: asyncpg.Pool
+                                    ) -> WorkflowHandle:
+    """A fork (POST /runs/{id}/fork) from a run waiting at its first gate, rejecting it first:
+    the fork starts at that gate, applies the rejection, re-runs phase 0, and is approved."""
+    source, source_id = await _start(env, pool, gates=[GATES[0]])
+    await _wait_gate(pool, source_id, GATES[0])
+    async with pool.acquire() as conn:
+        snapshot = await snapshots_repo.latest_snapshot_at_gate(conn, source_id, GATES[0])
+    assert snapshot is not None
+    await source.terminate("recorded the fork's source only")
+    fork = await new_validation_run(pool, gates=[GATES[0]])
+    decision = {"checkpoint_name": GATES[0], "decision": "reject",
+                "feedback": "focus on dentists", "decided_by": "alice"}
+    assert VALIDATION.fork is not None
+    arg = VALIDATION.fork(
+        RunStart(run_id=fork.run_id, owner=fork.owner, input=fork.input),
+        ForkPoint(source_run_id=source_id, snapshot=snapshot.step_ordinal, label=snapshot.label,
+                  state=snapshot.state, checkpoint=GATES[0], decision=decision,
+                  forked_from={"run_id": str(source_id), "snapshot": snapshot.step_ordinal,
+                               "checkpoint": GATES[0], "decision": decision}))
+    handle = await env.client.start_workflow(
+        ValidationRun.run, arg, id=VALIDATION.workflow_id(fork.run_id), task_queue=TASK_QUEUE)
+    await _wait_until_attempt(handle, 0, 2)
+    await _wait_gate(pool, fork.run_id, GATES[0])
+    await _decide(handle, GATES[0])
+    return handle
+
+
 async def _wait_until_attempt(handle: WorkflowHandle, phase: int, attempt: int) -> None:
     async def reached() -> bool:
         state = await handle.query(ValidationRun.state)
@@ -150,6 +180,7 @@ CASES: dict[str, Case] = {
     "expire_pause_reopen": expire_pause_reopen,
     "people_quorum_reminders": people_quorum_reminders,
     "task_failed_skip": task_failed_skip,
+    "fork_reject_past_decision": fork_reject_past_decision,
 }
 
 
