@@ -1,7 +1,7 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
 // snapshot history and every decision. Kinds with more to show (batch jobs, mobile runs) add
 // sections through KIND_SECTIONS; any other kind gets this page as it is. Its owner may hide a
-// finished run and restore it.
+// finished run and restore it. A fork links to the run it was forked from.
 
 import { api } from "./api.js";
 import { announce } from "./app_shell.js";
@@ -16,6 +16,15 @@ import { createTimeline } from "./timeline.js";
 
 const KIND_SECTIONS = { batch: mountBatch, mobile_agent: mountMobile };
 const FINAL = new Set(["completed", "failed", "canceled"]);
+
+// Where a fork (POST /runs/{id}/fork) came from: a link to its source, the snapshot, and the
+// decision it applied first, if it amended one.
+function forkedFrom(from) {
+  const at = from.checkpoint ? ` at gate ${from.checkpoint}` : "";
+  const decided = from.decision ? ` · decided ${from.decision.decision} first` : "";
+  return h("span", {}, h("a", { href: `#/runs/${from.run_id}` }, `run ${shortId(from.run_id)}`),
+    ` · snapshot ${from.snapshot}${at}${decided}`);
+}
 
 function section(id, title, ...content) {
   return h("section", { class: "panel", "aria-labelledby": `${id}-h` },
@@ -58,6 +67,7 @@ export function mountRun(main, session, runId) {
       ["Created", timeTag(run.created_at)], ["Started", timeTag(run.started_at)],
       ["Finished", timeTag(run.completed_at)],
       run.error_message ? ["Error", run.error_message] : null,
+      run.forked_from ? ["Forked from", forkedFrom(run.forked_from)] : null,
     ].filter(Boolean).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
     showActions();
     showPending(run.pending_decision);
