@@ -157,8 +157,7 @@ async def test_fork_refusals_write_nothing(api, pool: asyncpg.Pool):  # noqa: F8
 
 
 async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):  # noqa: F811
-    for kind, why in [("mobile_agent", "device"), ("agent", "not built yet"),
-                      ("batch", "/jobs/{id}/rerun")]:
+    for kind, why in [("mobile_agent", "device"), ("batch", "/jobs/{id}/rerun")]:
         run_id = uuid.uuid4()
         async with pool.acquire() as conn:
             await create_run(conn, run_id=run_id, kind=kind, owner="alice", group_id=None,
@@ -168,3 +167,48 @@ async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):  # noqa:
         error = refused.json()["error"]
         assert error["code"] == "fork_not_supported" and why in error["message"], error
         assert error["details"] == [{"kind": kind, "reason": error["details"][0]["reason"]}]
+
+
+async def test_agent_fork_carries_on_after_a_turn(api):  # noqa: F811
+    started = await api.post("/runs", json={"kind": "agent", "input": {"message": "Plan a trip"}},
+                             headers=auth())
+    assert started.status_code == 201, started.text
+    source = started.json()["run_id"]
+
+    async def answered(run_id: str, turns: int):
+        async def check():
+            run = (await api.get(f"/runs/{run_id}", headers=auth())).json()
+            page = (await api.get(f"/runs/{run_id}/messages?limit=500", headers=auth())).json()
+            done = [m for m in page["messages"] if m["type"] == "agent.answered"]
+            return page if run["status"] == "paused" and len(done) == turns else None
+        return await eventually(check)
+    await answered(source, 1)
+    heads = (await api.get(f"/runs/{source}/snapshots", headers=auth())).json()["snapshots"]
+    turn_1 = next(h for h in heads if h["label"] == "turn 1")
+    source_events = await _events(api, source)
+
+    refused = await _fork(api, source, {"from": {"snapshot": turn_1["step_ordinal"]},
+                                        "decision": {"decision": "approve"}})
+    assert refused.status_code == 422, refused.text
+    forked = await _fork(api, source, {"from": {"snapshot": turn_1["step_ordinal"]}})
+    assert forked.status_code == 201, forked.text
+    fork_id = forked.json()["run_id"]
+
+    # The fork waits for the next message, as the source did after turn 1, and answers it as
+    # turn 2, re-primed from turn 1's summary.
+    async def waiting():
+        run = (await api.get(f"/runs/{fork_id}", headers=auth())).json()
+        return run if run["status"] == "paused" else None
+    fork = await eventually(waiting)
+    assert fork["forked_from"]["run_id"] == source and fork["current_phase"] == 1
+    events = await _events(api, fork_id)
+    assert events[0]["type"] == "run.started"
+    assert events[0]["output"]["forked_from"]["snapshot"] == turn_1["step_ordinal"]
+    said = await api.post(f"/runs/{fork_id}/messages", json={"text": "Make it cheaper"},
+                          headers=auth())
+    assert said.status_code == 202, said.text
+    assert said.json()["turn"] == 2
+    page = await answered(fork_id, 1)
+    answer = [m for m in page["messages"] if m["type"] == "agent.answered"]
+    assert [m["turn"] for m in answer] == [2]
+    assert await _events(api, source) == source_events

@@ -77,6 +77,9 @@ class AgentRun(RunWorkflow):
     async def run(self, arg: AgentRunInput) -> AgentRunResult:
         if arg.carry is None:
             self.stage_start(agent=arg.input.agent, model=arg.input.model)
+        elif arg.forked_from is not None:
+            self.stage_start(agent=arg.input.agent, model=arg.input.model,
+                             forked_from=arg.forked_from)
         return await self.lifecycle(self._converse)
 
     async def _converse(self) -> AgentRunResult:
@@ -131,8 +134,10 @@ class AgentRun(RunWorkflow):
     async def _run_agent(self, prompt: str | None,
                          deferred: DeferredToolResults | None = None) -> Any:
         c = self._carry
-        # Re-primed after a continuation: the summary stands in for the turns left behind.
-        priming = f"Summary so far: {c.context_summary}" if c.continued and c.context_summary \
+        # Re-primed after a continuation (or in a fork): the summary stands in for the turns
+        # left behind.
+        carried_on = c.continued or self._arg.forked_from is not None
+        priming = f"Summary so far: {c.context_summary}" if carried_on and c.context_summary \
             else None
         try:
             return await self._agent.run(prompt, message_history=self._history,
@@ -294,7 +299,8 @@ class AgentRun(RunWorkflow):
 
         def carried(snapshots: int) -> AgentRunInput:
             c.snapshots = snapshots
-            return self._arg.model_copy(update={"carry": c})
+            # A fork's continuation is a continuation: its run.started is written already.
+            return self._arg.model_copy(update={"carry": c, "forked_from": None})
         await self.continue_as_new(carried)
 
     def _recent(self, turns: int) -> list[ModelMessage]:

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from activities.agent_registry import agent_activities
-from contracts.kinds import RunKind, RunStart, shorten
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
 from workflows.agent import AgentRun
-from workflows.agent_models import AgentInput
+from workflows.agent_models import AgentCarry, AgentInput, AgentRunInput, AgentState
 
 
 def _activities(deps: Any) -> Sequence[Callable[..., Any]]:
@@ -30,9 +30,26 @@ def _details(run: RunStart) -> str:
             f"({inp.approval_expiry_policy})")
 
 
+def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
+    """An agent run carrying on after the snapshot's last finished turn, re-primed from that
+    turn's context summary as a continued run is; it waits for the next message. A snapshot
+    taken during a turn (at a tool call's approval) forks from the turn before it."""
+    if point.decision is not None:
+        raise ForkRefused("an agent fork starts after a finished turn, where no gate is open: "
+                          "it has no decision to apply", field="decision",
+                          code="invalid_request")
+    state = AgentState.model_validate(point.state)
+    finished = point.label in (f"turn {state.turn}", "completed")  # else: during the turn
+    turns = state.turn if finished else max(state.turn - 1, 0)
+    return AgentRunInput(run_id=run.run_id, owner=run.owner, input=run.input,
+                         carry=AgentCarry(turn=turns, context_summary=state.context_summary,
+                                          last_answer=state.last_answer),
+                         forked_from=point.forked_from)
+
+
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
-    fork_refusal="forking an agent run (its transcript up to a turn) is not built yet",
+    fork=_fork,
     description="A PydanticAI agent as a durable conversation, with tool-call approvals "
                 "(issue 12, seed 003).")

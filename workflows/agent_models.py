@@ -78,6 +78,10 @@ class AgentRunInput(BaseModel):
     owner: str
     input: AgentInput
     carry: AgentCarry | None = None
+    # A fork's source (POST /runs/{id}/fork): its first run starts from `carry` (the source's
+    # turns and summary at a snapshot) and names the source in `run.started`. None for every
+    # other run, and for runs recorded before forks, whose histories must replay.
+    forked_from: dict[str, Any] | None = None
 
 
 class MessageInput(BaseModel):
