@@ -7,6 +7,7 @@ conversation and continue-as-new cases hung in the recorder (see the issue-12 re
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import asyncpg
@@ -15,8 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from tests import history_recording
-from tests.agent_helpers import new_agent_run, start_agent, waiting
+from tests.agent_helpers import new_agent_run, say, start_agent, waiting
 from tests.history_recording import Case
+from workflows.agent_models import AgentCarry
 
 TASK_QUEUE = "record-agent-histories"
 
@@ -38,8 +40,25 @@ async def approval_expires(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Work
     return await _end(env, handle, 1)
 
 
+async def fork_after_turn(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """A fork (POST /runs/{id}/fork) after a source's first turn: it names its source,
+    answers the next message as turn 2 re-primed from the summary, then idles out."""
+    arg = await new_agent_run(pool, idle_timeout_seconds=3600)
+    source = {"run_id": str(uuid.uuid4()), "snapshot": 3, "checkpoint": None, "decision": None}
+    fork = arg.model_copy(update={"forked_from": source, "carry": AgentCarry(
+        turn=1, context_summary="Priya plans a team offsite for 90 guests in March.",
+        last_answer="Here are three venues.")})
+    handle = await start_agent(env.client, fork, TASK_QUEUE)
+    await waiting(handle, turn=1)
+    await say(handle, "Make it cheaper")
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
+    "fork_after_turn": fork_after_turn,
 }
 
 
