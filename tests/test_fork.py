@@ -32,7 +32,7 @@ async def _fork(api, run_id: str, body: dict, user: str = "alice", **headers: st
                           headers={**auth(user), **headers})
 
 
-async def test_fork_amends_a_past_decision(api):  # noqa: F811
+async def test_fork_amends_a_past_decision(api, dev_env):  # noqa: F811
     source = await start_run(api, gates=[BRIEF, VPC])
     pending = (await wait_pending(api, source, BRIEF))["pending_decision"]
     approved = await api.post(f"/runs/{source}/decisions/{BRIEF}",
@@ -72,6 +72,10 @@ async def test_fork_amends_a_past_decision(api):  # noqa: F811
     events = await _events(api, fork_id)
     assert events[0]["type"] == "run.started"
     assert events[0]["output"]["forked_from"]["run_id"] == source
+    described = await dev_env.client.get_workflow_handle(view["workflow_id"]).describe()
+    assert f"fork of {source} at snapshot {snapshot_ordinal}" in await described.static_summary()
+    details = await described.static_details()
+    assert details is not None and "decision 'reject' applied first" in details
     # Phase 0's outputs were kept: its gate opened and was decided before any phase work.
     types = [e["type"] for e in events]
     decided_at = types.index("gate.decided")
