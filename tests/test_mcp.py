@@ -31,7 +31,7 @@ SECRET = "mcp-api-secret-0123456789-0123456789-abcd"
 TASKS = "io.modelcontextprotocol/tasks"
 TOOLS = {"list_run_kinds", "start_run", "get_run", "list_runs", "read_events",
          "list_pending_decisions", "decide", "send_message", "cancel_run", "job_progress",
-         "list_items", "retry_failed"}
+         "list_items", "retry_failed", "fork_run"}
 
 
 @pytest_asyncio.fixture
@@ -326,6 +326,24 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
         with pytest.raises(MCPError) as undeclared:
             await task_request(plain, "tasks/get", started["run_id"])
         assert undeclared.value.error.code == -32021
+
+
+async def test_fork_run_amends_a_decision_through_the_same_service(api):
+    async with mcp(api, "alice") as client:
+        run_id = await start_validation(client, gates=["approve_founders_brief"])
+        await waiting_at(client, run_id, "approve_founders_brief")
+        forked = await call(client, "fork_run", run_id=run_id,
+                            **{"from": {"checkpoint": "approve_founders_brief"}},
+                            decision={"decision": "reject", "feedback": "dentists only"})
+        fork = await call(client, "get_run", run_id=forked["run_id"])
+        assert fork["forked_from"]["run_id"] == run_id
+        assert fork["forked_from"]["decision"]["decision"] == "reject"
+        missing = await refused(client, "fork_run", run_id=run_id, **{"from": {"snapshot": 999}})
+        assert missing["code"] == "invalid_request" and "from.snapshot" in missing["message"]
+    async with mcp(api, "bob") as other:
+        hidden = await refused(other, "fork_run", run_id=run_id,
+                               **{"from": {"checkpoint": "approve_founders_brief"}})
+        assert hidden["code"] == "run_not_found"
 
 
 async def test_batch_job_progress_items_and_retry_failed(api):

@@ -11,7 +11,14 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.queries import EventQuery, ItemQuery, RunFilter
-from api.schemas import DecisionRequest, GateRules, GroupId, MessageRequest, ProjectId
+from api.schemas import (
+    DecisionRequest,
+    ForkRequest,
+    GateRules,
+    GroupId,
+    MessageRequest,
+    ProjectId,
+)
 
 
 class Arguments(BaseModel):
@@ -72,6 +79,11 @@ class DecideArguments(DecisionRequest, Arguments):
     run_id: RunId
     checkpoint: str = Field(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$",
                             description="The request's `checkpoint_name`.")
+    idempotency_key: IdempotencyKey = None
+
+
+class ForkRunArguments(ForkRequest, Arguments):
+    run_id: RunId
     idempotency_key: IdempotencyKey = None
 
 

@@ -50,6 +50,7 @@ from api.job_schemas import ItemPage, JobView
 from api.protocols.mcp.arguments import (
     Arguments,
     DecideArguments,
+    ForkRunArguments,
     JobRef,
     ListItemsArguments,
     ListRunsArguments,
@@ -73,7 +74,7 @@ from api.schemas import (
     RunView,
     run_create_model,
 )
-from api.services import decisions, events, graphs, jobs, messages, runs
+from api.services import decisions, events, fork, graphs, jobs, messages, runs
 from api.services.access import claims_of
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -196,6 +197,14 @@ async def cancel_run(caller: Caller, args: RunRef) -> CancelAccepted:
         return await runs.cancel_run(conn, await caller.temporal(), caller.user, run)
 
 
+async def fork_run(caller: Caller, args: ForkRunArguments) -> RunCreated:
+    async with caller.conn() as conn:
+        source = await runs.visible_run(conn, caller.user, args.run_id)
+        return await fork.fork_run(conn, await caller.temporal(), caller.user, source, args,
+                                   registry=caller.registry, settings=caller.settings,
+                                   idempotency_key=args.idempotency_key)
+
+
 async def job_progress(caller: Caller, args: JobRef) -> JobView:
     async with caller.conn() as conn:
         return await jobs.job_view(conn, await jobs.visible_job(conn, caller.user, args.job_id))
@@ -259,6 +268,13 @@ def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
         ToolSpec("cancel_run", "Ask a run to stop; it records `canceled` once its workflow has "
                  "wound down (get_run).",
                  RunRef, CancelAccepted, cancel_run, read_only=False),
+        ToolSpec("fork_run", "Start a new run of the same kind from one of a run's "
+                 "snapshots (as POST /runs/{id}/fork): `from` is `{\"snapshot\": <ordinal>}` or "
+                 "`{\"checkpoint\": \"<gate>\"}`; an optional `decision` (as decide takes it) is "
+                 "applied first to that gate, amending a past decision; `input` replaces fields "
+                 "of the source's input. The source is untouched. Refused "
+                 "(`fork_not_supported`) for a kind that cannot fork, with the reason.",
+                 ForkRunArguments, RunCreated, fork_run, read_only=False),
         ToolSpec("job_progress", "A batch job's progress: its status, items counted by status, "
                  "cost and tokens, steps.",
                  JobRef, JobView, job_progress),
