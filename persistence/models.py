@@ -54,6 +54,9 @@ class RunRow(Row):
     cost_usd: Usd = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Migration 055: the run's name within its group, and the entities its tools returned.
+    name: str | None = None
+    related_entity_ids: dict[str, list[str]] | None = None
 
 
 class EventRow(Row):
