@@ -11,7 +11,15 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.queries import EventQuery, ItemQuery, RunFilter
-from api.schemas import DecisionRequest, GateRules, GroupId, MessageRequest, ProjectId
+from api.schemas import (
+    DecisionRequest,
+    GateRules,
+    GroupId,
+    MessageRequest,
+    ProjectId,
+    ReuseInProgress,
+    RunName,
+)
 
 
 class Arguments(BaseModel):
@@ -53,6 +61,8 @@ class StartRunArguments(Arguments):
     project_id: ProjectId = None
     group_id: GroupId = None
     gates: GateRules = None
+    name: RunName = None
+    reuse_in_progress: ReuseInProgress = True
     idempotency_key: IdempotencyKey = None
 
 
