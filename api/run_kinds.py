@@ -27,6 +27,7 @@ from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
 from contracts.kinds import ForkPoint, RunKind, RunStart
 from persistence import runs as runs_repo
 from persistence.models import RunRow
+from persistence.runs import CreateOutcome
 from workflows import search_attributes as sa
 
 _POLICIES = TypeAdapter(GatePolicies)
@@ -90,31 +91,40 @@ def _fork_details(fork: ForkPoint) -> str:
 async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue: str,
                            kind: RunKind, *, owner: str, input: Any, project_id: str | None,
                            idempotency_key: str | None, group_id: UUID | None = None,
-                           gate_policies: GatePolicies | None = None,
+                           gate_policies: GatePolicies | None = None, name: str | None = None,
+                           reuse_in_progress: bool = True,
                            run_id: UUID | None = None,
-                           fork: ForkPoint | None = None) -> tuple[RunRow, bool]:
-    """Write the run's row, then start its workflow: (run, created). The same idempotency
-    key again returns the first run (409 when it was used for a different request). A
-    `run_id` the caller chose (an AG-UI thread id) that is another run's answers 404, as that
+                           fork: ForkPoint | None = None) -> tuple[RunRow, CreateOutcome]:
+    """Write the run's row, then start its workflow: (run, outcome). The same idempotency
+    key again returns the first run (409 when it was used for a different request); a `name`
+    the group has in progress for this kind returns that run (409 unless `reuse_in_progress`).
+    A `run_id` the caller chose (an AG-UI thread id) that is another run's answers 404, as that
     run would. A fork (`fork`) records where it came from in `forked_from`."""
     run_id = run_id or uuid.uuid4()
     input_json = input.model_dump(mode="json")
     policies_json = (_POLICIES.dump_python(gate_policies, mode="json", exclude_unset=True)
                      if gate_policies else None)
     try:
-        run, created = await runs_repo.create_run(
+        run, outcome = await runs_repo.create_run(
             conn, run_id=run_id, kind=kind.name, owner=owner, group_id=group_id,
             workflow_id=kind.workflow_id(run_id), idempotency_key=idempotency_key,
-            input=input_json, project_id=project_id, gate_policies=policies_json,
+            input=input_json, project_id=project_id, gate_policies=policies_json, name=name,
             forked_from=fork.forked_from if fork else None)
     except runs_repo.RunIdTaken as error:
         raise ApiError(404, "run_not_found", f"run {run_id} not found") from error
-    if not created and (run.kind != kind.name or run.input != input_json
-                        or run.group_id != group_id or run.gate_policies != policies_json
-                        or run.forked_from != (fork.forked_from if fork else None)):
+    if outcome == "replayed" and (run.kind != kind.name or run.input != input_json
+                                  or run.group_id != group_id or run.name != name
+                                  or run.gate_policies != policies_json
+                                  or run.forked_from != (fork.forked_from if fork else None)):
         raise ApiError(409, "idempotency_key_reused",
                        "this Idempotency-Key was used for a different request")
-    if created or run.status == "pending":
+    if outcome == "in_progress" and not reuse_in_progress:
+        raise ApiError(409, "run_in_progress",
+                       f"name: the group's {kind.name} run {name!r} is in progress (run "
+                       f"{run.id}); give another name, or reuse_in_progress true to get it",
+                       details=[{"loc": ["body", "name"], "msg": "in progress",
+                                 "type": "run_in_progress", "run_id": str(run.id)}])
+    if outcome == "created" or run.status == "pending":
         try:
             await start_run(client, task_queue, kind, run, fork=fork)
         except RPCError as error:
@@ -122,4 +132,4 @@ async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue:
                 # Nobody can retry this exact run: record that it never started.
                 await runs_repo.mark_failed_to_start(conn, run.id, error.message)
             raise unavailable("Temporal is unavailable; the run was not started") from error
-    return run, created
+    return run, outcome

@@ -20,6 +20,7 @@ from persistence.models import (
     RunRow,
     RunStatus,
 )
+from persistence.runs import CreateOutcome
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
                                         description="The project the run belongs to; "
@@ -30,6 +31,17 @@ GroupId = Annotated[UUID | None, Field(description="The group the run belongs to
                                                   "decide it (you must be a member, not a "
                                                   "viewer).")]
 
+
+RunName = Annotated[str | None, Field(
+    min_length=1, max_length=100,
+    description="A name for the run within its group (`group_id` required), such as `venue "
+                "booking`: while the group has a run of this kind and name in progress, "
+                "starting one returns that run (200, `created` false, `reused` true) instead "
+                "of a second one (seed 003).")]
+
+ReuseInProgress = Annotated[bool, Field(
+    description="With `name`: false refuses (409 `run_in_progress`, naming the run) instead "
+                "of returning the group's run of that name in progress.")]
 
 GateRules = Annotated[GatePolicies | None, Field(
     max_length=50, description="Rules for this run's gates, by checkpoint name (`*`: every "
@@ -51,6 +63,8 @@ def run_create_model(kinds: list[RunKind]) -> Any:
         project_id=(ProjectId, None),
         group_id=(GroupId, None),
         gates=(GateRules, None),
+        name=(RunName, None),
+        reuse_in_progress=(ReuseInProgress, True),
     ) for kind in kinds]
     if len(models) == 1:
         return models[0]
@@ -63,12 +77,16 @@ class RunCreated(BaseModel):
     kind: str
     status: RunStatus
     created: bool = Field(description="False when an earlier request with the same "
-                                      "Idempotency-Key created this run.")
+                                      "Idempotency-Key created this run, or when it is the "
+                                      "group's run of that `name` in progress (`reused`).")
+    reused: bool = Field(False, description="True when this is the group's run of the same "
+                                            "kind and `name` already in progress.")
 
     @classmethod
-    def of(cls, run: RunRow, created: bool) -> RunCreated:
+    def of(cls, run: RunRow, outcome: CreateOutcome) -> RunCreated:
         return cls(run_id=run.id, workflow_id=run.workflow_id, kind=run.kind,
-                   status=run.status, created=created)
+                   status=run.status, created=outcome == "created",
+                   reused=outcome == "in_progress")
 
 
 class DecisionView(BaseModel):
@@ -167,6 +185,12 @@ class RunView(BaseModel):
     gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
                                                           "started with (`POST /runs` `gates`).")
     app_package: str | None = Field(None, description="A mobile run's app.")
+    name: str | None = Field(None, description="The run's name within its group (`POST "
+                                               "/runs` `name`).")
+    related_entity_ids: dict[str, list[str]] | None = Field(
+        None, description="Ids of the entities an agent run's tools returned that its agent "
+                          "declares, by kind (the planner: `vendor_ids` shortlisted or "
+                          "booked), re-primed from with the `context_summary`.")
     forked_from: dict[str, Any] | None = Field(
         None, description="A forked run's source (`POST /runs/{id}/fork`): `run_id`, "
                           "`snapshot` (its ordinal), `checkpoint` and the `decision` applied "

@@ -12,6 +12,12 @@ SUMMARY_PROMPT = (f"{SUMMARY_REQUEST} in at most 80 words for a member of the gr
                   "back later: what they need, what is shortlisted or booked (with ids), and "
                   "what is open.")
 
+# A member's message after the conversation waited longer than the run's `return_gap_seconds`:
+# the turn is re-primed from the summary and the related entities, not the transcript, and
+# the agent is told who speaks with a line that starts so (the offline planner greets them).
+RETURNING_MEMBER = "Returning member:"
+MEMBER_RETURNED = "member.returned"
+
 # The event types that make up a conversation's transcript (`GET /runs/{id}/messages`).
 MESSAGE_RECEIVED = "message.received"
 MODEL_RESPONDED = "model.responded"

@@ -58,6 +58,8 @@ class RunStateWrite(BaseModel):
     stop_reason: str | None = None
     # An agent run's re-priming summary (issue 12); None leaves the stored one as it is.
     context_summary: str | None = None
+    # An agent run's related entities by kind (seed 003); None leaves the stored ones.
+    related_entity_ids: dict[str, list[str]] | None = None
 
 
 class RunEnd(BaseModel):

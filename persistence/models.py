@@ -61,6 +61,9 @@ class RunRow(Row):
     # Hidden runs (erased_at, migration 020), and who hid one to be restorable (051).
     erased_at: datetime | None = None
     hidden_by: str | None = None
+    # Migration 055: the run's name within its group, and the entities its tools returned.
+    name: str | None = None
+    related_entity_ids: dict[str, list[str]] | None = None
 
 
 class EventRow(Row):

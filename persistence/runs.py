@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import asyncpg
@@ -12,6 +12,13 @@ from contracts.writes import RunEnd
 from persistence.db import Conflict
 from persistence.models import RunRow
 from persistence.queries import sql
+
+# How `create_run` answered: a new run, the run an idempotency key already made, or the
+# group's run of that kind and name already in progress.
+CreateOutcome = Literal["created", "replayed", "in_progress"]
+# The in-progress run a name conflicted with may end before it is read; the insert is then
+# tried again (the name is free), a few times at most.
+NAMED_INSERT_ATTEMPTS = 3
 
 
 class RunIdTaken(Conflict):
@@ -22,21 +29,30 @@ async def create_run(
     conn: asyncpg.Connection, *, run_id: UUID, kind: str, owner: str, group_id: UUID | None,
     workflow_id: str, idempotency_key: str | None, input: dict[str, Any],
     project_id: str | None = None, gate_policies: dict[str, Any] | None = None,
-    forked_from: dict[str, Any] | None = None,
-) -> tuple[RunRow, bool]:
-    """Insert a run; returns (run, created). A repeated idempotency key returns the first run;
-    RunIdTaken when `run_id` (chosen by a caller) is another run's."""
-    try:
+    name: str | None = None, forked_from: dict[str, Any] | None = None,
+) -> tuple[RunRow, CreateOutcome]:
+    """Insert a run; returns (run, outcome). A repeated idempotency key returns the first run;
+    a `name` the group's runs of that kind have in progress returns that run; RunIdTaken when
+    `run_id` (chosen by a caller) is another run's."""
+    for _ in range(NAMED_INSERT_ATTEMPTS):
         record = await conn.fetchrow(sql("insert_run"), run_id, kind, owner, group_id,
                                      workflow_id, idempotency_key, input, project_id,
-                                     gate_policies, forked_from)
-    except asyncpg.UniqueViolationError as error:
-        raise RunIdTaken(f"run id {run_id} is taken") from error
-    if record is not None:
-        return RunRow.from_record(record), True
-    existing = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)
-    assert existing is not None, "insert conflicted, so the keyed run exists"
-    return RunRow.from_record(existing), False
+                                     gate_policies, name, forked_from)
+        if record is not None:
+            return RunRow.from_record(record), "created"
+        if idempotency_key is not None:
+            keyed = await conn.fetchrow(sql("find_run_by_key"), owner, idempotency_key)
+            if keyed is not None:
+                return RunRow.from_record(keyed), "replayed"
+        if name is not None:
+            named = await conn.fetchrow(sql("find_named_run_in_progress"), group_id, kind, name)
+            if named is not None:
+                return RunRow.from_record(named), "in_progress"
+            continue  # the named run ended before it was read: the name is free now
+        # Neither key nor name conflicted: the id did, a run the caller may not even see
+        # (row-level security), so it is told only that the id is taken.
+        raise RunIdTaken(f"run id {run_id} is taken")
+    raise RunIdTaken(f"run id {run_id} is taken")
 
 
 async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:

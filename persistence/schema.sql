@@ -121,7 +121,8 @@ BEGIN
         PERFORM update_run_progress(
             p_run_id, r->>'status', (r->>'current_phase')::int, r->>'phase_name',
             r->>'hitl_state', NULLIF(r->'result', 'null'::jsonb), r->>'error_message',
-            r->>'stop_reason', r->>'context_summary');
+            r->>'stop_reason', r->>'context_summary',
+            NULLIF(r->'related_entity_ids', 'null'::jsonb));
     END IF;
     IF jsonb_array_length(w->'snapshots') > 0 THEN
         INSERT INTO run_snapshots (run_id, step_ordinal, label, phase, state)
@@ -424,10 +425,10 @@ $$;
 
 
 --
--- Name: update_run_progress(uuid, text, integer, text, text, jsonb, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: update_run_progress(uuid, text, integer, text, text, jsonb, text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.update_run_progress(p_id uuid, p_status text, p_phase integer, p_phase_name text, p_hitl text, p_result jsonb, p_error text, p_stop text, p_summary text) RETURNS void
+CREATE FUNCTION public.update_run_progress(p_id uuid, p_status text, p_phase integer, p_phase_name text, p_hitl text, p_result jsonb, p_error text, p_stop text, p_summary text, p_entities jsonb) RETURNS void
     LANGUAGE sql
     AS $$
 UPDATE runs SET
@@ -442,6 +443,7 @@ UPDATE runs SET
     error_message = COALESCE(p_error, error_message),
     stop_reason = COALESCE(p_stop, stop_reason),
     context_summary = COALESCE(p_summary, context_summary),
+    related_entity_ids = COALESCE(p_entities, related_entity_ids),
     started_at = COALESCE(started_at, CASE WHEN p_status <> 'pending' THEN now() END),
     completed_at = CASE WHEN p_status IN ('completed', 'failed', 'canceled')
                         THEN COALESCE(completed_at, now()) ELSE completed_at END,
@@ -964,6 +966,8 @@ CASE
     ELSE NULL::text
 END) STORED,
     hidden_by text,
+    name text,
+    related_entity_ids jsonb,
     forked_from jsonb,
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'canceled'::text])))
 );
@@ -1697,6 +1701,13 @@ CREATE INDEX run_events_default_run_id_event_key_idx ON public.run_events_defaul
 --
 
 CREATE INDEX run_events_default_run_id_seq_idx ON public.run_events_default USING btree (run_id, seq);
+
+
+--
+-- Name: runs_one_in_progress_per_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX runs_one_in_progress_per_name ON public.runs USING btree (group_id, kind, name) WHERE ((name IS NOT NULL) AND (erased_at IS NULL) AND (status <> ALL (ARRAY['completed'::text, 'failed'::text, 'canceled'::text])));
 
 
 --

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.agent_helpers import BOOK, LIKE, SEARCH
+from tests.agent_helpers import AVAILABILITY, BOOK, LIKE, SEARCH
 from tests.helpers import eventually
 from waystation.testing import LocalStack, local_stack
 
@@ -41,8 +41,9 @@ async def _approval(http: httpx.AsyncClient, run_id: str) -> dict[str, Any]:
     return await eventually(check, timeout=60)
 
 
-async def _start(http: httpx.AsyncClient, message: str) -> str:
-    created = await http.post("/runs", json={"kind": "agent", "input": {"message": message}})
+async def _start(http: httpx.AsyncClient, message: str, **fields: Any) -> str:
+    created = await http.post("/runs", json={"kind": "agent",
+                                             "input": {"message": message, **fields}})
     created.raise_for_status()
     return str(created.json()["run_id"])
 
@@ -52,6 +53,21 @@ async def conversation(http: httpx.AsyncClient) -> str:
     await _answers(http, run_id, 1)
     (await http.post(f"/runs/{run_id}/messages", json={"text": LIKE})).raise_for_status()
     await _answers(http, run_id, 2)
+    return run_id
+
+
+async def member_returns(http: httpx.AsyncClient) -> str:
+    """Seed 003: a message past the run's return gap, re-primed from the summary and the
+    related entities (not the transcript) and greeted. Recorded here, not on the
+    time-skipping server, where conversations hang the recorder (tests.record_agent_histories)."""
+    run_id = await _start(http, SEARCH, return_gap_seconds=1)
+    await _answers(http, run_id, 1)
+    (await http.post(f"/runs/{run_id}/messages", json={"text": LIKE})).raise_for_status()
+    await _answers(http, run_id, 2)
+    await asyncio.sleep(1.5)
+    (await http.post(f"/runs/{run_id}/messages", json={"text": AVAILABILITY})
+     ).raise_for_status()
+    await _answers(http, run_id, 3)
     return run_id
 
 
@@ -88,6 +104,8 @@ CASES: dict[str, Callable[[httpx.AsyncClient], Awaitable[str]]] = {
     "unknown_tool": unknown_tool,
     # Since the model follows the worker's configuration (the patch `agent-configured-model`).
     "conversation_configured_model": conversation,
+    # Since returning members are re-primed (the patch `agent-returning-member`, issue 29).
+    "member_returns": member_returns,
 }
 
 

@@ -352,3 +352,27 @@ async def test_retry_failed_items_starts_a_new_job_from_the_batch_page(browser, 
     await expect(page.get_by_role("heading", name="Job: half broken (retry)")).to_be_visible()
     assert run_id not in page.url
     await page.context.close()
+
+
+async def test_a_named_agent_run_shows_its_summary_and_related_entities(browser, live, pool):
+    """Seed 003: where a member coming back looks first, the run page, shows the run's name,
+    the summary the agent re-primes from and the vendors it keeps."""
+    user = f"sd-{uuid.uuid4().hex[:6]}"
+    run_id, group_id = uuid.uuid4(), uuid.uuid4()
+    async with pool.acquire() as conn:
+        await create_group(conn, group_id=group_id, name="Priya's wedding", creator=user)
+        await create_run(conn, run_id=run_id, kind="agent", owner=user, group_id=group_id,
+                         workflow_id=f"agent-{run_id}", idempotency_key=None,
+                         input={"agent": "planner"}, name="venue booking")
+        await apply_write(conn, ReadModelWrite(run_id=run_id, run=RunStateWrite(
+            status="paused", current_phase=2, phase_name="waiting for a message",
+            context_summary="need: a rustic venue in Bangalore; shortlist: Old Mill Barn",
+            related_entity_ids={"vendor_ids": ["v-venue-02", "v-venue-03"]})))
+    page = await signed_in_page(browser, live, pool, user)
+    await page.goto(f"{live.url}/#/runs/{run_id}")
+    facts = page.locator("dl.facts")
+    await expect(facts).to_contain_text("venue booking")
+    await expect(facts).to_contain_text("shortlist: Old Mill Barn")
+    await expect(facts.locator("ul.related")).to_contain_text("vendor_ids: v-venue-02, v-venue-03")
+    await shot(page, "agent-related-entities")
+    await page.context.close()

@@ -322,7 +322,7 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
     async with mcp(api, "alice") as plain:
         started = await call(plain, "start_run", kind="validation",
                              input={"entrepreneur_input": IDEA})
-        assert set(started) == {"run_id", "workflow_id", "kind", "status", "created"}
+        assert set(started) == {"run_id", "workflow_id", "kind", "status", "created", "reused"}
         with pytest.raises(MCPError) as undeclared:
             await task_request(plain, "tasks/get", started["run_id"])
         assert undeclared.value.error.code == -32021

@@ -25,11 +25,14 @@ Agent side (your own agent for the `agent` kind, registered under `waystation.ag
 docs/agents.md, "Bring the agent you have"): `ConfiguredModel`, the PydanticAI capability that
 makes a run naming no model follow the worker's model configuration and prices each request;
 `MODEL_RETRY`, the bounded retry policy for its model-request activities; `SUMMARY_REQUEST`,
-how the prompt starts by which a run asks the agent for its `context_summary` after each turn.
+how the prompt starts by which a run asks the agent for its `context_summary` after each turn;
+`RelatedEntities`, the capability that names the tools whose results hold the ids a run keeps
+(`related_entity_ids`) and re-primes a returning member from.
 """
 
 from __future__ import annotations
 
+from activities.agent_entities import RelatedEntities
 from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.deps import WorkerDeps
@@ -48,7 +51,7 @@ __all__ = [
     "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
     "SUMMARY_REQUEST", "AgentBackend", "ConfiguredModel",
     "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
-    "GateOption",
-    "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "ProgressReporter", "RunKind", "RunLife",
+    "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "ProgressReporter",
+    "RelatedEntities", "RunKind", "RunLife",
     "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",
 ]

@@ -16,7 +16,7 @@ is found by name; PydanticAI's own workflow-side code keeps to Temporal's rules.
 from __future__ import annotations
 
 import functools
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -30,13 +30,21 @@ with workflow.unsafe.imports_passed_through():
         ModelMessagesTypeAdapter,
         ModelRequest,
         ToolCallPart,
+        ToolReturnPart,
         UserPromptPart,
     )
     from pydantic_ai.toolsets import FunctionToolset
 
+    from activities.agent_entities import entity_extractors, merge_entities
     from activities.agent_model import CONFIGURED_MODEL, follows_configuration
     from activities.agent_registry import agent_named
-    from contracts.agents import AGENT_ANSWERED, MESSAGE_RECEIVED, SUMMARY_PROMPT
+    from contracts.agents import (
+        AGENT_ANSWERED,
+        MEMBER_RETURNED,
+        MESSAGE_RECEIVED,
+        RETURNING_MEMBER,
+        SUMMARY_PROMPT,
+    )
     from contracts.refusals import NOT_WAITING_FOR_MESSAGE
     from contracts.writes import EventWrite, GateOption, RunStateWrite
     from workflows import search_attributes as sa
@@ -55,6 +63,9 @@ with workflow.unsafe.imports_passed_through():
 
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
+# Runs that got a message after a long wait before returning members were re-primed carried
+# the whole transcript on: they replay so (seed 003, issue 29).
+RETURNING_MEMBER_PATCH = "agent-returning-member"
 
 
 @workflow.defn(name="AgentRun", sandboxed=False,
@@ -71,6 +82,9 @@ class AgentRun(RunWorkflow):
         self._waiting_for: str | None = None
         self._pending_events: list[EventWrite] = []
         self._phase = "starting"
+        self._waiting_since: datetime | None = None
+        # Who came back after a gap, for the turn that re-primes them (None on other turns).
+        self._returning: str | None = None
         self.init_run(arg.run_id, snapshots_taken=self._carry.snapshots)
 
     @workflow.run
@@ -94,7 +108,9 @@ class AgentRun(RunWorkflow):
                     await self._continue_as_new()
                 if not await self._wait_for_message():
                     return await self._finish("idle")
-            await self._turn(self._inbox.pop(0))
+            message = self._inbox.pop(0)
+            self._returning = message.sent_by if self._came_back() else None
+            await self._turn(message)
             if c.turn >= inp.max_turns:
                 return await self._finish("max_turns")
 
@@ -105,7 +121,7 @@ class AgentRun(RunWorkflow):
         c.turn += 1
         self._phase = "thinking"
         self.show(f"{self._arg.input.agent} · turn {c.turn} · thinking")
-        await self.record(with_state=True)
+        await self.record(events=self._re_prime(), with_state=True)
         first = len(self._history)
         result = await self._run_agent(message.text)
         while isinstance(result.output, DeferredToolRequests):
@@ -133,21 +149,57 @@ class AgentRun(RunWorkflow):
 
     async def _run_agent(self, prompt: str | None,
                          deferred: DeferredToolResults | None = None) -> Any:
-        c = self._carry
-        # Re-primed after a continuation (or in a fork): the summary stands in for the turns
-        # left behind.
-        carried_on = c.continued or self._arg.forked_from is not None
-        priming = f"Summary so far: {c.context_summary}" if carried_on and c.context_summary \
-            else None
         try:
             return await self._agent.run(prompt, message_history=self._history,
                                          deferred_tool_results=deferred,
-                                         model=self._model(), instructions=priming)
+                                         model=self._model(), instructions=self._priming())
         except (AgentRunError, UserError) as error:
             # The model misbehaved past its retries, or the agent is misconfigured: no retry
             # of the workflow task would help, so the run says so and ends.
             await self.fail(f"agent {self._arg.input.agent}: {_why(error)}",
                             stop_reason="agent_error")
+
+    def _priming(self) -> str | None:
+        """Re-primed after a continuation or a member's return: the summary (last, as the
+        agent reads it) and the related entities stand in for the turns left behind; on the
+        returning turn, the agent is told who speaks. A fork starts so too: it carries the
+        source's summary, not its messages."""
+        c = self._carry
+        carried_on = c.continued or c.returns or self._arg.forked_from is not None
+        if not carried_on or not c.context_summary:
+            return None
+        lines = []
+        if self._returning is not None:
+            lines.append(f"{RETURNING_MEMBER} {self._returning}, back after a while: greet "
+                         "them by name with where things stand, then answer them.")
+        if c.related_entity_ids:
+            lines.append("Related entities: " + "; ".join(
+                f"{kind}: {', '.join(ids)}" for kind, ids in c.related_entity_ids.items()))
+        return "\n".join([*lines, f"Summary so far: {c.context_summary}"])
+
+    def _came_back(self) -> bool:
+        """Whether the message ends a wait of at least the run's return gap: a member coming
+        back, whose turn starts from the summary instead of the transcript."""
+        gap = self._arg.input.return_gap_seconds
+        if gap is None or self._waiting_since is None or not self._carry.context_summary:
+            return False
+        waited = (workflow.now() - self._waiting_since).total_seconds()
+        # Asked only past the gap, so a run that never waits that long records no marker.
+        return waited >= gap and workflow.patched(RETURNING_MEMBER_PATCH)
+
+    def _re_prime(self) -> list[EventWrite]:
+        """For a returning member's turn: the transcript is set aside (kept in the run's
+        events), and an event says whom the run re-primed and from what."""
+        if self._returning is None:
+            return []
+        c = self._carry
+        c.returns += 1
+        self._history = []
+        return [self.event(f"t{c.turn}.returned", MEMBER_RETURNED, phase=c.turn,
+                           agent=self._returning, status="re-primed",
+                           output={"turn": c.turn, "sent_by": self._returning,
+                                   "context_summary": c.context_summary,
+                                   "related_entity_ids": c.related_entity_ids})]
 
     def _model(self) -> str | None:
         """The input's model, else the worker's configured one (for an agent that follows the
@@ -164,8 +216,19 @@ class AgentRun(RunWorkflow):
         c = self._carry
         self._history, new = messages, messages[first:]
         add_usage(c.usage, new)
+        self._keep_entities(new)
         start = first - self._turn_start()
         self._pending_events = turn_events(self.event, c.turn, start, new)
+
+    def _keep_entities(self, messages: list[ModelMessage]) -> None:
+        """The ids the agent declares in its tools' results (activities.agent_entities)."""
+        extractors = entity_extractors(self._agent)
+        for message in messages:
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.outcome == "success" \
+                        and part.tool_name in extractors:
+                    self._carry.related_entity_ids = merge_entities(
+                        self._carry.related_entity_ids, extractors[part.tool_name](part.content))
 
     def _turn_start(self) -> int:
         """Where this turn's messages begin in the history: its person's message."""
@@ -242,6 +305,7 @@ class AgentRun(RunWorkflow):
         c = self._carry
         self._waiting_for, self._phase = "message", "waiting for a message"
         self._life.status = "paused"
+        self._waiting_since = workflow.now()
         await self.record(with_state=True)
         self.show(f"{self._arg.input.agent} · turn {c.turn} · waiting for a message")
         try:
@@ -327,7 +391,8 @@ class AgentRun(RunWorkflow):
         return AgentState(agent=self._arg.input.agent, model=self._arg.input.model, turn=c.turn,
                           waiting_for=self._waiting_for,
                           context_summary=c.context_summary, last_answer=c.last_answer,
-                          usage=c.usage, continued=c.continued)
+                          usage=c.usage, continued=c.continued,
+                          related_entity_ids=c.related_entity_ids, returns=c.returns)
 
     def _position(self) -> tuple[int, str | None]:
         return self._carry.turn, self._phase
@@ -345,6 +410,7 @@ class AgentRun(RunWorkflow):
     def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
         state = super()._run_state(result)
         state.context_summary = self._carry.context_summary
+        state.related_entity_ids = self._carry.related_entity_ids or None
         return state
 
 

@@ -43,7 +43,8 @@ def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
     turns = state.turn if finished else max(state.turn - 1, 0)
     return AgentRunInput(run_id=run.run_id, owner=run.owner, input=run.input,
                          carry=AgentCarry(turn=turns, context_summary=state.context_summary,
-                                          last_answer=state.last_answer),
+                                          last_answer=state.last_answer,
+                                          related_entity_ids=state.related_entity_ids),
                          forked_from=point.forked_from)
 
 

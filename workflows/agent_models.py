@@ -39,6 +39,13 @@ class AgentInput(BaseModel):
     # re-primed from its context summary plus the recent turns.
     history_budget: int = Field(2000, ge=50, le=40_000)
     keep_recent_turns: int = Field(2, ge=0, le=50)
+    # Seed 003: a message after the conversation waited this long is a member coming back.
+    return_gap_seconds: int | None = Field(
+        3600, ge=1, le=3650 * DAY,
+        description="A message after the run waited this long for one is a returning "
+                    "member: that turn is re-primed from the context summary and the related "
+                    "entities instead of the transcript, and the agent is told who speaks. "
+                    "null: never.")
 
     @field_validator("agent")
     @classmethod
@@ -71,6 +78,11 @@ class AgentCarry(BaseModel):
     recent: list[dict[str, Any]] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
     last_answer: str | None = None
+    # Ids the agent's declared tools returned, by kind (activities.agent_entities).
+    related_entity_ids: dict[str, list[str]] = Field(default_factory=dict)
+    # Turns re-primed for a returning member: from the first on, the summary primes every turn,
+    # as after a continuation.
+    returns: int = 0
 
 
 class AgentRunInput(BaseModel):
@@ -107,6 +119,8 @@ class AgentState(BaseModel):
     last_answer: str | None
     usage: AgentUsage
     continued: int
+    related_entity_ids: dict[str, list[str]] = Field(default_factory=dict)
+    returns: int = 0
 
 
 class AgentRunResult(BaseModel):

@@ -5,6 +5,7 @@ runs inside a workflow (and changes nothing outside one, which the benchmark's i
 baseline uses). `book_vendor` needs a human's approval: the agent stops with a
 `DeferredToolRequests` and the `agent` run kind turns it into a gate. `ConfiguredModel` lets a
 run that names no model follow WAYSTATION_AGENT_BACKEND (`openai`: the configured endpoint).
+`RelatedEntities` keeps the vendors shortlisted or booked on the run (`related_entity_ids`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
+from activities.agent_entities import RelatedEntities
 from activities.agent_model import MODEL_RETRY, ConfiguredModel
-from activities.planner.catalogue import book_vendor, check_availability, search_vendors, shortlist
+from activities.planner.catalogue import (
+    book_vendor,
+    booked_ids,
+    check_availability,
+    search_vendors,
+    shortlist,
+    shortlisted_ids,
+)
 from activities.planner.model import planner_model
 
 # A model request beats every few seconds while it waits for the model, so a worker that dies
@@ -34,4 +43,6 @@ planner: Agent[None, str | DeferredToolRequests] = Agent(
     capabilities=[TemporalDurability(
         model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                                              retry_policy=MODEL_RETRY)),
-        ConfiguredModel()])
+        ConfiguredModel(),
+        # The vendors shortlisted or booked are the run's related entities (seed 003).
+        RelatedEntities({"shortlist": shortlisted_ids, "book_vendor": booked_ids})])

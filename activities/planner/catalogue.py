@@ -78,5 +78,17 @@ async def book_vendor(vendor_id: str, date: str, guests: int) -> dict[str, Any]:
         return {"booked": False, "reason": f"{vendor.name} holds at most {vendor.capacity}"}
     # Derived from the booking itself, so a retried call names the same booking.
     ref = hashlib.sha256(f"{vendor_id}|{date}|{guests}".encode()).hexdigest()[:8]
-    return {"booked": True, "booking_id": f"bk-{ref}", "vendor": vendor.name, "date": date,
-            "guests": guests}
+    return {"booked": True, "booking_id": f"bk-{ref}", "vendor_id": vendor.id,
+            "vendor": vendor.name, "date": date, "guests": guests}
+
+
+def shortlisted_ids(result: dict[str, Any]) -> dict[str, list[str]]:
+    """The vendors a `shortlist` result put on the list: the run's related entities."""
+    return {"vendor_ids": [v["id"] for v in result["shortlisted"]]}
+
+
+def booked_ids(result: dict[str, Any]) -> dict[str, list[str]]:
+    """The vendor a `book_vendor` result booked (none when it was not booked, or when it was
+    booked before results named the vendor's id: a replayed old history)."""
+    booked = result.get("booked") and result.get("vendor_id")
+    return {"vendor_ids": [booked]} if booked else {}

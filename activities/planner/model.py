@@ -8,7 +8,8 @@ instructions. A request that asks for several steps at once ("find a venue, shor
 and book the best") is carried on after each tool's result until the booking, which waits
 for approval; otherwise, after tool results it answers in words. It never acts on an empty
 list: lacking what it needs, it says what that is. Asked to summarize, it writes the
-`context_summary`. A real model replaces it
+`context_summary`. Told a member returns (seed 003), its answer greets them by name with the
+summary it was re-primed from ("Welcome back, Rohan! ..."). A real model replaces it
 unchanged: the agent, its tools and the approval gate stay the same.
 """
 
@@ -32,7 +33,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from activities.planner.catalogue import vendors
-from contracts.agents import SUMMARY_REQUEST
+from contracts.agents import RETURNING_MEMBER, SUMMARY_REQUEST
 
 # Asking to compare makes the model call a tool that does not exist: PydanticAI tells it so,
 # and it carries on (the issue's "a model that calls an unknown tool").
@@ -55,6 +56,7 @@ NEED_SEARCH = ("I can search vendors (venues, caterers, photographers, florists)
                "them, check their availability and book one. Tell me what you need: the kind "
                "of vendor, and if you like the city, the number of guests, the budget and the "
                "style.")
+RETURNING = re.compile(re.escape(RETURNING_MEMBER) + r"\s*([^,\n]+),")
 NEED_VENDORS = ("There is nothing to shortlist yet: tell me what to look for (a venue, "
                 "caterer, photographer or florist, and the city, guests, budget or style), or "
                 "name the vendors.")
@@ -68,15 +70,31 @@ async def plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     latest = messages[-1]
     assert isinstance(latest, ModelRequest)
     returns = [p for p in latest.parts if isinstance(p, ToolReturnPart)]
+    instructions = info.instructions or ""
     if returns:
-        parts: list[TextPart | ToolCallPart] = _carry_on(returns, messages)
+        parts: list[TextPart | ToolCallPart] = _greeted(_carry_on(returns, messages),
+                                                        instructions)
     else:
         prompt = " ".join(str(p.content) for p in latest.parts if isinstance(p, UserPromptPart))
         if prompt.startswith(SUMMARY_REQUEST):
-            parts = [TextPart(_summary(messages, info.instructions or ""))]
+            parts = [TextPart(_summary(messages, instructions))]
         else:
-            parts = _respond(prompt, messages, info.instructions or "")
+            parts = _greeted(_respond(prompt, messages, instructions), instructions)
     return ModelResponse(parts=parts, usage=_usage(messages, parts), model_name="planner-offline")
+
+
+def _greeted(parts: list[TextPart | ToolCallPart], instructions: str
+             ) -> list[TextPart | ToolCallPart]:
+    """The turn's answer, opened with a greeting of the returning member the instructions name
+    and where things stand (the summary); a tool call is not an answer yet."""
+    returning = RETURNING.search(instructions)
+    said = [p for p in parts if isinstance(p, TextPart)]
+    if returning is None or not said or len(said) < len(parts):
+        return parts
+    name = returning.group(1).strip()
+    where = instructions.partition("Summary so far: ")[2].strip()
+    greeting = f"Welcome back, {name[:1].upper()}{name[1:]}! Where things stand: {where}."
+    return [TextPart(f"{greeting} {said[0].content}"), *said[1:]]
 
 
 def _usage(messages: list[ModelMessage], parts: list[TextPart | ToolCallPart]) -> RequestUsage:

@@ -43,10 +43,12 @@ def create_router(registry: Registry) -> APIRouter:
                          settings: SettingsDep, response: Response,
                          idempotency_key: IdempotencyKey = None) -> RunCreated:
         """Start a run of any registered kind; the same Idempotency-Key again returns the
-        same run."""
+        same run, and a `name` its group has in progress returns that run (200)."""
         created = await runs.start_run(conn, temporal, user, body, registry=registry,
                                        settings=settings, idempotency_key=idempotency_key)
-        if not created.created:
+        if created.reused:
+            response.status_code = 200
+        elif not created.created:
             response.headers["Idempotent-Replayed"] = "true"
         return created
 

@@ -189,11 +189,11 @@ async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: Jo
     source = await _job_run(conn, job)
     if source.group_id is not None:
         await require_run_starter(conn, user, source.group_id)
-    run, created = await create_and_start(
+    run, outcome = await create_and_start(
         conn, temporal, settings.temporal_task_queue, BATCH, owner=user.name, input=rerun,
         project_id=source.project_id, idempotency_key=idempotency_key,
         group_id=source.group_id)
-    return RunCreated.of(run, created)
+    return RunCreated.of(run, outcome)
 
 
 async def pause_job(conn: asyncpg.Connection, temporal: Client, user: User,

@@ -35,17 +35,25 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
                     registry: Registry, settings: Settings,
                     idempotency_key: str | None = None, run_id: UUID | None = None) -> RunCreated:
     """Start a run of any registered kind (`request` is one of `run_create_model`'s models);
-    the same idempotency key again returns the same run, with `created` false. `run_id` is
-    the id a client chose (an AG-UI thread's); 404 when it is another run's."""
+    the same idempotency key again returns the same run, with `created` false, and so does a
+    `name` the group has in progress for the kind (`reused` true; seed 003). `run_id` is the
+    id a client chose (an AG-UI thread's); 404 when it is another run's."""
+    if request.name is not None and request.group_id is None:
+        # A name says which of a group's runs is meant; without a group it names nothing.
+        raise ApiError(422, "invalid_request", "name: a named run belongs to a group; give "
+                                               "group_id too",
+                       details=[{"loc": ["body", "name"], "msg": "needs group_id",
+                                 "type": "name_without_group"}])
     check_start(request.input, user, settings)
     if request.group_id is not None:
         await require_run_starter(conn, user, request.group_id)
-    run, created = await create_and_start(
+    run, outcome = await create_and_start(
         conn, temporal, settings.temporal_task_queue, registry.kind(request.kind),
         owner=user.name, input=request.input, idempotency_key=idempotency_key,
         project_id=request.project_id or getattr(request.input, "project_id", None),
-        group_id=request.group_id, gate_policies=request.gates, run_id=run_id)
-    return RunCreated.of(run, created)
+        group_id=request.group_id, gate_policies=request.gates, name=request.name,
+        reuse_in_progress=request.reuse_in_progress, run_id=run_id)
+    return RunCreated.of(run, outcome)
 
 
 def check_start(input: Any, user: User, settings: Settings) -> None:

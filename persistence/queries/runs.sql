@@ -1,15 +1,22 @@
 -- name: insert_run
--- Creates a run; with an idempotency key, a second insert returns nothing (see find_run_by_key).
--- $10 is where a forked run came from (migration 058), null for any other.
+-- Creates a run; returns nothing when the owner's idempotency key is taken (find_run_by_key)
+-- or the group's run of that kind and name is in progress (find_named_run_in_progress). $11 is
+-- where a forked run came from (migration 058), null for any other.
 INSERT INTO runs (id, kind, owner, group_id, workflow_id, idempotency_key, input, project_id,
-                  gate_policies, forked_from)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (owner, idempotency_key) DO NOTHING
+                  gate_policies, name, forked_from)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT DO NOTHING
 RETURNING *;
 
 -- name: find_run_by_key
 -- The run an owner already created with this idempotency key.
 SELECT * FROM runs WHERE owner = $1 AND idempotency_key = $2;
+
+-- name: find_named_run_in_progress
+-- The group's run of this kind and name that has not ended (migration 055's index: one).
+SELECT * FROM runs
+ WHERE group_id = $1 AND kind = $2 AND name = $3 AND erased_at IS NULL
+   AND status NOT IN ('completed', 'failed', 'canceled');
 
 -- name: get_run
 -- One run by id, unless erased (an erased run is hidden from every read).

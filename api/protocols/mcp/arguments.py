@@ -18,6 +18,8 @@ from api.schemas import (
     GroupId,
     MessageRequest,
     ProjectId,
+    ReuseInProgress,
+    RunName,
 )
 
 
@@ -60,6 +62,8 @@ class StartRunArguments(Arguments):
     project_id: ProjectId = None
     group_id: GroupId = None
     gates: GateRules = None
+    name: RunName = None
+    reuse_in_progress: ReuseInProgress = True
     idempotency_key: IdempotencyKey = None
 
 
