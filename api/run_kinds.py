@@ -40,6 +40,11 @@ def initial_search_attributes(run: RunRow) -> TypedSearchAttributes:
         SearchAttributePair(sa.AWAITING_HUMAN, False)])
 
 
+def gate_policies_of(run: RunRow) -> GatePolicies:
+    """The gate rules the run was started with (`POST /runs` `gates`), as written."""
+    return _POLICIES.validate_python(run.gate_policies or {})
+
+
 def run_start(kind: RunKind, run: RunRow) -> RunStart:
     return RunStart(run_id=run.id, owner=run.owner,
                     input=kind.input_model.model_validate(run.input),
@@ -67,8 +72,7 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow,
                             "workflow's run argument with a model of run_id, owner and input")
         arg = arg_type(run_id=start.run_id, owner=start.owner, input=start.input)
     assert defn.name is not None, "a registered workflow is never dynamic"
-    policies = merge_policies(kind.gate_policy,
-                              _POLICIES.validate_python(run.gate_policies or {}))
+    policies = merge_policies(kind.gate_policy, gate_policies_of(run))
     await client.start_workflow(
         defn.name, arg, id=run.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 
 from persistence.runs import create_run
-from tests.helpers import eventually
+from tests.helpers import IDEA, eventually
 from tests.test_api import (  # noqa: F401 - the api and settings fixtures
     api,
     auth,
@@ -216,3 +216,26 @@ async def test_agent_fork_carries_on_after_a_turn(api):  # noqa: F811
     answer = [m for m in page["messages"] if m["type"] == "agent.answered"]
     assert [m["turn"] for m in answer] == [2]
     assert await _events(api, source) == source_events
+
+
+async def test_a_fork_keeps_the_source_s_gate_rules(api):  # noqa: F811
+    body = {"kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [BRIEF]},
+            "gates": {"*": {"quorum": 2}}}
+    started = await api.post("/runs", json=body, headers=auth())
+    assert started.status_code == 201, started.text
+    source = started.json()["run_id"]
+    await wait_pending(api, source, BRIEF)
+    forked = await _fork(api, source, {"from": {"checkpoint": BRIEF},
+                                       "decision": {"decision": "approve"}})
+    assert forked.status_code == 201, forked.text
+    fork_id = forked.json()["run_id"]
+
+    # The amended decision is one vote of the two the rules ask for: the gate still waits.
+    async def one_vote():
+        run = (await api.get(f"/runs/{fork_id}", headers=auth())).json()
+        pending = run["pending_decision"]
+        return pending if pending and pending["votes"] else None
+    pending = await eventually(one_vote)
+    assert pending["quorum"] == 2 and [v["voter"] for v in pending["votes"]] == ["alice"]
+    assert (await api.get(f"/runs/{fork_id}", headers=auth())).json()["gates"] == \
+        {"*": {"quorum": 2}}

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from api.auth import User
 from api.errors import ApiError, invalid_field
-from api.run_kinds import create_and_start
+from api.run_kinds import create_and_start, gate_policies_of
 from api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
 from api.services.runs import check_start
 from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart
@@ -57,7 +57,9 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
                                  "msg": refused.message, "type": refused.code}]) from refused
     run, created = await create_and_start(
         conn, temporal, settings.temporal_task_queue, kind, owner=user.name, input=new_input,
-        project_id=source.project_id, idempotency_key=idempotency_key, fork=point)
+        project_id=source.project_id, idempotency_key=idempotency_key, fork=point,
+        # The source's own gate rules: an amended decision needs the quorum the first needed.
+        gate_policies=gate_policies_of(source) or None)
     return RunCreated.of(run, created)
 
 
