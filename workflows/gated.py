@@ -132,7 +132,7 @@ class GatedWorkflow:
                 f"{where} · waiting for decision {spec.checkpoint_name} until "
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
             if decided is not None:
-                await self._decide_first(decided)
+                await self._decide_first(gate, decided)
                 decided = None
             if gate.decision is None:
                 await self._wait_on(gate, where)
@@ -147,7 +147,7 @@ class GatedWorkflow:
             if outcome is not None:
                 return outcome
 
-    async def _decide_first(self, decision: DecisionInput) -> None:
+    async def _decide_first(self, gate: OpenGate, decision: DecisionInput) -> None:
         """Apply a decision taken before its gate opened; one that could not be applied now
         (the gate's options differ from those it was checked against) leaves the gate open."""
         try:
@@ -156,6 +156,9 @@ class GatedWorkflow:
             workflow.logger.warning("decision taken before the gate dropped: %s",
                                     refused.message)
             return
+        # Written on its own: taken here, by the run's own coroutine, it cannot wait for the
+        # kind's next write, which comes only once ask_human has returned.
+        gate.with_next_write = False
         await self._take_decision(decision, answers=False)
 
     async def answer_decisions_first(self) -> None:
