@@ -2,7 +2,7 @@
 embedded PostgreSQL, and write each case's history to tests/histories/<prefix>_<case>.json.
 
 The recorders (`python -m tests.record_histories`, `tests.record_batch_histories`,
-`tests.record_mobile_histories`) only define their cases; tests/test_replay.py replays every
+`tests.record_mobile_histories`) only define their cases; tests/replay/test_replay.py replays every
 file against the current workflow code.
 """
 

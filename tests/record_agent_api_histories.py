@@ -3,7 +3,7 @@
 
 Each case drives the offline planner as a person would (messages, an approval approved,
 rejected with feedback or edited, a tool the model invents), cancels the run, and writes
-tests/histories/agent_<case>.json for tests/test_replay.py. The time-skipping recorder
+tests/histories/agent_<case>.json for tests/replay/test_replay.py. The time-skipping recorder
 (tests.record_agent_histories) keeps the expiry case, which needs skipped time.
 """
 

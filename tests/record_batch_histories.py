@@ -2,7 +2,7 @@
 
 Runs the batch workflow on the time-skipping server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
-tests/histories/batch_<case>.json; tests/test_replay.py replays them all. Re-record only on
+tests/histories/batch_<case>.json; tests/replay/test_replay.py replays them all. Re-record only on
 purpose, and check the files in.
 """
 

@@ -2,7 +2,7 @@
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder, migrated) through the interesting paths, and writes each
-history to tests/histories/validation_<case>.json. tests/test_replay.py replays every file
+history to tests/histories/validation_<case>.json. tests/replay/test_replay.py replays every file
 there against the current workflow code, so a change that breaks determinism for runs already
 in flight fails the suite. Re-record only on purpose (a deliberately incompatible change that
 ships behind a new workflow name or a patch), and check the files in.

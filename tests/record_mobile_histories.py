@@ -2,7 +2,7 @@
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
-tests/histories/mobile_<case>.json; tests/test_replay.py replays them against the current
+tests/histories/mobile_<case>.json; tests/replay/test_replay.py replays them against the current
 code. Re-record only on purpose, as for the validation histories.
 """
 
