@@ -2,7 +2,7 @@
 
 A run can wait at a gate for a week, so histories written by older code are replayed by newer
 code as a matter of course. Every file in tests/histories (recorded by
-`python -m tests.record_histories` and its batch, mobile and notification siblings) must
+`python -m tests.tools.record_histories` and its batch, mobile and notification siblings) must
 replay without nondeterminism; a failure here means the change needs `workflow.patched` or a
 new workflow name, not a re-recording. Plug-ins use the same kit:
 `waystation.replay.replay_histories`.

@@ -1,10 +1,10 @@
 """Record AgentRun histories through the API on a real stack (`waystation.testing.local_stack`):
-`python -m tests.record_agent_api_histories`.
+`python -m tests.tools.record_agent_api_histories`.
 
 Each case drives the offline planner as a person would (messages, an approval approved,
 rejected with feedback or edited, a tool the model invents), cancels the run, and writes
 tests/histories/agent_<case>.json for tests/replay/test_replay.py. The time-skipping recorder
-(tests.record_agent_histories) keeps the expiry case, which needs skipped time.
+(tests.tools.record_agent_histories) keeps the expiry case, which needs skipped time.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.agent_helpers import BOOK, LIKE, SEARCH
 from tests.helpers import eventually
 from waystation.testing import LocalStack, local_stack
 
-HISTORIES = Path(__file__).resolve().parent / "histories"
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 EDITED = {"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": 150}
 
 

@@ -1,4 +1,4 @@
-"""Record BatchJob histories for the replay test: `python -m tests.record_batch_histories`.
+"""Record BatchJob histories for the replay test: `python -m tests.tools.record_batch_histories`.
 
 Runs the batch workflow on the time-skipping server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
@@ -16,10 +16,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
 from persistence import runs as runs_repo
-from tests import history_recording
+from tests.tools import history_recording
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
-from tests.history_recording import Case
+from tests.tools.history_recording import Case
 from workflows.batch import TEST_GATE, BatchJob
 from workflows.batch_kind import BATCH
 from workflows.batch_models import BatchRunInput, PauseInput

@@ -1,8 +1,8 @@
 """What every history recorder shares: run cases on a time-skipping server against a fresh
 embedded PostgreSQL, and write each case's history to tests/histories/<prefix>_<case>.json.
 
-The recorders (`python -m tests.record_histories`, `tests.record_batch_histories`,
-`tests.record_mobile_histories`) only define their cases; tests/replay/test_replay.py replays every
+The recorders (`python -m tests.tools.record_histories`, `tests.tools.record_batch_histories`,
+`tests.tools.record_mobile_histories`) only define their cases; tests/replay/test_replay.py replays every
 file against the current workflow code.
 """
 
@@ -28,7 +28,7 @@ from waystation.temporal_client import register_search_attributes
 from waystation.testing import installed_binary
 from waystation.worker import build_worker
 
-HISTORIES = Path(__file__).resolve().parent / "histories"
+HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 # A case starts a workflow, drives it (decisions, pauses) and returns its handle.
 Case = Callable[[WorkflowEnvironment, asyncpg.Pool], Awaitable[WorkflowHandle]]

@@ -1,5 +1,5 @@
 """Record a WebhookNotification history for the replay test:
-`python -m tests.record_notification_histories`.
+`python -m tests.tools.record_notification_histories`.
 
 A whole local stack (waystation.testing.local_stack) and a receiver that fails twice, then
 answers 204: the history of a `gate.opened` event's deliveries, retried, is written to
@@ -16,7 +16,7 @@ from tests.helpers import IDEA, eventually
 from tests.webhook_receiver import Receiver
 from waystation.testing import local_stack
 
-FOLDER = Path(__file__).resolve().parent / "histories"
+FOLDER = Path(__file__).resolve().parents[1] / "histories"
 
 
 async def main() -> None:

@@ -1,4 +1,4 @@
-"""Record AgentRun histories for the replay test: `python -m tests.record_agent_histories`.
+"""Record AgentRun histories for the replay test: `python -m tests.tools.record_agent_histories`.
 
 Runs the offline planner on the time-skipping server with the real read model and writes
 tests/histories/agent_<case>.json. Only the expired-approval path records so far: the
@@ -14,9 +14,9 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from tests import history_recording
+from tests.tools import history_recording
 from tests.agent_helpers import new_agent_run, start_agent, waiting
-from tests.history_recording import Case
+from tests.tools.history_recording import Case
 
 TASK_QUEUE = "record-agent-histories"
 

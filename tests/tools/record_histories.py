@@ -1,4 +1,4 @@
-"""Record ValidationRun histories for the replay test: `python -m tests.record_histories`.
+"""Record ValidationRun histories for the replay test: `python -m tests.tools.record_histories`.
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder, migrated) through the interesting paths, and writes each
@@ -21,9 +21,9 @@ from activities.agents import backend_named
 from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
-from tests import history_recording
+from tests.tools import history_recording
 from tests.helpers import eventually, new_validation_run
-from tests.history_recording import Case
+from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput, DelegateInput, ReopenInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
