@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from playwright.async_api import async_playwright, expect
 
-from tests.oidc_stub import oidc_provider
 from tests.browser.test_console_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, TIMEOUT_MS
+from tests.oidc_stub import oidc_provider
 from waystation.settings import Settings
 from waystation.testing import InProcessApi, free_port
 

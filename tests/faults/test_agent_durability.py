@@ -16,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.agent_helpers import SEARCH, new_agent_run, start_agent
 from tests.fault_helpers import worker_env
-from tests.helpers import eventually
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
+from tests.helpers import eventually
 
 # Each offline model request takes this long: the window in which the worker is killed.
 MODEL_DELAY_MS = 1500

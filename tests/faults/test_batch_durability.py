@@ -8,13 +8,13 @@ import signal
 from temporalio.testing import WorkflowEnvironment
 
 from tests.batch_helpers import new_batch_run
-from tests.helpers import eventually
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
     assert_read_model_consistent,
     cleanup_handles,
     worker_processes,
 )
+from tests.helpers import eventually
 from workflows.batch import BatchJob, slice_size
 from workflows.batch_kind import BATCH
 

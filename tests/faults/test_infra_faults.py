@@ -40,8 +40,8 @@ from tests.fault_helpers import (
     start_run_via_api,
     worker_env,
 )
-from tests.helpers import IDEA, eventually
 from tests.faults.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
+from tests.helpers import IDEA, eventually
 from waystation.testing import InProcessApi
 from workflows.validation_kind import VALIDATION
 

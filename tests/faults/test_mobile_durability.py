@@ -8,14 +8,14 @@ import signal
 
 from temporalio.testing import WorkflowEnvironment
 
-from tests.helpers import eventually
-from tests.mobile_helpers import SHOP, new_mobile_run
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
     assert_read_model_consistent,
     cleanup_handles,
     worker_processes,
 )
+from tests.helpers import eventually
+from tests.mobile_helpers import SHOP, new_mobile_run
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from workflows.mobile_kind import MOBILE
 

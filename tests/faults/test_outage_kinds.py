@@ -21,10 +21,10 @@ from temporalio.testing import WorkflowEnvironment
 from persistence.db import create_pool
 from tests.batch_helpers import activity_counts
 from tests.fault_helpers import StreamFollower, api_settings, auth, worker_env
-from tests.helpers import eventually
-from tests.mobile_helpers import SHOP
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
 from tests.faults.test_infra_faults import _read_logs, private_postgres, until_status  # noqa: F401
+from tests.helpers import eventually
+from tests.mobile_helpers import SHOP
 from waystation.testing import InProcessApi
 from workflows.batch_kind import BATCH
 

@@ -13,8 +13,8 @@ from activities.mobile.artifacts import LocalArtifactStore
 from api.auth import issue_token
 from tests.fault_helpers import SECRET, api_settings
 from tests.helpers import eventually
-from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
 from tests.integration.test_retention import gone, sweep
+from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
 from waystation.testing import InProcessApi
 from workflows.retention_models import RetentionSweepInput
 
@@ -57,7 +57,8 @@ async def test_erasure_hides_at_once_and_the_sweep_deletes_after_the_grace(
                 assert (await service.get(f"/runs/{run_id}")).status_code == 404
                 assert (await service.get(f"/runs/{run_id}/events")).status_code == 404
                 assert (await service.get(f"/jobs/{run_id}")).status_code == 404
-            # The user's own token stopped working with the erasure (tests/integration/test_walls_access.py).
+            # The user's own token stopped working with the erasure
+            # (tests/integration/test_walls_access.py).
             for path in ("/runs", "/decisions", f"/runs/{erased[0][0]}"):
                 refused = await owner.get(path)
                 assert refused.status_code == 401

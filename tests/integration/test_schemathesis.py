@@ -2,9 +2,9 @@
 
 The API and a worker run as child processes (`waystation api`, `waystation worker`) against
 the dev server and real Postgres. Schemathesis generates, for every operation but the SSE
-streams (they stream until the run ends; tests/integration/test_streams.py covers them), positive and
-negative examples, then stateful scenarios that follow links (a run just created feeds the
-run-scoped operations). Every request is made as alice and replayed as bob; examples on
+streams (they stream until the run ends; tests/integration/test_streams.py covers them),
+positive and negative examples, then stateful scenarios that follow links (a run just created
+feeds the run-scoped operations). Every request is made as alice and replayed as bob; examples on
 run-, job- and item-scoped operations are also aimed at alice's real resources (a run waiting
 at a gate, a batch job and its item, a finished mobile exploration). Checks, besides all of
 Schemathesis' own (no 5xx; status codes, content types, headers and bodies as the schema

@@ -7,8 +7,8 @@ import base64
 import uuid
 
 from activities.mobile.artifacts import LocalArtifactStore
-from tests.mobile_helpers import NOTES
 from tests.integration.test_mobile_api import api, auth, finished, settings  # noqa: F401 - fixtures
+from tests.mobile_helpers import NOTES
 
 
 async def _explore(api, user: str) -> str:  # noqa: F811

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from activities.mobile.adb import typing_commands
-from tests.mobile_helpers import NOTES
 from tests.integration.test_mobile_api import SECRET, api, auth  # noqa: F401 - the api fixture
+from tests.mobile_helpers import NOTES
 from waystation.settings import Settings
 
 # `input` stands in for the device's: it prints each argument it receives, bracketed.

@@ -11,9 +11,9 @@ import time
 from temporalio.api.enums.v1 import EventType
 
 from tests.fault_helpers import worker_env
-from tests.helpers import eventually, new_validation_run
 from tests.faults.test_durability import WorkerProcesses, start
 from tests.faults.test_infra_faults import task_in_flight
+from tests.helpers import eventually, new_validation_run
 
 TASK_SECONDS = 3
 

@@ -2,8 +2,8 @@
 embedded PostgreSQL, and write each case's history to tests/histories/<prefix>_<case>.json.
 
 The recorders (`python -m tests.tools.record_histories`, `tests.tools.record_batch_histories`,
-`tests.tools.record_mobile_histories`) only define their cases; tests/replay/test_replay.py replays every
-file against the current workflow code.
+`tests.tools.record_mobile_histories`) only define their cases; tests/replay/test_replay.py
+replays every file against the current workflow code.
 """
 
 from __future__ import annotations

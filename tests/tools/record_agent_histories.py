@@ -14,8 +14,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from tests.tools import history_recording
 from tests.agent_helpers import new_agent_run, start_agent, waiting
+from tests.tools import history_recording
 from tests.tools.history_recording import Case
 
 TASK_QUEUE = "record-agent-histories"

@@ -16,9 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
 from persistence import runs as runs_repo
-from tests.tools import history_recording
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
+from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from workflows.batch import TEST_GATE, BatchJob
 from workflows.batch_kind import BATCH

@@ -21,8 +21,8 @@ from activities.agents import backend_named
 from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
-from tests.tools import history_recording
 from tests.helpers import eventually, new_validation_run
+from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput, DelegateInput, ReopenInput
 from workflows.validation import ValidationRun

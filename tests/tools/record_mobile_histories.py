@@ -1,4 +1,5 @@
-"""Record MobileAgentRun histories for the replay test: `python -m tests.tools.record_mobile_histories`.
+"""Record MobileAgentRun histories for the replay test:
+`python -m tests.tools.record_mobile_histories`.
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
@@ -16,10 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from persistence import runs as runs_repo
-from tests.tools import history_recording
 from tests.helpers import eventually
-from tests.tools.history_recording import Case
 from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
+from tests.tools import history_recording
+from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from workflows.mobile_kind import MOBILE
