@@ -83,6 +83,8 @@ async def live(migrated_url, dev_env, pool, tmp_path_factory) -> AsyncIterator[I
     # assertion rewriting), their finalizers trip CPython 3.11.7's "AST constructor recursion
     # depth mismatch".
     gc.collect()
+    # The collected generators' finalizers schedule their closing on this loop; nothing hands them
+    # to us to await, so they get a moment to run.
     await asyncio.sleep(0.2)
 
 
@@ -224,6 +226,7 @@ async def test_batch_page_counts_move_while_the_job_runs(browser, live, pool):
         seen.append(int(await completed.inner_text()))
         if len(seen) > 200:
             break
+        # A sampling period: the test reads the page's counter over time to see it move.
         await asyncio.sleep(0.1)
     moving = sorted({n for n in seen if 0 < n < len(items)})
     assert len(moving) >= 2, f"counts did not move on the page: {seen}"

@@ -45,6 +45,8 @@ def _wait_for(what: str, check: Callable[[], Any], timeout: float, proc: subproc
         result = check()
         if result:
             return result
+        # Synchronous on purpose: `waystation up` is driven as a child process from a plain test,
+        # and `eventually` is a coroutine.
         time.sleep(0.5)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
 
@@ -220,6 +222,7 @@ def test_up_restarts_killed_worker_and_stops_cleanly(
     # Postgres may take a moment to reap its own backends after pg_ctl stop returns.
     deadline = time.monotonic() + 10
     while _processes_using(data_dir) and time.monotonic() < deadline:
+        # A synchronous test (see _wait_for): polls the process table, which has no event to await.
         time.sleep(0.5)
     assert not _processes_using(data_dir), "temporal/postgres processes outlived `up`"
     assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == "zombie"
@@ -253,4 +256,5 @@ def _demo_reaches_a_gate_and_a_decision_moves_it_on(data_dir: Path, api_url: str
     deadline = time.monotonic() + 60
     while not at_next_gate():
         assert time.monotonic() < deadline, "the run did not reach its second gate"
+        # A synchronous test (see _wait_for): polls the API from outside the stack.
         time.sleep(0.5)

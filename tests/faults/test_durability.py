@@ -332,6 +332,8 @@ async def test_worker_sigkilled_every_few_seconds_through_a_whole_run(
                     decided.append(waiting_on)
                     mark = (await progress())[0]
                     continue
+                # The kill lands at a random moment of the run's work: that is the test, so
+                # a random fixed time, not an event.
                 await asyncio.sleep(rng.uniform(0.3, 2.0))
                 kills.append(_sigkill(worker, await _doing(pool, run_id)))
                 worker = worker_processes.start()
@@ -429,7 +431,9 @@ async def test_workers_stopped_while_many_runs_wait_then_every_run_resumes(
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=30) == 0
         before = await _event_keys(pool, ids)
-        await asyncio.sleep(2)  # nothing runs anywhere
+        # Nothing runs anywhere for a while, as between a stop and a deploy: the gap is the
+        # fault being simulated, not a wait for something to happen.
+        await asyncio.sleep(2)
 
         workers.start()
 
@@ -438,17 +442,21 @@ async def test_workers_stopped_while_many_runs_wait_then_every_run_resumes(
         async def decided(handle: WorkflowHandle) -> str:
             """As the API's client would: a 503 (the run's workflow task is being retried,
             e.g. it went to the stopped worker's sticky queue) means send it again."""
-            nonlocal not_ready
+            async def taken() -> str | None:
+                nonlocal not_ready
+                try:
+                    return (await decide(handle, "approve_founders_brief")).status
+                except RPCError as error:
+                    if not workflow_not_ready(error):
+                        raise
+                    not_ready += 1
+                    return None
             async with at_most:
-                for _ in range(60):
-                    try:
-                        return (await decide(handle, "approve_founders_brief")).status
-                    except RPCError as error:
-                        if not workflow_not_ready(error):
-                            raise
-                        not_ready += 1
-                    await asyncio.sleep(1)
-                raise AssertionError(f"{handle.id} never took its decision")
+                try:
+                    status: str = await eventually(taken, timeout=60, interval=1)
+                except AssertionError:
+                    raise AssertionError(f"{handle.id} never took its decision") from None
+                return status
         assert set(await asyncio.gather(*(decided(h) for h in handles))) == {"approved"}
         # Resumed: each run replayed its history, recorded the decision and ran the first
         # crew task of the next phase (the rest of the phase is of no interest here).

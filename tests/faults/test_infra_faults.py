@@ -257,6 +257,8 @@ async def _postgres_faults(client: Client, server: EmbeddedPostgres, pool: async
             outage = {}
             for path in (f"/runs/{run_a}", f"/runs/{run_a}/events"):
                 outage[path] = await http.get(path, headers=auth())
+            # The outage lasts this long whatever the client does (the fault under test),
+            # and the client retries at a fixed pace, as EventSource does.
             for _ in range(3):
                 await early._connect_once(http)
                 await asyncio.sleep(0.5)
@@ -265,7 +267,7 @@ async def _postgres_faults(client: Client, server: EmbeddedPostgres, pool: async
             late = early.statuses[1:]
             while not early.ended:  # and resumes from its Last-Event-ID once it is back
                 await early._connect_once(http)
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # EventSource's reconnection delay, as above
             await until_status(pool, run_a, final=True, timeout=90)
             await asyncio.wait_for(following, timeout=30)
             for path, response in outage.items():

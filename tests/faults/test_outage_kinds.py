@@ -61,6 +61,8 @@ async def test_batch_and_mobile_runs_wait_out_a_postgres_restart(
             await eventually(lambda: _under_way(pool, job, explore), timeout=60)
 
             await asyncio.to_thread(server.stop)
+            # The outage's length is the fault under test: Postgres stays down this long whatever
+            # runs.
             await asyncio.sleep(OUTAGE_SECONDS)
             await asyncio.to_thread(server.start)
 

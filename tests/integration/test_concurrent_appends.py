@@ -35,6 +35,8 @@ async def _recorder(pool, run_id, rng: random.Random) -> None:  # type: ignore[n
             if rng.random() < 0.2:  # a retried activity applies the same write again
                 await apply_write(conn, write)
         i += size
+        # Random jitter between writes interleaves the writers differently each round: part of the
+        # test.
         await asyncio.sleep(rng.random() * 0.002)
 
 
@@ -49,6 +51,7 @@ async def _reporter(pool, run_id, rng: random.Random) -> None:  # type: ignore[n
             if rng.random() < 0.2:  # retried: the same keys keep their first seq
                 assert await append_events(conn, run_id, batch) == seqs
         i += size
+        # Random jitter, as above.
         await asyncio.sleep(rng.random() * 0.002)
 
 

@@ -74,6 +74,7 @@ async def test_mailed_link_decides_the_request_once(http, pool, mailbox):
 
     # The owner and the approver are mailed; the viewer is not.
     await eventually(lambda: asyncio.sleep(0, len(box.messages) >= 2), timeout=60)
+    # No third mail (the viewer's) follows: an absence, shown only by waiting a while.
     await asyncio.sleep(0.5)
     assert sorted(m["To"] for m in box.messages) == sorted(
         [f"{alice}@example.com", f"{bob}@example.com"])

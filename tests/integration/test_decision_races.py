@@ -171,6 +171,7 @@ async def test_decision_while_no_worker_runs_is_503_then_applied_once(stack, poo
     assert response.headers["Retry-After"] == "5"
     assert response.json()["error"]["code"] == "unavailable"
     assert time.monotonic() - started < 10
+    # "Nothing is applied without a worker": an absence, shown only by waiting a while.
     await asyncio.sleep(1.0)
     rows = await gate_rows(pool, run_id)
     assert [r["status"] for r in rows] == ["pending"], "nothing is applied without a worker"
@@ -210,7 +211,9 @@ async def test_decision_after_expiry_is_409_and_changes_nothing(stack, pool, pol
         return bool(rows) and rows[0]["status"] == "expired" and \
             run["status"] == final_status
     await eventually(expired, timeout=30)
-    await asyncio.sleep(0.5)  # whatever follows the expiry has been written
+    # Whatever follows the expiry has been written: the read model has no "settled" event to
+    # await, and the comparison below needs it still.
+    await asyncio.sleep(0.5)
     before = await read_model(pool, run_id)
 
     for body in ({"decision": "approve"}, {"decision": "reject", "feedback": "late"}):
@@ -218,6 +221,7 @@ async def test_decision_after_expiry_is_409_and_changes_nothing(stack, pool, pol
                                headers=auth())
         assert late.status_code == 409, late.text
         assert late.json()["error"]["code"] in ("not_pending", "run_finished")
+    # The late decisions must change nothing: an absence, shown only by waiting a while.
     await asyncio.sleep(0.5)
     assert await read_model(pool, run_id) == before
     rows = await gate_rows(pool, run_id)

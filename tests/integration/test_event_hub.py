@@ -46,6 +46,7 @@ async def test_small_events_arrive_from_the_notification_big_ones_from_the_table
                 received += await _take(sub.queue, 1)
             # A retried write of the same keys adds nothing and announces nothing.
             await events_repo.append_events(conn, run_id, writes)
+        # The retried write must announce nothing: an absence, shown only by waiting a while.
         await asyncio.sleep(0.2)
         assert [e.seq for e in received] == [1, 2, 3]
         assert sub.queue.empty()

@@ -19,7 +19,7 @@ from contracts.writes import EventWrite
 from persistence.db import create_pool
 from persistence.events import append_events, maintain_partitions
 from persistence.migrate import apply_migrations
-from waystation.testing import create_database
+from waystation.testing import create_database, eventually
 
 BEFORE_PARTITIONS = 20
 
@@ -185,11 +185,10 @@ async def _appends_after(url: str, per_run: int) -> None:
                 assert time.perf_counter() - began < 2
             # Any other lock on the table makes a drop give up, and the next maintenance call
             # tries again: after that delete, autovacuum may hold a partition for a while.
-            for _ in range(60):
-                created, dropped = await maintain_partitions(conn)
-                if dropped:
-                    break
-                await asyncio.sleep(0.5)
+            async def maintained() -> tuple[int, int] | None:
+                result = await maintain_partitions(conn)
+                return result if result[1] else None
+            created, dropped = await eventually(maintained, timeout=30, interval=0.5)
             assert created == 0 and dropped >= 1  # the next month may have emptied too
             assert await conn.fetchval("SELECT count(*) FROM run_events") == kept
             assert await conn.fetchval("SELECT to_regclass($1)::text", oldest) is None

@@ -91,6 +91,8 @@ class Stack:
                 if requests.get(f"{self.url}/healthz", timeout=2).status_code == 200:
                     return
             assert time.monotonic() < deadline, self.logs()
+            # Synchronous: schemathesis drives the API from a thread with `requests`; `eventually`
+            # is a coroutine.
             time.sleep(0.2)
 
     def logs(self) -> str:
@@ -257,6 +259,7 @@ def _seed(url: str, owners: Owners, session: requests.Session) -> dict[str, list
             if ready(body):
                 return body
             assert time.monotonic() < deadline, body
+            # Synchronous, as above: this runs in schemathesis' thread.
             time.sleep(0.1)
 
     gated = start({"kind": "validation", "input": {"entrepreneur_input": IDEA,

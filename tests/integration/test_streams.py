@@ -38,12 +38,15 @@ async def start_run(http: httpx.AsyncClient, user: str = "alice", **fields) -> s
 
 async def read_stream(http: httpx.AsyncClient, run_id: str, *, headers: dict | None = None,
                       params: dict | None = None, stop_after: int | None = None,
-                      user: str = "alice") -> list[SseEvent]:
+                      user: str = "alice", opened: asyncio.Event | None = None,
+                      ) -> list[SseEvent]:
     got: list[SseEvent] = []
     async with http.stream("GET", f"/runs/{run_id}/events/stream", params=params,
                            headers={**auth(user), **(headers or {})}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
+        if opened is not None:
+            opened.set()
         async for event in sse_events(response):
             got.append(event)
             if event.event == "end" or (stop_after and len(got) >= stop_after):
@@ -94,8 +97,9 @@ async def test_live_events_arrive_while_run_progresses(live):
             run = (await http.get(f"/runs/{run_id}", headers=auth())).json()
             return run["pending_checkpoint"] == "approve_founders_brief"
         await eventually(waiting)
-        reader = asyncio.create_task(read_stream(http, run_id))
-        await asyncio.sleep(0.3)
+        opened = asyncio.Event()
+        reader = asyncio.create_task(read_stream(http, run_id, opened=opened))
+        await asyncio.wait_for(opened.wait(), timeout=30)
         decided = await http.post(f"/runs/{run_id}/decisions/approve_founders_brief",
                                   headers=auth(), json={"decision": "approve"})
         assert decided.status_code == 200
@@ -123,7 +127,8 @@ async def test_api_restart_mid_run_loses_nothing_for_reconnecting_client(live):
         run_id = await start_run(http, gates=[])
         first = await read_stream(http, run_id, stop_after=5)
     await live.stop()
-    await asyncio.sleep(1.0)  # the run goes on writing while no API is up
+    # The run goes on writing while no API is up: the outage's length is the fault itself.
+    await asyncio.sleep(1.0)
     await live.start()
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
         rest = await asyncio.wait_for(read_stream(
@@ -177,6 +182,8 @@ async def test_open_streams_do_not_hold_database_connections(live):
             return run["pending_checkpoint"] == "approve_founders_brief"
         await eventually(waiting)
         readers = [asyncio.create_task(read_stream(http, run_id)) for _ in range(clients)]
+        # The streams must all stay open for a while (none ends early): only a span of time
+        # can show it.
         await asyncio.sleep(1.0)
         assert not any(r.done() for r in readers)
         answered = await asyncio.wait_for(http.get(f"/runs/{run_id}", headers=auth()), 5)

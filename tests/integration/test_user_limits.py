@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 
@@ -13,7 +12,7 @@ from api.rate_limits import WriteRate
 from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
-from waystation.testing import InProcessApi, free_port
+from waystation.testing import InProcessApi, eventually, free_port
 
 
 def test_write_rate_refills_continuously() -> None:
@@ -60,12 +59,7 @@ async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_ur
             async def reopened() -> bool:
                 async with contextlib.AsyncExitStack() as again:
                     return (await _open_stream(http, alice, again)).status_code == 200
-            for _ in range(50):
-                if await reopened():
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                raise AssertionError("closed streams were never released")
+            await eventually(reopened, timeout=5, interval=0.1)
 
             for _ in range(3):  # within the rate: passed on (and refused as not JSON)
                 write = await http.post("/runs", headers=auth(alice), content=b"x")

@@ -35,6 +35,7 @@ async def listener() -> AsyncIterator[tuple[str, list[str]]]:
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         seen.append("connected")
+        # The fake server holds the connection open, as the did: the behaviour simulated.
         await asyncio.sleep(30)
         writer.close()
 

@@ -85,6 +85,7 @@ async def pause_resume(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workflow
     arg = await new_batch_run(pool, items=items, steps=STEPS, max_workers=1)
     handle = await _start(env, arg)
     await handle.execute_update(BatchJob.pause, PauseInput(requested_by="alice"))
+    # The recorded case is a pause of some length, then a resume: the time is the case.
     await asyncio.sleep(0.2)
     await handle.execute_update(BatchJob.resume, PauseInput(requested_by="alice"))
     return handle

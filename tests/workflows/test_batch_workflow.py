@@ -218,8 +218,11 @@ async def test_pause_resume_and_cancel(time_env, pool, task_queue, run_with):
     await eventually(lambda: asyncio.sleep(0, len(backend.requests) >= 2))
     paused = await handle.execute_update(BatchJob.pause, PauseInput(requested_by="alice"))
     assert paused.status == "paused"
+    # Items already handed to the backend finish after the pause; there is no event for "none in
+    # flight".
     await asyncio.sleep(0.3)
     calls = len(backend.requests)
+    # Nothing new starts while paused: an absence, shown only by waiting a while.
     await asyncio.sleep(0.3)
     assert len(backend.requests) == calls < 30  # nothing new starts while paused
     async with pool.acquire() as conn:

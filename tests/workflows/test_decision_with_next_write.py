@@ -98,6 +98,8 @@ async def decide_and_cancel_while_the_run_is_locked(
         await blocker.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", run_id)
         decided = await decide()
         await handle.cancel()
+        # The lock is held for a chosen time: the race under test is between the cancel and this
+        # lock.
         await asyncio.sleep(hold_s)
         await lock.rollback()
     return decided

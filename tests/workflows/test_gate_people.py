@@ -268,7 +268,8 @@ async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
 
     async def mailed(count: int) -> None:
         await eventually(lambda: asyncio.sleep(0, len(box.messages) >= count), timeout=30)
-        await asyncio.sleep(0.3)  # nothing more arrives
+        # Nothing more arrives: an absence, shown only by waiting a while.
+        await asyncio.sleep(0.3)
 
     with Receiver() as receiver:
         async with pool.acquire() as conn:
