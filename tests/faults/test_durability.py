@@ -41,7 +41,7 @@ from tests.fault_helpers import (
     start_run_via_api,
     worker_env,
 )
-from tests.helpers import eventually, new_validation_run
+from tests.helpers import eventually, new_validation_run, wait_gate
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
@@ -58,15 +58,6 @@ async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> Wor
     return await client.start_workflow(ValidationRun.run, arg,
                                        id=VALIDATION.workflow_id(arg.run_id),
                                        task_queue=task_queue)
-
-
-async def wait_gate(pool: asyncpg.Pool, run_id: uuid.UUID, checkpoint: str,
-                    timeout: float = 30.0) -> None:  # noqa: ASYNC109
-    async def pending() -> bool:
-        async with pool.acquire() as conn:
-            run = await runs_repo.get_run(conn, run_id)
-        return run is not None and run.hitl_state == checkpoint
-    await eventually(pending, timeout=timeout)
 
 
 async def decide(handle: WorkflowHandle, checkpoint: str, decision: str = "approve"):

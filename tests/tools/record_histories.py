@@ -21,7 +21,7 @@ from activities.agents import backend_named
 from contracts.gate_policy import GATE_POLICY_MEMO
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
-from tests.helpers import eventually, new_validation_run
+from tests.helpers import eventually, new_validation_run, wait_gate
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput, DelegateInput, ReopenInput
@@ -43,14 +43,6 @@ async def _start(env: WorkflowEnvironment, pool: asyncpg.Pool, *,
     return handle, arg.run_id
 
 
-async def _wait_gate(pool: asyncpg.Pool, run_id: uuid.UUID, checkpoint: str) -> None:
-    async def pending() -> bool:
-        async with pool.acquire() as conn:
-            run = await runs_repo.get_run(conn, run_id)
-        return run is not None and run.hitl_state == checkpoint
-    await eventually(pending, timeout=30)
-
-
 async def _decide(handle: WorkflowHandle, checkpoint: str, decision: str = "approve",
                   feedback: str | None = None) -> None:
     await handle.execute_update(ValidationRun.decide, DecisionInput(
@@ -60,7 +52,7 @@ async def _decide(handle: WorkflowHandle, checkpoint: str, decision: str = "appr
 async def approve_all(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
     handle, run_id = await _start(env, pool)
     for checkpoint in GATES:
-        await _wait_gate(pool, run_id, checkpoint)
+        await wait_gate(pool, run_id, checkpoint)
         await _decide(handle, checkpoint, feedback="fine")
     return handle
 
@@ -68,30 +60,30 @@ async def approve_all(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowH
 async def reject_segment_override(env: WorkflowEnvironment, pool: asyncpg.Pool
                                   ) -> WorkflowHandle:
     handle, run_id = await _start(env, pool)
-    await _wait_gate(pool, run_id, GATES[0])
+    await wait_gate(pool, run_id, GATES[0])
     await _decide(handle, GATES[0], "reject", feedback="focus on dentists")
     await _wait_until_attempt(handle, 0, 2)
-    await _wait_gate(pool, run_id, GATES[0])
+    await wait_gate(pool, run_id, GATES[0])
     await _decide(handle, GATES[0])
 
-    await _wait_gate(pool, run_id, GATES[1])
+    await wait_gate(pool, run_id, GATES[1])
     async with pool.acquire() as conn:
         gate = await gates_repo.latest_gate_for_checkpoint(conn, run_id, GATES[1])
     assert gate is not None
     segment = next(o for o in gate.options if o.value.startswith("segment_"))
     await _decide(handle, GATES[1], segment.value)
     await _wait_until_attempt(handle, 1, 2)
-    await _wait_gate(pool, run_id, GATES[1])
+    await wait_gate(pool, run_id, GATES[1])
     await _decide(handle, GATES[1])
 
-    await _wait_gate(pool, run_id, GATES[2])
+    await wait_gate(pool, run_id, GATES[2])
     await _decide(handle, GATES[2], "override_proceed", feedback="we accept the risk")
     return handle
 
 
 async def expire_pause_reopen(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
     handle, run_id = await _start(env, pool, gates=[GATES[0]], expiry_policy="pause")
-    await _wait_gate(pool, run_id, GATES[0])
+    await wait_gate(pool, run_id, GATES[0])
     await env.sleep(timedelta(days=7, seconds=1))
 
     async def paused() -> bool:
@@ -101,7 +93,7 @@ async def expire_pause_reopen(env: WorkflowEnvironment, pool: asyncpg.Pool) -> W
     await eventually(paused, timeout=30)
     await handle.execute_update(ValidationRun.reopen,
                                 ReopenInput(checkpoint_name=GATES[0], requested_by="alice"))
-    await _wait_gate(pool, run_id, GATES[0])
+    await wait_gate(pool, run_id, GATES[0])
     await _decide(handle, GATES[0])
     return handle
 
@@ -115,7 +107,7 @@ async def people_quorum_reminders(env: WorkflowEnvironment, pool: asyncpg.Pool
             "budget_usd": {"type": "integer", "minimum": 100}}},
         "answer_options": {"approve": "optional"}, "remind_every": "P1D",
         "escalate_after": "P2D", "escalate_to_roles": ["director"]}})
-    await _wait_gate(pool, run_id, GATES[0])
+    await wait_gate(pool, run_id, GATES[0])
     await env.sleep(timedelta(days=2, hours=12))
     await handle.execute_update(ValidationRun.delegate, DelegateInput(
         checkpoint_name=GATES[0], from_user="alice", to_user="dan"))

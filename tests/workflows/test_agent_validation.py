@@ -27,9 +27,9 @@ from activities.validation.outputs import (
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
-from tests.helpers import new_validation_run
+from tests.helpers import new_validation_run, wait_gate
 from tests.openai_stub import Fail, OpenAIStub, Reply
-from tests.workflows.test_validation_workflow import decide, start, wait_gate
+from tests.workflows.test_validation_workflow import decide, start
 from waystation.worker import build_worker
 from workflows.validation import ValidationRun
 

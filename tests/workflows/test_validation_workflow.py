@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-import asyncpg
 import pytest
 from temporalio.client import (
     Client,
@@ -19,7 +18,7 @@ from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
-from tests.helpers import eventually, new_validation_run
+from tests.helpers import eventually, new_validation_run, wait_gate
 from workflows.gates import DecisionInput
 from workflows.validation import ValidationRun
 from workflows.validation_kind import VALIDATION
@@ -30,14 +29,6 @@ async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> Wor
     return await client.start_workflow(ValidationRun.run, arg,
                                        id=VALIDATION.workflow_id(arg.run_id),
                                        task_queue=task_queue)
-
-
-async def wait_gate(pool: asyncpg.Pool, run_id: uuid.UUID, checkpoint: str) -> None:
-    async def pending() -> bool:
-        async with pool.acquire() as conn:
-            run = await runs_repo.get_run(conn, run_id)
-        return run is not None and run.hitl_state == checkpoint
-    await eventually(pending)
 
 
 async def decide(handle: WorkflowHandle, checkpoint: str, decision: str = "approve",
