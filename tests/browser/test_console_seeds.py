@@ -3,7 +3,8 @@ chromium) against the real API and a worker on the Temporal dev server: a skippe
 run page, flagged answers and a re-run from a step on the batch page, hiding and restoring a
 run, and the runs list's quiet-running and app-package filters.
 
-Screenshots go to tests/artifacts/console/ (gitignored), as in tests/browser/test_console_browser.py.
+Screenshots go to tests/artifacts/console/ (gitignored), as in
+tests/browser/test_console_browser.py.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from playwright.async_api import expect
 from activities.agents import AgentRequest, AgentResponse
 from activities.agents.base import ProgressReporter
 from persistence.runs import create_run
-from tests.helpers import IDEA, FailingTasks, eventually
-from tests.test_console_browser import (  # noqa: F401 - the browser fixtures
+from tests.browser.test_console_browser import (  # noqa: F401 - the browser fixtures
     SECRET,
     bearer,
     browser,
@@ -28,6 +28,7 @@ from tests.test_console_browser import (  # noqa: F401 - the browser fixtures
     signed_in_page,
     start,
 )
+from tests.helpers import IDEA, FailingTasks, eventually
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker

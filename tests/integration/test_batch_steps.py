@@ -19,7 +19,7 @@ from activities.batch.checks import output_flags
 from api.app import create_app
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
-from tests.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

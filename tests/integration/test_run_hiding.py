@@ -10,8 +10,8 @@ from datetime import datetime
 import asyncpg
 
 from persistence.runs import create_run
-from tests.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
-from tests.test_retention import sweep
+from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from tests.integration.test_retention import sweep
 from workflows.retention_models import RetentionSweepInput
 
 

@@ -12,8 +12,8 @@ import asyncpg
 
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
-from tests.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
-from tests.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
+from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from tests.integration.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
 
 
 async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice") -> str:

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from api.app import create_app
 from tests.helpers import IDEA, FailingTasks, eventually
-from tests.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

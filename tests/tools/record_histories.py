@@ -124,7 +124,7 @@ async def task_failed_skip(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Work
     """A task fails for good; a person skips it at the task_failed gate (a `skipped` event)."""
     BACKEND.failing = {"assess_fit"}
     handle, run_id = await _start(env, pool, gates=[])
-    await _wait_gate(pool, run_id, "task_failed")
+    await wait_gate(pool, run_id, "task_failed")
     await _decide(handle, "task_failed", "skip", feedback="go on without it")
     return handle
 
