@@ -50,6 +50,8 @@ class ApiProcess:
             except httpx.HTTPError:
                 pass
             assert time.monotonic() < deadline, f"the API never served:\n{self.logs()}"
+            # Synchronous on purpose (callers in plain and async tests start the process alike);
+            # `eventually` is a coroutine.
             time.sleep(0.1)
 
     def terminate(self) -> float:

@@ -56,6 +56,7 @@ class ScriptedBackend:
         self.most_running = max(self.most_running, self.running)
         try:
             if self.delay:
+                # The scripted backend's latency: a stand-in for a slow model, not a wait.
                 await asyncio.sleep(self.delay)
             output = self.rule(request, self.calls[key])
         finally:

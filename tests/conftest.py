@@ -39,6 +39,10 @@ from workflows import search_attributes
 
 BIN = Path(sys.executable).parent
 
+# The tiers, one folder each under tests/, by what their tests start (docs/tests.md).
+TIERS = ("unit", "workflows", "integration", "browser", "faults", "replay")
+TESTS = Path(__file__).resolve().parent
+
 # anyio and schemathesis import their modules lazily, and pytest rewrites them on import
 # (both are pytest plugins). Rewriting compiles an AST, and CPython 3.11.7's compile is not
 # thread-safe ("AST constructor recursion depth mismatch") while worker threads run. Import
@@ -52,6 +56,18 @@ for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
 # Every worker the tests start runs Waystation's own workflows in Temporal's sandbox too, so
 # the checks production skips for speed are made here (waystation/sandboxing.py).
 os.environ["WAYSTATION_SANDBOX_EVERY_WORKFLOW"] = "1"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, so `pytest -m workflows` runs one tier. A plug-in's own
+    tests (examples/*/tests) start its local stack: integration, their replays replay."""
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in TIERS:
+            tier = path.relative_to(TESTS).parts[0]
+        else:
+            tier = "replay" if "replay" in item.name else "integration"
+        item.add_marker(tier)
 
 
 @pytest.fixture(scope="session")

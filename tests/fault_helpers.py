@@ -24,7 +24,7 @@ from api.auth import issue_token
 from tests.sse_client import SseEvent, sse_events
 from waystation.devstack import find_temporal_binary, temporal_argv
 from waystation.settings import Settings
-from waystation.testing import free_port
+from waystation.testing import eventually, free_port
 
 SECRET = "fault-secret-0123456789-0123456789-abcdef"
 
@@ -50,18 +50,18 @@ class TemporalDevServer:
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         self._spawn()
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, f"temporal exited:\n{self.logs()}"
+
+        async def serving() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, \
+                f"temporal exited:\n{self.logs()}"
             try:
                 client = await asyncio.wait_for(self.connect(), 5)
                 await client.workflow_service.describe_namespace(
                     DescribeNamespaceRequest(namespace="default"))
-                return
             except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    raise
-            await asyncio.sleep(0.3)
+                return False
+            return True
+        await eventually(serving, timeout=timeout, interval=0.3)
 
     def _spawn(self) -> None:
         argv = temporal_argv(self.settings, find_temporal_binary()) + ["--headless"]
@@ -154,22 +154,27 @@ async def decide_via_api(http: httpx.AsyncClient, run_id: uuid.UUID, checkpoint:
                          user: str = "alice") -> dict:
     """POST the decision until it is taken, as a client told `503, Retry-After` would; every
     status seen is appended to `statuses`."""
-    deadline = time.monotonic() + timeout
-    while True:
+    async def taken() -> dict | None:
         try:
             response = await http.post(f"/runs/{run_id}/decisions/{checkpoint}",
                                        headers=auth(user), json={"decision": "approve"},
                                        timeout=30)
         except httpx.HTTPError:
             statuses.append(-1)
-        else:
-            statuses.append(response.status_code)
-            if response.status_code == 200:
-                return response.json()
-            assert response.status_code == 503, response.text
-            assert response.headers.get("Retry-After"), response.headers
-        assert time.monotonic() < deadline, f"decision never taken: {statuses}"
-        await asyncio.sleep(0.5)
+            return None
+        statuses.append(response.status_code)
+        if response.status_code == 200:
+            return response.json()
+        assert response.status_code == 503, response.text
+        assert response.headers.get("Retry-After"), response.headers
+        return None
+    try:
+        decided: dict = await eventually(taken, timeout=timeout, interval=0.5)
+    except AssertionError as error:
+        if "condition not met" not in str(error):
+            raise
+        raise AssertionError(f"decision never taken: {statuses}") from None
+    return decided
 
 
 # --- an SSE client that resumes ----------------------------------------------------------
@@ -206,6 +211,8 @@ class StreamFollower:
             while not self.ended:
                 await self._connect_once(http)
                 if not self.ended:
+                    # EventSource's reconnection delay: the client under test waits a fixed
+                    # time before it reconnects, as a browser does.
                     await asyncio.sleep(0.2)
 
     async def _connect_once(self, http: httpx.AsyncClient) -> None:
@@ -271,6 +278,8 @@ class ReadModelWatcher:
     async def _watch(self) -> None:
         while True:
             await self._sample()
+            # A sampling period, not a wait: the watcher looks at the row every 0.1 s for as
+            # long as the faults go on.
             await asyncio.sleep(0.1)
 
     async def _sample(self) -> None:

@@ -17,7 +17,7 @@ from activities.agents.base import (
     ProgressReporter,
     Usage,
 )
-from persistence.runs import create_run
+from persistence.runs import create_run, get_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.testing import eventually as eventually  # shared with plug-ins' tests
@@ -60,6 +60,16 @@ async def new_validation_run(pool: asyncpg.Pool, owner: str = "alice",
                          workflow_id=VALIDATION.workflow_id(run_id), idempotency_key=None,
                          input=run_input.model_dump(mode="json"))
     return ValidationRunInput(run_id=run_id, owner=owner, input=run_input)
+
+
+async def wait_gate(pool: asyncpg.Pool, run_id: uuid.UUID, checkpoint: str, *,
+                    timeout: float = 30.0) -> None:  # noqa: ASYNC109
+    """Until the read model shows the run waiting at `checkpoint`."""
+    async def pending() -> bool:
+        async with pool.acquire() as conn:
+            run = await get_run(conn, run_id)
+        return run is not None and run.hitl_state == checkpoint
+    await eventually(pending, timeout=timeout)
 
 
 @asynccontextmanager

@@ -155,6 +155,7 @@ class OpenAIStub:
             return JSONResponse({"error": {"message": item.message, "type": "scripted"}},
                                 status_code=item.status, headers=headers)
         if isinstance(item, Stall):
+            # A scripted stall of the stub server: the behaviour being simulated.
             await asyncio.sleep(item.seconds)
             item = None
         if isinstance(item, RefuseSchema):
@@ -193,6 +194,7 @@ class OpenAIStub:
         yield chunk({"role": "assistant", "content": ""})
         for start in range(0, len(text), 24):
             if self.chunk_delay:
+                # The stub's pace between streamed chunks: the behaviour being simulated.
                 await asyncio.sleep(self.chunk_delay)
             yield chunk({"content": text[start:start + 24]})
         yield chunk({}, "stop")

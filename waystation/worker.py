@@ -45,7 +45,7 @@ from workflows.webhook_notification import WebhookNotification
 log = logging.getLogger(__name__)
 
 
-# Workflows of every installation besides the run kinds' (replayed by tests/test_replay.py).
+# Workflows of every installation besides the run kinds' (replayed by tests/replay/test_replay.py).
 NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail)
 
 

@@ -1,4 +1,4 @@
-// The real @ag-ui/client HttpAgent against a live Waystation API (tests/test_ag_ui_node.py starts
+// The real @ag-ui/client HttpAgent against a live Waystation API (tests/integration/test_ag_ui_node.py starts
 // the API and runs this with WAYSTATION_URL and WAYSTATION_TOKEN). Exits non-zero on the first
 // failed check; prints one line per scenario passed.
 import assert from "node:assert/strict";

@@ -1,5 +1,6 @@
 """A plug-in kind whose steps are recorder writes, with one gate whose decision travels with
-the next write (`ask_human(..., record_with_next=True)`): tests/test_decision_with_next_write.py."""
+the next write (`ask_human(..., record_with_next=True)`):
+tests/workflows/test_decision_with_next_write.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from content_review.workflow import ContentReview
 
 from waystation.sdk import replay_histories
-from waystation.testing import LocalStack, local_stack, sse_events
+from waystation.testing import LocalStack, eventually, local_stack, sse_events
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
@@ -25,13 +25,12 @@ async def stack():
 async def inbox_request(stack: LocalStack, run_id: str, checkpoint: str) -> dict:
     """The pending request of `run_id` at `checkpoint`, as the owner's inbox shows it."""
     async with stack.client("editor") as http:
-        for _ in range(300):
+        async def in_inbox() -> dict | None:
             pending = (await http.get("/decisions")).json()["decisions"]
-            for request in pending:
-                if request["run_id"] == run_id and request["checkpoint_name"] == checkpoint:
-                    return request
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"{checkpoint} never reached the inbox")
+            return next((r for r in pending if r["run_id"] == run_id
+                         and r["checkpoint_name"] == checkpoint), None)
+        request: dict = await eventually(in_inbox, timeout=30, interval=0.1)
+        return request
 
 
 async def decide(stack: LocalStack, request: dict, decision: str, feedback: str | None = None):

@@ -1,0 +1,108 @@
+"""An agent run's worker SIGKILLed between a tool call and the next model request (dev
+server, real Postgres, `python -m waystation worker` subprocesses): the run finishes its turn
+on a new worker, no tool call runs twice, and no event is recorded twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from tests.agent_helpers import SEARCH, new_agent_run, start_agent
+from tests.fault_helpers import worker_env
+from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
+from tests.helpers import eventually
+
+# Each offline model request takes this long: the window in which the worker is killed.
+MODEL_DELAY_MS = 1500
+
+
+@pytest.fixture
+def workers(dev_env: WorkflowEnvironment, migrated_url: str, task_queue: str,
+            tmp_path: Path) -> Iterator[WorkerProcesses]:
+    procs = WorkerProcesses(worker_env(migrated_url,
+                                       dev_env.client.service_client.config.target_host,
+                                       task_queue, tmp_path / "data", delay_ms=MODEL_DELAY_MS),
+                            tmp_path)
+    yield procs
+    procs.stop_all()
+
+
+def activities(history, event_type: EventType.ValueType, kind: str) -> list:
+    """The history's events of `event_type` for activities whose type name contains `kind`."""
+    scheduled = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+                 for e in history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    found = []
+    for e in history.events:
+        if e.event_type != event_type:
+            continue
+        if event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = scheduled[e.event_id]
+        elif event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            name = scheduled[e.activity_task_started_event_attributes.scheduled_event_id]
+        else:
+            name = scheduled[e.activity_task_completed_event_attributes.scheduled_event_id]
+        if kind in name:
+            found.append(e)
+    return found
+
+
+async def model_request_after_a_tool_call(handle: WorkflowHandle) -> bool:
+    """A tool call has completed and the next model request is scheduled: the worker is
+    inside it (the offline model sleeps MODEL_DELAY_MS)."""
+    history = await handle.fetch_history()
+    tool_done = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "call_tool")
+    if not tool_done:
+        return False
+    models = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "model_request")
+    return any(m.event_id > tool_done[0].event_id for m in models)
+
+
+@pytest.mark.slow
+async def test_worker_sigkilled_between_a_tool_call_and_the_next_model_request(
+        dev_env, pool, task_queue, workers):
+    arg = await new_agent_run(pool, message=SEARCH)
+    first = workers.start()
+    handle = await start_agent(dev_env.client, arg, task_queue)
+    try:
+        await eventually(lambda: model_request_after_a_tool_call(handle), timeout=60,
+                         interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"no tool call; worker log:\n{workers.logs()}") from None
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    assert first.returncode == -signal.SIGKILL
+
+    workers.start()
+
+    async def answered() -> bool:
+        async with pool.acquire() as conn:
+            return await conn.fetchval("SELECT status FROM runs WHERE id = $1",
+                                       arg.run_id) == "paused"
+    try:
+        await eventually(answered, timeout=60, interval=0.2)
+    except AssertionError:
+        raise AssertionError(f"turn not finished; worker logs:\n{workers.logs()}") from None
+
+    history = await handle.fetch_history()
+    tool_runs = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "call_tool")
+    assert [e.activity_task_started_event_attributes.attempt for e in tool_runs] == [1]
+    # The model request the worker died in really was run again, on the new worker.
+    attempts = [e.activity_task_started_event_attributes.attempt for e in activities(
+        history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "model_request")]
+    assert max(attempts) >= 2, attempts
+
+    events = await assert_read_model_consistent(pool, arg.run_id)
+    types = [e.type for e in events]
+    assert types.count("tool.called") == 1 and types.count("tool.returned") == 1
+    assert types.count("agent.answered") == 1 and types.count("message.received") == 1
+    answer = next(e.output for e in events if e.type == "agent.answered")
+    assert answer["text"].startswith("I found 3:")
+    await handle.terminate("test over")

@@ -1,0 +1,105 @@
+"""Per-user caps: open streams and writes per minute, 429 with Retry-After, nothing written."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import httpx
+
+from api.auth import SESSION_COOKIE
+from api.rate_limits import WriteRate
+from tests.console_helpers import login_path
+from tests.fault_helpers import api_settings, auth
+from tests.helpers import IDEA
+from waystation.testing import InProcessApi, eventually, free_port
+
+
+def test_write_rate_refills_continuously() -> None:
+    rate = WriteRate(per_minute=60)
+    assert [rate.take("a", 0.0) for _ in range(60)] == [0.0] * 60
+    assert rate.take("a", 0.0) == 1.0  # one token a second
+    assert rate.take("b", 0.0) == 0.0  # another user has their own bucket
+    assert rate.take("a", 0.5) == 0.5
+    assert rate.take("a", 1.0) == 0.0
+
+
+async def _open_stream(http: httpx.AsyncClient, user: str,
+                       stack: contextlib.AsyncExitStack) -> httpx.Response:
+    response = await stack.enter_async_context(
+        http.stream("GET", "/decisions/stream", headers=auth(user)))
+    if response.status_code == 200:  # held open until the stack closes
+        lines = response.aiter_lines()
+        # Dropping the iterator would close the response when it is collected.
+        stack.push_async_callback(lines.aclose)
+        await anext(lines)
+    else:
+        await response.aread()
+    return response
+
+
+async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_url, pool):
+    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
+                            max_streams_per_user=2, writes_per_minute=3)
+    api = InProcessApi(settings)
+    await api.start()
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            async with contextlib.AsyncExitStack() as streams:
+                first = [await _open_stream(http, alice, streams) for _ in range(2)]
+                assert [r.status_code for r in first] == [200, 200]
+                refused = await _open_stream(http, alice, streams)
+                assert refused.status_code == 429
+                assert int(refused.headers["Retry-After"]) > 0
+                assert refused.json()["error"] == {
+                    "code": "rate_limited", "message": "at most 2 open streams per user"}
+                assert (await _open_stream(http, bob, streams)).status_code == 200
+            # Closed streams free their places (the server notices the disconnect).
+            async def reopened() -> bool:
+                async with contextlib.AsyncExitStack() as again:
+                    return (await _open_stream(http, alice, again)).status_code == 200
+            await eventually(reopened, timeout=5, interval=0.1)
+
+            for _ in range(3):  # within the rate: passed on (and refused as not JSON)
+                write = await http.post("/runs", headers=auth(alice), content=b"x")
+                assert write.status_code == 415, write.text
+            start = await http.post("/runs", headers=auth(alice), json={
+                "kind": "validation", "input": {"entrepreneur_input": IDEA}})
+            assert start.status_code == 429, start.text
+            assert 1 <= int(start.headers["Retry-After"]) <= 20
+            assert start.json()["error"]["code"] == "rate_limited"
+            assert (await http.get("/runs", headers=auth(alice))).status_code == 200  # reads
+            unauthenticated = await http.post("/runs", json={})
+            assert unauthenticated.status_code == 401
+    finally:
+        await api.stop()
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM runs WHERE owner = $1", alice) == 0
+
+
+async def test_a_console_session_is_held_to_the_same_caps(migrated_url, pool):
+    """A console user signs in by cookie, not a bearer token: their streams and writes count
+    too (the cookie is the caller until the route checks it)."""
+    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
+                            max_streams_per_user=1, writes_per_minute=2)
+    api = InProcessApi(settings)
+    await api.start()
+    user = f"carol-{uuid.uuid4().hex[:6]}"
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            signed_in = await http.get(await login_path(pool, user))
+            assert signed_in.status_code == 303 and SESSION_COOKIE in http.cookies
+            async with contextlib.AsyncExitStack() as streams:
+                held = await streams.enter_async_context(http.stream("GET", "/decisions/stream"))
+                assert held.status_code == 200
+                lines = held.aiter_lines()
+                streams.push_async_callback(lines.aclose)
+                await anext(lines)
+                second = await http.get("/decisions/stream")
+                assert second.status_code == 429, second.text
+            # Within the rate the routes answer (403: no CSRF token); then 429 before them.
+            answers = [(await http.post("/runs", json={})).status_code for _ in range(3)]
+            assert answers == [403, 403, 429]
+    finally:
+        await api.stop()

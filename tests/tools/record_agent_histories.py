@@ -1,0 +1,72 @@
+"""Record AgentRun histories for the replay test: `python -m tests.tools.record_agent_histories`.
+
+Runs the offline planner on the time-skipping server with the real read model and writes
+tests/histories/agent_<case>.json. Only the expired-approval path records so far: the
+conversation and continue-as-new cases hung in the recorder (see the issue-12 report).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import asyncpg
+from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from activities.agents import backend_named
+from tests.agent_helpers import new_agent_run, say, start_agent, waiting
+from tests.tools import history_recording
+from tests.tools.history_recording import Case
+from workflows.agent_models import AgentCarry
+
+TASK_QUEUE = "record-agent-histories"
+
+
+async def _end(env: WorkflowEnvironment, handle: WorkflowHandle, turn: int) -> WorkflowHandle:
+    """The current run's handle; its idle timeout ends it, so the recorder gets a finished
+    history."""
+    await waiting(handle, turn=turn)
+    run_id = (await handle.describe()).run_id
+    return env.client.get_workflow_handle(handle.id, run_id=run_id)
+
+
+async def approval_expires(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    arg = await new_agent_run(pool, message="Book Banyan Courtyard on 2027-03-01 for 90 guests",
+                              approval_timeout_seconds=3600, idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await waiting(handle, "approval")
+    await env.sleep(timedelta(hours=2))
+    return await _end(env, handle, 1)
+
+
+async def fork_after_turn(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """A fork (POST /runs/{id}/fork) after a source's first turn: it names its source,
+    answers the next message as turn 2 re-primed from the summary, then idles out."""
+    arg = await new_agent_run(pool, idle_timeout_seconds=3600)
+    source = {"run_id": str(uuid.uuid4()), "snapshot": 3, "checkpoint": None, "decision": None}
+    fork = arg.model_copy(update={"forked_from": source, "carry": AgentCarry(
+        turn=1, context_summary="Priya plans a team offsite for 90 guests in March.",
+        last_answer="Here are three venues.")})
+    handle = await start_agent(env.client, fork, TASK_QUEUE)
+    await waiting(handle, turn=1)
+    await say(handle, "Make it cheaper")
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
+CASES: dict[str, Case] = {
+    "approval_expires": approval_expires,
+    "fork_after_turn": fork_after_turn,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return history_recording.main(
+        argv, description=__doc__.splitlines()[0], prefix="agent", cases=CASES,
+        task_queue=TASK_QUEUE, backend=backend_named("offline"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

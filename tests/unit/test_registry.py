@@ -1,0 +1,106 @@
+"""The run-kind registry: built-ins, entry points and WAYSTATION_PLUGINS, and broken plug-ins
+refused with a message that names the plug-in and the problem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contracts.kinds import PluginError
+from waystation.registry import load_registry
+from waystation.settings import Settings
+from waystation.worker import agent_backend
+
+WAYSTATION = str(Path(sys.executable).parent / "waystation")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
+    registry = load_registry()
+    assert registry.names[:3] == ["validation", "batch", "mobile_agent"]
+    assert registry.kinds["validation"].source == "builtin"
+    assert "entry point waystation.run_kinds:content_review" in \
+        registry.kinds["content_review"].source
+    assert "house_style" in registry.backends
+
+
+@pytest.mark.parametrize("module, problem", [
+    ("tests.plugin_samples.broken",
+     "failed to import: RuntimeError: this plug-in is broken on purpose"),
+    ("tests.plugin_samples.taken_name",
+     "kind name 'validation' is taken (registered by builtin)"),
+    ("tests.plugin_samples.not_pydantic", "is not a pydantic model"),
+    ("tests.plugin_samples.missing", "failed to import: ModuleNotFoundError"),
+    ("tests.plugin_samples.agent_not_durable",
+     "agent 'forgetful' has no TemporalDurability capability, so its model requests and tool "
+     "calls would not be durable: add capabilities=[TemporalDurability()]"),
+    ("tests.plugin_samples.agent_unknown_framework",
+     "agent 'home_made' (tests.plugin_samples.agent_unknown_framework.HomeMadeAgent) is not an "
+     "agent of a framework Waystation runs (pydantic_ai)"),
+    ("tests.plugin_samples.agent_durable_name_taken",
+     "agent 'second_planner' has the durable name 'planner' of agent 'planner' (builtin): give "
+     "it another Agent(name=...)"),
+])
+def test_broken_plugins_are_refused_naming_plugin_and_problem(module: str, problem: str) -> None:
+    with pytest.raises(PluginError) as refused:
+        load_registry([module], use_entry_points=False)
+    assert f"WAYSTATION_PLUGINS module {module}" in str(refused.value)
+    assert problem in str(refused.value)
+
+
+def test_plugin_backend_is_chosen_by_name() -> None:
+    registry = load_registry(["tests.plugin_samples.backend_only"], use_entry_points=False)
+    settings = Settings(agent_backend="sample_noop")  # type: ignore[call-arg]
+    assert agent_backend(settings, registry).name == "noop"
+
+
+@pytest.mark.parametrize("command", [["api"], ["worker"], ["kinds"], ["agents"]])
+def test_api_worker_and_cli_refuse_to_start_with_a_broken_plugin(command: list[str],
+                                                                 tmp_path: Path) -> None:
+    env = {**os.environ, "WAYSTATION_PLUGINS": "tests.plugin_samples.taken_name",
+           "WAYSTATION_DATA_DIR": str(tmp_path), "DATABASE_URL": "postgresql://nowhere:1/x",
+           "PYTHONPATH": str(ROOT)}  # where tests.plugin_samples lives
+    done = subprocess.run([WAYSTATION, *command], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "plug-in error: WAYSTATION_PLUGINS module tests.plugin_samples.taken_name: kind " \
+           "name 'validation' is taken" in done.stderr
+
+
+def test_waystation_kinds_lists_every_kind_with_its_source() -> None:
+    done = subprocess.run([WAYSTATION, "kinds"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "WAYSTATION_PLUGINS": ""})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:2] == ["validation", "ValidationRun"] and "builtin" in line
+               for line in lines)
+    assert any(line.startswith("content_review ") and "waystation-content-review" in line
+               for line in lines)
+
+
+def test_waystation_agents_lists_every_agent_with_its_framework_and_source() -> None:
+    done = subprocess.run([WAYSTATION, "agents"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "WAYSTATION_PLUGINS": ""})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["AGENT", "FRAMEWORK", "SOURCE"]
+    assert ["planner", "pydantic_ai", "builtin"] in [line.split() for line in lines]
+    assert any(line.split()[:2] == ["refunds", "pydantic_ai"]
+               and "entry point waystation.agents:refunds" in line
+               and "waystation-pydantic-ai-agent" in line for line in lines)
+
+
+def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "WAYSTATION_PLUGINS": "tests.plugin_samples.agent_not_durable",
+           "WAYSTATION_DATA_DIR": str(tmp_path), "DATABASE_URL": "postgresql://nowhere:1/x",
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([WAYSTATION, "worker"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "agent 'forgetful' has no TemporalDurability capability" in done.stderr
+    assert "add capabilities=[TemporalDurability()]" in done.stderr
