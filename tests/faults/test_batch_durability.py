@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.batch_helpers import new_batch_run
@@ -72,6 +73,9 @@ async def test_sigkill_mid_job_then_new_worker_finishes_without_rerunning_steps(
     assert events[-1].type == "run.completed"
 
 
+# About 20 s: in the slow tier, so the README's test command keeps its margin under 10
+# minutes; the fast tier keeps the kill mid-job above.
+@pytest.mark.slow
 async def test_sigkill_mid_slice_reruns_no_completed_step(
         dev_env: WorkflowEnvironment, pool, task_queue, worker_processes,  # noqa: F811
         cleanup_handles):  # noqa: F811
