@@ -52,7 +52,8 @@ async def create_run(
         # Neither key nor name conflicted: the id did, a run the caller may not even see
         # (row-level security), so it is told only that the id is taken.
         raise RunIdTaken(f"run id {run_id} is taken")
-    raise RunIdTaken(f"run id {run_id} is taken")
+    raise RuntimeError(f"run {run_id} conflicted {NAMED_INSERT_ATTEMPTS} times with a named "
+                       "run that was gone when read")
 
 
 async def get_run(conn: asyncpg.Connection, run_id: UUID) -> RunRow | None:
