@@ -17,6 +17,7 @@ from tests.helpers import eventually
 from workflows.agent import AgentRun
 from workflows.agent_kind import AGENT
 from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
+from workflows.gates import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
 LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."
@@ -62,6 +63,11 @@ async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | Non
 async def say(handle: WorkflowHandle, text: str, by: str = "priya") -> Any:
     await waiting(handle, "message")
     return await handle.execute_update(AgentRun.post_message, MessageInput(text=text, sent_by=by))
+
+
+async def decide(handle: WorkflowHandle, checkpoint: str, decision: str, **fields: Any) -> Any:
+    return await handle.execute_update(AgentRun.decide, DecisionInput(
+        checkpoint_name=checkpoint, decision=decision, decided_by="rohan", **fields))
 
 
 async def events_of(pool: asyncpg.Pool, run_id: uuid.UUID) -> list:

@@ -97,16 +97,31 @@ async def pool(migrated_url: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-@pytest_asyncio.fixture(scope="module")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A time-skipping server per test module: the server stops skipping time while any
-    activity is outstanding, so one module's leftovers must not hold up another's 7 days."""
+@contextlib.asynccontextmanager
+async def time_skipping_server() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         test_server_existing_path=installed_binary("temporal-test-server"))
     await register_search_attributes(env.client, "default")
     yield env
     await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server per test module: the server stops skipping time while any
+    activity is outstanding, so one module's leftovers must not hold up another's 7 days."""
+    async with time_skipping_server() as env:
+        yield env
+
+
+@pytest_asyncio.fixture
+async def own_time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server for one test. A query the client gave up on (on a loaded
+    machine, one sent while a run continues as new) leaves that server refusing to skip time
+    for good, so a test that skips days and follows other tests would hang on its sleep."""
+    async with time_skipping_server() as env:
+        yield env
 
 
 @pytest_asyncio.fixture(scope="session")
