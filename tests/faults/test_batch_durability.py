@@ -23,6 +23,7 @@ STEPS = [{"name": "summarize", "template": "Summarize {{ item.text }}"},
          {"name": "grade", "template": "Grade {{ outputs.summarize.summary }}"}]
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_job_then_new_worker_finishes_without_rerunning_steps(
         dev_env: WorkflowEnvironment, pool, task_queue, worker_processes,  # noqa: F811
         cleanup_handles):  # noqa: F811
@@ -73,8 +74,6 @@ async def test_sigkill_mid_job_then_new_worker_finishes_without_rerunning_steps(
     assert events[-1].type == "run.completed"
 
 
-# About 20 s: in the slow tier, so the README's test command keeps its margin under 10
-# minutes; the fast tier keeps the kill mid-job above.
 @pytest.mark.slow
 async def test_sigkill_mid_slice_reruns_no_completed_step(
         dev_env: WorkflowEnvironment, pool, task_queue, worker_processes,  # noqa: F811

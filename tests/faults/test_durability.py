@@ -195,6 +195,7 @@ async def cleanup_handles() -> AsyncIterator[list[WorkflowHandle]]:
             pass
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_task_then_new_worker_completes_run(
         dev_env: WorkflowEnvironment, pool, task_queue, worker_processes, cleanup_handles):
     client = dev_env.client
@@ -391,7 +392,8 @@ def _sigkill(proc: subprocess.Popen, when: str) -> str:
 
 # --- 5. every worker stopped while many runs wait at a gate --------------------------------
 
-@pytest.mark.parametrize("runs", [100, pytest.param(1000, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("runs", [1000])
 async def test_workers_stopped_while_many_runs_wait_then_every_run_resumes(
         dev_env: WorkflowEnvironment, pool, migrated_url, task_queue, tmp_path, runs):
     """N runs park at their first gate; the only worker is stopped; a fresh worker (empty

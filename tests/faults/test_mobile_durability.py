@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
@@ -20,6 +21,7 @@ from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from workflows.mobile_kind import MOBILE
 
 
+@pytest.mark.slow
 async def test_sigkill_mid_run_resumes_without_duplicates(
         dev_env: WorkflowEnvironment, pool, task_queue,
         worker_processes, cleanup_handles):  # noqa: F811 - the imported fixtures

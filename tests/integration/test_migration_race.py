@@ -16,6 +16,7 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 import pytest_asyncio
 
 from persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
@@ -139,6 +140,7 @@ async def test_five_connections_race_in_one_process(empty_database, migrated_url
     await assert_migrated_once(empty_database, migrated_url)
 
 
+@pytest.mark.slow
 async def test_three_workers_and_two_apis_started_at_once_on_an_empty_database(
         empty_database, migrated_url, dev_env, tmp_path):
     """The real processes, each migrating before it serves: one applies the migrations, the
