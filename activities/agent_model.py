@@ -60,6 +60,12 @@ def use_openai_model(config: OpenAIModelConfig | None) -> None:
     _openai = config
 
 
+def configured_openai_model() -> OpenAIModelConfig | None:
+    """The worker's configured endpoint, for agents of other frameworks (a LangGraph node's
+    model: activities.agent_langgraph)."""
+    return _openai
+
+
 def _chat_model(config: OpenAIModelConfig) -> Model:
     # Imported here: the OpenAI SDK is large, and only a worker configured for it needs it.
     from pydantic_ai.models.openai import OpenAIChatModel

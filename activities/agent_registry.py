@@ -1,13 +1,14 @@
 """The agents an `agent` run may name: built-in ones and those plug-ins register, each with
 its framework and where it came from.
 
-A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`); today a
+A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`): a
 `pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a workflow, its
-model requests and tool calls are activities). The registry (`waystation.registry`) adds the
-agents of the entry-point group `waystation.agents` and of `WAYSTATION_PLUGINS` modules
-(`AGENTS = {"name": agent}`) when the API or the worker starts; the API then refuses a run
-naming any other, and the worker registers every agent's activities. The workflow finds its
-agent here by name, in the same process.
+model requests and tool calls are activities), or a compiled LangGraph graph whose nodes say
+where they run (activities.agent_langgraph: its nodes become activities). The registry
+(`waystation.registry`) adds the agents of the entry-point group `waystation.agents` and of
+`WAYSTATION_PLUGINS` modules (`AGENTS = {"name": agent}`) when the API or the worker starts;
+the API then refuses a run naming any other, and the worker registers every agent's
+activities. The workflow finds its agent here by name, in the same process.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registr
 
 from contracts.kinds import PluginError
 
-# The frameworks whose agents a run can carry. `openai_agents` and `langgraph` come next
-# (docs/agents.md, "Bring the agent you have"); each adds one adapter, not a second run kind.
-Framework = Literal["pydantic_ai"]
-FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai",)
+# The frameworks whose agents a run can carry. `openai_agents` comes next (docs/agents.md,
+# "Bring the agent you have"); each adds one adapter, not a second run kind.
+Framework = Literal["pydantic_ai", "langgraph"]
+FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai", "langgraph")
 BUILTIN = "builtin"
 BUILTIN_AGENTS = {"planner": "activities.planner.agent:planner"}
 
@@ -37,7 +38,10 @@ class RegisteredAgent:
     # "builtin", "entry point waystation.agents:NAME = MODULE:ATTR (DIST VERSION)" or
     # "WAYSTATION_PLUGINS module M"
     source: str
-    agent: AbstractAgent[Any, Any]
+    # A PydanticAI agent, or a graph's registered form (activities.agent_langgraph).
+    agent: Any
+    # What was registered (for a graph, the compiled graph; its form above is built from it).
+    registered: object
 
 
 _agents: dict[str, RegisteredAgent] = {}
@@ -45,6 +49,11 @@ _agents: dict[str, RegisteredAgent] = {}
 
 def register_agent(name: str, agent: object, source: str) -> RegisteredAgent:
     """Register `agent` under `name`, refusing (PluginError) what no run could carry."""
+    taken = _agents.get(name)
+    if taken is not None and taken.registered is agent:
+        return taken
+    if _is_graph(agent):
+        return _register_graph(name, agent, source, taken)
     if not isinstance(agent, AbstractAgent):
         raise PluginError(f"{source}: agent {name!r} ({type(agent).__module__}."
                           f"{type(agent).__qualname__}) is not an agent of a framework "
@@ -54,19 +63,45 @@ def register_agent(name: str, agent: object, source: str) -> RegisteredAgent:
                           "its model requests and tool calls would not be durable: add "
                           "capabilities=[TemporalDurability()] to its Agent(...) (from "
                           "pydantic_ai.durable_exec.temporal)")
-    taken = _agents.get(name)
-    if taken is not None and taken.agent is not agent:
-        raise PluginError(f"{source}: agent name {name!r} is taken (registered by "
-                          f"{taken.source})")
+    _refuse_taken(name, source, taken)
     durable = _durable_name(agent)
     for other in _agents.values():
         # The durable name is in the names of the agent's activities: two agents sharing one
         # would register the same activities, and the worker could not start.
-        if other.agent is not agent and _durable_name(other.agent) == durable:
+        if other.framework == "pydantic_ai" and other.agent is not agent \
+                and _durable_name(other.agent) == durable:
             raise PluginError(f"{source}: agent {name!r} has the durable name {durable!r} of "
                               f"agent {other.name!r} ({other.source}): give it another "
                               "Agent(name=...) or TemporalDurability(name=...)")
-    registered = taken or RegisteredAgent(name, "pydantic_ai", source, agent)
+    registered = RegisteredAgent(name, "pydantic_ai", source, agent, agent)
+    _agents[name] = registered
+    return registered
+
+
+def _refuse_taken(name: str, source: str, taken: RegisteredAgent | None) -> None:
+    if taken is not None:
+        raise PluginError(f"{source}: agent name {name!r} is taken (registered by "
+                          f"{taken.source})")
+
+
+def _is_graph(agent: object) -> bool:
+    # Asked by the object's module, so an installation without LangGraph never imports it.
+    return type(agent).__module__.startswith("langgraph.")
+
+
+def _register_graph(name: str, graph: object, source: str,
+                    taken: RegisteredAgent | None) -> RegisteredAgent:
+    _refuse_taken(name, source, taken)
+    for other in _agents.values():
+        # Registering wraps the graph's nodes as activities named after the agent: a second
+        # name would wrap them again.
+        if other.registered is graph:
+            raise PluginError(f"{source}: graph {name!r} is registered already as "
+                              f"{other.name!r} ({other.source})")
+    from activities.agent_langgraph import durable_graph
+
+    registered = RegisteredAgent(name, "langgraph", source, durable_graph(name, graph, source),
+                                 graph)
     _agents[name] = registered
     return registered
 
@@ -94,15 +129,19 @@ def agent_names() -> list[str]:
     return [registered.name for registered in registered_agents()]
 
 
-def agent_named(name: str) -> AbstractAgent[Any, Any]:
+def agent_named(name: str) -> RegisteredAgent:
     register_builtin_agents()
-    return _agents[name].agent
+    return _agents[name]
 
 
 def agent_activities() -> list[Callable[..., Any]]:
-    """Every registered agent's model-request and tool-call activities, for the worker."""
+    """Every registered agent's model-request and tool-call activities (a graph's: its nodes'),
+    for the worker."""
     found: list[Callable[..., Any]] = []
     for registered in registered_agents():
+        if registered.framework == "langgraph":
+            found.extend(registered.agent.activities)
+            continue
         durability = TemporalDurability.from_agent(registered.agent)
         assert durability is not None, "checked when registered"
         found.extend(worker_registrations(durability)[0])

@@ -1,8 +1,10 @@
-"""AgentRun: a user's PydanticAI agent, run durably as a conversation (issue 12, seed 003).
+"""AgentRun: a user's PydanticAI agent or LangGraph graph, run durably as a conversation
+(issue 12, seed 003, issue 28).
 
-A turn is one `agent.run` of the registered agent; its `TemporalDurability` capability makes
-each model request and each tool call an activity, so a worker that dies mid-turn loses
-nothing and no completed tool call runs again. A tool that needs approval ends the agent run
+A turn is one `agent.run` of the registered agent (a graph's turn:
+workflows.agent_langgraph); its `TemporalDurability` capability makes each model request and
+each tool call an activity, so a worker that dies mid-turn loses nothing and no completed tool
+call runs again. A tool that needs approval ends the agent run
 with `DeferredToolRequests`; each call becomes a Waystation gate (approve, reject with
 feedback, edit the arguments), and the run goes on with the answers as
 `DeferredToolResults`. After a turn the agent writes its `context_summary`, and the run waits,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
@@ -44,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         MESSAGE_RECEIVED,
         RETURNING_MEMBER,
         SUMMARY_PROMPT,
+        Approval,
     )
     from contracts.refusals import NOT_WAITING_FOR_MESSAGE
     from contracts.writes import EventWrite, GateOption, RunStateWrite
@@ -61,6 +64,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.gates import GateSpec
     from workflows.lifecycle import RunWorkflow
 
+if TYPE_CHECKING:
+    from langgraph.types import Interrupt
+
+    from activities.agent_registry import RegisteredAgent
+    from workflows.agent_langgraph import GraphConversation
+
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
 # Runs that got a message after a long wait before returning members were re-primed carried
@@ -75,9 +84,12 @@ class AgentRun(RunWorkflow):
     def __init__(self, arg: AgentRunInput) -> None:
         self._arg = arg
         self._carry = arg.carry or AgentCarry()
-        self._agent = agent_named(arg.input.agent)
-        self._history: list[ModelMessage] = ModelMessagesTypeAdapter.validate_python(
-            self._carry.recent)
+        registered = agent_named(arg.input.agent)
+        self._agent = registered.agent
+        # A graph's conversation; None for a PydanticAI agent, whose messages are `_history`.
+        self._graph = _graph_conversation(registered, self._carry.recent)
+        self._history: list[ModelMessage] = [] if self._graph is not None else \
+            ModelMessagesTypeAdapter.validate_python(self._carry.recent)
         self._inbox: list[MessageInput] = []
         self._waiting_for: str | None = None
         self._pending_events: list[EventWrite] = []
@@ -122,6 +134,8 @@ class AgentRun(RunWorkflow):
         self._phase = "thinking"
         self.show(f"{self._arg.input.agent} · turn {c.turn} · thinking")
         await self.record(events=self._re_prime(), with_state=True)
+        if self._graph is not None:
+            return await self._graph_turn(self._graph, message)
         first = len(self._history)
         result = await self._run_agent(message.text)
         while isinstance(result.output, DeferredToolRequests):
@@ -139,9 +153,14 @@ class AgentRun(RunWorkflow):
         summary_events = turn_events(self.event, c.turn, len(self._history) - self._turn_start(),
                                      summary.new_messages())
         c.context_summary = str(summary.output)
+        await self._answered([*self._pending_events, *summary_events])
+
+    async def _answered(self, events: list[EventWrite]) -> None:
+        """The turn's last events, its answer and its snapshot."""
+        c = self._carry
         self._phase = "answered"
         # The run's totals so far, named so that the usage trigger does not add them again.
-        await self.record(events=[*self._pending_events, *summary_events, self.event(
+        await self.record(events=[*events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
                     "total_usage": c.usage.model_dump()})],
@@ -195,6 +214,8 @@ class AgentRun(RunWorkflow):
         c = self._carry
         c.returns += 1
         self._history = []
+        if self._graph is not None:
+            self._graph.history = []
         return [self.event(f"t{c.turn}.returned", MEMBER_RETURNED, phase=c.turn,
                            agent=self._returning, status="re-primed",
                            output={"turn": c.turn, "sent_by": self._returning,
@@ -239,6 +260,91 @@ class AgentRun(RunWorkflow):
                 return index
         return 0
 
+    # --- a LangGraph graph's turn (workflows.agent_langgraph) ------------------------
+
+    async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
+        """The graph invoked with the person's message; each interrupt it stops at is a gate,
+        and the graph resumes with every decision at once, each to its own interrupt."""
+        from workflows.agent_langgraph import answer, interrupts
+
+        c = self._carry
+        first = len(graph.history)
+        result = await self._run_graph(graph.start(f"turn-{c.turn}", message.text,
+                                                   self._priming()))
+        while pending := interrupts(result):
+            self._take_graph(graph, result, first)
+            first = len(graph.history)
+            await self.record(events=self._pending_events, with_state=True)
+            resume = {interrupt.id: await self._graph_decision(interrupt)
+                      for interrupt in pending}
+            result = await self._run_graph(graph.resume(resume))
+        self._take_graph(graph, result, first)
+        c.last_answer = answer(result)
+        summary = await self._run_graph(graph.ask(f"summary-{c.turn}", SUMMARY_PROMPT))
+        # Paid for too: its responses are events after the turn's messages, not kept.
+        asked = summary["messages"][len(graph.history) + 1:]
+        summary_events = self._graph_events(len(graph.history) - graph.turn_start(), asked)
+        c.context_summary = answer(summary)
+        await self._answered([*self._pending_events, *summary_events])
+
+    async def _run_graph(self, invocation: Any) -> Any:
+        from langgraph.errors import GraphRecursionError
+
+        try:
+            return await invocation
+        except (ActivityError, GraphRecursionError) as error:
+            # A node failed past its retries, or the graph looped past its limit: the run
+            # says so and ends, as for a PydanticAI agent's error.
+            await self.fail(f"agent {self._arg.input.agent}: {_why(error)}",
+                            stop_reason="agent_error")
+
+    def _take_graph(self, graph: GraphConversation, result: dict[str, Any],
+                    first: int) -> None:
+        graph.take(result)
+        self._pending_events = self._graph_events(first - graph.turn_start(),
+                                                  graph.history[first:])
+
+    def _graph_events(self, start: int, messages: list[Any]) -> list[EventWrite]:
+        from workflows.agent_langgraph import add_graph_usage, graph_events
+
+        add_graph_usage(self._carry.usage, messages)
+        return graph_events(self.event, self._carry.turn, start, messages)
+
+    async def _graph_decision(self, interrupt: Interrupt) -> dict[str, Any]:
+        """The gate an interrupt raises, and its decision as the `Approval` the graph resumes
+        with (contracts.agents)."""
+        from workflows.agent_langgraph import answer_schema, call_of
+
+        tool, call_id, arguments = call_of(interrupt)
+        schema = answer_schema(interrupt)
+        if schema is None:
+            await self.fail(f"agent {self._arg.input.agent}: an interrupt's response_schema "
+                            "must be waystation.langgraph.Approval[...] (or none): a gate's "
+                            "decision is an Approval", stop_reason="agent_error")
+        assert schema is not None
+        self._carry.approvals += 1
+        self._waiting_for, self._phase = "approval", f"approval of {tool}"
+        outcome = await self.ask_human(
+            functools.partial(self._approval_gate, tool, call_id or interrupt.id, arguments,
+                              schema, self._carry.approvals),
+            where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
+                  f"approval of `{tool}`")
+        self._waiting_for, self._phase = None, "thinking"
+        decision = outcome.decision
+        if decision is None:
+            await self.fail(f"approval of {tool} expired", stop_reason="gate_expired")
+        assert decision is not None
+        if outcome.status == "expired":
+            return Approval[Any](decision="reject", feedback=f"nobody approved {tool} in "
+                                 "time; it was not run").model_dump()
+        if outcome.status == "rejected":
+            return Approval[Any](decision="reject", decided_by=decision.decided_by,
+                                 feedback=decision.feedback or f"{decision.decided_by} said "
+                                 "no").model_dump()
+        return Approval[Any](decision="approve" if decision.answer is None else "edit",
+                             answer=decision.answer, decided_by=decision.decided_by
+                             ).model_dump()
+
     # --- approvals ---------------------------------------------------------------------
 
     async def _answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
@@ -247,7 +353,9 @@ class AgentRun(RunWorkflow):
             self._carry.approvals += 1
             self._waiting_for, self._phase = "approval", f"approval of {call.tool_name}"
             outcome = await self.ask_human(
-                functools.partial(self._approval_gate, call, self._carry.approvals),
+                functools.partial(self._approval_gate, call.tool_name, call.tool_call_id,
+                                  call.args_as_dict(), self._tool_schema(call.tool_name),
+                                  self._carry.approvals),
                 where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
                       f"approval of `{call.tool_name}`")
             self._waiting_for, self._phase = None, "thinking"
@@ -270,18 +378,19 @@ class AgentRun(RunWorkflow):
             return ToolDenied(decision.feedback or f"{decision.decided_by} said no")
         return ToolApproved(override_args=decision.answer)
 
-    def _approval_gate(self, call: ToolCallPart, number: int) -> GateSpec:
+    def _approval_gate(self, tool: str, call_id: str, arguments: dict[str, Any],
+                       schema: dict[str, Any], number: int) -> GateSpec:
+        """A tool call's approval, whichever framework asks (a PydanticAI deferred call, a
+        LangGraph interrupt)."""
         inp = self._arg.input
-        schema = self._tool_schema(call.tool_name)
-        arguments = call.args_as_dict()
         return GateSpec(
-            checkpoint_name=f"approve_{call.tool_name.lower()}_{number}", phase=self._carry.turn,
-            title=f"Allow {call.tool_name}?",
-            description=(f"The {inp.agent} agent wants to call {call.tool_name} with "
+            checkpoint_name=f"approve_{tool.lower()}_{number}", phase=self._carry.turn,
+            title=f"Allow {tool}?",
+            description=(f"The {inp.agent} agent wants to call {tool} with "
                          f"{arguments}. Approve, reject with feedback (the agent is told), or "
                          "edit the arguments."),
-            context={"agent": inp.agent, "turn": self._carry.turn, "tool": call.tool_name,
-                     "call_id": call.tool_call_id, "arguments": arguments,
+            context={"agent": inp.agent, "turn": self._carry.turn, "tool": tool,
+                     "call_id": call_id, "arguments": arguments,
                      "reason": "this tool needs a human's approval",
                      "parameters_schema": schema},
             options=[GateOption(value="approve", label="Run it"),
@@ -358,8 +467,8 @@ class AgentRun(RunWorkflow):
     async def _continue_as_new(self) -> NoReturn:
         c, inp = self._carry, self._arg.input
         c.continued += 1
-        c.recent = ModelMessagesTypeAdapter.dump_python(
-            self._recent(inp.keep_recent_turns), mode="json")
+        c.recent = self._graph.recent(inp.keep_recent_turns) if self._graph is not None else \
+            ModelMessagesTypeAdapter.dump_python(self._recent(inp.keep_recent_turns), mode="json")
 
         def carried(snapshots: int) -> AgentRunInput:
             c.snapshots = snapshots
@@ -412,6 +521,17 @@ class AgentRun(RunWorkflow):
         state.context_summary = self._carry.context_summary
         state.related_entity_ids = self._carry.related_entity_ids or None
         return state
+
+
+def _graph_conversation(registered: RegisteredAgent,
+                        recent: list[dict[str, Any]]) -> GraphConversation | None:
+    """A graph's conversation, re-primed with the carried turns; None for a PydanticAI agent.
+    Imported here: an installation without LangGraph runs PydanticAI agents only."""
+    if registered.framework != "langgraph":
+        return None
+    from workflows.agent_langgraph import GraphConversation
+
+    return GraphConversation(registered.agent, recent)
 
 
 def _why(error: Exception) -> str:

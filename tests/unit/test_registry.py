@@ -40,7 +40,13 @@ def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
      "calls would not be durable: add capabilities=[TemporalDurability()]"),
     ("tests.plugin_samples.agent_unknown_framework",
      "agent 'home_made' (tests.plugin_samples.agent_unknown_framework.HomeMadeAgent) is not an "
-     "agent of a framework Waystation runs (pydantic_ai)"),
+     "agent of a framework Waystation runs (pydantic_ai, langgraph)"),
+    ("tests.plugin_samples.agent_graph_node_unplaced",
+     "graph 'unplaced' node 'answer' does not say where it runs: add metadata={'execute_in': "
+     "'activity'}"),
+    ("tests.plugin_samples.agent_graph_not_compiled",
+     "agent 'uncompiled' is a StateGraph, not a compiled StateGraph: register "
+     "builder.compile()"),
     ("tests.plugin_samples.agent_durable_name_taken",
      "agent 'second_planner' has the durable name 'planner' of agent 'planner' (builtin): give "
      "it another Agent(name=...)"),
@@ -92,6 +98,9 @@ def test_waystation_agents_lists_every_agent_with_its_framework_and_source() -> 
     assert any(line.split()[:2] == ["refunds", "pydantic_ai"]
                and "entry point waystation.agents:refunds" in line
                and "waystation-pydantic-ai-agent" in line for line in lines)
+    assert any(line.split()[:2] == ["refunds_graph", "langgraph"]
+               and "entry point waystation.agents:refunds_graph" in line
+               and "waystation-langgraph-agent" in line for line in lines)
 
 
 def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(

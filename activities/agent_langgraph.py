@@ -1,0 +1,89 @@
+"""LangGraph graphs as agents: what registration checks, the nodes' activities, and the model a
+graph's node asks Waystation for.
+
+A registered graph's nodes become activities through `temporalio.langgraph`'s
+`LangGraphPlugin`, whose constructor wraps each node of the graph's builder in place: inside a
+workflow the node schedules the activity `agent__<name>.<node>`, which runs the node's
+function on a worker and hands back its update, or the `interrupt()` it raised. Only that part
+of the plugin is used: `AgentRun` finds its graph in this process's registry (not through the
+plugin's per-run `graph()` lookup) and runs outside the sandbox, so the plugin's interceptor
+and sandbox pass-through have nothing to do, and the activities are the agent kind's like a
+PydanticAI agent's. Imported only when a LangGraph graph is registered, so an installation
+without LangGraph never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.graph.state import CompiledStateGraph, StateGraph
+from temporalio.langgraph import LangGraphPlugin
+
+from activities import agent_model
+from activities.agent_model import MODEL_RETRY
+from contracts.kinds import PluginError
+
+# What a node's activity gets unless the node's metadata says otherwise: a model call's
+# bounded retries (activities.agent_model.MODEL_RETRY) and time to answer.
+NODE_ACTIVITY_OPTIONS: dict[str, Any] = {"start_to_close_timeout": timedelta(minutes=5),
+                                         "retry_policy": MODEL_RETRY}
+
+
+@dataclass(frozen=True)
+class LangGraphAgent:
+    """A registered graph: its builder (nodes wrapped as activities), how it was compiled, and
+    its nodes' activities for the worker."""
+
+    builder: StateGraph[Any, Any, Any, Any]
+    compile_options: dict[str, Any]
+    activities: list[Callable[..., Any]]
+
+
+def durable_graph(name: str, graph: object, source: str) -> LangGraphAgent:
+    """The registered form of a compiled graph, refusing (PluginError) what no run could carry:
+    a graph not compiled, one without a `messages` channel (the conversation), or a node that
+    does not say where it runs."""
+    if not isinstance(graph, CompiledStateGraph):
+        raise PluginError(f"{source}: agent {name!r} is a {type(graph).__qualname__}, not a "
+                          "compiled StateGraph: register builder.compile()")
+    builder = graph.builder
+    if "messages" not in builder.channels:
+        raise PluginError(f"{source}: graph {name!r} has no `messages` channel: the run "
+                          "converses through it (use MessagesState, or a state with "
+                          "`messages: Annotated[list[AnyMessage], add_messages]`)")
+    for node, spec in builder.nodes.items():
+        if "execute_in" not in (spec.metadata or {}):
+            raise PluginError(f"{source}: graph {name!r} node {node!r} does not say where it "
+                              "runs: add metadata={'execute_in': 'activity'} (model calls, "
+                              "tools: durable and retried) or 'workflow' (deterministic code "
+                              "only) to its add_node(...)")
+    try:
+        plugin = LangGraphPlugin(graphs={f"agent__{name}": builder},
+                                 default_activity_options=NODE_ACTIVITY_OPTIONS)
+    except ValueError as error:  # a LangGraph retry policy, a node that is not a function
+        raise PluginError(f"{source}: graph {name!r}: {error}") from error
+    return LangGraphAgent(builder=builder, activities=list(plugin.activities),
+                          compile_options={"interrupt_before": graph.interrupt_before_nodes,
+                                           "interrupt_after": graph.interrupt_after_nodes,
+                                           "name": graph.name})
+
+
+def configured_chat_model(own: BaseChatModel) -> BaseChatModel:
+    """The chat model a graph's node calls: the worker's configured one
+    (WAYSTATION_AGENT_BACKEND=openai: Chat Completions on WAYSTATION_OPENAI_BASE_URL), else the
+    graph's own. Called inside the node's activity, so the settings read are the worker's."""
+    config = agent_model.configured_openai_model()
+    if config is None:
+        return own
+    # Imported here: only a worker configured for an OpenAI-compatible endpoint needs it.
+    from langchain_openai import ChatOpenAI
+
+    # No retries of the SDK's own: the node's activity is retried (MODEL_RETRY), each attempt
+    # in the run's history.
+    return ChatOpenAI(model=config.model, base_url=config.base_url,
+                      api_key=config.api_key or "api-key-not-set",
+                      timeout=config.timeout_seconds, max_retries=0)

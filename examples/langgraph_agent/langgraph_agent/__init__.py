@@ -1,0 +1,1 @@
+"""A refunds desk: your own LangGraph graph as a Waystation `agent` run (see README.md)."""

@@ -1,0 +1,5 @@
+"""A LangGraph builder registered without compile(): refused at registration."""
+
+from langgraph.graph import MessagesState, StateGraph
+
+AGENTS = {"uncompiled": StateGraph(MessagesState)}
