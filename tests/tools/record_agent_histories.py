@@ -15,9 +15,10 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from tests.agent_helpers import new_agent_run, say, start_agent, waiting
+from tests.agent_helpers import decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
+from waystation.registry import load_registry
 from workflows.agent_models import AgentCarry
 
 TASK_QUEUE = "record-agent-histories"
@@ -56,13 +57,29 @@ async def fork_after_turn(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workf
     return handle
 
 
+async def langgraph_approved(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """A LangGraph graph's run (examples/langgraph_agent): its first message stops at the
+    `interrupt()` gate, approved; the node resumes and runs the tool; the run idles out."""
+    arg = await new_agent_run(pool, agent="refunds_graph", message="hello?",
+                              idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    handle = await _end(env, handle, 1)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
+    "langgraph_approved": langgraph_approved,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The installed plug-ins' agents (langgraph_approved's graph), before the worker is built.
+    load_registry()
     return history_recording.main(
         argv, description=__doc__.splitlines()[0], prefix="agent", cases=CASES,
         task_queue=TASK_QUEUE, backend=backend_named("offline"))
