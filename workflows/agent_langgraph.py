@@ -64,8 +64,15 @@ class GraphConversation:
             {"messages": [*head, *self.history, HumanMessage(text)]}, self._config)
 
     async def resume(self, answers: dict[str, Any]) -> dict[str, Any]:
-        """Resume the turn's interrupts, each by its id with its own answer."""
-        return await self._graph.ainvoke(Command(resume=answers), self._config)
+        """Resume the turn's interrupts with their answers, by interrupt id. LangGraph derives
+        an interrupt's id from its task's checkpoint, whose id is time-based: a worker that
+        replays the turn has other ids than those its recorded activities hand back. So one
+        pending interrupt (the usual case) is resumed with its answer alone, which LangGraph
+        gives to the interrupt waiting, whatever its id; several are resumed by id, each answer
+        to its own interrupt, which holds while the worker that raised them runs (not across a
+        replay: docs/agents.md)."""
+        resume = next(iter(answers.values())) if len(answers) == 1 else answers
+        return await self._graph.ainvoke(Command(resume=resume), self._config)
 
     async def ask(self, thread: str, prompt: str) -> dict[str, Any]:
         """A request outside the conversation (the run's summary), on a thread of its own:
