@@ -11,12 +11,15 @@ with that history and the person's message.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    import langgraph.pregel._checkpoint as checkpoints
     from langchain_core.messages import (
         AIMessage,
         BaseMessage,
@@ -27,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         messages_to_dict,
     )
     from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base.id import UUID
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command, Interrupt
 
@@ -46,6 +50,27 @@ with workflow.unsafe.imports_passed_through():
 # input; it is not kept in the history (the next turn is re-primed afresh).
 PRIMING_ID = "waystation-priming"
 
+# LangGraph names each checkpoint by a time-based, random uuid6, and derives its tasks' ids,
+# and so its interrupts' ids, from it: a worker replaying a turn would get other interrupt ids
+# than those its recorded node activities hand back, and a decision resumed by id would miss
+# its interrupt. While a run's graph runs, its checkpoints are numbered instead, in order (the
+# in-memory checkpointer takes the greatest id as the latest), from one per workflow run.
+_checkpoint_numbers: ContextVar[Iterator[int] | None] = ContextVar(
+    "waystation_checkpoint_numbers", default=None)
+_time_based_uuid6 = checkpoints.uuid6
+
+
+def _numbered_uuid6(node: int | None = None, clock_seq: int | None = None) -> UUID:
+    numbers = _checkpoint_numbers.get()
+    if numbers is None:  # a graph run outside an agent run's workflow
+        return _time_based_uuid6(node, clock_seq)
+    # uuid6's layout, the number as its timestamp: ids that sort in the order they were made.
+    number = next(numbers)
+    return UUID(int=(number >> 12) << 80 | 0x6 << 76 | (number & 0xFFF) << 64 | 0x8 << 60)
+
+
+checkpoints.uuid6 = _numbered_uuid6
+
 
 class GraphConversation:
     """One run's graph and its conversation so far."""
@@ -55,31 +80,31 @@ class GraphConversation:
                                             **agent.compile_options)
         self.history: list[BaseMessage] = messages_from_dict(recent)
         self._config: RunnableConfig = {}
+        self._numbers = itertools.count(1)
 
     async def start(self, thread: str, text: str, priming: str | None) -> dict[str, Any]:
         """Invoke the graph on `thread` with the history and the person's message."""
         self._config = {"configurable": {"thread_id": thread}}
         head = [SystemMessage(priming, id=PRIMING_ID)] if priming else []
-        return await self._graph.ainvoke(
-            {"messages": [*head, *self.history, HumanMessage(text)]}, self._config)
+        return await self._invoke({"messages": [*head, *self.history, HumanMessage(text)]},
+                                  self._config)
 
     async def resume(self, answers: dict[str, Any]) -> dict[str, Any]:
-        """Resume the turn's interrupts with their answers, by interrupt id. LangGraph derives
-        an interrupt's id from its task's checkpoint, whose id is time-based: a worker that
-        replays the turn has other ids than those its recorded activities hand back. So one
-        pending interrupt (the usual case) is resumed with its answer alone, which LangGraph
-        gives to the interrupt waiting, whatever its id; several are resumed by id, each answer
-        to its own interrupt, which holds while the worker that raised them runs (not across a
-        replay: docs/agents.md)."""
-        resume = next(iter(answers.values())) if len(answers) == 1 else answers
-        return await self._graph.ainvoke(Command(resume=resume), self._config)
+        """Resume the turn's interrupts, each by its id with its own answer."""
+        return await self._invoke(Command(resume=answers), self._config)
 
     async def ask(self, thread: str, prompt: str) -> dict[str, Any]:
         """A request outside the conversation (the run's summary), on a thread of its own:
         nothing is kept."""
         config: RunnableConfig = {"configurable": {"thread_id": thread}}
-        return await self._graph.ainvoke(
-            {"messages": [*self.history, HumanMessage(prompt)]}, config)
+        return await self._invoke({"messages": [*self.history, HumanMessage(prompt)]}, config)
+
+    async def _invoke(self, graph_input: Any, config: RunnableConfig) -> dict[str, Any]:
+        token = _checkpoint_numbers.set(self._numbers)
+        try:
+            return await self._graph.ainvoke(graph_input, config)
+        finally:
+            _checkpoint_numbers.reset(token)
 
     def take(self, result: dict[str, Any]) -> None:
         self.history = [m for m in result["messages"] if m.id != PRIMING_ID]

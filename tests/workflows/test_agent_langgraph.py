@@ -27,6 +27,8 @@ from tests.agent_helpers import (
     start_agent,
     waiting,
 )
+from tests.helpers import eventually
+from tests.plugin_samples.agent_graph_two_approvals import two_approvals
 from waystation.worker import build_worker
 
 # Registered as its entry point registers it when a worker or the API starts.
@@ -141,3 +143,35 @@ async def test_a_graph_conversation_waits_ten_days_and_another_member_carries_on
         "priya", "rohan"]
     assert len([e for e in events if e.type == "member.returned"]) == 1
     await handle.terminate("done")
+
+
+async def pending_gate(pool, run_id, number: int):
+    async def pending():
+        async with pool.acquire() as conn:
+            gates = await gates_repo.list_run_gates(conn, run_id)
+        return gates[-1] if len(gates) == number and gates[-1].status == "pending" else None
+    return await eventually(pending)
+
+
+async def test_two_interrupts_at_once_are_two_gates_each_answer_reaching_its_own_interrupt(
+        time_env, pool, task_queue):
+    """Two parallel nodes stop at once; each interrupt is its own gate, and each answer reaches
+    its own interrupt, though the worker keeps no workflow cached: each of its workflow tasks
+    replays the turn from history, as a restarted worker does."""
+    register_agent("two_approvals", two_approvals, "test")
+    arg = await new_agent_run(pool, agent="two_approvals", message="go")
+    async with build_worker(time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline"), max_cached_workflows=0):
+        handle = await start_agent(time_env.client, arg, task_queue)
+        gates = {}
+        for number, (decision, fields) in enumerate(
+                [("edit", {"answer": {"amount": 7}}), ("reject", {"feedback": "not now"})], 1):
+            gate = await pending_gate(pool, arg.run_id, number)
+            gates[gate.context["tool"]] = decision
+            await decide(handle, gate.checkpoint_name, decision, **fields)
+        assert set(gates) == {"refund", "notify"}
+        state = await waiting(handle, turn=1)
+        told = {"edit": "edit 7", "reject": "reject not now"}
+        assert state.last_answer == " / ".join(sorted(f"{tool}: {told[decision]}"
+                                                      for tool, decision in gates.items()))
+        await handle.terminate("done")
