@@ -1,0 +1,66 @@
+"""A LangGraph graph's run whose model is Waystation's configured OpenAI-compatible endpoint
+(the stub standing in for the paid provider): the graph's model node calls
+`configured_chat_model(...)`, so its requests go through real HTTP as Chat Completions, with the
+graph's tool; the interrupt's gate is approved and the model's answers are the run's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+from langgraph_agent.graph import refunds_graph
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.agent_model import use_openai_model
+from activities.agent_registry import register_agent
+from activities.agents import backend_named
+from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
+from tests.openai_stub import CallTool, OpenAIStub, Reply
+from waystation.settings import Settings
+from waystation.worker import agent_model_config, build_worker
+
+register_agent("refunds_graph", refunds_graph, "test")
+
+
+@pytest_asyncio.fixture
+async def worker(time_env: WorkflowEnvironment, pool, task_queue,
+                 stub: OpenAIStub) -> AsyncIterator[Worker]:
+    settings = Settings(WAYSTATION_AGENT_BACKEND="openai", WAYSTATION_OPENAI_BASE_URL=stub.base_url,
+                        WAYSTATION_OPENAI_API_KEY="sk-test", WAYSTATION_OPENAI_MODEL="gpt-4o-mini")
+    use_openai_model(agent_model_config(settings))
+    try:
+        async with build_worker(time_env.client, pool, task_queue=task_queue,
+                                backend=backend_named("offline")) as w:
+            yield w
+    finally:
+        use_openai_model(None)
+
+
+async def test_a_graph_turn_through_the_configured_openai_model(time_env, pool, worker,
+                                                                task_queue, stub: OpenAIStub):
+    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
+                                          "reason": "broken"}),
+                Reply("Refunded 35 EUR on A-7007."),
+                Reply("One refund: A-7007, 35 EUR."))
+    arg = await new_agent_run(pool, agent="refunds_graph", message="My lamp A-7007 broke")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Refunded 35 EUR on A-7007."
+    assert state.context_summary == "One refund: A-7007, 35 EUR."
+    first, after_tool, summary = stub.requests
+    assert first.body["model"] == "gpt-4o-mini"
+    assert first.headers["authorization"] == "Bearer sk-test"
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["issue_refund"]
+    assert first.user_text == "My lamp A-7007 broke"
+    assert '"refund_id":"rf-A-7007-35"' in after_tool.tool_results[0]
+    # The stub's usage, per response (the summary's too), summed on the run.
+    events = await events_of(pool, arg.run_id)
+    responses = [e.output for e in events if e.type == "model.responded"]
+    assert [r["model"] for r in responses] == ["gpt-4o-mini"] * 3
+    assert state.usage.requests == 3 and state.usage.input_tokens > 0
+    row = await run_row(pool, arg.run_id)
+    assert row.input_tokens == state.usage.input_tokens
+    await handle.terminate("done")
