@@ -27,7 +27,8 @@ makes a run naming no model follow the worker's model configuration and prices e
 `MODEL_RETRY`, the bounded retry policy for its model-request activities; `SUMMARY_REQUEST`,
 how the prompt starts by which a run asks the agent for its `context_summary` after each turn;
 `RelatedEntities`, the capability that names the tools whose results hold the ids a run keeps
-(`related_entity_ids`) and re-primes a returning member from.
+(`related_entity_ids`) and re-primes a returning member from. A LangGraph graph imports from
+`waystation.langgraph` instead (`Approval`, `configured_chat_model`), which needs LangGraph.
 """
 
 from __future__ import annotations

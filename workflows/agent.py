@@ -295,8 +295,8 @@ class AgentRun(RunWorkflow):
         except (ActivityError, GraphRecursionError) as error:
             # A node failed past its retries, or the graph looped past its limit: the run
             # says so and ends, as for a PydanticAI agent's error.
-            await self.fail(f"agent {self._arg.input.agent}: {_why(error)}",
-                            stop_reason="agent_error")
+            why = f"{error}: {error.cause}" if isinstance(error, ActivityError) else str(error)
+            await self.fail(f"agent {self._arg.input.agent}: {why}", stop_reason="agent_error")
 
     def _take_graph(self, graph: GraphConversation, result: dict[str, Any],
                     first: int) -> None:

@@ -1,4 +1,5 @@
-"""The `agent` run kind: a registered PydanticAI agent as a durable conversation."""
+"""The `agent` run kind: a registered PydanticAI agent or LangGraph graph as a durable
+conversation."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from workflows.agent_models import AgentCarry, AgentInput, AgentRunInput, AgentS
 
 
 def _activities(deps: Any) -> Sequence[Callable[..., Any]]:
-    # Every registered agent's model-request and tool-call activities (PydanticAI's own).
+    # Every registered agent's model-request and tool-call activities (PydanticAI's own, a
+    # graph's nodes').
     return agent_activities()
 
 
@@ -52,5 +54,5 @@ AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
     fork=_fork,
-    description="A PydanticAI agent as a durable conversation, with tool-call approvals "
-                "(issue 12, seed 003).")
+    description="A PydanticAI agent or LangGraph graph as a durable conversation, with "
+                "tool-call approvals (issue 12, seed 003, issue 28).")

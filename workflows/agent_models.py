@@ -74,7 +74,8 @@ class AgentCarry(BaseModel):
     snapshots: int = 0
     continued: int = 0
     context_summary: str | None = None
-    # The recent turns, as PydanticAI's own message JSON (ModelMessagesTypeAdapter).
+    # The recent turns, as PydanticAI's own message JSON (ModelMessagesTypeAdapter); a LangGraph
+    # graph's, as LangChain's message dicts (messages_to_dict).
     recent: list[dict[str, Any]] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
     last_answer: str | None = None
