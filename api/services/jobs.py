@@ -185,7 +185,8 @@ async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: Jo
         **job.spec, "items_path": None, "items": [u.payload for u in units],
         "retry_of": job.id, "name": name[:200],
         "rerun_from": job.spec["steps"][from_index]["name"] if from_index else None,
-        "kept_outputs": [kept[u.id] for u in units] if from_index else None})
+        "kept_outputs": [kept[u.id] for u in units] if from_index else None,
+        "description": job.description, "metadata": job.metadata})
     source = await _job_run(conn, job)
     if source.group_id is not None:
         await require_run_starter(conn, user, source.group_id)
