@@ -10,8 +10,10 @@ service role sees them all.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
+from uuid import UUID
 
 import asyncpg
 from temporalio.api.enums.v1 import TaskQueueType
@@ -34,10 +36,10 @@ _TYPES: dict[Literal["workflow", "activity"], TaskQueueType.ValueType] = {
 }
 
 
+@dataclass
 class _Poller:
-    def __init__(self) -> None:
-        self.last_poll: datetime | None = None
-        self.polls: list[Literal["workflow", "activity"]] = []
+    last_poll: datetime | None = None
+    polls: list[Literal["workflow", "activity"]] = field(default_factory=list)
 
 
 async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
@@ -48,7 +50,7 @@ async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
     totals = {t.worker_id: t for t in await workers_repo.unit_totals(conn, list(pollers))}
     worker_ids = sorted(set(pollers) | set(totals))
     running: dict[str, list[WorkerItem]] = {w: [] for w in worker_ids}
-    readable: dict[object, bool] = {}
+    readable: dict[UUID, bool] = {}
     for unit in await workers_repo.running_units(conn, worker_ids):
         if unit.run_id not in readable:
             run = await runs_repo.get_run(conn, unit.run_id)
@@ -63,7 +65,7 @@ async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
         poller, total = pollers.get(worker_id, _Poller()), totals.get(worker_id)
         in_flight = total.running if total else 0
         workers.append(WorkerView(
-            worker_id=worker_id, status=_status(poller.last_poll, in_flight, now),
+            worker_id=worker_id, status=worker_status(poller.last_poll, in_flight, now),
             last_heartbeat=poller.last_poll, polls=poller.polls, running=in_flight,
             current_items=running[worker_id],
             units_completed=total.completed if total else 0,
@@ -76,7 +78,9 @@ async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
                        gone_after_seconds=int(GONE_AFTER.total_seconds()), workers=workers)
 
 
-def _status(last_poll: datetime | None, running: int, now: datetime) -> WorkerStatus:
+def worker_status(last_poll: datetime | None, running: int, now: datetime) -> WorkerStatus:
+    """Gone once not heard from for GONE_AFTER (whatever items are marked running on it);
+    else active with items running, idle without."""
     if last_poll is None or now - last_poll > GONE_AFTER:
         return "gone"
     return "active" if running > 0 else "idle"
