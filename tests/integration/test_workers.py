@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -104,10 +105,12 @@ async def worker_row(http: httpx.AsyncClient, worker_id: str, user: str = "alice
 
 async def test_items_record_their_worker_files_session_and_failed_prompt(stack):
     http = stack.http
-    # Polling, nothing run yet.
-    row = await eventually(lambda: worker_row(http, stack.worker_id), timeout=20)
+    # Polling (once it has polled for both kinds of task), nothing run yet.
+    async def polling() -> dict | None:
+        row = await worker_row(http, stack.worker_id)
+        return row if row and sorted(row["polls"]) == ["activity", "workflow"] else None
+    row = await eventually(polling, timeout=20)
     assert row["status"] == "idle" and row["units_completed"] == 0
-    assert sorted(row["polls"]) == ["activity", "workflow"]
 
     created = await submit(http, items=[{"topic": "Pens", "text": "fine"},
                                         {"topic": "Ink", "text": "REFUSE"}],
@@ -124,7 +127,8 @@ async def test_items_record_their_worker_files_session_and_failed_prompt(stack):
     items = (await http.get(f"/jobs/{job_id}/items", headers=auth())).json()["items"]
     done, failed = items
     assert done["worker_id"] == failed["worker_id"] == stack.worker_id
-    assert done["assigned_at"] <= done["started_at"]
+    assert datetime.fromisoformat(done["assigned_at"]) <= datetime.fromisoformat(
+        done["started_at"])
     assert done["session_id"] == f"sess-{done['item_id']}-grade"
     assert [Path(f).name for f in done["output_files"]] == [
         f"{done['item_id']}-summarize.txt", f"{done['item_id']}-grade.txt"]
