@@ -324,7 +324,7 @@ class BatchJob(RunWorkflow):
     def _progress_event(self, key: str) -> EventWrite:
         p = self._p
         return self.event(
-            key, "job.progress", status=self._life.status, progress_pct=self._progress_pct(),
+            key, "job.progress", status=self._life.status, progress_pct=self.progress_pct(),
             output={"total": p.total, "completed": p.completed, "failed": p.failed})
 
     async def _continue_as_new(self) -> None:
@@ -344,7 +344,7 @@ class BatchJob(RunWorkflow):
             self._p.pauses += 1
             await self.record(
                 events=[self.event(f"job.paused.{self._p.pauses}", "job.paused",
-                                   status="paused", progress_pct=self._progress_pct(),
+                                   status="paused", progress_pct=self.progress_pct(),
                                    output={"by": request.requested_by})],
                 with_state=True)
             self.show(f"paused by {request.requested_by}")
@@ -364,7 +364,7 @@ class BatchJob(RunWorkflow):
             self._p.paused, self._life.status = False, "running"
             await self.record(
                 events=[self.event(f"job.resumed.{self._p.pauses}", "job.resumed",
-                                   status="running", progress_pct=self._progress_pct(),
+                                   status="running", progress_pct=self.progress_pct(),
                                    output={"by": request.requested_by})],
                 with_state=True)
             self.show(f"resumed by {request.requested_by}")
@@ -398,14 +398,14 @@ class BatchJob(RunWorkflow):
         super()._set_gate_state(
             waiting_on, "paused" if self._p.paused and status == "running" else status)
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return 0, f"items {self._p.completed + self._p.failed}/{self._p.total}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return {"progress": self._p.model_dump(mode="json"),
                 "spec": {"name": self._spec.name, "steps": [s.name for s in self._spec.steps]}}
 
-    def _progress_pct(self) -> int:
+    def progress_pct(self) -> int:
         p = self._p
         return 100 * (p.completed + p.failed) // p.total if p.total else 0
 

@@ -241,9 +241,9 @@ class MobileAgentRun(RunWorkflow):
     def state(self) -> MobileRunState:
         return self._state
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         s = self._state
         return s.step, f"step {s.step} · {s.activity or 'starting'}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return self._state.model_dump(mode="json")
