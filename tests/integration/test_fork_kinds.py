@@ -153,3 +153,76 @@ async def test_batch_fork_of_a_waiting_job_applies_a_decision(api):  # noqa: F81
                                         "decision": {"decision": "maybe"}})
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "unknown_option"
+
+
+NOTES = "com.waystation.sample.notes"
+
+
+async def _mobile_done(api: httpx.AsyncClient, run_id: str):  # noqa: F811
+    run = (await api.get(f"/runs/{run_id}", headers=auth())).json()
+    return run if run["status"] in ("completed", "failed") else None
+
+
+async def test_mobile_fork_carries_the_graph_on_from_a_step(api, pool):  # noqa: F811
+    started = await api.post("/runs", headers=auth(), json={"kind": "mobile_agent", "input": {
+        "app_package": NOTES, "max_steps": 30, "sensitive_actions": "skip"}})
+    assert started.status_code == 201, started.text
+    source = started.json()["run_id"]
+    assert (await eventually(lambda: _mobile_done(api, source), timeout=60))["status"] == \
+        "completed"
+    at = await _snapshot(api, source, "step 12")
+    stood = (await api.get(f"/runs/{source}/snapshots/{at}", headers=auth())).json()["state"]
+    source_graph = (await api.get(f"/runs/{source}/graph", headers=auth())).json()
+    source_events = await _events(api, source)
+
+    forked = await _fork(api, source, {"from": {"snapshot": at}, "input": {"max_steps": 40}})
+    assert forked.status_code == 201, forked.text
+    fork_id = forked.json()["run_id"]
+    fork = await eventually(lambda: _mobile_done(api, fork_id), timeout=60)
+    assert fork["status"] == "completed" and fork["result"]["steps"] == 40
+    assert fork["forked_from"] == {"run_id": source, "snapshot": at, "checkpoint": None,
+                                   "decision": None}
+    events = await _events(api, fork_id)
+    assert events[0]["type"] == "run.started"
+    assert events[0]["output"]["forked_from"]["run_id"] == source
+
+    async with pool.acquire() as conn:
+        def steps_of(run_id: str):
+            return conn.fetch("SELECT step, screen_id, from_screen_id, action_id, new_screen "
+                              "FROM graph_persistence_outcomes WHERE run_id = $1 ORDER BY step",
+                              run_id)
+        theirs, ours = await steps_of(source), await steps_of(fork_id)
+    # The fork's graph starts with the source's first 12 steps (their discoveries stay the
+    # source's), then carries on from step 13 with a relaunch.
+    assert [tuple(r)[:4] for r in ours[:12]] == [tuple(r)[:4] for r in theirs[:12]]
+    assert not any(r["new_screen"] for r in ours[:12])
+    assert [r["step"] for r in ours] == list(range(1, 41))
+    # It walks back to the screen the source stood at, then explores from there.
+    back = [e for e in events if (e.get("output") or {}).get("why", "")
+            .startswith("back to the fork's screen")]
+    assert back and ours[12 + len(back)]["screen_id"] == stood["screen_id"]
+    assert ours[12]["screen_id"] == ours[0]["screen_id"] != stood["screen_id"]
+    graph = (await api.get(f"/runs/{fork_id}/graph", headers=auth())).json()
+    ids = [s["id"] for s in graph["screens"]]
+    assert len(ids) == len(set(ids))
+    edges = [(e["from"], e["to"], e.get("action_id")) for e in graph["edges"]]
+    assert len(edges) == len(set(edges))
+    assert {r["screen_id"] for r in theirs[:12] if r["screen_id"]} <= set(ids)
+    # The source is untouched (the screens are the app's: their visit counts are not).
+    def walked(graph: dict) -> tuple:
+        return ([s["id"] for s in graph["screens"]],
+                [(e["from"], e["to"], e["count"]) for e in graph["edges"]])
+    again = (await api.get(f"/runs/{source}/graph", headers=auth())).json()
+    assert walked(again) == walked(source_graph)
+    assert await _events(api, source) == source_events
+
+    before = await _run_count(pool)
+    for body, loc in [({"input": {"max_steps": 12}}, ["body", "input", "max_steps"]),
+                      ({"input": {"app_package": "com.waystation.sample.shop"}},
+                       ["body", "input", "app_package"]),
+                      ({"input": {"persist": False}}, ["body", "input", "persist"])]:
+        refused = await _fork(api, source, {"from": {"snapshot": at}, **body})
+        assert refused.status_code == 422, (body, refused.text)
+        assert refused.json()["error"]["details"][0]["loc"] == loc, refused.json()
+    assert (await _fork(api, source, {"from": {"snapshot": at}}, user="bob")).status_code == 404
+    assert await _run_count(pool) == before
