@@ -226,3 +226,33 @@ async def test_mobile_fork_carries_the_graph_on_from_a_step(api, pool):  # noqa:
         assert refused.json()["error"]["details"][0]["loc"] == loc, refused.json()
     assert (await _fork(api, source, {"from": {"snapshot": at}}, user="bob")).status_code == 404
     assert await _run_count(pool) == before
+
+
+async def test_a_member_removed_from_the_group_cannot_fork(api, pool):  # noqa: F811
+    group = await api.post("/groups", json={"name": "Postings"}, headers=auth())
+    assert group.status_code == 201, group.text
+    group_id = group.json()["group_id"]
+    added = await api.post(f"/groups/{group_id}/members", headers=auth(),
+                           json={"user": "bob", "role": "approver"})
+    assert added.status_code == 201, added.text
+    created = await api.post("/runs", headers=auth(), json={
+        "kind": "batch", "group_id": group_id,
+        "input": {"name": "postings", "items": [{"text": "one", "short": True}],
+                  "steps": [{"name": "summarize", "template": "Summarize: {{ item.text }}"}]}})
+    assert created.status_code == 201, created.text
+    source = created.json()["run_id"]
+    await eventually(lambda: _finished(api, source), timeout=40)
+    at = await _snapshot(api, source, "completed")
+
+    # A member reads the group's job, so may fork it: the fork is theirs.
+    forked = await _fork(api, source, {"from": {"snapshot": at}}, user="bob")
+    assert forked.status_code == 201, forked.text
+    fork = (await api.get(f"/runs/{forked.json()['run_id']}", headers=auth("bob"))).json()
+    assert fork["owner"] == "bob" and fork["forked_from"]["run_id"] == source
+
+    removed = await api.delete(f"/groups/{group_id}/members/bob", headers=auth())
+    assert removed.status_code in (200, 204), removed.text
+    before = await _run_count(pool)
+    refused = await _fork(api, source, {"from": {"snapshot": at}}, user="bob")
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "run_not_found"
+    assert await _run_count(pool) == before
