@@ -256,3 +256,38 @@ async def test_a_member_removed_from_the_group_cannot_fork(api, pool):  # noqa: 
     refused = await _fork(api, source, {"from": {"snapshot": at}}, user="bob")
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "run_not_found"
     assert await _run_count(pool) == before
+
+
+async def test_mobile_fork_of_a_run_waiting_at_a_sensitive_action(api, pool):  # noqa: F811
+    started = await api.post("/runs", headers=auth(), json={"kind": "mobile_agent", "input": {
+        "app_package": "com.waystation.sample.shop", "max_steps": 60, "seed": 1}})
+    assert started.status_code == 201, started.text
+    source = started.json()["run_id"]
+
+    async def waiting():
+        run = (await api.get(f"/runs/{source}", headers=auth())).json()
+        return run if run["pending_checkpoint"] else None
+    run = await eventually(waiting, timeout=60)
+    checkpoint, request_id = run["pending_checkpoint"], run["pending_decision"]["request_id"]
+    at_gate = (await api.get(f"/runs/{source}/snapshots/latest", headers=auth())).json()
+    source_events = await _events(api, source)
+
+    refused = await _fork(api, source, {"from": {"checkpoint": checkpoint},
+                                        "decision": {"decision": "approve"}})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["details"][0]["loc"] == ["body", "decision"]
+    forked = await _fork(api, source, {"from": {"checkpoint": checkpoint},
+                                       "input": {"sensitive_actions": "skip"}})
+    assert forked.status_code == 201, forked.text
+    fork_id = forked.json()["run_id"]
+    fork = await eventually(lambda: _mobile_done(api, fork_id), timeout=60)
+    assert fork["status"] == "completed" and fork["forked_from"]["checkpoint"] == checkpoint
+    async with pool.acquire() as conn:
+        copied = await conn.fetchval("SELECT max(step) FROM graph_persistence_outcomes "
+                                     "WHERE run_id = $1 AND NOT new_screen AND step <= $2",
+                                     fork_id, at_gate["state"]["step"])
+    assert copied == at_gate["state"]["step"]
+    # The source still waits on the same request; nothing was written to it.
+    still = (await api.get(f"/runs/{source}", headers=auth())).json()
+    assert still["pending_decision"]["request_id"] == request_id
+    assert await _events(api, source) == source_events
