@@ -67,7 +67,7 @@ SENSITIVE_GATE_EXPIRY = timedelta(days=1)
 # fire with about one second's granularity: measured, it capped a run at 20 steps/s.)
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 MAX_RECHOOSE = 20
-# Copying a fork's steps is one statement per table, but may wait out a database outage.
+# Copying a fork's steps is one short transaction, but it may wait out a database outage.
 RESTORE_TIMEOUT = timedelta(minutes=2)
 
 
