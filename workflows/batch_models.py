@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from activities.batch.spec import END, BatchJobSpec, Branch, StepDef
 from contracts.output_flags import OutputFlag
+from workflows.gates import DecisionInput
 
 
 class KeptOutput(BaseModel):
@@ -141,6 +142,11 @@ class BatchRunInput(BaseModel):
     round_size: int = Field(10_000, ge=1, le=100_000)
     # History events past which a run starts nothing new and continues as new (small in tests).
     history_budget: int = Field(7_000, ge=1, le=9_000)
+    # A fork's (POST /runs/{id}/fork): the decision to apply to its gate of that name when it
+    # opens, carried until it does; and the source, for run.started. None for every other job,
+    # and for jobs recorded before forks, whose histories must replay.
+    decided: DecisionInput | None = None
+    forked_from: dict[str, Any] | None = None
 
 
 class BatchRunResult(BaseModel):
