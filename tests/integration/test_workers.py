@@ -143,10 +143,16 @@ async def test_items_record_their_worker_files_session_and_failed_prompt(stack):
     assert failed["conversation"][1]["prompt"] == failed["rendered_prompt"]
     assert failed["session_id"] == f"sess-{failed['item_id']}-summarize"
 
+    # A re-run of the failed item is the same job again: it keeps what the job is about.
+    retry = await http.post(f"/jobs/{job_id}/retry-failed", headers=auth())
+    assert retry.status_code == 201, retry.text
+    again = await wait_job(http, retry.json()["run_id"], lambda j: j.get("status") == "failed")
+    assert (again["description"], again["metadata"]) == (job["description"], job["metadata"])
+
     # The worker's counts are those items'.
     row = await worker_row(http, stack.worker_id)
     assert row is not None and row["status"] == "idle" and row["running"] == 0
-    assert (row["units_completed"], row["units_failed"]) == (1, 1)
+    assert (row["units_completed"], row["units_failed"]) == (1, 2)
     assert row["total_execution_seconds"] == done["execution_ms"] / 1000
     assert row["last_heartbeat"] is not None and row["current_items"] == []
 
