@@ -42,6 +42,7 @@ from activities.agents import backend_named
 from activities.planner.agent import planner
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
+from bench.peer_agent import MESSAGES
 from contracts.agents import AGENT_ANSWERED, SUMMARY_PROMPT
 from persistence.db import create_pool
 from persistence.runs import create_run
@@ -50,9 +51,6 @@ from workflows.agent import AgentRun
 from workflows.agent_kind import AGENT
 from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
 
-MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
-            "I like the first three",
-            "Which of them are available on 2027-02-14?")
 WARM_UP_CONVERSATIONS = 3
 EVENTS_CHANNEL = "waystation_events"
 
@@ -64,26 +62,33 @@ class Samples:
 
 
 class Answers:
-    """Wakes when a run's `agent.answered` event is committed (the events' NOTIFY)."""
+    """Wakes when a run's `agent.answered` events are committed (the events' NOTIFY); many
+    conversations may wait at once (the peers benchmark's runs/s)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._seqs: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._wake: dict[str, asyncio.Event] = {}
 
     def on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        note = json.loads(payload)
-        self._seqs.put_nowait((note["run_id"], note["seq"]))
+        wake = self._wake.get(json.loads(payload)["run_id"])
+        if wake is not None:
+            wake.set()
 
-    async def answered(self, run_id: uuid.UUID) -> None:
-        while True:
-            run, seq = await self._seqs.get()
-            if run != str(run_id):
-                continue
-            async with self._pool.acquire() as conn:
-                kind = await conn.fetchval(
-                    "SELECT type FROM run_events WHERE run_id = $1 AND seq = $2", run_id, seq)
-            if kind == AGENT_ANSWERED:
-                return
+    async def answered(self, run_id: uuid.UUID, count: int) -> None:
+        """Until the run has answered `count` messages."""
+        wake = self._wake.setdefault(str(run_id), asyncio.Event())
+        try:
+            while True:
+                wake.clear()  # before the read: a commit after it wakes the wait below
+                async with self._pool.acquire() as conn:
+                    answered = await conn.fetchval(
+                        "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2",
+                        run_id, AGENT_ANSWERED)
+                if answered >= count:
+                    return
+                await wake.wait()
+        finally:
+            self._wake.pop(str(run_id), None)
 
 
 async def timed(step: Awaitable[None]) -> float:
@@ -98,6 +103,7 @@ class Conversation:
     def __init__(self, run_id: uuid.UUID, handle: WorkflowHandle, answers: Answers) -> None:
         self._run_id, self._handle, self._answers = run_id, handle, answers
         self._history: list[ModelMessage] = []
+        self._turns = 0
 
     @classmethod
     async def start(cls, client: Client, pool: asyncpg.Pool, queue: str,
@@ -112,25 +118,30 @@ class Conversation:
             id=AGENT.workflow_id(run_id), task_queue=queue)
         return cls(run_id, handle, answers)
 
-    async def waiting_for_message(self) -> None:
+    @property
+    def handle(self) -> WorkflowHandle:
+        return self._handle
+
+    async def waiting_for_message(self, poll: float = 0.002) -> None:
         # Not timed: only so that the next message is not refused as arriving too early.
         while True:
             if (await self._handle.query(AgentRun.state)).waiting_for == "message":
                 return
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(poll)
 
     async def durable_turn(self, text: str) -> None:
         await self._handle.execute_update(AgentRun.post_message,
                                           MessageInput(text=text, sent_by="bench"))
-        await self._answers.answered(self._run_id)
+        self._turns += 1
+        await self._answers.answered(self._run_id, self._turns)
 
     async def in_process_turn(self, text: str) -> None:
         result = await planner.run(text, message_history=self._history)
         self._history = result.all_messages()
         await planner.run(SUMMARY_PROMPT, message_history=self._history)
 
-    async def end(self) -> None:
-        await self.waiting_for_message()  # idle, so nothing is cut off mid-task
+    async def end(self, poll: float = 0.002) -> None:
+        await self.waiting_for_message(poll)  # idle, so nothing is cut off mid-task
         await self._handle.terminate("conversation over")
 
 
