@@ -19,7 +19,11 @@ same size), the two sides take turns (a durable turn, then the same turn in-proc
 load spike hits both), the first conversations are a warm-up, and the measured turns are
 split into rounds whose p50s are printed as a spread.
 
-    python -m bench.bench_agent --turns 300 --rounds 5
+    python -m bench.bench_agent --turns 300 --rounds 5 [--breakdown]
+
+`--breakdown` then reads the measured conversations' workflow histories and prints where a
+durable turn's time goes (bench.agent_breakdown), beside the dev server's floor for one empty
+regular and one empty local activity, measured in the same run.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.agents import backend_named
 from activities.planner.agent import planner
+from bench import agent_breakdown
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
 from bench.peer_agent import MESSAGES
@@ -59,6 +64,7 @@ EVENTS_CHANNEL = "waystation_events"
 class Samples:
     durable: list[float] = field(default_factory=list)
     in_process: list[float] = field(default_factory=list)
+    workflow_ids: list[str] = field(default_factory=list)
 
 
 class Answers:
@@ -151,6 +157,7 @@ async def conversations(client: Client, pool: asyncpg.Pool, queue: str, answers:
     samples = Samples()
     for _ in range(count):
         conversation = await Conversation.start(client, pool, queue, answers)
+        samples.workflow_ids.append(conversation.handle.id)
         for message in MESSAGES:
             await conversation.waiting_for_message()
             samples.durable.append(await timed(conversation.durable_turn(message)))
@@ -159,7 +166,8 @@ async def conversations(client: Client, pool: asyncpg.Pool, queue: str, answers:
     return samples
 
 
-async def measure(turns: int, rounds: int, address: str | None) -> list[Samples]:
+async def measure(turns: int, rounds: int, address: str | None,
+                  breakdown: bool = False) -> tuple[list[Samples], str]:
     per_round = max(1, turns // len(MESSAGES) // rounds)
     async with bench_database() as url, bench_temporal(address, "default") as client:
         pool = await create_pool(url, max_size=10)
@@ -178,7 +186,13 @@ async def measure(turns: int, rounds: int, address: str | None) -> list[Samples]
                         f"({per_round * len(MESSAGES)} turns a side)")
                     results.append(await conversations(client, pool, queue, answers,
                                                        per_round))
-                return results
+            if not breakdown:
+                return results, ""
+            log("breakdown: reading the histories, then the server's floor")
+            turns_seen = await agent_breakdown.history_turns(
+                client, [w for r in results for w in r.workflow_ids])
+            floor = await agent_breakdown.floor_ms(client)
+            return results, agent_breakdown.report(turns_seen, floor)
         finally:
             await listener.close()
             await pool.close()
@@ -210,9 +224,15 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300, help="measured turns a side")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--temporal-address", help="an existing server (default: start one)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then print where a durable turn's time goes (from the histories)")
     args = parser.parse_args()
     log(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(report(asyncio.run(measure(args.turns, args.rounds, args.temporal_address))))
+    results, breakdown = asyncio.run(measure(args.turns, args.rounds, args.temporal_address,
+                                             args.breakdown))
+    print(report(results))
+    if breakdown:
+        print(f"\n{breakdown}")
 
 
 if __name__ == "__main__":
