@@ -11,8 +11,9 @@ with `--clicks` more validation runs and `--agent-clicks` agent runs (the planne
 book a vendor: its booking waits for approval) besides.
 
 (a) Click → next step: `--people` people at once, each taking the next gated run: open the
-run's SSE stream (`/runs/{id}/events/stream`), read it up to its `gate.opened`, then click
-(`POST /runs/{id}/decisions/{checkpoint}`); timed from the click to the first event of the
+run's SSE stream (`/runs/{id}/events/stream`), read it up to its `gate.opened`, then all click
+at once (`POST /runs/{id}/decisions/{checkpoint}`), in bursts (the next once the work the
+clicks set off is done); timed from the click to the first event of the
 next step seen on the stream (the first event after the click that is not a gate's: the next
 phase's `phase.started`, the approved tool's `tool.returned`). Baselines in the same sitting:
 DBOS's in-process resume (bench.peers_dbos, the toy: `send` → the next step's event, in its own
@@ -113,13 +114,14 @@ async def fill(stack: LocalStack, http: httpx.AsyncClient, kinds: list[str]) -> 
 # --- (a) click → next step ---------------------------------------------------------------------
 
 
-async def click(http: httpx.AsyncClient, run: Click) -> float:
+async def click(http: httpx.AsyncClient, run: Click, together: asyncio.Barrier) -> float:
     """Seconds from the click to the next step's first event on the run's SSE stream."""
     async with http.stream("GET", f"/runs/{run.run_id}/events/stream") as response:
         events = sse_events(response)
         async for event in events:  # the run's past, up to the question
             if event.event == "gate.opened":
                 break
+        await together.wait()  # everyone has the question on screen: all click at once
         sent = time.perf_counter()
         decided = asyncio.create_task(http.post(
             f"/runs/{run.run_id}/decisions/{run.checkpoint}", json={"decision": "approve"}))
@@ -132,21 +134,39 @@ async def click(http: httpx.AsyncClient, run: Click) -> float:
     return seen - sent
 
 
+# A decided run is done with the work its click set off when one of these is written.
+SETTLED = ("run.completed", "run.failed", "agent.answered")
+
+
 async def people(stack: LocalStack, runs: list[Click], count: int) -> dict[str, list[float]]:
-    """`count` people deciding at once, each taking the next run; latencies by kind."""
-    queue: asyncio.Queue[Click] = asyncio.Queue()
-    for run in runs:
-        queue.put_nowait(run)
+    """Bursts of `count` people clicking at once; latencies by kind. Each burst's runs finish
+    the work the clicks set off before the next burst, so that a burst measures 20 people
+    deciding at once, not the backlog of the bursts before it (people think between two
+    decisions; clicking back to back would measure the worker's throughput instead)."""
     samples: dict[str, list[float]] = {}
     limits = httpx.Limits(max_connections=2 * count + 10)
-
-    async def person(http: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            run = queue.get_nowait()
-            samples.setdefault(run.kind, []).append(await click(http, run))
     async with stack.client(CROWD, limits=limits) as http:
-        await asyncio.gather(*(person(http) for _ in range(count)))
+        for first in range(0, len(runs), count):
+            burst = runs[first:first + count]
+            together = asyncio.Barrier(len(burst))
+            seconds = await asyncio.gather(*(click(http, run, together) for run in burst))
+            for run, took in zip(burst, seconds, strict=True):
+                samples.setdefault(run.kind, []).append(took)
+            await settle(stack, [uuid.UUID(run.run_id) for run in burst])
     return samples
+
+
+async def settle(stack: LocalStack, run_ids: list[uuid.UUID]) -> None:
+    async def settled() -> int:
+        async with stack.pool.acquire() as conn:
+            return int(await conn.fetchval(
+                "SELECT count(DISTINCT run_id) FROM run_events WHERE run_id = ANY($1::uuid[]) "
+                "AND type = ANY($2::text[])", run_ids, list(SETTLED)))
+    deadline = time.monotonic() + 300
+    while True:
+        if await settled() >= len(run_ids) or time.monotonic() > deadline:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def dbos_baseline(stack: LocalStack, approvals: int) -> Figures | None:
@@ -252,8 +272,12 @@ async def run(args: argparse.Namespace) -> None:
                      + ["agent"] * args.agent_clicks)
             log(f"starting {len(kinds)} runs, all to wait at a gate")
             runs = await fill(stack, crowd, kinds)
-            to_click = ([r for r in runs if r.kind == "validation"][:args.clicks]
-                        + [r for r in runs if r.kind == "agent"])
+            validation = [r for r in runs if r.kind == "validation"][:args.clicks]
+            agents = [r for r in runs if r.kind == "agent"]
+            # Both kinds in every burst, in proportion.
+            to_click = sorted(validation + agents, key=lambda r: (
+                (validation.index(r) / len(validation)) if r.kind == "validation"
+                else (agents.index(r) / len(agents))))
             log(f"(a) {len(to_click)} clicks, {args.people} people at once, "
                 f"{args.waiting} other runs waiting")
             clicked = await people(stack, to_click, args.people)
