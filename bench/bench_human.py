@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -57,7 +58,9 @@ AGENT_GATE = "approve_book_vendor_1"
 # Names a vendor and says "book": the planner's first request asks for `book_vendor`, which
 # waits for approval (tests/agent_helpers.py's BOOK).
 BOOK = "Book Rosewood Estate on 2027-02-14 for 200 guests"
-OWNER, CROWD = "bench", "crowd"
+OWNER = "bench"
+# The waiting runs belong to this many people (one person's writes are rate-limited).
+CROWD = 50
 ADDRESS = "bench@example.com"
 
 
@@ -66,6 +69,7 @@ class Click(BaseModel):
     run_id: str
     kind: str
     checkpoint: str
+    owner: str
 
 
 @dataclass
@@ -81,24 +85,27 @@ class Inbox:
 # --- the runs ----------------------------------------------------------------------------------
 
 
-async def start(http: httpx.AsyncClient, kind: str) -> Click:
+async def start(http: httpx.AsyncClient, kind: str, owner: str) -> Click:
     body = ({"entrepreneur_input": IDEA, "gates": [GATE]} if kind == "validation"
             else {"message": BOOK})
     response = await http.post("/runs", json={"kind": kind, "input": body})
     assert response.status_code == 201, response.text
     return Click(run_id=response.json()["run_id"], kind=kind,
-                 checkpoint=GATE if kind == "validation" else AGENT_GATE)
+                 checkpoint=GATE if kind == "validation" else AGENT_GATE, owner=owner)
 
 
-async def fill(stack: LocalStack, http: httpx.AsyncClient, kinds: list[str]) -> list[Click]:
-    """Start the runs 20 at a time (as many clients would) and wait until all wait."""
+async def fill(stack: LocalStack, crowd: dict[str, httpx.AsyncClient],
+               kinds: list[str]) -> list[Click]:
+    """Start the runs 20 at a time, by the crowd in turn, and wait until all wait."""
     limit = asyncio.Semaphore(20)
+    owners = list(crowd)
 
-    async def one(kind: str) -> Click:
+    async def one(index: int, kind: str) -> Click:
+        owner = owners[index % len(owners)]
         async with limit:
-            return await start(http, kind)
+            return await start(crowd[owner], kind, owner)
     began = time.perf_counter()
-    clicks = await asyncio.gather(*(one(kind) for kind in kinds))
+    clicks = await asyncio.gather(*(one(i, kind) for i, kind in enumerate(kinds)))
 
     async def pending() -> int:
         async with stack.pool.acquire() as conn:
@@ -114,8 +121,10 @@ async def fill(stack: LocalStack, http: httpx.AsyncClient, kinds: list[str]) -> 
 # --- (a) click → next step ---------------------------------------------------------------------
 
 
-async def click(http: httpx.AsyncClient, run: Click, together: asyncio.Barrier) -> float:
+async def click(crowd: dict[str, httpx.AsyncClient], run: Click,
+                together: asyncio.Barrier) -> float:
     """Seconds from the click to the next step's first event on the run's SSE stream."""
+    http = crowd[run.owner]
     async with http.stream("GET", f"/runs/{run.run_id}/events/stream") as response:
         events = sse_events(response)
         async for event in events:  # the run's past, up to the question
@@ -138,21 +147,20 @@ async def click(http: httpx.AsyncClient, run: Click, together: asyncio.Barrier) 
 SETTLED = ("run.completed", "run.failed", "agent.answered")
 
 
-async def people(stack: LocalStack, runs: list[Click], count: int) -> dict[str, list[float]]:
+async def people(stack: LocalStack, crowd: dict[str, httpx.AsyncClient], runs: list[Click],
+                 count: int) -> dict[str, list[float]]:
     """Bursts of `count` people clicking at once; latencies by kind. Each burst's runs finish
     the work the clicks set off before the next burst, so that a burst measures 20 people
     deciding at once, not the backlog of the bursts before it (people think between two
     decisions; clicking back to back would measure the worker's throughput instead)."""
     samples: dict[str, list[float]] = {}
-    limits = httpx.Limits(max_connections=2 * count + 10)
-    async with stack.client(CROWD, limits=limits) as http:
-        for first in range(0, len(runs), count):
-            burst = runs[first:first + count]
-            together = asyncio.Barrier(len(burst))
-            seconds = await asyncio.gather(*(click(http, run, together) for run in burst))
-            for run, took in zip(burst, seconds, strict=True):
-                samples.setdefault(run.kind, []).append(took)
-            await settle(stack, [uuid.UUID(run.run_id) for run in burst])
+    for first in range(0, len(runs), count):
+        burst = runs[first:first + count]
+        together = asyncio.Barrier(len(burst))
+        seconds = await asyncio.gather(*(click(crowd, run, together) for run in burst))
+        for run, took in zip(burst, seconds, strict=True):
+            samples.setdefault(run.kind, []).append(took)
+        await settle(stack, [uuid.UUID(run.run_id) for run in burst])
     return samples
 
 
@@ -207,7 +215,7 @@ async def notices(stack: LocalStack, http: httpx.AsyncClient, receiver: Receiver
     mails: list[float] = []
     for _ in range(count):
         heard, mailed = len(receiver.arrivals), len(inbox.arrivals)
-        run = await start(http, "validation")
+        run = await start(http, "validation", OWNER)
         await wait_for(lambda h=heard, m=mailed: len(receiver.arrivals) > h
                        and len(inbox.arrivals) > m)
         async with stack.pool.acquire() as conn:
@@ -266,8 +274,10 @@ async def run(args: argparse.Namespace) -> None:
     try:
         async with local_stack(backend="noop", smtp_url=f"smtp://127.0.0.1:{smtp_port}",
                                smtp_from="ws@example.com") as stack, \
-                stack.client(CROWD) as crowd, \
-                stack.client(OWNER) as owner:
+                contextlib.AsyncExitStack() as clients:
+            crowd = {f"crowd-{n}": await clients.enter_async_context(stack.client(f"crowd-{n}"))
+                     for n in range(CROWD)}
+            owner = await clients.enter_async_context(stack.client(OWNER))
             kinds = (["validation"] * (args.waiting + args.clicks)
                      + ["agent"] * args.agent_clicks)
             log(f"starting {len(kinds)} runs, all to wait at a gate")
@@ -280,7 +290,7 @@ async def run(args: argparse.Namespace) -> None:
                 else (agents.index(r) / len(agents))))
             log(f"(a) {len(to_click)} clicks, {args.people} people at once, "
                 f"{args.waiting} other runs waiting")
-            clicked = await people(stack, to_click, args.people)
+            clicked = await people(stack, crowd, to_click, args.people)
             log("(a) baselines: DBOS in-process resume, raw Temporal Update → activity")
             dbos = await dbos_baseline(stack, args.baseline)
             raw = await raw_temporal_baseline(stack, args.baseline)
