@@ -180,6 +180,7 @@ async def settle(stack: LocalStack, run_ids: list[uuid.UUID]) -> None:
 
 async def dbos_baseline(stack: LocalStack, approvals: int) -> Figures | None:
     """DBOS's toy, send → next step, in its own process (bench.peers_dbos)."""
+    assert stack.settings.database_url is not None  # local_stack always sets it
     url = await create_database(stack.settings.database_url, "human_dbos", migrate=False)
     done = await asyncio.to_thread(subprocess.run, [
         sys.executable, "-m", "bench.peers_dbos", "--database-url", url, "--kinds", "toy",

@@ -14,8 +14,9 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import asyncpg
 
@@ -167,7 +168,7 @@ def new_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def harness_main(measure: Callable[[Plan], Awaitable[list[Figures]]]) -> None:
+def harness_main(measure: Callable[[Plan], Coroutine[Any, Any, list[Figures]]]) -> None:
     """A harness runs in its own process and prints its figures as JSON lines."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--database-url", required=True)
