@@ -135,11 +135,14 @@ async def click(crowd: dict[str, httpx.AsyncClient], run: Click,
         sent = time.perf_counter()
         decided = asyncio.create_task(http.post(
             f"/runs/{run.run_id}/decisions/{run.checkpoint}", json={"decision": "approve"}))
+        seen: float | None = None
         async for event in events:
             if event.id is not None and not event.event.startswith("gate."):
                 seen = time.perf_counter()
                 break
         response_ = await decided
+        if seen is None:
+            raise RuntimeError(f"run {run.run_id}'s stream ended before its next step")
         assert response_.status_code == 200, response_.text
     return seen - sent
 
