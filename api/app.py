@@ -39,6 +39,7 @@ from api.routes import (
     runs,
     streams,
     webhooks,
+    workers,
 )
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
@@ -51,7 +52,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, workers)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

@@ -29,6 +29,10 @@ class JobView(BaseModel):
     input_tokens: int
     output_tokens: int
     test_unit_id: UUID | None
+    test_passed: bool | None = Field(description="Whether the test item completed: null "
+                                                 "until it finished, or without one.")
+    description: str | None
+    metadata: dict[str, Any]
     steps: list[str]
     created_at: datetime
     started_at: datetime | None
@@ -43,7 +47,9 @@ class JobView(BaseModel):
             cost_usd=round(sum(c.cost_usd for c in counts), 6),
             input_tokens=sum(c.input_tokens for c in counts),
             output_tokens=sum(c.output_tokens for c in counts),
-            test_unit_id=job.test_unit_id, steps=[s["name"] for s in job.spec["steps"]],
+            test_unit_id=job.test_unit_id, test_passed=job.test_passed,
+            description=job.description, metadata=job.metadata,
+            steps=[s["name"] for s in job.spec["steps"]],
             created_at=job.created_at, started_at=job.started_at,
             completed_at=job.completed_at)
 
@@ -72,6 +78,12 @@ class ItemView(BaseModel):
                                                   "completed.")
     flags: list[OutputFlag] = Field(default_factory=list, description="What output checks "
                                                                   "flagged in its answers.")
+    worker_id: str | None = Field(None, description="The worker that last started it (as "
+                                                    "GET /workers names it).")
+    assigned_at: datetime | None = Field(None, description="When that worker's slice began.")
+    output_files: list[str] = Field(default_factory=list,
+                                    description="Files its steps reported creating.")
+    session_id: str | None = Field(None, description="The provider's id of its last answer.")
 
     @classmethod
     def of(cls, unit: UnitRow) -> ItemView:

@@ -13,7 +13,6 @@ from uuid import UUID
 
 import asyncpg
 from pydantic import TypeAdapter
-from temporalio import workflow
 from temporalio.client import Client
 from temporalio.common import (
     SearchAttributePair,
@@ -29,6 +28,7 @@ from persistence import runs as runs_repo
 from persistence.models import RunRow
 from persistence.runs import CreateOutcome
 from workflows import search_attributes as sa
+from workflows.definitions import workflow_arg_type, workflow_type
 
 _POLICIES = TypeAdapter(GatePolicies)
 
@@ -56,7 +56,6 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow,
                     fork: ForkPoint | None = None) -> None:
     """Start the run's workflow; a fork's (`fork`) from its kind's `fork` hook."""
     start = run_start(kind, run)
-    defn = workflow._Definition.must_from_class(kind.workflow)
     summary, details = kind.summary(start), kind.details(start) if kind.details else None
     if fork is not None:
         assert kind.fork is not None, "the fork service refuses kinds without the hook"
@@ -66,15 +65,14 @@ async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow,
     elif kind.build_input is not None:
         arg = kind.build_input(start)
     else:
-        arg_type = defn.arg_types[0] if defn.arg_types else None
+        arg_type = workflow_arg_type(kind.workflow)
         if arg_type is None:
             raise TypeError(f"kind {kind.name!r}: give build_input, or annotate the "
                             "workflow's run argument with a model of run_id, owner and input")
         arg = arg_type(run_id=start.run_id, owner=start.owner, input=start.input)
-    assert defn.name is not None, "a registered workflow is never dynamic"
     policies = merge_policies(kind.gate_policy, gate_policies_of(run))
     await client.start_workflow(
-        defn.name, arg, id=run.workflow_id, task_queue=task_queue,
+        workflow_type(kind.workflow), arg, id=run.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         search_attributes=initial_search_attributes(run),
         static_summary=summary, static_details=details,

@@ -19,7 +19,11 @@ same size), the two sides take turns (a durable turn, then the same turn in-proc
 load spike hits both), the first conversations are a warm-up, and the measured turns are
 split into rounds whose p50s are printed as a spread.
 
-    python -m bench.bench_agent --turns 300 --rounds 5
+    python -m bench.bench_agent --turns 300 --rounds 5 [--breakdown]
+
+`--breakdown` then reads the measured conversations' workflow histories and prints where a
+durable turn's time goes (bench.agent_breakdown), beside the dev server's floor for one empty
+regular and one empty local activity, measured in the same run.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.agents import backend_named
 from activities.planner.agent import planner
+from bench import agent_breakdown
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
+from bench.peer_agent import MESSAGES
 from contracts.agents import AGENT_ANSWERED, SUMMARY_PROMPT
 from persistence.db import create_pool
 from persistence.runs import create_run
@@ -50,9 +56,6 @@ from workflows.agent import AgentRun
 from workflows.agent_kind import AGENT
 from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
 
-MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
-            "I like the first three",
-            "Which of them are available on 2027-02-14?")
 WARM_UP_CONVERSATIONS = 3
 EVENTS_CHANNEL = "waystation_events"
 
@@ -61,29 +64,37 @@ EVENTS_CHANNEL = "waystation_events"
 class Samples:
     durable: list[float] = field(default_factory=list)
     in_process: list[float] = field(default_factory=list)
+    workflow_ids: list[str] = field(default_factory=list)
 
 
 class Answers:
-    """Wakes when a run's `agent.answered` event is committed (the events' NOTIFY)."""
+    """Wakes when a run's `agent.answered` events are committed (the events' NOTIFY); many
+    conversations may wait at once (the peers benchmark's runs/s)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._seqs: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._wake: dict[str, asyncio.Event] = {}
 
     def on_notify(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        note = json.loads(payload)
-        self._seqs.put_nowait((note["run_id"], note["seq"]))
+        wake = self._wake.get(json.loads(payload)["run_id"])
+        if wake is not None:
+            wake.set()
 
-    async def answered(self, run_id: uuid.UUID) -> None:
-        while True:
-            run, seq = await self._seqs.get()
-            if run != str(run_id):
-                continue
-            async with self._pool.acquire() as conn:
-                kind = await conn.fetchval(
-                    "SELECT type FROM run_events WHERE run_id = $1 AND seq = $2", run_id, seq)
-            if kind == AGENT_ANSWERED:
-                return
+    async def answered(self, run_id: uuid.UUID, count: int) -> None:
+        """Until the run has answered `count` messages."""
+        wake = self._wake.setdefault(str(run_id), asyncio.Event())
+        try:
+            while True:
+                wake.clear()  # before the read: a commit after it wakes the wait below
+                async with self._pool.acquire() as conn:
+                    answered = await conn.fetchval(
+                        "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2",
+                        run_id, AGENT_ANSWERED)
+                if answered >= count:
+                    return
+                await wake.wait()
+        finally:
+            self._wake.pop(str(run_id), None)
 
 
 async def timed(step: Awaitable[None]) -> float:
@@ -98,6 +109,7 @@ class Conversation:
     def __init__(self, run_id: uuid.UUID, handle: WorkflowHandle, answers: Answers) -> None:
         self._run_id, self._handle, self._answers = run_id, handle, answers
         self._history: list[ModelMessage] = []
+        self._turns = 0
 
     @classmethod
     async def start(cls, client: Client, pool: asyncpg.Pool, queue: str,
@@ -112,25 +124,30 @@ class Conversation:
             id=AGENT.workflow_id(run_id), task_queue=queue)
         return cls(run_id, handle, answers)
 
-    async def waiting_for_message(self) -> None:
+    @property
+    def handle(self) -> WorkflowHandle:
+        return self._handle
+
+    async def waiting_for_message(self, poll: float = 0.002) -> None:
         # Not timed: only so that the next message is not refused as arriving too early.
         while True:
             if (await self._handle.query(AgentRun.state)).waiting_for == "message":
                 return
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(poll)
 
     async def durable_turn(self, text: str) -> None:
         await self._handle.execute_update(AgentRun.post_message,
                                           MessageInput(text=text, sent_by="bench"))
-        await self._answers.answered(self._run_id)
+        self._turns += 1
+        await self._answers.answered(self._run_id, self._turns)
 
     async def in_process_turn(self, text: str) -> None:
         result = await planner.run(text, message_history=self._history)
         self._history = result.all_messages()
         await planner.run(SUMMARY_PROMPT, message_history=self._history)
 
-    async def end(self) -> None:
-        await self.waiting_for_message()  # idle, so nothing is cut off mid-task
+    async def end(self, poll: float = 0.002) -> None:
+        await self.waiting_for_message(poll)  # idle, so nothing is cut off mid-task
         await self._handle.terminate("conversation over")
 
 
@@ -140,6 +157,7 @@ async def conversations(client: Client, pool: asyncpg.Pool, queue: str, answers:
     samples = Samples()
     for _ in range(count):
         conversation = await Conversation.start(client, pool, queue, answers)
+        samples.workflow_ids.append(conversation.handle.id)
         for message in MESSAGES:
             await conversation.waiting_for_message()
             samples.durable.append(await timed(conversation.durable_turn(message)))
@@ -148,7 +166,8 @@ async def conversations(client: Client, pool: asyncpg.Pool, queue: str, answers:
     return samples
 
 
-async def measure(turns: int, rounds: int, address: str | None) -> list[Samples]:
+async def measure(turns: int, rounds: int, address: str | None,
+                  breakdown: bool = False) -> tuple[list[Samples], str]:
     per_round = max(1, turns // len(MESSAGES) // rounds)
     async with bench_database() as url, bench_temporal(address, "default") as client:
         pool = await create_pool(url, max_size=10)
@@ -167,7 +186,13 @@ async def measure(turns: int, rounds: int, address: str | None) -> list[Samples]
                         f"({per_round * len(MESSAGES)} turns a side)")
                     results.append(await conversations(client, pool, queue, answers,
                                                        per_round))
-                return results
+            if not breakdown:
+                return results, ""
+            log("breakdown: reading the histories, then the server's floor")
+            turns_seen = await agent_breakdown.history_turns(
+                client, [w for r in results for w in r.workflow_ids])
+            floor = await agent_breakdown.floor_ms(client)
+            return results, agent_breakdown.report(turns_seen, floor)
         finally:
             await listener.close()
             await pool.close()
@@ -199,9 +224,15 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300, help="measured turns a side")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--temporal-address", help="an existing server (default: start one)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then print where a durable turn's time goes (from the histories)")
     args = parser.parse_args()
     log(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(report(asyncio.run(measure(args.turns, args.rounds, args.temporal_address))))
+    results, breakdown = asyncio.run(measure(args.turns, args.rounds, args.temporal_address,
+                                             args.breakdown))
+    print(report(results))
+    if breakdown:
+        print(f"\n{breakdown}")
 
 
 if __name__ == "__main__":

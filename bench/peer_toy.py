@@ -71,10 +71,10 @@ class PeerToy(RunWorkflow):
                         options=[GateOption(value="approve", label="Approve")],
                         expires_in=timedelta(hours=1))
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return self._phase, f"phase {self._phase}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return {"phase": self._phase}
 
 

@@ -1,5 +1,6 @@
-"""What the three peer harnesses share: the toy's progress-event table, how a run's step
-times are read back, and the figures each harness reports.
+"""What the three peer harnesses share: the progress-event table, the shapes of the run kinds
+measured (the toy, the validation-like run), how a run's step times are read back, and the
+figures each harness reports.
 
 Every system writes its progress events to PostgreSQL with the database's clock, so step
 intervals and approval latencies are measured the same way for all of them.
@@ -13,8 +14,9 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import asyncpg
 
@@ -22,6 +24,7 @@ from bench.common import percentile
 
 PHASES = 5
 APPROVE_AFTER = 2
+KINDS = ("toy", "validation", "agent")
 EVENTS_TABLE = """CREATE TABLE IF NOT EXISTS peer_events (
     run_id text NOT NULL, step int NOT NULL,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -34,6 +37,22 @@ INSERT_EVENT = "INSERT INTO peer_events (run_id, step) VALUES ($1, $2) ON CONFLI
 HUMAN_PAUSE_S = 0.05
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A run of `steps` sequential steps, each writing one progress event, with one human
+    approval after step `approve_after`."""
+    kind: str
+    steps: int
+    approve_after: int
+
+
+TOY = Shape("toy", PHASES, APPROVE_AFTER)
+# The validation kind's phases (workflows/validation_phases.py): 2, 3, 2, 2, 3 tasks, and its
+# first gate (approve_founders_brief) after phase 0's two tasks.
+VALIDATION_TASKS = (2, 3, 2, 2, 3)
+VALIDATION = Shape("validation", sum(VALIDATION_TASKS), VALIDATION_TASKS[0])
+
+
 @dataclass
 class Figures:
     system: str
@@ -42,6 +61,9 @@ class Figures:
     approval_p50_ms: float
     approval_p99_ms: float
     runs_per_s: float
+    # toy, validation or agent; for the agent a "step" is a whole turn and the approval is
+    # the person's message (see bench.peer_agent).
+    kind: str = "toy"
 
 
 @dataclass
@@ -51,6 +73,8 @@ class Plan:
     approvals: int  # sequential runs timed from approval to the next step
     throughput_runs: int
     concurrency: int
+    kinds: tuple[str, ...] = KINDS
+    agent_runs: int = 20  # sequential conversations timed (and as many for runs/s)
 
 
 def intervals_ms(times: list[float]) -> list[float]:
@@ -74,10 +98,12 @@ async def wait_for_row(conn: asyncpg.Connection, sql: str, *args: object,
         await asyncio.sleep(0.002)
 
 
-async def next_step_ms(conn: asyncpg.Connection, run_id: str, sent: float) -> float:
+async def next_step_ms(conn: asyncpg.Connection, run_id: str, sent: float,
+                       shape: Shape = TOY) -> float:
     """From `sent` (epoch seconds) to the event of the step after the approval."""
     row = await wait_for_row(conn, "SELECT created_at FROM peer_events "
-                                   "WHERE run_id = $1 AND step = $2", run_id, APPROVE_AFTER + 1)
+                                   "WHERE run_id = $1 AND step = $2", run_id,
+                             shape.approve_after + 1)
     return (row[0].timestamp() - sent) * 1000
 
 
@@ -94,17 +120,18 @@ async def throughput(start_and_finish: Callable[[], Awaitable[None]], runs: int,
     return runs / (time.perf_counter() - began)
 
 
-def figures(system: str, steps: list[float], approvals: list[float], rps: float) -> Figures:
+def figures(system: str, steps: list[float], approvals: list[float], rps: float,
+            kind: str = "toy") -> Figures:
     return Figures(system=system, step_p50_ms=percentile(steps, 50),
                    step_p99_ms=percentile(steps, 99), approval_p50_ms=percentile(approvals, 50),
-                   approval_p99_ms=percentile(approvals, 99), runs_per_s=rps)
+                   approval_p99_ms=percentile(approvals, 99), runs_per_s=rps, kind=kind)
 
 
-async def measure_toy(system: str, plan: Plan, conn: asyncpg.Connection, step_sql: str, *,
-                      run_straight: Callable[[], Awaitable[str]],
-                      approve_one: Callable[[], Awaitable[float]]) -> Figures:
-    """The same three measurements for every system: `run_straight` runs the toy without
-    its approval and returns the run id (its steps are read back with `step_sql`),
+async def measure_shape(system: str, shape: Shape, plan: Plan, conn: asyncpg.Connection,
+                        step_sql: str, *, run_straight: Callable[[], Awaitable[str]],
+                        approve_one: Callable[[], Awaitable[float]]) -> Figures:
+    """The same three measurements for every system and shape: `run_straight` runs the shape
+    without its approval and returns the run id (its steps are read back with `step_sql`),
     `approve_one` runs it to its approval and returns approval → next step in ms."""
     for _ in range(3):  # warm up
         await run_straight()
@@ -116,14 +143,32 @@ async def measure_toy(system: str, plan: Plan, conn: asyncpg.Connection, step_sq
     async def one_run() -> None:
         await run_straight()
     rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
-    return figures(system, steps, approvals, rps)
+    return figures(system, steps, approvals, rps, shape.kind)
+
+
+async def measure_agent(system: str, plan: Plan, *,
+                        converse: Callable[[bool], Awaitable[list[tuple[float, float]]]]
+                        ) -> Figures:
+    """The agent conversation for every system: `converse(timed)` holds one conversation of
+    `bench.peer_agent.MESSAGES` and, when timed (one conversation at a time), returns per
+    turn (message → answer, message → the turn's first model request) in ms."""
+    for _ in range(2):  # warm up
+        await converse(True)
+    turns: list[tuple[float, float]] = []
+    for _ in range(plan.agent_runs):
+        turns += await converse(True)
+
+    async def one_run() -> None:
+        await converse(False)
+    rps = await throughput(one_run, plan.agent_runs, plan.concurrency)
+    return figures(system, [t for t, _ in turns], [f for _, f in turns], rps, "agent")
 
 
 def new_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def harness_main(measure: Callable[[Plan], Awaitable[list[Figures]]]) -> None:
+def harness_main(measure: Callable[[Plan], Coroutine[Any, Any, list[Figures]]]) -> None:
     """A harness runs in its own process and prints its figures as JSON lines."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--database-url", required=True)
@@ -131,9 +176,12 @@ def harness_main(measure: Callable[[Plan], Awaitable[list[Figures]]]) -> None:
     parser.add_argument("--approvals", type=int, default=20)
     parser.add_argument("--throughput-runs", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--agent-runs", type=int, default=20)
+    parser.add_argument("--kinds", default=",".join(KINDS))
     args = parser.parse_args()
     plan = Plan(database_url=args.database_url, runs=args.runs, approvals=args.approvals,
-                throughput_runs=args.throughput_runs, concurrency=args.concurrency)
+                throughput_runs=args.throughput_runs, concurrency=args.concurrency,
+                kinds=tuple(args.kinds.split(",")), agent_runs=args.agent_runs)
     for result in asyncio.run(measure(plan)):
         print(json.dumps(asdict(result)), flush=True)
     sys.exit(0)

@@ -9,7 +9,7 @@ Temporal Web UI shows their summaries. Built-in kinds and plug-ins register the 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -59,6 +59,22 @@ class ForkPoint:
     forked_from: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ForkSource:
+    """What a kind's `fork_input` hook builds a fork's input from: the source run's id, status,
+    the gate it waits on now and its stored input, the point, the fork request's `input` (None
+    when it gave none), and the API's database connection (the caller's: row-level security
+    applies to what it reads)."""
+
+    run_id: UUID
+    status: str
+    waiting_on: str | None
+    input: dict[str, Any]
+    point: ForkPoint
+    replacing: dict[str, Any] | None
+    conn: Any
+
+
 class ForkRefused(Exception):
     """A kind's `fork` hook cannot start from this point: answered as 422 `code`, naming
     `field` of the fork request (`from.snapshot`, `decision`, ...)."""
@@ -92,6 +108,10 @@ class RunKind:
       and the `ForkPoint`, the workflow's argument for a run that carries on from that
       snapshot; it may raise `ForkRefused`. None: the kind cannot fork, and
       `POST /runs/{id}/fork` answers 422 `fork_not_supported` with `fork_refusal` as the why.
+    - `fork_input`: the fork's input (the kind's input model), for a kind whose fork is more
+      than the source's input with the request's `input` fields replaced (a batch fork reads
+      the chosen items and their earlier outputs from the database); it may raise
+      `ForkRefused`. None: that replacement.
     """
 
     name: str
@@ -107,6 +127,7 @@ class RunKind:
     gate_policy: GatePolicies = field(default_factory=dict)
     fork: Callable[[RunStart, ForkPoint], BaseModel] | None = None
     fork_refusal: str = "this kind cannot start from another run's snapshot"
+    fork_input: Callable[[ForkSource], Awaitable[BaseModel]] | None = None
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

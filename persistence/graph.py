@@ -197,6 +197,41 @@ async def run_graph(conn: asyncpg.Connection, run_id: UUID
     return screens, edges
 
 
+class StepRecord(BaseModel):
+    """A recorded step: the screen it saw (None outside the app or on an error) and the
+    action that led there from `from_screen_id`."""
+
+    step: int
+    screen_id: int | None
+    activity: str | None
+    from_screen_id: int | None
+    action_id: int | None
+    foreign_package: str | None
+
+
+class ActionRecord(BaseModel):
+    id: int
+    screen_id: int
+    selector: str
+    kind: str
+    label: str
+    row_group: str | None
+    row_index: int | None
+    sensitive: bool
+
+
+async def copy_fork_steps(conn: asyncpg.Connection, run_id: UUID, source_run_id: UUID,
+                          up_to_step: int) -> tuple[list[StepRecord], list[ActionRecord]]:
+    """Give a forked run its source's steps up to `up_to_step`; its steps and their screens'
+    actions, as the run now has them."""
+    async with conn.transaction():
+        await conn.execute(sql("copy_fork_steps"), run_id, source_run_id, up_to_step)
+        steps = await conn.fetch(sql("run_steps"), run_id)
+        actions = await conn.fetch(sql("run_screen_actions"), run_id)
+    return ([StepRecord.model_validate(dict(r)) for r in steps],
+            [ActionRecord.model_validate(dict(r)) for r in actions])
+
+
 async def coverage(conn: asyncpg.Connection, package: str) -> dict[str, Any]:
     app = await conn.fetchrow(sql("get_app"), package)
     screens, edges = await app_graph(conn, package)

@@ -32,6 +32,10 @@ class JobRow(Row):
     completed_at: datetime | None
     owner: str
     error_message: str | None
+    # Migration 062: given at start, and whether the test item passed (NULL until known).
+    description: str | None = None
+    test_passed: bool | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class UnitRow(Row):
@@ -57,6 +61,12 @@ class UnitRow(Row):
     at_step: str | None = None
     # Every output check's flag on its outputs (migration 052).
     flags: list[OutputFlag] = Field(default_factory=list)
+    # Migration 061: the worker that last started it and when, the files its steps reported,
+    # the provider's id of its last answer.
+    worker_id: str | None = None
+    assigned_at: datetime | None = None
+    output_files: list[str] = Field(default_factory=list)
+    session_id: str | None = None
 
 
 class OutputRow(Row):
@@ -112,6 +122,15 @@ class StepOutputWrite(BaseModel):
     item_done: bool
     execution_ms: int
     flags: list[OutputFlag] = Field(default_factory=list)
+    output_files: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+
+
+class WorkerStart(BaseModel):
+    """Who starts an item and when its slice (or single-item activity) began."""
+
+    worker_id: str
+    assigned_at: datetime
 
 
 # --- writes (activities) ----------------------------------------------------------------------
@@ -148,31 +167,37 @@ async def job_spec(conn: asyncpg.Connection, job_id: UUID) -> dict[str, Any] | N
 
 
 async def start_unit(conn: asyncpg.Connection, job_id: UUID, ordinal: int, retries: int, *,
-                     run_retrying: bool, finishing: StepOutputWrite | None = None,
-                     ) -> StartedUnit | None:
-    """Mark an item running and read it; `finishing`, the last step of the item before, is
-    stored by the same statement (one round trip and one commit for both)."""
+                     run_retrying: bool, worker: WorkerStart,
+                     finishing: StepOutputWrite | None = None) -> StartedUnit | None:
+    """Mark an item running on `worker` and read it; `finishing`, the last step of the item
+    before, is stored by the same statement (one round trip and one commit for both)."""
     record = await conn.fetchrow(sql("record_step_and_start_unit"), *_step_args(finishing),
-                                 job_id, ordinal, retries, run_retrying, _flags(finishing))
+                                 job_id, ordinal, retries, run_retrying,
+                                 *_step_extras(finishing), worker.worker_id, worker.assigned_at)
     return StartedUnit.model_validate(dict(record)) if record else None
 
 
 async def record_step_output(conn: asyncpg.Connection, w: StepOutputWrite) -> None:
     await conn.execute(sql("record_step_and_start_unit"), *_step_args(w), None, None, None,
-                       None, _flags(w))
+                       None, *_step_extras(w), None, None)
 
 
 def _step_args(w: StepOutputWrite | None) -> tuple[Any, ...]:
     if w is None:
         return (None,) * 14
     turn = {"step": w.step, "prompt": w.rendered_prompt, "output": w.output}
+    if w.session_id is not None:
+        turn["session_id"] = w.session_id
     return (w.unit_id, w.step, w.step_index, w.output, w.rendered_prompt, w.next_step,
             Decimal(str(w.cost_usd)), w.input_tokens, w.output_tokens, w.duration_ms, [turn],
             w.attempt - 1, w.execution_ms, w.item_done)
 
 
-def _flags(w: StepOutputWrite | None) -> list[dict[str, Any]] | None:
-    return None if w is None else [f.model_dump() for f in w.flags]
+def _step_extras(w: StepOutputWrite | None) -> tuple[Any, ...]:
+    """The step's flags, files and session id ($19-$21)."""
+    if w is None:
+        return None, None, None
+    return [f.model_dump() for f in w.flags], w.output_files, w.session_id
 
 
 async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
@@ -181,9 +206,15 @@ async def finish_unit(conn: asyncpg.Connection, unit_id: UUID) -> None:
 
 async def fail_unit(conn: asyncpg.Connection, unit_id: UUID, *, final: bool, error: str,
                     retries: int, cost_usd: float = 0.0, input_tokens: int = 0,
-                    output_tokens: int = 0) -> None:
+                    output_tokens: int = 0, step: str | None = None,
+                    prompt: str | None = None) -> None:
+    """Record a failed attempt; `step` and `prompt`, the step it failed at and the prompt
+    sent, become the item's last turn (with the error) and its rendered prompt."""
+    turns = [] if step is None else [{"step": step, "prompt": prompt, "error": error,
+                                      "attempt": retries + 1}]
     await conn.execute(sql("fail_unit"), unit_id, "failed" if final else "retrying", error,
-                       retries, Decimal(str(cost_usd)), input_tokens, output_tokens)
+                       retries, Decimal(str(cost_usd)), input_tokens, output_tokens, prompt,
+                       turns)
 
 
 async def job_cost(conn: asyncpg.Connection, job_id: UUID) -> float:

@@ -497,6 +497,28 @@ CREATE FUNCTION public.waystation_visible_runs() RETURNS SETOF uuid
        WHERE m.user_name = NULLIF(current_setting('waystation.user', true), '') $$;
 
 
+--
+-- Name: worker_unit_totals(text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.worker_unit_totals(worker_ids text[]) RETURNS TABLE(worker_id text, running bigint, completed bigint, failed bigint, execution_ms bigint, last_assigned_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+SELECT u.worker_id,
+       count(*) FILTER (WHERE u.status = 'running'),
+       count(*) FILTER (WHERE u.status = 'completed'),
+       count(*) FILTER (WHERE u.status = 'failed'),
+       COALESCE(sum(u.execution_ms) FILTER (WHERE u.status = 'completed'), 0)::bigint,
+       max(u.assigned_at)
+  FROM public.work_units u
+ WHERE u.worker_id = ANY(worker_ids || ARRAY(
+           SELECT DISTINCT r.worker_id FROM public.work_units r
+            WHERE r.status = 'running' AND r.worker_id IS NOT NULL))
+ GROUP BY u.worker_id
+$$;
+
+
 SET default_tablespace = '';
 
 SET default_table_access_method = heap;
@@ -817,6 +839,9 @@ CREATE TABLE public.jobs (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     started_at timestamp with time zone,
     completed_at timestamp with time zone,
+    description text,
+    test_passed boolean,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'canceled'::text])))
 );
 
@@ -1147,6 +1172,10 @@ CREATE TABLE public.work_units (
     completed_at timestamp with time zone,
     execution_ms integer,
     flags jsonb DEFAULT '[]'::jsonb NOT NULL,
+    worker_id text,
+    assigned_at timestamp with time zone,
+    output_files jsonb DEFAULT '[]'::jsonb NOT NULL,
+    session_id text,
     CONSTRAINT work_units_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'retrying'::text, 'completed'::text, 'failed'::text])))
 );
 
@@ -1687,6 +1716,20 @@ CREATE INDEX idx_webhooks_run ON public.webhooks USING btree (run_id) WHERE (del
 --
 
 CREATE INDEX idx_work_units_job_status ON public.work_units USING btree (job_id, status, ordinal);
+
+
+--
+-- Name: idx_work_units_running_worker; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_work_units_running_worker ON public.work_units USING btree (worker_id) WHERE ((status = 'running'::text) AND (worker_id IS NOT NULL));
+
+
+--
+-- Name: idx_work_units_worker; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_work_units_worker ON public.work_units USING btree (worker_id, status) WHERE (worker_id IS NOT NULL);
 
 
 --

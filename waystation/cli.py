@@ -395,13 +395,12 @@ def _follow_until_checkpoint(http: Any, api: str, run_id: str, *,
 
 
 def cmd_kinds(settings: Settings) -> int:
-    from temporalio import workflow
-
     from waystation.registry import BUILTIN_BACKENDS, load_registry
+    from workflows.definitions import workflow_type
 
     registry = load_registry(settings.plugin_modules)
     _print_table(("KIND", "WORKFLOW", "ID PREFIX", "SOURCE"), [
-        (name, workflow._Definition.must_from_class(r.kind.workflow).name or "",
+        (name, workflow_type(r.kind.workflow),
          r.kind.workflow_id_prefix, r.source) for name, r in registry.kinds.items()])
     print()
     _print_table(("AGENT BACKEND", "SOURCE"), [

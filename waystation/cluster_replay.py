@@ -13,10 +13,11 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from temporalio import workflow
 from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
+
+from workflows.definitions import workflow_type
 
 # The SDK core reports a failed activation as its Rust debug text; the message inside it is
 # the nondeterminism error an operator needs.
@@ -58,7 +59,7 @@ async def fetch_history(client: Client, execution: WorkflowExecution) -> Workflo
 async def check_runs(client: Client, workflows: Sequence[type], *, closed: int = 0,
                      query: str | None = None) -> list[ReplayCheck]:
     """Replay each selected execution's history; one result per execution."""
-    known = {workflow._Definition.must_from_class(w).name for w in workflows}
+    known = {workflow_type(w) for w in workflows}
     replayer = Replayer(workflows=workflows, data_converter=pydantic_data_converter)
     checks = []
     async for execution in executions(client, closed=closed, query=query):

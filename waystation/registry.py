@@ -21,7 +21,6 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio import workflow
 
 from activities.agent_registry import (
     RegisteredAgent,
@@ -33,6 +32,7 @@ from activities.agents.base import AgentBackend
 from contracts.kinds import KIND_NAME, PluginError, RunKind
 from workflows.agent_kind import AGENT
 from workflows.batch_kind import BATCH
+from workflows.definitions import is_workflow_class, workflow_type
 from workflows.mobile_kind import MOBILE
 from workflows.validation_kind import VALIDATION
 
@@ -82,17 +82,16 @@ class Registry:
         if not (isinstance(kind.input_model, type) and issubclass(kind.input_model, BaseModel)):
             raise PluginError(f"{source}: kind {kind.name!r}: input_model "
                               f"{kind.input_model!r} is not a pydantic model")
-        defn = workflow._Definition.from_class(kind.workflow)
-        if defn is None:
+        if not is_workflow_class(kind.workflow):
             raise PluginError(f"{source}: kind {kind.name!r}: {kind.workflow!r} is not a "
                               "@workflow.defn class")
         for other in self.kinds.values():
             if other.kind.workflow_id_prefix == kind.workflow_id_prefix:
                 raise PluginError(f"{source}: kind {kind.name!r}: workflow id prefix "
                                   f"{kind.workflow_id_prefix!r} is taken by {other.kind.name!r}")
-            other_defn = workflow._Definition.must_from_class(other.kind.workflow)
-            if other_defn.name == defn.name:
-                raise PluginError(f"{source}: kind {kind.name!r}: workflow type {defn.name!r} "
+            if workflow_type(other.kind.workflow) == workflow_type(kind.workflow):
+                raise PluginError(f"{source}: kind {kind.name!r}: workflow type "
+                                  f"{workflow_type(kind.workflow)!r} "
                                   f"is taken by {other.kind.name!r}")
         self.kinds[kind.name] = Registered(kind, source)
 

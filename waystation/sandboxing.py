@@ -23,7 +23,8 @@ from temporalio.worker import (
     WorkflowRunner,
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-from temporalio.workflow import _Definition
+
+from workflows.definitions import WorkflowDefinition
 
 # AgentRun's agent (model, toolsets) lives in the worker process and is found by name: a
 # sandbox's re-imported registry would be empty.
@@ -37,10 +38,10 @@ class SandboxEveryWorkflow(WorkflowRunner):
         self._sandboxed = SandboxedWorkflowRunner()
         self._unsandboxed = UnsandboxedWorkflowRunner()
 
-    def _runner(self, defn: _Definition) -> WorkflowRunner:
+    def _runner(self, defn: WorkflowDefinition) -> WorkflowRunner:
         return self._unsandboxed if defn.name in OUTSIDE_SANDBOX_ONLY else self._sandboxed
 
-    def prepare_workflow(self, defn: _Definition) -> None:
+    def prepare_workflow(self, defn: WorkflowDefinition) -> None:
         self._runner(defn).prepare_workflow(defn)
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:

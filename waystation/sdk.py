@@ -15,7 +15,8 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module);
   `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them);
   `ForkPoint` / `ForkRefused` for its `fork` hook (`POST /runs/{id}/fork`: a new run from a
-  snapshot of another, a decision applied first with `ask_human(..., decided=...)`).
+  snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
+  `ForkSource` for its `fork_input` hook (a fork's input read from the database).
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -40,7 +41,7 @@ from activities.deps import WorkerDeps
 from contracts.agents import SUMMARY_REQUEST
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
 from contracts.gate_policy import GatePolicy
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
+from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart, shorten
 from contracts.statuses import GateStatus, RunStatus
 from contracts.writes import EventWrite, GateOption
 from waystation.replay import replay_histories
@@ -52,7 +53,7 @@ __all__ = [
     "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
     "SUMMARY_REQUEST", "AgentBackend", "ConfiguredModel",
     "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
-    "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "ProgressReporter",
-    "RelatedEntities", "RunKind", "RunLife",
+    "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
+    "ProgressReporter", "RelatedEntities", "RunKind", "RunLife",
     "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",
 ]

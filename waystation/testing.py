@@ -48,7 +48,7 @@ from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
 from waystation.registry import load_registry
 from waystation.settings import Settings
-from waystation.worker import build_worker
+from waystation.worker import build_worker, mail_settings
 from workflows import search_attributes
 
 TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
@@ -190,8 +190,10 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
             registry = load_registry(config.plugin_modules)
             api = InProcessApi(config, registry=registry)
             await api.start()
+            # Email to deciders too when the caller gives an smtp_url (bench.bench_human).
             worker = build_worker(env.client, pool, task_queue=config.temporal_task_queue,
-                                  backend=backend_named(backend), registry=registry)
+                                  backend=backend_named(backend), registry=registry,
+                                  mail=mail_settings(config))
             try:
                 async with worker:
                     yield LocalStack(url=api.url, temporal=env.client, pool=pool,

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from temporalio import activity
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -39,6 +38,7 @@ from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
 from workflows.decision_mail import DecisionMail
+from workflows.definitions import activity_name
 from workflows.retention import RetentionSweep
 from workflows.webhook_notification import WebhookNotification
 
@@ -96,8 +96,7 @@ def build_worker(
     for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
         # Kinds may share an activity; each name is registered once.
-        name = activity._Definition.must_from_callable(function).name
-        activities.setdefault(name or "", function)
+        activities.setdefault(activity_name(function), function)
     return Worker(
         client,
         task_queue=task_queue,

@@ -503,13 +503,13 @@ class AgentRun(RunWorkflow):
                           usage=c.usage, continued=c.continued,
                           related_entity_ids=c.related_entity_ids, returns=c.returns)
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return self._carry.turn, self._phase
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return self.state().model_dump(mode="json")
 
-    def _search_attribute_updates(self) -> list[Any]:
+    def search_attribute_updates(self) -> list[Any]:
         # Waiting for a message is waiting for a human too (WaystationAwaitingHuman).
         life = self._life
         return [sa.STATUS.value_set(life.status),

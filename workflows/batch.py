@@ -44,8 +44,8 @@ with workflow.unsafe.imports_passed_through():
         PauseInput,
         PauseResult,
     )
-    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gates import GateSpec, feedback_number
+    from workflows.budget import RAISE_BUDGET, STOP_BUDGET, budget_gate_spec, stopped_message
+    from workflows.gates import DecisionInput, GateSpec, feedback_number
     from workflows.lifecycle import RunWorkflow
 
 PREPARE_TIMEOUT = timedelta(minutes=30)
@@ -88,6 +88,7 @@ class BatchJob(RunWorkflow):
         # Why the job must stop early: (stop reason, message).
         self._stop: tuple[str, str] | None = None
         self._lock = asyncio.Lock()
+        self._decided = arg.decided
         # Slices and item retries in flight (held so they are not garbage collected).
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -113,7 +114,10 @@ class BatchJob(RunWorkflow):
 
     async def _prepare(self) -> None:
         self.show("storing items")
-        self.stage_start(name=self._spec.name)
+        if self._arg.forked_from is None:
+            self.stage_start(name=self._spec.name)
+        else:
+            self.stage_start(name=self._spec.name, forked_from=self._arg.forked_from)
         await self.record()
         prepared = await workflow.execute_activity_method(
             BatchActivities.prepare_job, PrepareJobInput(run_id=self._arg.run_id,
@@ -139,7 +143,8 @@ class BatchJob(RunWorkflow):
         p.test_done = True
         if error is None:
             return
-        outcome = await self.ask_human(lambda: self._test_gate(error), where="test item")
+        outcome = await self.ask_human(lambda: self._test_gate(error), where="test item",
+                                       decided=self._take_decided(TEST_GATE))
         if outcome.decision is None or outcome.decision.decision == "abort":
             await self.fail(f"aborted after the test item failed: {error}",
                             stop_reason="aborted_after_test_item", result=self._result("failed"))
@@ -260,12 +265,20 @@ class BatchJob(RunWorkflow):
             lambda: budget_gate_spec(
                 phase=0, spent=p.cost_usd, next_call=self._next_cost(items), budget=budget,
                 expires_in=timedelta(seconds=spec.gate_timeout_seconds), expiry_policy="pause"),
-            where="budget")
+            where="budget", decided=self._take_decided(RAISE_BUDGET))
         d = outcome.decision
         if d is not None and d.decision == "raise":
             p.max_cost_usd = feedback_number(d.feedback)
         elif self._stop is None:
             self._stop = (STOP_BUDGET, stopped_message(budget, p.cost_usd))
+
+    def _take_decided(self, checkpoint: str) -> DecisionInput | None:
+        """A fork's decision, once, for the first gate of its checkpoint."""
+        decided = self._decided
+        if decided is None or decided.checkpoint_name != checkpoint:
+            return None
+        self._decided = None
+        return decided
 
     async def _retry(self, retry: ItemRetry) -> None:
         if retry.delay_seconds > 0:
@@ -324,7 +337,7 @@ class BatchJob(RunWorkflow):
     def _progress_event(self, key: str) -> EventWrite:
         p = self._p
         return self.event(
-            key, "job.progress", status=self._life.status, progress_pct=self._progress_pct(),
+            key, "job.progress", status=self._life.status, progress_pct=self.progress_pct(),
             output={"total": p.total, "completed": p.completed, "failed": p.failed})
 
     async def _continue_as_new(self) -> None:
@@ -332,7 +345,8 @@ class BatchJob(RunWorkflow):
         p.rounds += 1
         self.stage(events=[self._progress_event(f"job.round.{p.rounds}")], with_state=True)
         await self.continue_as_new(lambda snapshots: self._arg.model_copy(
-            update={"progress": p.model_copy(update={"snapshots_taken": snapshots})}))
+            update={"progress": p.model_copy(update={"snapshots_taken": snapshots}),
+                    "decided": self._decided}))
 
     # --- pause and resume --------------------------------------------------------------------
 
@@ -344,7 +358,7 @@ class BatchJob(RunWorkflow):
             self._p.pauses += 1
             await self.record(
                 events=[self.event(f"job.paused.{self._p.pauses}", "job.paused",
-                                   status="paused", progress_pct=self._progress_pct(),
+                                   status="paused", progress_pct=self.progress_pct(),
                                    output={"by": request.requested_by})],
                 with_state=True)
             self.show(f"paused by {request.requested_by}")
@@ -364,7 +378,7 @@ class BatchJob(RunWorkflow):
             self._p.paused, self._life.status = False, "running"
             await self.record(
                 events=[self.event(f"job.resumed.{self._p.pauses}", "job.resumed",
-                                   status="running", progress_pct=self._progress_pct(),
+                                   status="running", progress_pct=self.progress_pct(),
                                    output={"by": request.requested_by})],
                 with_state=True)
             self.show(f"resumed by {request.requested_by}")
@@ -398,14 +412,14 @@ class BatchJob(RunWorkflow):
         super()._set_gate_state(
             waiting_on, "paused" if self._p.paused and status == "running" else status)
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return 0, f"items {self._p.completed + self._p.failed}/{self._p.total}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return {"progress": self._p.model_dump(mode="json"),
                 "spec": {"name": self._spec.name, "steps": [s.name for s in self._spec.steps]}}
 
-    def _progress_pct(self) -> int:
+    def progress_pct(self) -> int:
         p = self._p
         return 100 * (p.completed + p.failed) // p.total if p.total else 0
 

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.batch.items import BatchActivities
 from activities.deps import WorkerDeps
-from contracts.kinds import RunKind, RunStart, shorten
+from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart, shorten
+from contracts.statuses import TERMINAL_RUN_STATUSES
+from persistence import jobs as jobs_repo
 from workflows.batch import BatchJob
-from workflows.batch_models import BatchInput, BatchRunInput
+from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
+from workflows.batch_rerun import RerunRefused, rerun_input
+from workflows.gates import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -34,9 +41,57 @@ def _details(run: RunStart) -> str:
             f"max_workers {job.max_workers}, max_retries {job.max_retries}")
 
 
+class BatchForkInput(BaseModel):
+    """A batch fork's `input`: which items of the source job, from which step."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[UUID] | None = Field(None, min_length=1, max_length=MAX_INLINE_ITEMS,
+                                     description="Item ids of the source job (default: all).")
+    from_step: str | None = Field(None, description="The step they run again from, keeping "
+                                                    "their outputs of earlier ones (default: "
+                                                    "the first step).")
+
+
+async def _fork_input(source: ForkSource) -> BatchInput:
+    """The fork's job: the re-run (`POST /jobs/{id}/rerun`) of the chosen items from the
+    chosen step. A batch snapshot holds counts, not where each item stands, so the step is
+    the request's (default: the first)."""
+    try:
+        chosen = BatchForkInput.model_validate(source.replacing or {})
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ForkRefused(first["msg"], field=".".join(["input", *map(str, first["loc"])]),
+                          code="invalid_request") from error
+    if source.status not in TERMINAL_RUN_STATUSES and source.waiting_on is None:
+        # Items in flight have no settled outputs to keep. A job at a gate starts none (one
+        # already running may still finish: the fork keeps the outputs recorded when made).
+        raise ForkRefused(f"job {source.run_id} is {source.status}: fork it once it has "
+                          "finished or while it waits at a gate", field="from",
+                          code="job_not_finished")
+    job = await jobs_repo.get_job(source.conn, source.run_id)
+    if job is None:
+        raise ForkRefused(f"job {source.run_id} has not stored its items yet", field="from",
+                          code="job_not_finished")
+    step = chosen.from_step
+    try:
+        return await rerun_input(source.conn, job, from_step=step, item_ids=chosen.items,
+                                 name=f"{job.name} (fork from {step or 'the start'})")
+    except RerunRefused as refused:
+        field = ["items" if part == "item_ids" else str(part) for part in refused.field]
+        raise ForkRefused(refused.message, field=".".join(["input", *field]),
+                          code="invalid_request") from refused
+
+
+def _fork(run: RunStart, point: ForkPoint) -> BatchRunInput:
+    """The new job's argument; a decision is applied to its gate of that name when it opens
+    (the test item failing again, or the budget reached)."""
+    decided = DecisionInput.model_validate(point.decision) if point.decision else None
+    return _build_input(run).model_copy(update={"decided": decided,
+                                                "forked_from": point.forked_from})
+
+
 BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
-    fork_refusal="a batch job is re-run, not forked: POST /jobs/{id}/rerun re-runs chosen "
-                 "items from a chosen step as a new job, keeping their earlier outputs",
+    fork=_fork, fork_input=_fork_input,
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")

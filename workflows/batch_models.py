@@ -6,13 +6,15 @@ without the items: items go to Postgres, never into workflow history.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from activities.batch.spec import END, BatchJobSpec, Branch, StepDef
 from contracts.output_flags import OutputFlag
+from workflows.gates import DecisionInput
 
 
 class KeptOutput(BaseModel):
@@ -29,6 +31,10 @@ class KeptOutput(BaseModel):
 
 # Items a job takes inline (in its run's row): a bigger job reads them from `items_path`.
 MAX_INLINE_ITEMS = 100_000
+# A job's description and metadata live in its run's input and its jobs row, and are sent
+# with every job view: bounded so neither grows without limit.
+MAX_DESCRIPTION_CHARS = 4000
+MAX_METADATA_BYTES = 16 * 1024
 
 
 class BatchInput(BatchJobSpec):
@@ -43,6 +49,20 @@ class BatchInput(BatchJobSpec):
     kept_outputs: list[list[KeptOutput]] | None = Field(
         None, description="Per item (in `items` order), the outputs of the steps before "
                           "`rerun_from` that it keeps.")
+    # Kept with the job (jobs.description, jobs.metadata), never in workflow history.
+    description: str | None = Field(None, max_length=MAX_DESCRIPTION_CHARS,
+                                    description="What the job is for, in words.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Your own data about the job, a JSON object of at "
+                                          f"most {MAX_METADATA_BYTES} bytes; kept as given.")
+
+    @field_validator("metadata")
+    @classmethod
+    def _bounded_metadata(cls, metadata: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(metadata, separators=(",", ":")).encode())
+        if size > MAX_METADATA_BYTES:
+            raise ValueError(f"at most {MAX_METADATA_BYTES} bytes of JSON, not {size}")
+        return metadata
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
@@ -68,7 +88,8 @@ class BatchInput(BatchJobSpec):
 
     def spec(self) -> BatchJobSpec:
         return BatchJobSpec.model_validate(self.model_dump(
-            exclude={"items", "retry_of", "rerun_from", "kept_outputs"}))
+            exclude={"items", "retry_of", "rerun_from", "kept_outputs", "description",
+                     "metadata"}))
 
 
 class ItemRange(BaseModel):
@@ -121,6 +142,11 @@ class BatchRunInput(BaseModel):
     round_size: int = Field(10_000, ge=1, le=100_000)
     # History events past which a run starts nothing new and continues as new (small in tests).
     history_budget: int = Field(7_000, ge=1, le=9_000)
+    # A fork's (POST /runs/{id}/fork): the decision to apply to its gate of that name when it
+    # opens, carried until it does; and the source, for run.started. None for every other job,
+    # and for jobs recorded before forks, whose histories must replay.
+    decided: DecisionInput | None = None
+    forked_from: dict[str, Any] | None = None
 
 
 class BatchRunResult(BaseModel):

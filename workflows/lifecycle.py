@@ -5,7 +5,7 @@ loop in `lifecycle(...)` and ends it with `complete(...)` or `fail(...)`. The ba
 `runs` row, the Web UI's search attributes and current details, the shared event vocabulary
 (`run.started`, `run.completed` / `run.failed` / `run.canceled`, each with a stop reason),
 cancellation, and waiting for unfinished handlers. A kind keeps only its own loop and state,
-and tells the base where it is (`_position`) and what its snapshots hold (`_dump`).
+and tells the base where it is (`position`) and what its snapshots hold (`kind_state`).
 
 Replay note: every method here issues its Temporal commands (a search-attribute upsert, then
 one local activity) in the order the three built-in kinds issued them before they shared this
@@ -76,18 +76,18 @@ class RunWorkflow(GatedWorkflow):
 
     # --- what a kind tells the base -------------------------------------------------------
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         """(current_phase, phase_name) as the `runs` row shows them."""
         return 0, None
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         """The kind's own state, for snapshots."""
         return {}
 
-    def _progress_pct(self) -> int | None:
+    def progress_pct(self) -> int | None:
         return None
 
-    def _search_attribute_updates(self) -> list[SearchAttributeUpdate[Any]]:
+    def search_attribute_updates(self) -> list[SearchAttributeUpdate[Any]]:
         life = self._life
         return [sa.STATUS.value_set(life.status),
                 sa.AWAITING_HUMAN.value_set(life.waiting_on is not None)]
@@ -116,10 +116,10 @@ class RunWorkflow(GatedWorkflow):
         workflow.set_current_details(details)
 
     def snapshot_state(self) -> dict[str, Any]:
-        return {**self._dump(), **self._life.model_dump(mode="json")}
+        return {**self.kind_state(), **self._life.model_dump(mode="json")}
 
     def _snapshot(self, label: str) -> tuple[str, int | None, dict[str, Any]]:
-        return label, self._position()[0], self.snapshot_state()
+        return label, self.position()[0], self.snapshot_state()
 
     # --- the life -------------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ class RunWorkflow(GatedWorkflow):
         life.waiting_on, life.finished_at = None, workflow.now()
         await self._recorder.write(
             events=[self.event(ev.RUN_FAILED, ev.RUN_FAILED, status="failed",
-                               error_message=message, progress_pct=self._progress_pct(),
+                               error_message=message, progress_pct=self.progress_pct(),
                                output={"stop_reason": stop_reason})],
             run=self._run_state(result=result.model_dump(mode="json") if result else None),
             snapshot=self._snapshot("failed"))
@@ -208,7 +208,7 @@ class RunWorkflow(GatedWorkflow):
         life.finished_at = workflow.now()
         ended = await self._recorder.write(
             events=[self.event(ev.RUN_CANCELED, ev.RUN_CANCELED, status="canceled",
-                               progress_pct=self._progress_pct(),
+                               progress_pct=self.progress_pct(),
                                output={"stop_reason": STOP_CANCELED})],
             run=self._run_state(), snapshot=self._snapshot("canceled"))
         self.show("canceled")
@@ -231,7 +231,7 @@ class RunWorkflow(GatedWorkflow):
     def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
         self._upsert_visible()
         life = self._life
-        phase, phase_name = self._position()
+        phase, phase_name = self.position()
         return RunStateWrite(status=life.status, current_phase=phase, phase_name=phase_name,
                              hitl_state=life.waiting_on, result=result,
                              error_message=life.error_message, stop_reason=life.stop_reason)
@@ -239,7 +239,7 @@ class RunWorkflow(GatedWorkflow):
     def _upsert_visible(self) -> None:
         """The Web UI's search attributes, upserted only on change: each upsert is an event
         in the workflow's history."""
-        updates = self._search_attribute_updates()
+        updates = self.search_attribute_updates()
         visible = tuple(update.value for update in updates)
         if visible != self._visible:
             self._visible = visible

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ActionView,
         ExploreStepInput,
         ExploreStepResult,
+        ForkGraphInput,
     )
     from activities.mobile.steps import MobileActivities
     from contracts.statuses import RunStatus
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         MobileAgentRunInput,
         MobileAgentRunResult,
         MobileCarry,
+        MobileFork,
         MobileRunState,
     )
     from workflows.mobile_policy import (
@@ -41,6 +43,9 @@ with workflow.unsafe.imports_passed_through():
         Choice,
         ExplorationState,
         StopReason,
+        command_for,
+        restored_state,
+        route,
     )
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
@@ -62,6 +67,8 @@ SENSITIVE_GATE_EXPIRY = timedelta(days=1)
 # fire with about one second's granularity: measured, it capped a run at 20 steps/s.)
 WORKFLOW_TASK_TIMEOUT = timedelta(seconds=2)
 MAX_RECHOOSE = 20
+# Copying a fork's steps is one short transaction, but it may wait out a database outage.
+RESTORE_TIMEOUT = timedelta(minutes=2)
 
 
 @workflow.defn(name="MobileAgentRun", sandboxed=False)  # see waystation/sandboxing.py
@@ -71,9 +78,13 @@ class MobileAgentRun(RunWorkflow):
         self._arg = arg
         inp = arg.input
         self._policy = POLICIES[inp.policy](stall_steps=inp.stall_steps)
+        # A fork starts at its source's step, with its counts; its error budget is its own.
+        at = arg.fork.state if arg.fork else MobileRunState(run_id=arg.run_id,
+                                                            app_package=inp.app_package)
         self._carry = arg.carry or MobileCarry(
-            step=0, snapshots=0, errors=0, policy=ExplorationState(seed=inp.seed),
-            next_command=LAUNCH)
+            step=at.step, snapshots=0, errors=0, policy=ExplorationState(seed=inp.seed),
+            next_command=LAUNCH, screens_seen=at.screens_seen, new_edges=at.new_edges,
+            discovery=list(at.discovery))
         c = self._carry
         self._state = MobileRunState(
             run_id=arg.run_id, app_package=inp.app_package, step=c.step,
@@ -87,12 +98,15 @@ class MobileAgentRun(RunWorkflow):
         c, inp = self._carry, arg.input
         if arg.carry is None:
             c.started_at = workflow.now()
+            forked = {"forked_from": arg.fork.forked_from} if arg.fork else {}
             self.stage_start(app_package=inp.app_package, driver=inp.driver,
-                             max_steps=inp.max_steps, policy=inp.policy)
+                             max_steps=inp.max_steps, policy=inp.policy, **forked)
         return await self.lifecycle(self._explore_app)
 
     async def _explore_app(self) -> MobileAgentRunResult:
         c, inp = self._carry, self._arg.input
+        if self._arg.fork is not None and self._arg.carry is None:
+            await self._restore(self._arg.fork)
         steps_here = 0
         while True:
             if c.step >= inp.max_steps:
@@ -126,7 +140,7 @@ class MobileAgentRun(RunWorkflow):
         self._count(result)
         if inp.goal_activity and result.in_app and result.activity == inp.goal_activity:
             return "goal_reached"
-        choice = await self._choose(result)
+        choice = self._along_route(result) or await self._choose(result)
         if choice.stop is not None:
             return choice.stop
         assert choice.command is not None
@@ -159,6 +173,40 @@ class MobileAgentRun(RunWorkflow):
             MobileActivities.explore_step, step_input,
             start_to_close_timeout=DEVICE_STEP_TIMEOUT, heartbeat_timeout=DEVICE_HEARTBEAT,
             retry_policy=STEP_RETRY, summary=summary)
+
+    async def _restore(self, fork: MobileFork) -> None:
+        """Carry on from the source's graph at the fork's step: the policy's state rebuilt from
+        the recorded steps, now the fork's own. The device cannot be put back on the screen
+        the source stood at (the app's data and back stack are the device's), so the fork
+        relaunches the app and walks the shortest recorded route from its launch screen."""
+        c, inp = self._carry, self._arg.input
+        graph = await workflow.execute_activity_method(
+            MobileActivities.restore_fork,
+            ForkGraphInput(run_id=self._arg.run_id, source_run_id=fork.source_run_id,
+                           up_to_step=fork.state.step),
+            start_to_close_timeout=RESTORE_TIMEOUT, retry_policy=STEP_RETRY,
+            summary=f"steps 1–{fork.state.step} of {fork.source_run_id}")
+        c.policy = restored_state(inp.seed, graph.steps, graph.actions)
+        # Every run's first step is a launch: the screen it saw is the launch screen.
+        launched = next((s.screen_id for s in graph.steps if s.screen_id is not None), None)
+        if launched is not None and fork.state.screen_id is not None:
+            c.route = route(c.policy, launched, fork.state.screen_id)
+
+    def _along_route(self, current: ExploreStepResult) -> Choice | None:
+        """A fork's next hop back to its source's screen, while the app follows the route."""
+        c, inp = self._carry, self._arg.input
+        if not c.route:
+            return None
+        src, action_id = (int(v) for v in c.route.pop(0).split(":"))
+        action = next((a for a in current.actions if a.id == action_id), None)
+        if current.screen_id != src or action is None or \
+                (action.sensitive and inp.sensitive_actions != "allow"):
+            # Off the route (the app's content moved on), or a hop a human would have to
+            # allow again: the policy explores from here.
+            c.route = []
+            return None
+        return Choice(command_for(action, src), action,
+                      why=f"back to the fork's screen, {len(c.route) + 1} away")
 
     async def _choose(self, current: ExploreStepResult) -> Choice:
         """The policy's choice, with sensitive actions gated (or skipped) first."""
@@ -241,9 +289,9 @@ class MobileAgentRun(RunWorkflow):
     def state(self) -> MobileRunState:
         return self._state
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         s = self._state
         return s.step, f"step {s.step} · {s.activity or 'starting'}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return self._state.model_dump(mode="json")

@@ -8,14 +8,15 @@ from typing import Any
 from activities.deps import WorkerDeps
 from activities.mobile.artifacts import LocalArtifactStore
 from activities.mobile.steps import MobileActivities
-from contracts.kinds import RunKind, RunStart
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_models import MobileInput
+from workflows.mobile_models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
     store = LocalArtifactStore(deps.artifact_dir) if deps.artifact_dir else None
-    return [MobileActivities(deps.pool, store).explore_step]
+    activities = MobileActivities(deps.pool, store)
+    return [activities.explore_step, activities.restore_fork]
 
 
 def _summary(run: RunStart) -> str:
@@ -28,12 +29,31 @@ def _details(run: RunStart) -> str:
             f"sensitive actions: {inp.sensitive_actions}")
 
 
+def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
+    """A new exploration from the screen the snapshot's step stood at, carrying the graph
+    recorded up to that step (workflows.mobile `_restore`)."""
+    inp: MobileInput = run.input
+    state = MobileRunState.model_validate(point.state)
+    if point.decision is not None:
+        raise ForkRefused("a mobile fork starts from a step, and asks again before any "
+                          "sensitive action it comes to: there is no decision to amend",
+                          field="decision", code="invalid_request")
+    if inp.app_package != state.app_package:
+        raise ForkRefused(f"a fork explores its source's app, {state.app_package}",
+                          field="input.app_package", code="invalid_request")
+    if not inp.persist:
+        raise ForkRefused("a fork carries on from the recorded graph: it must record its own",
+                          field="input.persist", code="invalid_request")
+    if inp.max_steps <= state.step:
+        raise ForkRefused(f"the fork carries on after step {state.step}: max_steps counts "
+                          "from the source's first step", field="input.max_steps",
+                          code="invalid_request")
+    return MobileAgentRunInput(run_id=run.run_id, owner=run.owner, input=inp, fork=MobileFork(
+        source_run_id=point.source_run_id, state=state, forked_from=point.forked_from))
+
+
 MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
-    task_timeout=WORKFLOW_TASK_TIMEOUT,
-    # A snapshot holds the screen graph, not the device: the app's own state (its data, its
-    # back stack, who is logged in) is on the device and cannot be put back from a snapshot.
-    fork_refusal="a mobile run's screen lives on its device, not in its snapshots: a fork "
-                 "could not put the app back on that screen; start a new run instead",
+    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork,
     description="An agent explores an Android app and records its screen graph (seed 001).")

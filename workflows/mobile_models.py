@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +55,9 @@ class MobileCarry(BaseModel):
     discovery: list[int] = Field(default_factory=list)  # new screens per 100 steps
     started_at: datetime | None = None
     continued: int = 0
+    # A fork's way back to the screen its source stood at ("from:action" edges from the launch
+    # screen), walked before the policy chooses again; empty for every other run.
+    route: list[str] = Field(default_factory=list)
 
 
 class MobileAgentRunInput(BaseModel):
@@ -62,6 +65,9 @@ class MobileAgentRunInput(BaseModel):
     owner: str
     input: MobileInput
     carry: MobileCarry | None = None
+    # A fork's start (POST /runs/{id}/fork); None for every other run, and for runs recorded
+    # before forks, whose histories must replay.
+    fork: MobileFork | None = None
 
 
 class MobileRunState(BaseModel):
@@ -78,6 +84,14 @@ class MobileRunState(BaseModel):
     errors: int = 0
     discovery: list[int] = Field(default_factory=list)
     continued: int = 0
+
+
+class MobileFork(BaseModel):
+    """Where a forked run starts: its source's state at a step's snapshot."""
+
+    source_run_id: UUID
+    state: MobileRunState
+    forked_from: dict[str, Any]
 
 
 class MobileAgentRunResult(BaseModel):

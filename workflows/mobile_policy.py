@@ -30,6 +30,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.mobile.models import ActionCommand, ActionView, ExploreStepResult
+    from persistence.graph import ActionRecord, StepRecord
 
 ROW_SATURATION = 2
 RANDOM_SHARE = 0.05
@@ -72,7 +73,7 @@ class ExplorationPolicy(Protocol):
                ) -> Choice: ...
 
 
-def _command(action: ActionView, from_screen: int) -> ActionCommand:
+def command_for(action: ActionView, from_screen: int) -> ActionCommand:
     return ActionCommand(kind=action.kind, action_id=action.id,
                          from_screen_id=from_screen, x=action.x, y=action.y, y2=action.y2,
                          label=action.label)
@@ -142,18 +143,19 @@ class GreedyDfs:
             if rng.random() < self.random_share:
                 pool = [a for a in node.actions.values() if a.id not in state.blocked]
                 pick = rng.choice(sorted(pool, key=lambda a: a.id))
-                return Choice(_command(pick, sid), pick, why="random share")
+                return Choice(command_for(pick, sid), pick, why="random share")
             key = min((a.kind == "back", node.tried.get(a.id, 0)) for a in untried)
             best = sorted((a for a in untried
                            if (a.kind == "back", node.tried.get(a.id, 0)) == key),
                           key=lambda a: a.id)
             pick = rng.choice(best)
-            return Choice(_command(pick, sid), pick, why="least tried")
+            return Choice(command_for(pick, sid), pick, why="least tried")
         path = self._path_to_frontier(state, sid)
         if path:
             state.relaunches_without_path = 0
             action = state.screens[sid].actions[path[0]]
-            return Choice(_command(action, sid), action, why=f"to frontier, {len(path)} away")
+            return Choice(command_for(action, sid), action,
+                          why=f"to frontier, {len(path)} away")
         if state.relaunches_without_path < 1 and self._frontier(state):
             state.relaunches_without_path += 1
             return Choice(LAUNCH, why="frontier unreachable from here; restart")
@@ -177,24 +179,71 @@ class GreedyDfs:
 
     def _path_to_frontier(self, state: ExplorationState, start: int) -> list[int]:
         frontier = self._frontier(state)
-        if not frontier:
-            return []
-        graph: dict[int, list[tuple[int, int]]] = {}
-        for key, to in state.edges.items():
-            src, action = (int(v) for v in key.split(":"))
-            if src != to and action not in state.blocked:
-                graph.setdefault(src, []).append((action, to))
-        seen, queue = {start}, deque[tuple[int, list[int]]]([(start, [])])
-        while queue:
-            here, path = queue.popleft()
-            for action, to in sorted(graph.get(here, [])):
-                if to in seen:
-                    continue
-                if to in frontier:
-                    return path + [action]
-                seen.add(to)
-                queue.append((to, path + [action]))
-        return []
+        return shortest_path(state, start, frontier) if frontier else []
+
+
+def shortest_path(state: ExplorationState, start: int, targets: set[int]) -> list[int]:
+    """The actions of a shortest known path (breadth-first, over effective edges) from `start`
+    to the nearest of `targets`; empty when none can be reached (or `start` is one)."""
+    graph: dict[int, list[tuple[int, int]]] = {}
+    for key, to in state.edges.items():
+        src, action = (int(v) for v in key.split(":"))
+        if src != to and action not in state.blocked:
+            graph.setdefault(src, []).append((action, to))
+    seen, queue = {start}, deque[tuple[int, list[int]]]([(start, [])])
+    while queue:
+        here, path = queue.popleft()
+        for action, to in sorted(graph.get(here, [])):
+            if to in seen:
+                continue
+            if to in targets:
+                return path + [action]
+            seen.add(to)
+            queue.append((to, path + [action]))
+    return []
+
+
+def route(state: ExplorationState, start: int, target: int) -> list[str]:
+    """The edges ("from:action") of a shortest known path from `start` to `target`."""
+    here, hops = start, []
+    for action in shortest_path(state, start, {target}):
+        hops.append(f"{here}:{action}")
+        here = state.edges[hops[-1]]
+    return hops
+
+
+def restored_state(seed: int, steps: list[StepRecord],
+                   actions: list[ActionRecord]) -> ExplorationState:
+    """The policy's state as a run's recorded steps leave it (where a fork starts): its screens
+    with their stored actions, what was tried, the edges and self-loops. Coordinates are not
+    stored: a screen's are refreshed when it is observed again, before any action on it. What
+    a run decided without recording it (actions a human refused) starts afresh."""
+    state = ExplorationState(seed=seed, last_growth_step=steps[-1].step if steps else 0)
+    for step in steps:
+        if step.screen_id is not None and step.screen_id not in state.screens:
+            state.screens[step.screen_id] = ScreenNode(activity=step.activity or "")
+    for a in actions:
+        if (node := state.screens.get(a.screen_id)) is not None:
+            node.actions[a.id] = ActionView(id=a.id, selector=a.selector, kind=a.kind,
+                                            label=a.label, x=0, y=0, row_group=a.row_group,
+                                            row_index=a.row_index, sensitive=a.sensitive)
+    for step in steps:
+        origin = state.screens.get(step.from_screen_id) if step.from_screen_id else None
+        if origin is None or step.action_id is None:
+            continue
+        # Counted as GreedyDfs.observe counts them.
+        origin.tried[step.action_id] = origin.tried.get(step.action_id, 0) + 1
+        action = origin.actions.get(step.action_id)
+        if action is not None and action.row_group is not None and action.row_index is not None:
+            rows = origin.rows_tried.setdefault(action.row_group, [])
+            if action.row_index not in rows:
+                rows.append(action.row_index)
+        if step.screen_id is not None:
+            state.edges[f"{step.from_screen_id}:{step.action_id}"] = step.screen_id
+            if step.screen_id == step.from_screen_id and \
+                    step.action_id not in origin.ineffective:
+                origin.ineffective.append(step.action_id)
+    return state
 
 
 class RandomPolicy(GreedyDfs):
@@ -211,7 +260,7 @@ class RandomPolicy(GreedyDfs):
         if not pool:
             return Choice(LAUNCH, why="nothing to do here; restart")
         pick = random.Random(f"{state.seed}:{step}").choice(pool)
-        return Choice(_command(pick, current.screen_id), pick, why="random")
+        return Choice(command_for(pick, current.screen_id), pick, why="random")
 
 
 POLICIES = {"greedy_dfs": GreedyDfs, "random": RandomPolicy}

@@ -274,15 +274,15 @@ class ValidationRun(RunWorkflow):
                             final_decision=s.final_decision)
         return result
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return self._state.current_phase, self._state.phase_name
 
-    def _search_attribute_updates(self) -> list[SearchAttributeUpdate[Any]]:
+    def search_attribute_updates(self) -> list[SearchAttributeUpdate[Any]]:
         life = self._life
         return [sa.STATUS.value_set(life.status), sa.PHASE.value_set(self._state.current_phase),
                 sa.AWAITING_HUMAN.value_set(life.waiting_on is not None)]
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return self._state.model_dump(mode="json")
 
     def _context(self, task: TaskDef) -> dict:

@@ -62,6 +62,11 @@ class AgentResponse(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     model: str = ""
+    # The provider's id of this answer (a completion's id, a coding agent's session), to
+    # find the call again in the provider's logs; None when the backend has none.
+    session_id: str | None = None
+    # Files the agent created while answering (a backend that works on files reports them).
+    output_files: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _text_of_output(self) -> AgentResponse:

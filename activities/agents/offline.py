@@ -51,5 +51,8 @@ class OfflineBackend:
         else:
             text = f"{request.task} done: {' '.join(words[:5])}"
             output = {"summary": text, "notes": words[:5]}
+        # Like a provider's completion id, but the same for the same request.
+        session_id = "offline-" + hashlib.sha256(seed_text.encode()).hexdigest()[:16]
         return AgentResponse(output=output, text=text, input_tokens=len(seed_text) // 4,
-                             output_tokens=len(text) // 4, cost_usd=0.0, model="offline")
+                             output_tokens=len(text) // 4, cost_usd=0.0, model="offline",
+                             session_id=session_id)

@@ -73,7 +73,7 @@ class OpenAICompatibleBackend:
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:
         messages = self._messages(request)
-        text, spent = await self._call(request, messages, progress, Usage())
+        text, spent, response_id = await self._call(request, messages, progress, Usage())
         output: dict[str, Any] | None = None
         if request.output_schema is None:
             try:  # a free-text answer may still hold fields a later step can use
@@ -86,7 +86,8 @@ class OpenAICompatibleBackend:
             except AnswerProblem as problem:
                 messages += [{"role": "assistant", "content": text},
                              {"role": "user", "content": _reask(problem)}]
-                text, spent = await self._call(request, messages, progress, spent)
+                text, spent, response_id = await self._call(request, messages, progress,
+                                                            spent)
                 try:
                     output = read_answer(text, request.output_schema)
                 except AnswerProblem as again:
@@ -96,13 +97,14 @@ class OpenAICompatibleBackend:
                         usage=spent) from None
         return AgentResponse(output=output, text=text, input_tokens=spent.input_tokens,
                              output_tokens=spent.output_tokens, cost_usd=spent.cost_usd,
-                             model=spent.model)
+                             model=spent.model, session_id=response_id)
 
     # --- one request -------------------------------------------------------------------------
 
     async def _call(self, request: AgentRequest, messages: list[dict[str, str]],
-                    progress: ProgressReporter | None, spent: Usage) -> tuple[str, Usage]:
-        """One completion; returns its text and `spent` plus its usage."""
+                    progress: ProgressReporter | None,
+                    spent: Usage) -> tuple[str, Usage, str | None]:
+        """One completion; returns its text, `spent` plus its usage, and its id."""
         native = request.output_schema is not None and not self._schema_refused
         try:
             return await self._stream(request, messages, progress, spent, native)
@@ -112,7 +114,7 @@ class OpenAICompatibleBackend:
 
     async def _stream(self, request: AgentRequest, messages: list[dict[str, str]],
                       progress: ProgressReporter | None, spent: Usage,
-                      native: bool) -> tuple[str, Usage]:
+                      native: bool) -> tuple[str, Usage, str | None]:
         model = request.model or self._model
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": True,
                                 "stream_options": {"include_usage": True}}
@@ -149,7 +151,7 @@ class OpenAICompatibleBackend:
         cost = self._prices.cost_usd(used_model, reader.input_tokens, reader.output_tokens)
         return reader.text(), spent + Usage(input_tokens=reader.input_tokens,
                                             output_tokens=reader.output_tokens, cost_usd=cost,
-                                            model=used_model)
+                                            model=used_model), reader.response_id
 
     def _messages(self, request: AgentRequest) -> list[dict[str, str]]:
         system = request.system or f"You are the {request.agent} of the {request.crew} crew."
@@ -178,6 +180,8 @@ class _StreamReader:
         self._last_pct = 0
         self.input_tokens = self.output_tokens = 0
         self.model = ""
+        # The completion's id (every chunk of a stream carries it).
+        self.response_id: str | None = None
         self.error: str | None = None
 
     def text(self) -> str:
@@ -199,6 +203,7 @@ class _StreamReader:
                              if isinstance(chunk["error"], dict) else chunk["error"])
             return
         self.model = chunk.get("model") or self.model
+        self.response_id = chunk.get("id") or self.response_id
         if usage := chunk.get("usage"):
             self.input_tokens = int(usage.get("prompt_tokens") or 0)
             self.output_tokens = int(usage.get("completion_tokens") or 0)

@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -110,6 +112,22 @@ class SliceResult(BaseModel):
     job_cost_usd: float | None = None
 
 
+@dataclass
+class _StepAt:
+    """Where an attempt stands: the step it runs and the prompt it sent (None before the
+    prompt is rendered), so a failure is recorded with what was asked."""
+
+    step: str | None = None
+    prompt: str | None = None
+
+
+def _worker_start() -> jobs_repo.WorkerStart:
+    """This worker, as Temporal's task-queue description names its pollers (the worker's
+    identity is its client's), starting now: GET /workers joins the two."""
+    return jobs_repo.WorkerStart(worker_id=activity.client().identity,
+                                 assigned_at=datetime.now(UTC))
+
+
 @contextlib.asynccontextmanager
 async def _heartbeating() -> AsyncIterator[None]:
     async def beat() -> None:
@@ -186,6 +204,8 @@ class BatchActivities:
     async def _slice(self, batch: SliceInput) -> SliceResult:
         result = SliceResult(next_ordinal=batch.first_ordinal)
         deadline = time.monotonic() + SLICE_BUDGET_SECONDS
+        # Every item of the slice was assigned to this worker when the slice began.
+        worker = _worker_start()
         async with ConnectionLease(self._pool) as lease:
             conn = await lease.conn()
             if batch.prelude is not None:
@@ -197,7 +217,7 @@ class BatchActivities:
                 if ordinal > batch.first_ordinal and time.monotonic() > deadline:
                     break
                 failure, finishing = await self._slice_item(lease, spec, batch, ordinal,
-                                                            finishing)
+                                                            finishing, worker)
                 if failure is None:
                     result.completed += 1
                 else:
@@ -211,11 +231,13 @@ class BatchActivities:
 
     async def _slice_item(self, lease: ConnectionLease, spec: BatchJobSpec, batch: SliceInput,
                           ordinal: int, finishing: jobs_repo.StepOutputWrite | None,
+                          worker: jobs_repo.WorkerStart,
                           ) -> tuple[SliceFailure | None, jobs_repo.StepOutputWrite | None]:
         """Run one item of a slice after writing `finishing`; returns its failure, and its
         last step's write when that is left for the next item's start to carry."""
         unit = await jobs_repo.start_unit(await lease.conn(), batch.job_id, ordinal, 0,
-                                          run_retrying=False, finishing=finishing)
+                                          run_retrying=False, worker=worker,
+                                          finishing=finishing)
         if unit is None:
             return SliceFailure(ordinal=ordinal, error="not stored", final=True), None
         if unit.previous_status == "completed":
@@ -267,7 +289,7 @@ class BatchActivities:
             await apply_write(conn, item.prelude)
         spec = await self._spec(conn, item.job_id)
         unit = await jobs_repo.start_unit(conn, item.job_id, item.ordinal, attempt - 1,
-                                          run_retrying=True)
+                                          run_retrying=True, worker=_worker_start())
         if unit is None:
             raise ApplicationError(f"item {item.ordinal} of job {item.job_id} is not stored",
                                    type=ITEM_FAILED, non_retryable=True)
@@ -286,31 +308,33 @@ class BatchActivities:
 
         An unreachable database is not the item's failure: it is raised unrecorded, and the
         activity waits the outage out and starts the item again where it stopped."""
+        at = _StepAt()
         try:
-            return await self._pipeline(lease, spec, unit, attempt, hold_last=hold_last)
+            return await self._pipeline(lease, spec, unit, attempt, at, hold_last=hold_last)
         except TemplateProblem as problem:
             message = f"{problem.args[0]}"
-            await self._fail(lease, unit.id, message, attempt, final=True)
+            await self._fail(lease, unit.id, message, attempt, at, final=True)
             raise ApplicationError(message, type=TEMPLATE_ERROR, non_retryable=True) from None
         except Exception as error:
             if not isinstance(error, UNAVAILABLE_ERRORS):
                 final = attempt > max_retries or (
                     isinstance(error, ApplicationError) and error.non_retryable)
-                await self._fail(lease, unit.id, _describe(error), attempt, final=final,
+                await self._fail(lease, unit.id, _describe(error), attempt, at, final=final,
                                  usage=usage_of(error))
             raise
 
-    async def _fail(self, lease: ConnectionLease, unit_id: UUID, error: str, attempt: int, *,
-                    final: bool, usage: Usage | None = None) -> None:
+    async def _fail(self, lease: ConnectionLease, unit_id: UUID, error: str, attempt: int,
+                    at: _StepAt, *, final: bool, usage: Usage | None = None) -> None:
         spent = usage or Usage()
         await jobs_repo.fail_unit(await lease.conn(), unit_id, final=final, error=error,
                                   retries=attempt - 1, cost_usd=spent.cost_usd,
                                   input_tokens=spent.input_tokens,
-                                  output_tokens=spent.output_tokens)
+                                  output_tokens=spent.output_tokens, step=at.step,
+                                  prompt=at.prompt)
 
     async def _pipeline(self, lease: ConnectionLease, spec: BatchJobSpec,
-                        unit: jobs_repo.StartedUnit, attempt: int, *, hold_last: bool,
-                        ) -> tuple[int, jobs_repo.StepOutputWrite | None]:
+                        unit: jobs_repo.StartedUnit, attempt: int, at: _StepAt, *,
+                        hold_last: bool) -> tuple[int, jobs_repo.StepOutputWrite | None]:
         """Run the item's remaining steps; returns how many ran now and, with `hold_last`,
         the write of the step that completes the item, for the caller to make (as a crash
         before any commit would, a crash before it runs that step again: never a stored one)."""
@@ -327,7 +351,9 @@ class BatchActivities:
                 continue
             # In a thread: a render is CPU work (up to its budget, see templates.py) that
             # must not hold up this worker's event loop, and so every other job's items.
-            prompt = await asyncio.to_thread(render, step.template, payload, outputs)
+            at.step, at.prompt = step.name, None
+            prompt = at.prompt = await asyncio.to_thread(render, step.template, payload,
+                                                         outputs)
             started = time.monotonic()
             response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
@@ -346,7 +372,8 @@ class BatchActivities:
                 duration_ms=int((now - started) * 1000), attempt=attempt,
                 item_done=following == END,
                 execution_ms=int((_now() - unit.started_at.timestamp()) * 1000),
-                flags=output_flags(step.name, response.text))
+                flags=output_flags(step.name, response.text),
+                output_files=response.output_files, session_id=response.session_id)
             ran += 1
             if hold_last and following == END:
                 return ran, write

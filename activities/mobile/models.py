@@ -8,6 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from contracts.writes import ReadModelWrite
+from persistence.graph import ActionRecord, StepRecord
 
 DriverName = Literal["simulator", "adb"]
 ActionKind = Literal["tap", "long_tap", "input", "scroll", "back", "launch"]
@@ -67,3 +68,18 @@ class ExploreStepResult(BaseModel):
     transitional: bool = False
     actions: list[ActionView] = Field(default_factory=list)
     error: str | None = None
+
+
+class ForkGraphInput(BaseModel):
+    """A forked run (`run_id`) about to carry on from step `up_to_step` of `source_run_id`."""
+
+    run_id: UUID
+    source_run_id: UUID
+    up_to_step: int
+
+
+class ForkGraph(BaseModel):
+    """The fork's recorded steps (its source's, copied) and their screens' actions."""
+
+    steps: list[StepRecord]
+    actions: list[ActionRecord]

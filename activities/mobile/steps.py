@@ -26,6 +26,8 @@ from activities.mobile.models import (
     ActionView,
     ExploreStepInput,
     ExploreStepResult,
+    ForkGraph,
+    ForkGraphInput,
 )
 from activities.mobile.sensitivity import is_sensitive
 from activities.mobile.uixml import HierarchyError, parse_hierarchy
@@ -100,6 +102,20 @@ class MobileActivities:
             step=arg.step, screen_id=result.screen_id, activity=obs.activity,
             package=obs.package, in_app=in_app, new_screen=result.new_screen,
             new_edge=result.new_edge, transitional=ident.near_blank, actions=actions)
+
+    @activity.defn(name="mobile_restore_fork")
+    async def restore_fork(self, arg: ForkGraphInput) -> ForkGraph:
+        """A fork's start: its source's steps up to the fork's become its own (a retry copies
+        nothing twice), and the graph they make comes back for its policy to carry on from."""
+        pool = self._pool
+        assert pool is not None, "the fork hook refuses runs that persist nothing"
+
+        async def restore() -> ForkGraph:
+            async with pool.acquire() as conn:
+                steps, actions = await graph.copy_fork_steps(conn, arg.run_id,
+                                                             arg.source_run_id, arg.up_to_step)
+            return ForkGraph(steps=steps, actions=actions)
+        return await _waiting_out_outages(restore)
 
     async def _observe(self, device: DeviceDriver) -> tuple[Observation, Any, ScreenIdentity]:
         for attempt in range(TRANSITIONAL_RETRIES + 1):

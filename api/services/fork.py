@@ -16,7 +16,7 @@ from api.errors import ApiError, invalid_field
 from api.run_kinds import create_and_start, gate_policies_of
 from api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
 from api.services.runs import check_start
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart
+from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart
 from persistence import gates as gates_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import RunRow, SnapshotRow
@@ -39,22 +39,28 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
     checkpoint = snapshot.state.get("waiting_on")
     decision = (await _decision(conn, user, source, snapshot, checkpoint, request.decision)
                 if request.decision is not None else None)
-    new_input = _input(kind, source, request.input)
-    check_start(new_input, user, settings)
     point = ForkPoint(
         source_run_id=source.id, snapshot=snapshot.step_ordinal, label=snapshot.label,
         state=snapshot.state, checkpoint=checkpoint, decision=decision,
         forked_from={"run_id": str(source.id), "snapshot": snapshot.step_ordinal,
                      "checkpoint": checkpoint, "decision": decision})
-    # The hook is pure: asking it now, for a run not yet written, refuses before any write;
-    # the run's own start asks it again with the run as written.
     try:
+        if kind.fork_input is not None:
+            new_input = await kind.fork_input(ForkSource(
+                run_id=source.id, status=source.status, waiting_on=source.hitl_state,
+                input=source.input, point=point, replacing=request.input, conn=conn))
+        else:
+            new_input = _input(kind, source, request.input)
+        check_start(new_input, user, settings)
+        # The hook is pure: asking it now, for a run not yet written, refuses before any
+        # write; the run's own start asks it again with the run as written.
         kind.fork(RunStart(run_id=uuid.uuid4(), owner=user.name, input=new_input,
                            project_id=source.project_id), point)
     except ForkRefused as refused:
+        loc = [int(part) if part.isdigit() else part for part in refused.field.split(".")]
         raise ApiError(422, refused.code, f"{refused.field}: {refused.message}",
-                       details=[{"loc": ["body", *refused.field.split(".")],
-                                 "msg": refused.message, "type": refused.code}]) from refused
+                       details=[{"loc": ["body", *loc], "msg": refused.message,
+                                 "type": refused.code}]) from refused
     run, created = await create_and_start(
         conn, temporal, settings.temporal_task_queue, kind, owner=user.name, input=new_input,
         project_id=source.project_id, idempotency_key=idempotency_key, fork=point,

@@ -40,7 +40,8 @@ from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.settings import Settings
 from workflows.batch import BatchJob
 from workflows.batch_kind import BATCH
-from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, KeptOutput, PauseInput
+from workflows.batch_models import BatchInput, PauseInput
+from workflows.batch_rerun import RerunRefused, rerun_input, step_index
 
 
 async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:
@@ -93,13 +94,12 @@ async def step_outputs(conn: asyncpg.Connection, job: JobRow, step: str,
                           next_cursor=str(page[-1].ordinal) if more else None)
 
 
-def require_step(job: JobRow, step: str, *, loc: list[str | int]) -> int:
-    """The step's index in the job's pipeline; a 422 naming `loc` for a step it does not have."""
-    names = [s["name"] for s in job.spec["steps"]]
-    if step not in names:
-        raise invalid_field(loc, f"job {job.id} has no step {step!r}; its steps: "
-                                 f"{', '.join(names)}", "unknown_step")
-    return names.index(step)
+def require_step(job: JobRow, step: str, *, loc: list[str | int]) -> None:
+    """A 422 naming `loc` for a step the job does not have."""
+    try:
+        step_index(job, step)
+    except RerunRefused as refused:
+        raise invalid_field(loc, refused.message, refused.code) from refused
 
 
 def _after_ordinal(page: OrdinalPage) -> int | None:
@@ -129,11 +129,11 @@ async def retry_failed(conn: asyncpg.Connection, temporal: Client, user: User, j
     """Run the failed items of a finished job again, as a new job with the same pipeline;
     409 while the job runs or when none failed. The finished job keeps its final status."""
     _require_finished(job)
-    units = await jobs_repo.units_to_rerun(conn, job.id, status="failed")
-    if not units:
+    rerun = await _rerun_input(conn, job, from_step=None, status="failed",
+                               name=f"{job.name} (retry)")
+    if not rerun.items:
         raise ApiError(409, "no_failed_items", f"job {job.id} has no failed items")
-    return await _rerun(conn, temporal, user, job, units, from_index=0,
-                        name=f"{job.name} (retry)", settings=settings,
+    return await _start(conn, temporal, user, job, rerun, settings=settings,
                         idempotency_key=idempotency_key)
 
 
@@ -144,18 +144,11 @@ async def rerun_items(conn: asyncpg.Connection, temporal: Client, user: User, jo
     job with the same pipeline whose items keep their outputs of the steps before it. A step
     the job does not have, or an id that is not one of its items, is a 422 naming the field;
     409 while the job runs. The finished job keeps its final status."""
-    from_index = require_step(job, request.from_step, loc=["body", "from_step"])
-    units = await jobs_repo.units_to_rerun(conn, job.id, ids=request.item_ids)
-    if request.item_ids is not None:
-        found = {u.id for u in units}
-        unknown = [i for i, item_id in enumerate(request.item_ids) if item_id not in found]
-        if unknown:
-            names = ", ".join(str(request.item_ids[i]) for i in unknown[:5])
-            raise invalid_field(["body", "item_ids", unknown[0]],
-                                f"not items of job {job.id}: {names}", "unknown_item")
+    rerun = await _rerun_input(conn, job, from_step=request.from_step,
+                               item_ids=request.item_ids,
+                               name=f"{job.name} (rerun from {request.from_step})")
     _require_finished(job)
-    return await _rerun(conn, temporal, user, job, units, from_index=from_index,
-                        name=f"{job.name} (rerun from {request.from_step})", settings=settings,
+    return await _start(conn, temporal, user, job, rerun, settings=settings,
                         idempotency_key=idempotency_key)
 
 
@@ -166,26 +159,24 @@ def _require_finished(job: JobRow) -> None:
                                                 "items again once it has finished")
 
 
-async def _rerun(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow,
-                 units: list[UnitRow], *, from_index: int, name: str, settings: Settings,
+async def _rerun_input(conn: asyncpg.Connection, job: JobRow, *, from_step: str | None,
+                       item_ids: list[UUID] | None = None, status: str | None = None,
+                       name: str) -> BatchInput:
+    """`rerun_input`, its refusals answered as the request's fields."""
+    try:
+        return await rerun_input(conn, job, from_step=from_step, item_ids=item_ids,
+                                 status=status, name=name)
+    except RerunRefused as refused:
+        if refused.status == 422:
+            raise invalid_field(["body", *refused.field], refused.message,
+                                refused.code) from refused
+        raise ApiError(refused.status, refused.code, refused.message) from refused
+
+
+async def _start(conn: asyncpg.Connection, temporal: Client, user: User, job: JobRow,
+                 rerun: BatchInput, *, settings: Settings,
                  idempotency_key: str | None) -> RunCreated:
-    """A new job with the pipeline of `job` over `units`, which keep their outputs of the
-    steps before `from_index` (none from the first step: the items simply run again)."""
-    if len(units) > MAX_INLINE_ITEMS:
-        # The new job takes its items inline, in its run's row.
-        raise ApiError(409, "too_many_items", f"{len(units)} items: a re-run takes at most "
-                                              f"{MAX_INLINE_ITEMS}; choose them by item_ids")
-    kept: dict[UUID, list[KeptOutput]] = {u.id: [] for u in units}
-    if from_index > 0:
-        for output in await jobs_repo.outputs_before(conn, list(kept), from_index):
-            kept[output.unit_id].append(KeptOutput(
-                step=output.step, output=output.output, rendered_prompt=output.rendered_prompt,
-                next_step=output.next_step, flags=output.flags))
-    rerun = BatchInput.model_validate({
-        **job.spec, "items_path": None, "items": [u.payload for u in units],
-        "retry_of": job.id, "name": name[:200],
-        "rerun_from": job.spec["steps"][from_index]["name"] if from_index else None,
-        "kept_outputs": [kept[u.id] for u in units] if from_index else None})
+    """Start the re-run as a job of the source's group and project."""
     source = await _job_run(conn, job)
     if source.group_id is not None:
         await require_run_starter(conn, user, source.group_id)

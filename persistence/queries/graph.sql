@@ -185,3 +185,28 @@ SELECT record_mobile_step_needing_hash($1::text::jsonb);
 -- name: fill_screen_phash
 -- A screen's perceptual hash, stored once (record_step_in_one_call, where it is missing).
 UPDATE screens SET phash = $2 WHERE id = $1 AND phash IS NULL;
+
+-- name: copy_fork_steps
+-- A forked run ($1) starts with its source's ($2) steps up to $3, as its own: the screens and
+-- edges are the app's, shared, so nothing is duplicated; what those steps discovered the
+-- source discovered (new_screen and new_edge false). Copied again, nothing changes.
+INSERT INTO graph_persistence_outcomes (run_id, step, app_package, screen_id, from_screen_id,
+                                        action_id, edge_id, new_screen, new_edge,
+                                        foreign_package, transitional, created_at)
+SELECT $1, step, app_package, screen_id, from_screen_id, action_id, edge_id, false, false,
+       foreign_package, transitional, created_at
+  FROM graph_persistence_outcomes WHERE run_id = $2 AND step <= $3
+ON CONFLICT (run_id, step) DO NOTHING;
+
+-- name: run_steps
+-- A run's recorded steps in order, each with its screen's activity.
+SELECT o.step, o.screen_id, s.activity, o.from_screen_id, o.action_id, o.foreign_package
+  FROM graph_persistence_outcomes o LEFT JOIN screens s ON s.id = o.screen_id
+ WHERE o.run_id = $1 ORDER BY o.step;
+
+-- name: run_screen_actions
+-- Every action of the screens a run saw.
+SELECT a.id, a.screen_id, a.selector, a.kind, a.label, a.row_group, a.row_index, a.sensitive
+  FROM actions a
+ WHERE a.screen_id IN (SELECT screen_id FROM graph_persistence_outcomes WHERE run_id = $1)
+ ORDER BY a.id;

@@ -1,7 +1,12 @@
 -- name: insert_job
--- Creates a run's job once (a retried prepare finds it); its status starts as the run's.
-INSERT INTO jobs (id, run_id, name, status, spec, max_workers)
-SELECT r.id, r.id, $2, r.status, $3, $4 FROM runs r WHERE r.id = $1
+-- Creates a run's job once (a retried prepare finds it); its status starts as the run's. Its
+-- description and metadata come from the run's input, as its items do: they stay out of the
+-- workflow's history.
+INSERT INTO jobs (id, run_id, name, status, spec, max_workers, description, metadata)
+SELECT r.id, r.id, $2, r.status, $3, $4, r.input->>'description',
+       CASE WHEN jsonb_typeof(r.input->'metadata') = 'object' THEN r.input->'metadata'
+            ELSE '{}'::jsonb END
+  FROM runs r WHERE r.id = $1
 ON CONFLICT (id) DO NOTHING;
 
 -- name: run_items
@@ -66,11 +71,12 @@ SELECT spec FROM jobs WHERE id = $1;
 
 -- name: record_step_and_start_unit
 -- Stores step output $1/$2 with its flags $19 and folds it into its item ($14 ends the item
--- as completed), then
--- marks item $16 of job $15 running unless it is finished (or waits for its retry and $18 is
--- false) and returns it with its status before and every stored step output. A NULL $1 or
--- $15 skips that half: a slice starts each item in the statement that finishes the one
--- before, so an item costs one round trip and one commit, not two.
+-- as completed; $20 the files the step reported, $21 its answer's session id), then
+-- marks item $16 of job $15 running on worker $22, assigned at $23, unless it is finished (or
+-- waits for its retry and $18 is false) and returns it with its status before and every
+-- stored step output. A NULL $1 or $15 skips that half: a slice starts each item in the
+-- statement that finishes the one before, so an item costs one round trip and one commit, not
+-- two. Completing a job's test item records that the test passed.
 WITH ins AS (
     INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, next_step,
                               cost_usd, input_tokens, output_tokens, duration_ms, flags)
@@ -86,6 +92,9 @@ WITH ins AS (
         conversation = CASE WHEN i.inserted THEN w.conversation || $11::jsonb
                             ELSE w.conversation END,
         flags = CASE WHEN i.inserted THEN w.flags || $19::jsonb ELSE w.flags END,
+        output_files = CASE WHEN i.inserted THEN w.output_files || $20::jsonb
+                            ELSE w.output_files END,
+        session_id = COALESCE($21::text, w.session_id),
         cost_usd = w.cost_usd + CASE WHEN i.inserted THEN $7 ELSE 0 END,
         input_tokens = w.input_tokens + CASE WHEN i.inserted THEN $8 ELSE 0 END,
         output_tokens = w.output_tokens + CASE WHEN i.inserted THEN $9 ELSE 0 END,
@@ -97,15 +106,22 @@ WITH ins AS (
         retry_count = GREATEST(w.retry_count, $12::int)
       FROM ins i
      WHERE w.id = $1
+    RETURNING w.id, w.job_id
+), tested AS (
+    UPDATE jobs j SET test_passed = true
+      FROM recorded r
+     WHERE $14 AND j.id = r.job_id AND j.test_unit_id = r.id
 ), before AS (
-    SELECT id, status FROM work_units WHERE job_id = $15 AND ordinal = $16 FOR UPDATE
+    SELECT id, status, status IN ('pending', 'running') OR (status = 'retrying' AND $18) AS starts
+      FROM work_units WHERE job_id = $15 AND ordinal = $16 FOR UPDATE
 ), started AS (
     UPDATE work_units w
-       SET status = CASE WHEN b.status IN ('pending', 'running')
-                              OR (b.status = 'retrying' AND $18) THEN 'running'
-                         ELSE b.status END,
+       SET status = CASE WHEN b.starts THEN 'running' ELSE b.status END,
            started_at = COALESCE(w.started_at, now()),
-           retry_count = GREATEST(w.retry_count, $17::int)
+           retry_count = GREATEST(w.retry_count, $17::int),
+           -- The worker running it now (a retry elsewhere rewrites both); kept once finished.
+           worker_id = CASE WHEN b.starts THEN $22::text ELSE w.worker_id END,
+           assigned_at = CASE WHEN b.starts THEN $23::timestamptz ELSE w.assigned_at END
       FROM before b
      WHERE w.id = b.id
     RETURNING w.id, w.status, b.status AS previous_status, w.payload, w.error, w.started_at
@@ -121,13 +137,24 @@ UPDATE work_units SET status = 'completed', completed_at = COALESCE(completed_at
  WHERE id = $1 AND status <> 'completed';
 
 -- name: fail_unit
--- Records a failed attempt ('retrying' while attempts remain, 'failed' for good) and what
--- the attempt's model calls cost.
-UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_count, $4),
-                      completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END,
-                      cost_usd = cost_usd + $5, input_tokens = input_tokens + $6,
-                      output_tokens = output_tokens + $7
- WHERE id = $1 AND status <> 'completed';
+-- Records a failed attempt ('retrying' while attempts remain, 'failed' for good), what the
+-- attempt's model calls cost, and the prompt it failed on ($8, NULL when it failed before
+-- rendering one) with its turn $9 added to the conversation, so a failed item shows what was
+-- asked, not only the error. An item that was the job's test item failing for good records
+-- that the test did not pass.
+WITH failed AS (
+    UPDATE work_units SET status = $2, error = $3, retry_count = GREATEST(retry_count, $4),
+                          completed_at = CASE WHEN $2 = 'failed' THEN now() ELSE completed_at END,
+                          cost_usd = cost_usd + $5, input_tokens = input_tokens + $6,
+                          output_tokens = output_tokens + $7,
+                          rendered_prompt = COALESCE($8, rendered_prompt),
+                          conversation = conversation || $9::jsonb
+     WHERE id = $1 AND status <> 'completed'
+    RETURNING id, job_id, status
+)
+UPDATE jobs j SET test_passed = false
+  FROM failed f
+ WHERE f.status = 'failed' AND j.id = f.job_id AND j.test_unit_id = f.id;
 
 -- name: job_cost
 -- What a job's model calls cost so far, every attempt counted (its budget check).

@@ -71,10 +71,13 @@ def auth(user: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def a2a(api: InProcessApi, user: str | None, *, streaming: bool = False
-              ) -> AsyncIterator[Client]:
-    """An A2A client of the card at the API's well-known URL, signed in as `user`."""
-    async with httpx.AsyncClient(headers=auth(user) if user else {}, timeout=60) as http:
+async def a2a(api: InProcessApi, user: str | None, *, streaming: bool = False,
+              headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    """An A2A client of the card at the API's well-known URL, signed in as `user` (or with
+    `headers`, another module's credentials)."""
+    if headers is None:
+        headers = auth(user) if user else {}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
         card = await A2ACardResolver(http, api.url).get_agent_card()
         client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
         yield client

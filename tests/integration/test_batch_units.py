@@ -8,6 +8,10 @@ from persistence import jobs as jobs_repo
 from tests.batch_helpers import new_batch_run
 
 
+def _worker(name: str) -> jobs_repo.WorkerStart:
+    return jobs_repo.WorkerStart(worker_id=name, assigned_at=datetime.now(UTC))
+
+
 def _last_step(unit_id, output: str) -> jobs_repo.StepOutputWrite:
     return jobs_repo.StepOutputWrite(
         unit_id=unit_id, step="w", step_index=0, output={"text": output, "fields": None},
@@ -22,17 +26,23 @@ async def test_starting_an_item_stores_the_previous_items_last_step_once(pool):
         await jobs_repo.insert_job(conn, arg.run_id, name="j", spec=arg.spec.model_dump(
             mode="json"), max_workers=1)
         await jobs_repo.insert_units(conn, arg.run_id, 0, [{"id": 0}, {"id": 1}])
-        first = await jobs_repo.start_unit(conn, arg.run_id, 0, 0, run_retrying=False)
+        first = await jobs_repo.start_unit(conn, arg.run_id, 0, 0, run_retrying=False,
+                                           worker=_worker("1@a"))
         assert first is not None and first.previous_status == "pending"
         before = datetime.now(UTC)
         second = await jobs_repo.start_unit(conn, arg.run_id, 1, 0, run_retrying=False,
+                                            worker=_worker("1@a"),
                                             finishing=_last_step(first.id, "done"))
         assert second is not None and (second.status, second.previous_status) == (
             "running", "pending") and second.outputs == {}
         # The same statement again (a retried slice): the step counts a second execution,
         # its cost is not added twice, and the started item reads as running already.
         again = await jobs_repo.start_unit(conn, arg.run_id, 1, 0, run_retrying=False,
+                                           worker=_worker("2@b"),
                                            finishing=_last_step(first.id, "done"))
+        # A finished item keeps the worker that ran it; starting it again changes nothing.
+        await jobs_repo.start_unit(conn, arg.run_id, 0, 0, run_retrying=False,
+                                   worker=_worker("3@c"))
         assert again is not None and again.previous_status == "running"
         done = await conn.fetchrow("SELECT * FROM work_units WHERE id = $1", first.id)
         output = await jobs_repo.get_output(conn, first.id, "w")
@@ -40,3 +50,4 @@ async def test_starting_an_item_stores_the_previous_items_last_step_once(pool):
         "completed", ["w"], {"text": "done", "fields": None})
     assert float(done["cost_usd"]) == 0.01 and done["completed_at"] >= before
     assert output is not None and output.executions == 2
+    assert done["worker_id"] == "1@a" and done["assigned_at"] <= done["started_at"]

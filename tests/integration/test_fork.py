@@ -161,7 +161,7 @@ async def test_fork_refusals_write_nothing(api, pool: asyncpg.Pool):  # noqa: F8
 
 
 async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):  # noqa: F811
-    for kind, why in [("mobile_agent", "device"), ("batch", "/jobs/{id}/rerun")]:
+    for kind, why in [("content_review", "snapshot")]:
         run_id = uuid.uuid4()
         async with pool.acquire() as conn:
             await create_run(conn, run_id=run_id, kind=kind, owner="alice", group_id=None,

@@ -46,8 +46,10 @@ def auth(user: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def mcp(api: InProcessApi, user: str, **options: Any) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers=auth(user), timeout=30) as http, \
+async def mcp(api: InProcessApi, user: str, *, headers: dict[str, str] | None = None,
+              **options: Any) -> AsyncIterator[Client]:
+    """An MCP client signed in as `user` (or with `headers`, another module's credentials)."""
+    async with httpx2.AsyncClient(headers=headers or auth(user), timeout=30) as http, \
             Client(streamable_http_client(f"{api.url}/mcp", http_client=http),
                    **options) as client:
         yield client

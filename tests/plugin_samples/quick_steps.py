@@ -72,10 +72,10 @@ class QuickSteps(RunWorkflow):
                                  GateOption(value="reject", label="Reject")],
                         rejecting_options=["reject"], expires_in=timedelta(hours=1))
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         return self._step, f"step {self._step}"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return {"step": self._step}
 
 

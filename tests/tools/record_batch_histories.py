@@ -9,6 +9,7 @@ purpose, and check the files in.
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 from temporalio.client import WorkflowHandle
@@ -80,6 +81,20 @@ async def test_gate_proceed(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Wor
     return handle
 
 
+async def fork_test_gate_decided(env: WorkflowEnvironment, pool: asyncpg.Pool
+                                 ) -> WorkflowHandle:
+    """A fork (POST /runs/{id}/fork) carrying a decision for its test gate: it names its
+    source, its test item fails, and the gate takes the decision as it opens."""
+    items = [{"text": t, "short": False} for t in ("broken", "a", "b")]
+    arg = await new_batch_run(pool, items=items, steps=STEPS, test_first=True, max_retries=0,
+                              failure_threshold=0.5)
+    source = {"run_id": str(uuid.uuid4()), "snapshot": 2, "checkpoint": TEST_GATE,
+              "decision": None}
+    fork = arg.model_copy(update={"forked_from": source, "decided": DecisionInput(
+        checkpoint_name=TEST_GATE, decision="proceed", decided_by="alice")})
+    return await _start(env, fork)
+
+
 async def pause_resume(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
     items = [{"text": f"t{i}", "short": True} for i in range(6)]
     arg = await new_batch_run(pool, items=items, steps=STEPS, max_workers=1)
@@ -96,6 +111,7 @@ CASES: dict[str, Case] = {
     "slices_with_retry": slices_with_retry,
     "test_gate_proceed": test_gate_proceed,
     "pause_resume": pause_resume,
+    "fork_test_gate_decided": fork_test_gate_decided,
 }
 
 

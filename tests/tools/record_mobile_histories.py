@@ -9,6 +9,7 @@ code. Re-record only on purpose, as for the validation histories.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import asyncpg
@@ -17,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from persistence import runs as runs_repo
+from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually
 from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
 from tests.tools import history_recording
@@ -24,6 +26,7 @@ from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from workflows.mobile_kind import MOBILE
+from workflows.mobile_models import MobileFork, MobileRunState
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 TASK_QUEUE = "record-mobile-histories"
@@ -67,12 +70,35 @@ async def sensitive_gates(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workf
     return handle
 
 
+async def fork_from_step(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """A fork (POST /runs/{id}/fork) from step 12 of a finished run: it copies the source's
+    steps, walks back to its screen and explores on."""
+    source = await _start(env, pool, app_package=NOTES, max_steps=20, seed=3,
+                          sensitive_actions="skip")
+    await source.result()
+    source_id = uuid.UUID(source.id.removeprefix("mobile-"))
+    async with pool.acquire() as conn:
+        at = next(s for s in await snapshots_repo.list_snapshots(conn, source_id)
+                  if s.label == "step 12")
+    arg = await new_mobile_run(pool, app_package=NOTES, max_steps=30, seed=3,
+                               sensitive_actions="skip")
+    fork = arg.model_copy(update={"fork": MobileFork(
+        source_run_id=source_id, state=MobileRunState.model_validate(at.state),
+        forked_from={"run_id": str(source_id), "snapshot": at.step_ordinal,
+                     "checkpoint": None, "decision": None})})
+    return await env.client.start_workflow(MobileAgentRun.run, fork,
+                                           id=MOBILE.workflow_id(fork.run_id),
+                                           task_queue=TASK_QUEUE,
+                                           task_timeout=WORKFLOW_TASK_TIMEOUT)
+
+
 CASES: dict[str, Case] = {
     "explore_continue_as_new": explore_continue_as_new,
     "sensitive_gates": sensitive_gates,
     # The same run once each decision's Update answers before the next step (patch
     # `answer-before-local-work`); `sensitive_gates` keeps the history from before it.
     "sensitive_gates_answered_first": sensitive_gates,
+    "fork_from_step": fork_from_step,
 }
 
 

@@ -51,6 +51,8 @@ async def test_streamed_answer_with_usage_cost_progress_and_strict_schema(stub, 
     assert response.output == GOOD
     assert response.input_tokens > 0 and response.output_tokens > 0
     assert response.cost_usd > 0 and response.model == "gpt-4o"
+    # The completion's id, which a batch item keeps as its session id.
+    assert response.session_id == "cmpl-stub"
     assert reports and [p for p, _ in reports] == sorted({p for p, _ in reports})
     sent = stub.requests[0]
     assert sent.headers["authorization"] == "Bearer sk-test"

@@ -1,6 +1,7 @@
 // The console's entry point: who is signed in, then one view per URL fragment:
 //   #/                 the inbox            #/runs             the runs list
 //   #/runs/<id>        a run (any kind; batch jobs and mobile runs add their own sections)
+//   #/workers          the worker processes and the items they run
 
 import { api, ApiError, setCsrfToken } from "./api.js";
 import { showSignIn, showUser } from "./app_shell.js";
@@ -8,6 +9,7 @@ import { replace } from "./dom.js";
 import { mountInbox } from "./inbox.js";
 import { mountRun } from "./run.js";
 import { mountRuns } from "./runs.js";
+import { mountWorkers } from "./workers.js";
 
 const main = document.getElementById("main");
 let session = null;
@@ -17,6 +19,7 @@ const ROUTES = [
   [/^#?\/?$/, () => mountInbox(main, session)],
   [/^#\/runs\/?(\?.*)?$/, () => mountRuns(main, session)],
   [/^#\/runs\/([0-9a-f-]{36})$/, (id) => mountRun(main, session, id)],
+  [/^#\/workers\/?$/, () => mountWorkers(main)],
 ];
 
 function route() {

@@ -1,10 +1,11 @@
 // The batch-job sections of a run page (seed 004's dashboard): items counted by status with
 // a progress bar, throughput, cost, pause / resume / cancel, and the items themselves (by
 // status, by the step they stand at, flagged answers) with each one's prompts, conversation,
-// outputs per step with their flags, and path; a finished job's item re-runs from a step.
+// outputs per step with their flags, path, worker and files; a finished job's item re-runs
+// from a step. The job's description, metadata and test-item verdict head its panel.
 
 import { api } from "./api.js";
-import { duration, h, money, progressBar, replace, setProgress, statusBadge } from "./dom.js";
+import { duration, h, money, progressBar, replace, setProgress, statusBadge, when } from "./dom.js";
 import { renderReadable, renderValue } from "./render.js";
 
 const UNIT_STATUSES = ["pending", "running", "retrying", "completed", "failed"];
@@ -20,6 +21,7 @@ export function mountBatch(slot, run, { onChange }) {
   let rate = null;
 
   const title = h("h2", { id: "job-h" }, "Job");
+  const about = h("div", { id: "job-about" });
   const bar = progressBar(0, "Items done");
   const stacked = h("div", { class: "stacked", "aria-hidden": "true" },
     UNIT_STATUSES.map((s) => h("span", { class: `seg seg-${s}`, "data-status": s })));
@@ -28,7 +30,7 @@ export function mountBatch(slot, run, { onChange }) {
   const controls = h("div", { class: "actions" });
   const message = h("p", { role: "status" });
   const jobPanel = h("section", { class: "panel", "aria-labelledby": "job-h" },
-    title, bar, stacked, counts, figures, controls, message);
+    title, about, bar, stacked, counts, figures, controls, message);
 
   const filter = h("select", { id: "item-status" }, h("option", { value: "" }, "all"),
     UNIT_STATUSES.map((s) => h("option", { value: s }, s)));
@@ -74,6 +76,7 @@ export function mountBatch(slot, run, { onChange }) {
     const c = job.counts;
     const done = (c.completed || 0) + (c.failed || 0);
     title.textContent = `Job: ${job.name}`;
+    showAbout();
     if (stepFilter.options.length === 1) {
       stepFilter.append(...job.steps.map((step) => h("option", { value: step }, step)));
     }
@@ -102,6 +105,18 @@ export function mountBatch(slot, run, { onChange }) {
       FINAL.has(job.status) ? null : h("button", { type: "button", class: "danger", onclick: cancel }, "Cancel job"),
       FINAL.has(job.status) && c.failed ? h("button", { type: "button", class: "primary", onclick: retryFailed },
         `Retry ${c.failed} failed item${c.failed === 1 ? "" : "s"}`) : null);
+  }
+
+  // What the job is for, its metadata, and whether its test item passed (once it finished).
+  function showAbout() {
+    const test = job.test_passed === null ? null : job.test_passed ? "passed" : "failed";
+    const rows = [
+      job.description ? [h("dt", {}, "Description"), h("dd", {}, job.description)] : null,
+      job.test_unit_id ? [h("dt", {}, "Test item"), h("dd", { id: "job-test" },
+        test ? statusBadge(test) : "not finished yet")] : null,
+      Object.keys(job.metadata).length ? [h("dt", {}, "Metadata"), h("dd", {}, renderReadable(job.metadata))] : null,
+    ].filter(Boolean);
+    replace(about, rows.length ? h("dl", { class: "kv" }, rows) : null);
   }
 
   // A new job over the failed items (same pipeline); this one keeps its final status.
@@ -204,6 +219,12 @@ export function mountBatch(slot, run, { onChange }) {
     replace(detail,
       h("h3", { tabindex: "-1", id: "item-h" }, `Item ${item.ordinal} `, statusBadge(item.status)),
       h("p", { class: "meta" }, `path: ${item.path.join(" → ") || "—"} · ${item.retry_count} retries · ${money(item.cost_usd)}`),
+      h("dl", { class: "kv item-worker" },
+        h("dt", {}, "Worker"), h("dd", {}, item.worker_id ? h("code", {}, item.worker_id) : "—"),
+        h("dt", {}, "Assigned"), h("dd", {}, when(item.assigned_at)),
+        h("dt", {}, "Session"), h("dd", {}, item.session_id ? h("code", {}, item.session_id) : "—"),
+        item.output_files.length ? [h("dt", {}, "Files"), h("dd", {}, h("ul", { class: "plain" },
+          item.output_files.map((f) => h("li", {}, h("code", {}, f)))))] : null),
       h("h4", {}, "Input"), renderReadable(item.payload),
       item.error ? [h("h4", {}, "Error"), h("pre", { class: "error" }, item.error)] : null,
       item.flags.length ? [h("h4", {}, "Flagged"), h("ul", { class: "flags" },

@@ -103,10 +103,10 @@ class ContentReview(RunWorkflow):
             expires_in=timedelta(seconds=self._arg.input.review_timeout_seconds),
             expiry_policy="default", default_option="hold")
 
-    def _position(self) -> tuple[int, str | None]:
+    def position(self) -> tuple[int, str | None]:
         revision = self._draft.revision if self._draft else 0
         return revision, f"draft {revision}" if revision else "starting"
 
-    def _dump(self) -> dict[str, Any]:
+    def kind_state(self) -> dict[str, Any]:
         return {"draft": self._draft.model_dump(mode="json") if self._draft else None,
                 "feedback": self._feedback}
