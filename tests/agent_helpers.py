@@ -53,7 +53,9 @@ async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | Non
             state = await handle.query(AgentRun.state, rpc_timeout=timedelta(seconds=5))
         except RPCError:
             # Just after a continue-as-new the new run answers once its first task has run;
-            # on a loaded machine that can outlast one query's deadline. Ask again.
+            # on a loaded machine that can outlast one query's deadline. Ask again. (A query
+            # given up on leaves the time-skipping server refusing to skip time: a test that
+            # sleeps days has a server of its own, `own_time_env`.)
             return None
         return state if state.waiting_for == what and (turn is None or state.turn == turn) \
             else None
@@ -73,6 +75,17 @@ async def decide(handle: WorkflowHandle, checkpoint: str, decision: str, **field
 async def events_of(pool: asyncpg.Pool, run_id: uuid.UUID) -> list:
     async with pool.acquire() as conn:
         return await events_repo.list_events(conn, run_id, after_seq=0, limit=10_000)
+
+
+async def waiting_recorded(pool: asyncpg.Pool, run_id: uuid.UUID, turn: int) -> Any:
+    """The run's row once it is recorded waiting for a message after `turn`. Read from the
+    database, not queried: a test about to skip days must leave no query behind (see
+    `waiting`), and the query shows the wait before the local activity writing it is done."""
+    async def recorded() -> Any:
+        row = await run_row(pool, run_id)
+        return row if (row.status, row.current_phase, row.phase_name) == (
+            "paused", turn, "waiting for a message") else None
+    return await eventually(recorded)
 
 
 async def run_row(pool: asyncpg.Pool, run_id: uuid.UUID) -> Any:
