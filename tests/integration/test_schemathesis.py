@@ -352,6 +352,9 @@ def _run_fuzz(url: str, owners: Owners) -> None:
         derandomize=DERANDOMIZE,
         phases=[Phase.generate], suppress_health_check=list(HealthCheck), database=None))
 
+
+# About 35 s: in the slow tier, which CI runs after the README's test command.
+@pytest.mark.slow
 async def test_schemathesis_two_users(stack, pool, dev_env):
     tag = uuid.uuid4().hex[:6]
     owners = Owners(users=(f"alice-{tag}", f"bob-{tag}"))

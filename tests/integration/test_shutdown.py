@@ -9,6 +9,7 @@ import uuid
 
 import asyncpg
 import httpx
+import pytest
 
 from persistence.events import append_events
 from persistence.writes import EventWrite
@@ -39,6 +40,7 @@ async def follow_inbox(base_url: str, opened: asyncio.Event) -> None:
                     opened.set()
 
 
+@pytest.mark.slow
 async def test_sigterm_with_open_streams_exits_fast_and_clients_lose_nothing(
         pool, migrated_url, tmp_path):
     run = await new_validation_run(pool)

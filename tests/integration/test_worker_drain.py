@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 
 from tests.fault_helpers import worker_env
@@ -18,6 +19,7 @@ from tests.helpers import eventually, new_validation_run
 TASK_SECONDS = 3
 
 
+@pytest.mark.slow
 async def test_sigterm_drains_the_running_activity_then_exits(dev_env, pool, migrated_url,
                                                               task_queue, tmp_path):
     env = worker_env(migrated_url, dev_env.client.service_client.config.target_host, task_queue,

@@ -296,6 +296,7 @@ async def test_slices_never_exceed_max_workers_and_hand_back_what_they_did_not_r
     assert all(u.status == "completed" for u in await units(pool, arg.run_id))
 
 
+@pytest.mark.slow
 async def test_a_failing_slice_falls_back_to_single_items(time_env, pool, task_queue, run_with,
                                                           monkeypatch):
     async def broken(*args: object) -> None:
