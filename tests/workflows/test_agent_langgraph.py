@@ -12,7 +12,6 @@ import pytest_asyncio
 from langgraph_agent.graph import refunds_graph
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
-from temporalio.testing import WorkflowEnvironment
 
 from activities.agent_registry import register_agent
 from activities.agents import backend_named
@@ -109,25 +108,20 @@ async def test_reject_reaches_the_model_as_feedback_and_an_edit_is_checked_then_
 
 
 @pytest_asyncio.fixture
-async def own_env(own_time_env: WorkflowEnvironment) -> WorkflowEnvironment:
-    return own_time_env
-
-
-@pytest_asyncio.fixture
-async def own_worker(own_env, pool, task_queue):
-    async with build_worker(own_env.client, pool, task_queue=task_queue,
+async def own_worker(own_time_env, pool, task_queue):
+    async with build_worker(own_time_env.client, pool, task_queue=task_queue,
                             backend=backend_named("offline")) as w:
         yield w
 
 
 async def test_a_graph_conversation_waits_ten_days_and_another_member_carries_on(
-        own_env, pool, own_worker, task_queue):
+        own_time_env, pool, own_worker, task_queue):
     arg = await new_agent_run(pool, agent=AGENT, message="hello?", history_budget=50)
-    handle = await start_agent(own_env.client, arg, task_queue)
+    handle = await start_agent(own_time_env.client, arg, task_queue)
     await waiting(handle, "approval")
     await decide(handle, "approve_issue_refund_1", "approve")
     row = await waiting_recorded(pool, arg.run_id, turn=1)
-    await own_env.sleep(timedelta(days=10))
+    await own_time_env.sleep(timedelta(days=10))
     assert "rf-A-1001-40" in row.context_summary
     await say(handle, "refund A-2002, 15 EUR", by="rohan")
     await waiting(handle, "approval")

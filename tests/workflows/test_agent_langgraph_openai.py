@@ -5,39 +5,17 @@ graph's tool; the interrupt's gate is approved and the model's answers are the r
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest_asyncio
 from langgraph_agent.graph import refunds_graph
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from activities.agent_model import use_openai_model
 from activities.agent_registry import register_agent
-from activities.agents import backend_named
 from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
 from tests.openai_stub import CallTool, OpenAIStub, Reply
-from waystation.settings import Settings
-from waystation.worker import agent_model_config, build_worker
+from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
 
 register_agent("refunds_graph", refunds_graph, "test")
 
 
-@pytest_asyncio.fixture
-async def worker(time_env: WorkflowEnvironment, pool, task_queue,
-                 stub: OpenAIStub) -> AsyncIterator[Worker]:
-    settings = Settings(WAYSTATION_AGENT_BACKEND="openai", WAYSTATION_OPENAI_BASE_URL=stub.base_url,
-                        WAYSTATION_OPENAI_API_KEY="sk-test", WAYSTATION_OPENAI_MODEL="gpt-4o-mini")
-    use_openai_model(agent_model_config(settings))
-    try:
-        async with build_worker(time_env.client, pool, task_queue=task_queue,
-                                backend=backend_named("offline")) as w:
-            yield w
-    finally:
-        use_openai_model(None)
-
-
-async def test_a_graph_turn_through_the_configured_openai_model(time_env, pool, worker,
+async def test_a_graph_turn_through_the_configured_openai_model(time_env, pool, worker,  # noqa: F811
                                                                 task_queue, stub: OpenAIStub):
     stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
                                           "reason": "broken"}),
