@@ -47,6 +47,9 @@ class NotificationInput(BaseModel):
 
 class DeliveryInput(BaseModel):
     delivery_id: UUID
+    # Attempts made before this activity's own (the fast first attempt, a local activity):
+    # the delivery log numbers attempts across both, 1, 2, 3 ...
+    attempts_before: int = 0
 
 
 class PendingDeliveries(BaseModel):
@@ -132,7 +135,8 @@ class WebhookActivities:
             error = f"{type(failure).__name__}: {failure}"[:ERROR_TEXT_LIMIT]
         async with self._pool.acquire() as conn:
             await webhooks_repo.record_attempt(
-                conn, delivery.id, attempt=activity.info().attempt, status_code=status_code,
+                conn, delivery.id, attempt=arg.attempts_before + activity.info().attempt,
+                status_code=status_code,
                 error=error, duration_ms=int((time.monotonic() - began) * 1000),
                 delivered=error is None)
             if refused:  # no retry can change where it would go

@@ -3,7 +3,10 @@
 
 A whole local stack (waystation.testing.local_stack) and a receiver that fails twice, then
 answers 204: the history of a `gate.opened` event's deliveries, retried, is written to
-tests/histories/webhooks_retried_delivery.json. Re-record only on purpose, and check it in.
+tests/histories/webhooks_retried_after_local_attempt.json (the first attempt a local
+activity, the retries regular ones). `webhooks_retried_delivery.json` beside it is the history
+of the release before, every attempt a regular activity: kept, never re-recorded. Re-record
+only on purpose, and check it in.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ async def main() -> None:
                 f"webhooks-{run['run_id']}-gate.opened:{request_id}")
             await handle.result()
             history = await handle.fetch_history()
-    path = FOLDER / "webhooks_retried_delivery.json"
+    path = FOLDER / "webhooks_retried_after_local_attempt.json"
     path.write_text(history.to_json() + "\n")
     print(f"wrote {path}")
 
