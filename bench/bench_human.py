@@ -3,9 +3,11 @@
     python -m bench.bench_human [--waiting 1000] [--people 20] [--clicks 100]
                                 [--agent-clicks 40] [--notices 50]
 
-One local stack as bench.bench_people starts it (`waystation.testing.local_stack`: embedded
-PostgreSQL, a Temporal dev server, a worker with the noop backend, the API under uvicorn), a
-local webhook receiver (uvicorn) and a local SMTP server (aiosmtpd), all in this process.
+One local stack as `waystation up` runs it (`waystation.testing.local_stack(processes=True)`:
+embedded PostgreSQL, a Temporal dev server, `waystation worker` with the noop backend and
+`waystation api`, each its own process), a local webhook receiver (uvicorn) and a local SMTP
+server (aiosmtpd) in this process beside the people. `--in-process` runs the worker and the API
+in this process too (as bench.bench_people does), sharing its event loop with the people.
 First `--waiting` validation runs are started through the API and wait at their first gate,
 with `--clicks` more validation runs and `--agent-clicks` agent runs (the planner asked to
 book a vendor: its booking waits for approval) besides.
@@ -278,7 +280,8 @@ async def run(args: argparse.Namespace) -> None:
     smtp.start()
     try:
         async with local_stack(backend="noop", smtp_url=f"smtp://127.0.0.1:{smtp_port}",
-                               smtp_from="ws@example.com") as stack, \
+                               smtp_from="ws@example.com",
+                               processes=not args.in_process) as stack, \
                 contextlib.AsyncExitStack() as clients:
             crowd = {f"crowd-{n}": await clients.enter_async_context(stack.client(f"crowd-{n}"))
                      for n in range(CROWD)}
@@ -338,8 +341,11 @@ def report(args: argparse.Namespace, clicks: dict[str, dict[str, list[float]]],
     return (f"{table}\n\n- {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores; "
             f"load average {load_before} at the start, {load} at the end.\n"
             f"- {args.waiting} runs waiting at a gate throughout (besides those clicked); "
-            f"{args.people} people deciding at once; one stack in one process (API, worker, "
-            f"receiver, SMTP server and the people share its event loop).")
+            f"{args.people} people deciding at once; " + (
+                "one stack in one process (API, worker, receiver, SMTP server and the people "
+                "share its event loop)." if args.in_process else
+                "the API and the worker each in its own process, as `waystation up` runs them; "
+                "the receiver, the SMTP server and the people in the benchmark's."))
 
 
 def main() -> None:
@@ -355,6 +361,8 @@ def main() -> None:
                              "a time (default 15)")
     parser.add_argument("--notices", type=int, default=50,
                         help="gates opened one after another for the webhook and mail")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the API and the worker in this process, not as children")
     parser.add_argument("--baseline", type=int, default=50,
                         help="DBOS and raw Temporal resumes timed")
     asyncio.run(run(parser.parse_args()))

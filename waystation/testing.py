@@ -36,6 +36,7 @@ import asyncpg
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from pydantic import AliasChoices
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -170,8 +171,12 @@ class LocalStack:
 
 @asynccontextmanager
 async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
-                      **settings: Any) -> AsyncIterator[LocalStack]:
-    """Postgres, the Temporal dev server, a worker and the API, all real (see the module)."""
+                      processes: bool = False, **settings: Any) -> AsyncIterator[LocalStack]:
+    """Postgres, the Temporal dev server, a worker and the API, all real (see the module).
+
+    With `processes`, the API and the worker run as `python -m waystation api` and `worker`
+    child processes, as `waystation up` runs them (benchmarks: the caller's clients then do
+    not share an event loop and a GIL with the stack they measure)."""
     folder = Path(tempfile.mkdtemp(prefix="waystation-stack-"))
     server_url = os.environ.get("DATABASE_URL")
     try:
@@ -187,6 +192,11 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
                               temporal_task_queue=f"stack-{uuid.uuid4()}",
                               temporal_address=env.client.service_client.config.target_host,
                               plugins=",".join(plugins), **settings)
+            if processes:
+                async with stack_processes(config, backend, folder) as api_url:
+                    yield LocalStack(url=api_url, temporal=env.client, pool=pool,
+                                     settings=config)
+                return
             registry = load_registry(config.plugin_modules)
             api = InProcessApi(config, registry=registry)
             await api.start()
@@ -207,6 +217,57 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
         if server_url is None:
             stop_embedded(folder / "pgdata")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def settings_env(config: Settings) -> dict[str, str]:
+    """The environment that gives a child process the settings `config` was given."""
+    env: dict[str, str] = {}
+    for name in config.model_fields_set:
+        alias, value = Settings.model_fields[name].validation_alias, getattr(config, name)
+        if isinstance(alias, AliasChoices):
+            alias = alias.choices[0]
+        if isinstance(alias, str) and value is not None:
+            env[alias] = str(value).lower() if isinstance(value, bool) else str(value)
+    return env
+
+
+@asynccontextmanager
+async def stack_processes(config: Settings, backend: str, folder: Path) -> AsyncIterator[str]:
+    """`waystation worker` and `waystation api` as child processes; yields the API's URL."""
+    port = free_port()
+    env = {**os.environ, **settings_env(config), "WAYSTATION_AGENT_BACKEND": backend,
+           "WAYSTATION_API_HOST": "127.0.0.1", "WAYSTATION_API_PORT": str(port),
+           "WAYSTATION_DATA_DIR": str(folder / "data"), "PYTHONUNBUFFERED": "1"}
+    children: list[asyncio.subprocess.Process] = []
+    try:
+        for role in ("worker", "api"):
+            with (folder / f"{role}.log").open("wb") as log:
+                children.append(await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "waystation", role, env=env,
+                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log))
+        url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            async def serving() -> bool:
+                for child in children:
+                    if child.returncode is not None:
+                        log = (folder / "api.log").read_text() + (folder / "worker.log").read_text()
+                        raise RuntimeError(f"a stack process exited:\n{log[-4000:]}")
+                try:
+                    return (await http.get(f"{url}/readyz")).status_code == 200
+                except httpx.HTTPError:
+                    return False
+            await eventually(serving, timeout=60, interval=0.2)
+        yield url
+    finally:
+        for child in children:
+            if child.returncode is None:
+                child.terminate()
+        for child in children:
+            try:
+                await asyncio.wait_for(child.wait(), 30)
+            except TimeoutError:
+                child.kill()
+                await child.wait()
 
 
 def with_database(url: str, name: str) -> str:
