@@ -1,8 +1,8 @@
 """An OpenAI Agents SDK agent run's worker SIGKILLed at a `needs_approval` tool's gate, the
 approval given while no worker runs (dev server, real Postgres, `python -m waystation worker`
 subprocesses, the agent registered by examples/openai_agents_agent's entry point): the new
-worker replays the turn from history (the model call's activity is not run again), applies the approval, and the tool's
-activity runs exactly once."""
+worker replays the turn from history (the model call's activity is not run again), applies the
+approval, and the tool's activity runs exactly once."""
 
 from __future__ import annotations
 
