@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from typing import Any
+
 from agents import FunctionTool
 
 from activities.agent_model import MODEL_RETRY
@@ -19,8 +21,11 @@ from activities.agent_openai import configured_model
 from contracts.agents import SUMMARY_REQUEST
 
 
-def needs_approval(tool: FunctionTool) -> FunctionTool:
-    """`tool`, each call of which waits for a person's approval (a Waystation gate)."""
+def needs_approval(tool: Any) -> FunctionTool:
+    """`tool` (a `FunctionTool`: `@function_tool`, `activity_as_tool(...)`), each call of which
+    waits for a person's approval (a Waystation gate)."""
+    if not isinstance(tool, FunctionTool):
+        raise TypeError(f"needs_approval takes a FunctionTool, not a {type(tool).__qualname__}")
     return dataclasses.replace(tool, needs_approval=True)
 
 

@@ -395,7 +395,7 @@ class AgentRun(RunWorkflow):
         from workflows.agent_openai import Tripped
 
         try:
-            return await run  # type: ignore[no-any-return]
+            return await run
         except Tripped:
             raise
         except (ActivityError, AgentsException) as error:

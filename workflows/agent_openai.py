@@ -91,10 +91,9 @@ class AgentConversation:
 
     async def ask(self, prompt: str) -> RunResult:
         """A request outside the conversation (the run's summary): nothing is kept."""
+        items: list[Any] = [*self.history, {"role": "user", "content": prompt}]
         with edited_arguments({}):
-            return await self._runner.run(
-                self.agent.agent, [*self.history, {"role": "user", "content": prompt}],
-                run_config=RUN_CONFIG)
+            return await self._runner.run(self.agent.agent, items, run_config=RUN_CONFIG)
 
     async def _run(self, run_input: Any) -> RunResult:
         try:
