@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any
 
 from agents import FunctionTool
