@@ -140,3 +140,24 @@ async def test_a_conversation_waits_ten_days_and_another_member_carries_on(
         "priya", "rohan"]
     assert len([e for e in events if e.type == "member.returned"]) == 1
     await handle.terminate("done")
+
+
+async def test_a_handoff_and_a_guardrail_trip_are_run_events(time_env, pool, worker,
+                                                             task_queue):
+    from tests.plugin_samples.agent_openai_handoff import triage
+
+    register_agent("triage", triage, "test")
+    arg = await new_agent_run(pool, agent="triage", message="my parcel is late")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Refunds here: my parcel is late"
+    await say(handle, "something forbidden")
+    state = await waiting(handle, turn=2)
+    assert state.last_answer == "input guardrail nothing_forbidden tripped"
+    events = await events_of(pool, arg.run_id)
+    [handoff] = [e for e in events if e.type == "agent.handoff"]
+    assert handoff.output == {"turn": 1, "from": "triage", "to": "refunds"}
+    [tripped] = [e for e in events if e.type == "guardrail.tripped"]
+    assert tripped.output == {"turn": 2, "guardrail": "nothing_forbidden", "kind": "input",
+                              "info": {"said": "something forbidden"}}
+    await handle.terminate("done")
