@@ -16,7 +16,11 @@ activity's provider (`WaystationModels`) resolves on the worker: a model wrapped
 `configured_model(own)` follows WAYSTATION_AGENT_BACKEND (`openai`: Chat Completions on
 WAYSTATION_OPENAI_BASE_URL), another model object is the agent's own; a model named by a string,
 or none, is the configured endpoint's (that model name, else WAYSTATION_OPENAI_MODEL), or else
-the OpenAI SDK's default provider.
+the OpenAI SDK's default provider. A call to a model known by name (the configured endpoint's,
+the default provider's) is priced in the activity by the worker's `WAYSTATION_MODEL_PRICES`
+else genai-prices and counted on its `waystation_model_*` counters (backend `agent`), and its
+cost and model name travel back in the response's `raw_usage` (`COST_KEY`, `MODEL_KEY`), so the
+workflow sums what the activity priced; an agent's own model object is not priced (0).
 
 Each tool declared `needs_approval` is wrapped so that a gate's edited arguments replace the
 model's for that call (`edited_arguments`): the SDK has no call for it.
@@ -50,10 +54,14 @@ from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
 from activities import agent_model
+from activities.agent_metering import METER_BACKEND, current_accounting
 from activities.agent_model import MODEL_RETRY
+from activities.agents.base import Usage as MeteredUsage
 from contracts.kinds import PluginError
 
 MODEL_PREFIX = "waystation:"
+# What a priced response carries back to the workflow, in its `raw_usage`.
+COST_KEY, MODEL_KEY = "waystation_cost_usd", "waystation_model"
 # Each model call: bounded retries (activities.agent_model.MODEL_RETRY), five minutes to answer,
 # and a heartbeat (the integration's activity sends them) so that a dying worker's call is
 # retried within seconds.
@@ -195,7 +203,8 @@ class WaystationModels(ModelProvider):
         config = agent_model.configured_openai_model()
         if config is not None:
             return _chat_completions(model_name or config.model)
-        return OpenAIProvider(use_responses=False).get_model(model_name)
+        default = OpenAIProvider(use_responses=False).get_model(model_name)
+        return PricedModel(default, model_name or str(getattr(default, "model", "")))
 
 
 def _served(model: Model) -> Model:
@@ -210,7 +219,35 @@ def _chat_completions(model: str) -> Model:
     assert config is not None
     # The client of the worker's configuration (no SDK retries: the activity retries).
     client = agent_model._client(config)
-    return OpenAIChatCompletionsModel(model=model, openai_client=client)
+    return PricedModel(OpenAIChatCompletionsModel(model=model, openai_client=client), model)
+
+
+class PricedModel(Model):
+    """A model known by name, each response priced and counted by the worker's accounting."""
+
+    def __init__(self, served: Model, name: str) -> None:
+        self.served, self.name = served, name
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        meter = current_accounting().meter
+        try:
+            response = await self.served.get_response(*args, **kwargs)
+        except Exception:
+            if meter is not None:
+                meter.count(METER_BACKEND, MeteredUsage(model=self.name), "error")
+            raise
+        tokens = response.usage.input_tokens, response.usage.output_tokens
+        cost = current_accounting().prices.cost_usd(self.name, *tokens)
+        response.raw_usage = {**(response.raw_usage or {}), COST_KEY: cost,
+                              MODEL_KEY: self.name}
+        if meter is not None:
+            meter.count(METER_BACKEND, MeteredUsage(input_tokens=tokens[0],
+                                                    output_tokens=tokens[1], cost_usd=cost,
+                                                    model=self.name), "ok")
+        return response
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        return self.served.stream_response(*args, **kwargs)
 
 
 _model_activity: ModelActivity | None = None

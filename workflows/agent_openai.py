@@ -35,7 +35,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.openai_agents._openai_runner import TemporalOpenAIRunner
 
-    from activities.agent_openai import MODEL_ACTIVITY, OpenAIAgent, edited_arguments
+    from activities.agent_openai import (
+        COST_KEY,
+        MODEL_ACTIVITY,
+        MODEL_KEY,
+        OpenAIAgent,
+        edited_arguments,
+    )
     from contracts.agents import MODEL_RESPONDED, TOOL_CALLED, TOOL_RETURNED
     from contracts.writes import EventWrite
     from workflows.agent_models import AgentUsage
@@ -155,17 +161,21 @@ def agent_events(make: MakeEvent, turn: int, result: RunResult, seen: dict[str, 
     for index in range(seen.get("responses", 0), len(responses)):
         response = responses[index]
         inputs, outputs = response.usage.input_tokens, response.usage.output_tokens
+        # Priced in the model activity (activities.agent_openai.PricedModel): in history.
+        raw = response.raw_usage or {}
+        cost = float(raw.get(COST_KEY, 0.0))
         usage.requests += 1
         usage.input_tokens += inputs
         usage.output_tokens += outputs
+        usage.cost_usd += cost
         text = " ".join(part.text for o in response.output if getattr(o, "type", "") == "message"
                         for part in getattr(o, "content", []) if hasattr(part, "text"))
         events.append(make(f"t{turn}.{prefix}r{index}.response", MODEL_RESPONDED, phase=turn,
                            status="completed", agent=result.last_agent.name, output={
-                               "model": None, "text": text or None,
+                               "model": raw.get(MODEL_KEY), "text": text or None,
                                # Summed into the run's columns by migration 010's trigger.
                                "usage": {"input_tokens": inputs, "output_tokens": outputs,
-                                         "cost_usd": 0.0}}))
+                                         "cost_usd": cost}}))
     items = result.new_items
     for index in range(seen.get("items", 0), len(items)):
         item, at = items[index], f"t{turn}.{prefix}i{index}"

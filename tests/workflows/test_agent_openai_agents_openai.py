@@ -6,6 +6,7 @@ run's."""
 
 from __future__ import annotations
 
+import pytest
 from openai_agents_agent.agent import refunds_desk
 
 from activities.agent_registry import register_agent
@@ -39,8 +40,11 @@ async def test_an_agents_turn_through_the_configured_openai_model(time_env, pool
     # The stub's usage, per response (the summary's too), summed on the run.
     events = await events_of(pool, arg.run_id)
     responses = [e.output for e in events if e.type == "model.responded"]
-    assert len(responses) == 3
+    assert [r["model"] for r in responses] == ["gpt-4o-mini"] * 3
     assert state.usage.requests == 3 and state.usage.input_tokens > 0
+    # Priced in the model activity (genai-prices knows gpt-4o-mini), summed on the run.
+    assert all(r["usage"]["cost_usd"] > 0 for r in responses)
     row = await run_row(pool, arg.run_id)
     assert row.input_tokens == state.usage.input_tokens
+    assert state.usage.cost_usd > 0 and row.cost_usd == pytest.approx(state.usage.cost_usd)
     await handle.terminate("done")
