@@ -161,3 +161,23 @@ async def test_a_handoff_and_a_guardrail_trip_are_run_events(time_env, pool, wor
     assert tripped.output == {"turn": 2, "guardrail": "nothing_forbidden", "kind": "input",
                               "info": {"said": "something forbidden"}}
     await handle.terminate("done")
+
+
+async def test_the_conversations_items_are_carried_across_continue_as_new(
+        time_env, pool, worker, task_queue):
+    """Continued as new at its wait (past the history budget) with no member returning, the
+    next turn goes on from the carried input items: the desk knows it has refunded already
+    (its first message only asks to refund whatever it says)."""
+    arg = await new_agent_run(pool, agent=AGENT, message="hello?", history_budget=50,
+                              return_gap_seconds=None)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    await waiting(handle, turn=1)
+    await say(handle, "thanks!")
+    state = await waiting(handle, turn=2)
+    assert state.continued >= 1 and state.returns == 0
+    assert state.last_answer.startswith("I refund orders")
+    # The carried items reached the model: the summary still names the first refund.
+    assert "rf-A-1001-40" in state.context_summary
+    await handle.terminate("done")
