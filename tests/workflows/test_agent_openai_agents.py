@@ -28,6 +28,7 @@ from tests.agent_helpers import (
     waiting,
     waiting_recorded,
 )
+from tests.helpers import eventually
 from waystation.worker import build_worker
 
 # Registered as its entry point registers it when a worker or the API starts.
@@ -180,4 +181,24 @@ async def test_the_conversations_items_are_carried_across_continue_as_new(
     assert state.last_answer.startswith("I refund orders")
     # The carried items reached the model: the summary still names the first refund.
     assert "rf-A-1001-40" in state.context_summary
+    await handle.terminate("done")
+
+
+async def test_an_expired_approval_is_a_rejection_the_model_reads(own_time_env, pool,
+                                                                   own_worker, task_queue):
+    arg = await new_agent_run(pool, agent=AGENT, message="refund A-6006, 60 EUR",
+                              approval_timeout_seconds=3600)
+    handle = await start_agent(own_time_env.client, arg, task_queue)
+
+    async def gate_pending():
+        # Read from the database, not queried: no query may be left behind a sleep.
+        async with pool.acquire() as conn:
+            return await gates_repo.list_run_gates(conn, arg.run_id) or None
+    await eventually(gate_pending)
+    await own_time_env.sleep(timedelta(hours=2))
+    row = await waiting_recorded(pool, arg.run_id, turn=1)
+    assert row.context_summary == \
+        "I did not refund: nobody approved issue_refund in time; it was not run"
+    history = await handle.fetch_history()
+    assert activity_runs(history, TOOL_ACTIVITY) == []
     await handle.terminate("done")
