@@ -41,6 +41,12 @@ def use_accounting(accounting: Accounting) -> None:
     _accounting = accounting
 
 
+def current_accounting() -> Accounting:
+    """The worker's prices and counters (for other frameworks' model calls:
+    activities.agent_openai)."""
+    return _accounting
+
+
 def cost_usd(response: ModelResponse) -> float:
     """What the response cost: as the activity priced it, else (a response recorded before
     responses were priced there, or sent by an agent without `ConfiguredModel`) genai-prices'

@@ -3,8 +3,10 @@ its framework and where it came from.
 
 A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`): a
 `pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a workflow, its
-model requests and tool calls are activities), or a compiled LangGraph graph whose nodes say
-where they run (activities.agent_langgraph: its nodes become activities). The registry
+model requests and tool calls are activities), a compiled LangGraph graph whose nodes say
+where they run (activities.agent_langgraph: its nodes become activities), or an OpenAI Agents
+SDK `agents.Agent` (activities.agent_openai: its model calls and activity tools are
+activities, through Temporal's OpenAI Agents integration). The registry
 (`waystation.registry`) adds the agents of the entry-point group `waystation.agents` and of
 `WAYSTATION_PLUGINS` modules (`AGENTS = {"name": agent}`) when the API or the worker starts;
 the API then refuses a run naming any other, and the worker registers every agent's
@@ -23,10 +25,10 @@ from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registr
 
 from contracts.kinds import PluginError
 
-# The frameworks whose agents a run can carry. `openai_agents` comes next (docs/agents.md,
-# "Bring the agent you have"); each adds one adapter, not a second run kind.
-Framework = Literal["pydantic_ai", "langgraph"]
-FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai", "langgraph")
+# The frameworks whose agents a run can carry (docs/agents.md, "Bring the agent you have");
+# each adds one adapter, not a second run kind.
+Framework = Literal["pydantic_ai", "langgraph", "openai_agents"]
+FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai", "langgraph", "openai_agents")
 BUILTIN = "builtin"
 BUILTIN_AGENTS = {"planner": "activities.planner.agent:planner"}
 
@@ -38,7 +40,8 @@ class RegisteredAgent:
     # "builtin", "entry point waystation.agents:NAME = MODULE:ATTR (DIST VERSION)" or
     # "WAYSTATION_PLUGINS module M"
     source: str
-    # A PydanticAI agent, or a graph's registered form (activities.agent_langgraph).
+    # A PydanticAI agent, or a graph's or an OpenAI agent's registered form
+    # (activities.agent_langgraph, activities.agent_openai).
     agent: Any
     # What was registered (for a graph, the compiled graph; its form above is built from it).
     registered: object
@@ -54,6 +57,8 @@ def register_agent(name: str, agent: object, source: str) -> RegisteredAgent:
         return taken
     if _is_graph(agent):
         return _register_graph(name, agent, source, taken)
+    if _is_openai_agent(agent):
+        return _register_openai_agent(name, agent, source, taken)
     if not isinstance(agent, AbstractAgent):
         raise PluginError(f"{source}: agent {name!r} ({type(agent).__module__}."
                           f"{type(agent).__qualname__}) is not an agent of a framework "
@@ -106,6 +111,22 @@ def _register_graph(name: str, graph: object, source: str,
     return registered
 
 
+def _is_openai_agent(agent: object) -> bool:
+    # Asked by the object's module, so an installation without the SDK never imports it.
+    return type(agent).__module__.startswith("agents.")
+
+
+def _register_openai_agent(name: str, agent: object, source: str,
+                           taken: RegisteredAgent | None) -> RegisteredAgent:
+    _refuse_taken(name, source, taken)
+    from activities.agent_openai import durable_agent
+
+    registered = RegisteredAgent(name, "openai_agents", source,
+                                 durable_agent(name, agent, source), agent)
+    _agents[name] = registered
+    return registered
+
+
 def _durable_name(agent: AbstractAgent[Any, Any]) -> str | None:
     durability = TemporalDurability.from_agent(agent)
     return durability.name if durability is not None else None
@@ -138,9 +159,20 @@ def agent_activities() -> list[Callable[..., Any]]:
     """Every registered agent's model-request and tool-call activities (a graph's: its nodes'),
     for the worker."""
     found: list[Callable[..., Any]] = []
+    names: set[str] = set()
     for registered in registered_agents():
         if registered.framework == "langgraph":
             found.extend(registered.agent.activities)
+            continue
+        if registered.framework == "openai_agents":
+            from activities.agent_openai import model_activities
+
+            for fn in [*model_activities(), *registered.agent.activities]:
+                # One model activity for every OpenAI agent; a tool shared by two agents once.
+                name = getattr(fn, "__temporal_activity_definition").name
+                if name not in names:
+                    names.add(name)
+                    found.append(fn)
             continue
         durability = TemporalDurability.from_agent(registered.agent)
         assert durability is not None, "checked when registered"

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.agents import backend_named
 from activities.agents.metered import MeteredBackend
@@ -52,6 +51,7 @@ from bench.common import markdown_table, percentile, ratio
 from persistence.db import create_pool
 from waystation.logs import configure_logging
 from waystation.settings import Settings
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import free_port
 from waystation.worker import build_worker
 from waystation.worker_metrics import metrics_runtime
@@ -130,7 +130,7 @@ async def run_bench(args: argparse.Namespace) -> None:
                                                        args.namespace) as plain:
         metered = await Client.connect(plain.service_client.config.target_host,
                                        namespace=args.namespace, runtime=runtime,
-                                       data_converter=pydantic_data_converter)
+                                       data_converter=DATA_CONVERTER)
         clients = {"off": plain, "on": metered}
         pools = {side: await create_pool(url, max_size=args.pool_size) for side in SIDES}
         listener = EventListener()

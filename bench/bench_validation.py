@@ -39,7 +39,6 @@ from pathlib import Path
 import asyncpg
 import temporalio
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -50,7 +49,7 @@ from bench.common import ratio as fmt_ratio
 from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
-from waystation.temporal_client import register_search_attributes
+from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
 from workflows import search_attributes
@@ -116,7 +115,7 @@ async def bench_database() -> AsyncIterator[str]:
 async def bench_temporal(address: str | None, namespace: str) -> AsyncIterator[Client]:
     if address is not None:
         client = await Client.connect(address, namespace=namespace,
-                                      data_converter=pydantic_data_converter)
+                                      data_converter=DATA_CONVERTER)
         await register_search_attributes(client, namespace)
         yield client
         return
@@ -129,7 +128,7 @@ async def bench_temporal(address: str | None, namespace: str) -> AsyncIterator[C
     try:
         env = await WorkflowEnvironment.start_local(
             namespace=namespace,
-            data_converter=pydantic_data_converter,
+            data_converter=DATA_CONVERTER,
             dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
             search_attributes=search_attributes.ALL,
             dev_server_extra_args=DEV_SERVER_ARGS)

@@ -15,7 +15,6 @@ from uuid import UUID
 
 import asyncpg
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -46,6 +45,7 @@ from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from waystation.registry import load_registry
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import DEV_SERVER_ARGS, installed_binary
 from waystation.worker import build_worker
 from workflows import search_attributes
@@ -84,7 +84,7 @@ async def measure(plan: Plan) -> list[Figures]:
     conn = await asyncpg.connect(plan.database_url)
     await apply_migrations(conn)
     env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         dev_server_existing_path=installed_binary("temporal"),
         search_attributes=search_attributes.ALL, dev_server_extra_args=DEV_SERVER_ARGS)
     pool = await create_pool(plan.database_url, max_size=plan.concurrency + 10)

@@ -23,7 +23,6 @@ import asyncpg
 import pytest
 import pytest_asyncio
 import schemathesis
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -32,7 +31,7 @@ from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from tests.openai_stub import OpenAIStub
 from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
-from waystation.temporal_client import register_search_attributes
+from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, create_database, installed_binary
 from waystation.worker import build_worker
 from workflows import search_attributes
@@ -100,7 +99,7 @@ async def pool(migrated_url: str) -> AsyncIterator[asyncpg.Pool]:
 @contextlib.asynccontextmanager
 async def time_skipping_server() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         test_server_existing_path=installed_binary("temporal-test-server"))
     await register_search_attributes(env.client, "default")
     yield env
@@ -127,7 +126,7 @@ async def own_time_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest_asyncio.fixture(scope="session")
 async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         dev_server_existing_path=installed_binary("temporal"),
         search_attributes=search_attributes.ALL,
         dev_server_extra_args=DEV_SERVER_ARGS)

@@ -18,12 +18,12 @@ import asyncpg
 import httpx
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from api.auth import issue_token
 from tests.sse_client import SseEvent, sse_events
 from waystation.devstack import find_temporal_binary, temporal_argv
 from waystation.settings import Settings
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import eventually, free_port
 
 SECRET = "fault-secret-0123456789-0123456789-abcdef"
@@ -71,7 +71,7 @@ class TemporalDevServer:
 
     async def connect(self) -> Client:
         return await Client.connect(self.address, namespace="default",
-                                    data_converter=pydantic_data_converter)
+                                    data_converter=DATA_CONVERTER)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from temporalio.client import Client, WorkflowExecution, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from waystation.temporal_client import DATA_CONVERTER
 from workflows.definitions import workflow_type
 
 # The SDK core reports a failed activation as its Rust debug text; the message inside it is
@@ -60,7 +60,7 @@ async def check_runs(client: Client, workflows: Sequence[type], *, closed: int =
                      query: str | None = None) -> list[ReplayCheck]:
     """Replay each selected execution's history; one result per execution."""
     known = {workflow_type(w) for w in workflows}
-    replayer = Replayer(workflows=workflows, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=workflows, data_converter=DATA_CONVERTER)
     checks = []
     async for execution in executions(client, closed=closed, query=query):
         is_open = execution.close_time is None

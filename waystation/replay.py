@@ -18,15 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, WorkflowReplayResult
+
+from waystation.temporal_client import DATA_CONVERTER
 
 
 async def replay_history(path: Path, workflows: Sequence[type]) -> WorkflowReplayResult:
     """Replay one history file; raises on nondeterminism or any workflow task failure."""
     # A workflow that never reads its own id replays under any id: the file name stands in.
     history = WorkflowHistory.from_json(path.stem, path.read_text())  # noqa: ASYNC240
-    replayer = Replayer(workflows=workflows, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=workflows, data_converter=DATA_CONVERTER)
     return await replayer.replay_workflow(history, raise_on_replay_failure=True)
 
 

@@ -1,22 +1,74 @@
 """One way to connect to Temporal, shared by the worker, the API, the dev stack and the CLI.
 
 Everything that talks to Temporal must agree on the data converter (pydantic models on the
-wire) and the search attributes, so both live here.
+wire) and the search attributes, so both live here: every client, worker, replayer and test
+environment uses `DATA_CONVERTER`, and no other.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pydantic
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+)
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from waystation.settings import Settings
 from workflows import search_attributes
+
+# The modules whose types the lenient fallback may build: the OpenAI Agents SDK's, the OpenAI
+# client's and Temporal's OpenAI Agents integration's (its model activity's input and output).
+_LENIENT_MODULES = ("agents.", "openai.", "temporalio.openai_agents.")
+
+
+class _JSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """`temporalio.contrib.pydantic`'s JSON, byte for byte (no `exclude_unset`: a default
+    changed in code must not change what in-flight runs replay), strict for every type but
+    the OpenAI Agents SDK's.
+
+    Temporal's OpenAI Agents integration hands its model activity the SDK's `TypedDict` items
+    and OpenAI's response models, which strict validation refuses (they drift from what the
+    API and the SDK build: optional fields sent as null, deprecated required ones missing).
+    For those types only, a failed validation falls back to the integration's own lenient
+    construction, as its `OpenAIPayloadConverter` does; the integration is imported then, so
+    an installation without OpenAI agents never imports it (docs/agents.md, "OpenAI Agents
+    SDK")."""
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        try:
+            return super().from_payload(payload, type_hint)
+        except pydantic.ValidationError:
+            if not getattr(type_hint, "__module__", "").startswith(_LENIENT_MODULES):
+                raise
+            from temporalio.openai_agents._temporal_openai_agents import _lenient_construct
+
+            return _lenient_construct(type_hint, json.loads(payload.data))
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """The default converters, JSON replaced by `_JSONPayloadConverter`."""
+
+    def __init__(self) -> None:
+        json_converter = _JSONPayloadConverter()
+        super().__init__(*(json_converter if isinstance(c, JSONPlainPayloadConverter) else c
+                           for c in DefaultPayloadConverter.default_encoding_payload_converters))
+
+
+# The one data converter of every process (API, worker, CLI, replayers, tests, benches).
+DATA_CONVERTER = DataConverter(payload_converter_class=PayloadConverter)
 
 # Workflows upsert these; the dev server registers them at start (see devstack.py).
 SEARCH_ATTRIBUTES: tuple[SearchAttributeKey, ...] = search_attributes.ALL
@@ -71,7 +123,7 @@ async def connect_temporal(settings: Settings, *, runtime: Runtime | None = None
         namespace=settings.temporal_namespace,
         api_key=settings.temporal_api_key,
         tls=tls_config(settings),
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=[TracingInterceptor()],
     )
 

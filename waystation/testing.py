@@ -38,7 +38,6 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import AliasChoices
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
@@ -49,6 +48,7 @@ from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
 from waystation.registry import load_registry
 from waystation.settings import Settings
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker, mail_settings
 from workflows import search_attributes
 
@@ -183,7 +183,7 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
         url = await create_database(server_url or embedded_database_url(folder / "pgdata"),
                                     "waystation_stack")
         env = await WorkflowEnvironment.start_local(
-            data_converter=pydantic_data_converter,
+            data_converter=DATA_CONVERTER,
             dev_server_existing_path=installed_binary("temporal"),
             search_attributes=search_attributes.ALL, dev_server_extra_args=DEV_SERVER_ARGS)
         pool = await create_pool(url, max_size=10)

@@ -1,15 +1,15 @@
-"""AgentRun: a user's PydanticAI agent or LangGraph graph, run durably as a conversation
-(issue 12, seed 003, issue 28).
+"""AgentRun: a user's PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent, run durably
+as a conversation (issue 12, seed 003, issue 28).
 
 A turn is one `agent.run` of the registered agent (a graph's turn:
-workflows.agent_langgraph); its `TemporalDurability` capability makes each model request and
-each tool call an activity, so a worker that dies mid-turn loses nothing and no completed tool
-call runs again. A tool that needs approval ends the agent run
-with `DeferredToolRequests`; each call becomes a Waystation gate (approve, reject with
-feedback, edit the arguments), and the run goes on with the answers as
-`DeferredToolResults`. After a turn the agent writes its `context_summary`, and the run waits,
-at no cost, for the next `post_message` Update, for weeks if need be. Past the history budget
-it continues as new at that wait, carrying the summary and the recent turns.
+workflows.agent_langgraph; an OpenAI agent's: workflows.agent_openai); its
+`TemporalDurability` capability makes each model request and each tool call an activity,
+so a worker that dies mid-turn loses nothing and no completed tool call runs again. A tool
+that needs approval ends the agent run with `DeferredToolRequests`; each call becomes a
+Waystation gate (approve, reject with feedback, edit the arguments), and the run goes on with
+the answers as `DeferredToolResults`. After a turn the agent writes its `context_summary`, and
+the run waits, at no cost, for the next `post_message` Update, for weeks if need be. Past the
+history budget it continues as new at that wait, carrying the summary and the recent turns.
 
 Not sandboxed: the agent object (model, toolsets, capability) lives in the worker process and
 is found by name; PydanticAI's own workflow-side code keeps to Temporal's rules.
@@ -65,10 +65,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.lifecycle import RunWorkflow
 
 if TYPE_CHECKING:
+    from agents import RunResult, ToolApprovalItem
     from langgraph.types import Interrupt
 
     from activities.agent_registry import RegisteredAgent
     from workflows.agent_langgraph import GraphConversation
+    from workflows.agent_openai import AgentConversation, Decision
 
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
@@ -86,9 +88,12 @@ class AgentRun(RunWorkflow):
         self._carry = arg.carry or AgentCarry()
         registered = agent_named(arg.input.agent)
         self._agent = registered.agent
-        # A graph's conversation; None for a PydanticAI agent, whose messages are `_history`.
+        # A graph's or an OpenAI agent's conversation; None for a PydanticAI agent, whose
+        # messages are `_history`.
         self._graph = _graph_conversation(registered, self._carry.recent)
-        self._history: list[ModelMessage] = [] if self._graph is not None else \
+        self._openai = _openai_conversation(registered, self._carry.recent)
+        self._history: list[ModelMessage] = [] \
+            if self._graph is not None or self._openai is not None else \
             ModelMessagesTypeAdapter.validate_python(self._carry.recent)
         self._inbox: list[MessageInput] = []
         self._waiting_for: str | None = None
@@ -136,6 +141,8 @@ class AgentRun(RunWorkflow):
         await self.record(events=self._re_prime(), with_state=True)
         if self._graph is not None:
             return await self._graph_turn(self._graph, message)
+        if self._openai is not None:
+            return await self._openai_turn(self._openai, message)
         first = len(self._history)
         result = await self._run_agent(message.text)
         while isinstance(result.output, DeferredToolRequests):
@@ -216,6 +223,8 @@ class AgentRun(RunWorkflow):
         self._history = []
         if self._graph is not None:
             self._graph.history = []
+        if self._openai is not None:
+            self._openai.history = []
         return [self.event(f"t{c.turn}.returned", MEMBER_RETURNED, phase=c.turn,
                            agent=self._returning, status="re-primed",
                            output={"turn": c.turn, "sent_by": self._returning,
@@ -345,6 +354,89 @@ class AgentRun(RunWorkflow):
                              answer=decision.answer, decided_by=decision.decided_by
                              ).model_dump()
 
+    # --- an OpenAI Agents SDK agent's turn (workflows.agent_openai) -----------------------
+
+    async def _openai_turn(self, conversation: AgentConversation,
+                           message: MessageInput) -> None:
+        """The agent run on the person's message; each tool call that needs approval is a
+        gate, and the run goes on from its state with every decision."""
+        from workflows.agent_openai import Tripped, answer, tripped_event
+
+        c = self._carry
+        seen: dict[str, int] = {}
+        try:
+            result = await self._run_openai(conversation.start(message.text, self._priming()))
+            while result.interruptions:
+                await self.record(events=self._openai_events(result, seen), with_state=True)
+                decisions = [(item, await self._openai_decision(conversation, item))
+                             for item in result.interruptions]
+                result = await self._run_openai(conversation.resume(decisions))
+        except Tripped as tripped:
+            # The guardrail's verdict is the turn's answer; the conversation keeps the message.
+            conversation.history.append({"role": "user", "content": message.text})
+            self._pending_events = [tripped_event(self.event, c.turn, tripped)]
+            c.last_answer = str(tripped)
+        else:
+            conversation.take(result)
+            self._pending_events = self._openai_events(result, seen)
+            c.last_answer = answer(result)
+        try:
+            summary = await self._run_openai(conversation.ask(SUMMARY_PROMPT))
+        except Tripped:
+            summary_events, c.context_summary = [], c.context_summary
+        else:
+            summary_events = self._openai_events(summary, {}, prefix="summary.")
+            c.context_summary = answer(summary)
+        await self._answered([*self._pending_events, *summary_events])
+
+    async def _run_openai(self, run: Any) -> RunResult:
+        from agents.exceptions import AgentsException
+
+        from workflows.agent_openai import Tripped
+
+        try:
+            return await run
+        except Tripped:
+            raise
+        except (ActivityError, AgentsException) as error:
+            # A model call or a tool failed past its retries, the model misbehaved, or the
+            # agent looped past its turns: the run says so and ends.
+            why = f"{error}: {error.cause}" if isinstance(error, ActivityError) else str(error)
+            await self.fail(f"agent {self._arg.input.agent}: {why}", stop_reason="agent_error")
+
+    def _openai_events(self, result: RunResult, seen: dict[str, int],
+                       prefix: str = "") -> list[EventWrite]:
+        from workflows.agent_openai import agent_events
+
+        return agent_events(self.event, self._carry.turn, result, seen, self._carry.usage,
+                            prefix)
+
+    async def _openai_decision(self, conversation: AgentConversation,
+                               item: ToolApprovalItem) -> Decision:
+        """The gate a tool call that needs approval raises, and its decision as the SDK
+        takes it."""
+        from workflows.agent_openai import call_of
+
+        tool, call_id, arguments = call_of(item)
+        schema = conversation.agent.schemas.get(tool, {"type": "object"})
+        self._carry.approvals += 1
+        self._waiting_for, self._phase = "approval", f"approval of {tool}"
+        outcome = await self.ask_human(
+            functools.partial(self._approval_gate, tool, call_id, arguments, schema,
+                              self._carry.approvals),
+            where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
+                  f"approval of `{tool}`")
+        self._waiting_for, self._phase = None, "thinking"
+        decision = outcome.decision
+        if decision is None:
+            await self.fail(f"approval of {tool} expired", stop_reason="gate_expired")
+        assert decision is not None
+        if outcome.status == "expired":
+            return "reject", f"nobody approved {tool} in time; it was not run"
+        if outcome.status == "rejected":
+            return "reject", decision.feedback or f"{decision.decided_by} said no"
+        return ("approve", None) if decision.answer is None else ("edit", decision.answer)
+
     # --- approvals ---------------------------------------------------------------------
 
     async def _answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
@@ -467,8 +559,13 @@ class AgentRun(RunWorkflow):
     async def _continue_as_new(self) -> NoReturn:
         c, inp = self._carry, self._arg.input
         c.continued += 1
-        c.recent = self._graph.recent(inp.keep_recent_turns) if self._graph is not None else \
-            ModelMessagesTypeAdapter.dump_python(self._recent(inp.keep_recent_turns), mode="json")
+        if self._graph is not None:
+            c.recent = self._graph.recent(inp.keep_recent_turns)
+        elif self._openai is not None:
+            c.recent = self._openai.recent(inp.keep_recent_turns)
+        else:
+            c.recent = ModelMessagesTypeAdapter.dump_python(
+                self._recent(inp.keep_recent_turns), mode="json")
 
         def carried(snapshots: int) -> AgentRunInput:
             c.snapshots = snapshots
@@ -532,6 +629,17 @@ def _graph_conversation(registered: RegisteredAgent,
     from workflows.agent_langgraph import GraphConversation
 
     return GraphConversation(registered.agent, recent)
+
+
+def _openai_conversation(registered: RegisteredAgent,
+                         recent: list[dict[str, Any]]) -> AgentConversation | None:
+    """An OpenAI agent's conversation, re-primed with the carried turns; None for another
+    framework's. Imported here: an installation without the SDK never imports it."""
+    if registered.framework != "openai_agents":
+        return None
+    from workflows.agent_openai import AgentConversation
+
+    return AgentConversation(registered.agent, recent)
 
 
 def _why(error: Exception) -> str:

@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.agents import AgentRequest, AgentResponse
 from activities.agents.base import MODEL_REFUSED, ModelCallFailed, ProgressReporter, Usage
@@ -26,6 +25,7 @@ from api.app import create_app
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker
 
 STEPS = [{"name": "summarize", "template": "Summarize {{ item.topic }}"},
@@ -74,7 +74,7 @@ async def stack(settings: Settings, dev_env, pool,  # noqa: F811
     worker_id = f"{uuid.uuid4().hex[:8]}@test-worker"
     client = await Client.connect(dev_env.client.service_client.config.target_host,
                                   namespace=dev_env.client.namespace, identity=worker_id,
-                                  data_converter=pydantic_data_converter)
+                                  data_converter=DATA_CONVERTER)
     backend = FilesBackend(tmp_path)
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend)

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import asyncpg
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentBackend
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
-from waystation.temporal_client import register_search_attributes
+from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import installed_binary
 from waystation.worker import build_worker
 
@@ -44,7 +43,7 @@ async def record(url: str, cases: dict[str, Case], *, task_queue: str,
     finally:
         await conn.close()
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         test_server_existing_path=installed_binary("temporal-test-server"))
     histories: dict[str, str] = {}
     try:

@@ -70,15 +70,37 @@ async def langgraph_approved(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Wo
     return handle
 
 
+async def openai_agents_approved(env: WorkflowEnvironment,
+                                 pool: asyncpg.Pool) -> WorkflowHandle:
+    """An OpenAI Agents SDK agent's run (examples/openai_agents_agent): its first message stops
+    at the `needs_approval` tool's gate, approved, and the tool's activity runs; the second
+    asks another refund, edited at its gate, and the tool runs with the edited arguments; the
+    run idles out."""
+    arg = await new_agent_run(pool, agent="refunds_desk", message="hello?",
+                              idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    await say(handle, "refund A-2002, 30 EUR")
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_2", "edit",
+                 answer={"order_id": "A-2002", "amount_eur": 20, "reason": "partial"})
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
     "langgraph_approved": langgraph_approved,
+    "openai_agents_approved": openai_agents_approved,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    # The installed plug-ins' agents (langgraph_approved's graph), before the worker is built.
+    # The installed plug-ins' agents (langgraph_approved's graph, openai_agents_approved's
+    # agent), before the worker is built.
     load_registry()
     return history_recording.main(
         argv, description=__doc__.splitlines()[0], prefix="agent", cases=CASES,

@@ -40,7 +40,9 @@ def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
      "calls would not be durable: add capabilities=[TemporalDurability()]"),
     ("tests.plugin_samples.agent_unknown_framework",
      "agent 'home_made' (tests.plugin_samples.agent_unknown_framework.HomeMadeAgent) is not an "
-     "agent of a framework Waystation runs (pydantic_ai, langgraph)"),
+     "agent of a framework Waystation runs (pydantic_ai, langgraph, openai_agents)"),
+    ("tests.plugin_samples.agent_openai_bare_tool",
+     "agent 'bare_tool': tool <function lookup"),
     ("tests.plugin_samples.agent_graph_node_unplaced",
      "graph 'unplaced' node 'answer' does not say where it runs: add metadata={'execute_in': "
      "'activity'}"),
@@ -101,6 +103,9 @@ def test_waystation_agents_lists_every_agent_with_its_framework_and_source() -> 
     assert any(line.split()[:2] == ["refunds_graph", "langgraph"]
                and "entry point waystation.agents:refunds_graph" in line
                and "waystation-langgraph-agent" in line for line in lines)
+    assert any(line.split()[:2] == ["refunds_desk", "openai_agents"]
+               and "entry point waystation.agents:refunds_desk" in line
+               and "waystation-openai-agents-agent" in line for line in lines)
 
 
 def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from temporalio.client import WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
@@ -22,6 +21,7 @@ from activities.agents.prices import ModelPrice, PriceBook
 from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
 from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import agent_model_config, build_worker
 from workflows.agent import AgentRun
 from workflows.agent_kind import AGENT
@@ -78,7 +78,7 @@ async def test_a_turn_through_the_configured_openai_model(time_env, pool, worker
     # A worker restarted on the offline configuration replays the run's history unchanged
     # (the configured model is resolved again, but the requests' results come from history).
     use_openai_model(None)
-    replayer = Replayer(workflows=[AgentRun], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER)
     await replayer.replay_workflow(await handle.fetch_history(), raise_on_replay_failure=True)
 
 

@@ -23,7 +23,6 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateStage,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
@@ -39,6 +38,7 @@ from tests.plugin_samples.quick_steps import (
     QuickSteps,
 )
 from waystation.registry import load_registry
+from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker
 from workflows import search_attributes as sa
 from workflows.gated import GatedWorkflow
@@ -131,7 +131,7 @@ async def test_the_decision_and_the_next_step_are_one_write(
     history = await handle.fetch_history()
     # step 1, the gate, the decision with step 2, step 3, the completion.
     assert record_markers(history) == 5
-    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+    await Replayer(workflows=[QuickSteps], data_converter=DATA_CONVERTER
                    ).replay_workflow(history)
 
 
@@ -158,7 +158,7 @@ async def test_the_update_answers_before_the_steps_after_the_decision(
     assert after.index("WORKFLOW_TASK_STARTED") < after.index(
         "MARKER_RECORDED:core_local_activity")
     assert "TIMER_FIRED" in after
-    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+    await Replayer(workflows=[QuickSteps], data_converter=DATA_CONVERTER
                    ).replay_workflow(await handle.fetch_history())
 
 
@@ -252,7 +252,7 @@ async def test_a_cancel_racing_the_runs_end_leaves_one_end_everywhere(
     assert (await handle.describe()).status == (
         WorkflowExecutionStatus.FAILED if fail_at_end else WorkflowExecutionStatus.COMPLETED)
     assert shown_statuses(history)[-1] == end
-    await Replayer(workflows=[QuickSteps], data_converter=pydantic_data_converter
+    await Replayer(workflows=[QuickSteps], data_converter=DATA_CONVERTER
                    ).replay_workflow(history)
 
 

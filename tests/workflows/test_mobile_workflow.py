@@ -9,7 +9,6 @@ import asyncpg
 import pytest
 import pytest_asyncio
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -19,7 +18,7 @@ from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually
 from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
-from waystation.temporal_client import register_search_attributes
+from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import installed_binary
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
@@ -144,7 +143,7 @@ async def own_time_env() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server of this test's own: the shared one stops skipping time while
     any other test's activity is left outstanding, and this test needs days to pass."""
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         test_server_existing_path=installed_binary("temporal-test-server"))
     await register_search_attributes(env.client, "default")
     yield env

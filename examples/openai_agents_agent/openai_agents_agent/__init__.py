@@ -1,0 +1,1 @@
+"""A refunds desk: your own OpenAI Agents SDK agent as a Waystation `agent` run (see README.md)."""

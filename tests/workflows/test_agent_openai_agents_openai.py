@@ -1,0 +1,50 @@
+"""An OpenAI Agents SDK agent's run whose model is Waystation's configured OpenAI-compatible
+endpoint (the stub standing in for the paid provider): the agent's `configured_model(...)`
+follows the worker's configuration, so the integration's model activity sends Chat Completions
+over real HTTP with the agent's tool; the gate is approved and the model's answers are the
+run's."""
+
+from __future__ import annotations
+
+import pytest
+from openai_agents_agent.agent import refunds_desk
+
+from activities.agent_registry import register_agent
+from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
+from tests.openai_stub import CallTool, OpenAIStub, Reply
+from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
+
+register_agent("refunds_desk", refunds_desk, "test")
+
+
+async def test_an_agents_turn_through_the_configured_openai_model(time_env, pool,
+                                                                  worker,  # noqa: F811
+                                                                  task_queue, stub: OpenAIStub):
+    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
+                                          "reason": "broken"}),
+                Reply("Refunded 35 EUR on A-7007."),
+                Reply("One refund: A-7007, 35 EUR."))
+    arg = await new_agent_run(pool, agent="refunds_desk", message="My lamp A-7007 broke")
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    state = await waiting(handle, turn=1)
+    assert state.last_answer == "Refunded 35 EUR on A-7007."
+    assert state.context_summary == "One refund: A-7007, 35 EUR."
+    first, after_tool, summary = stub.requests
+    assert first.body["model"] == "gpt-4o-mini"
+    assert first.headers["authorization"] == "Bearer sk-test"
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["issue_refund"]
+    assert first.user_text == "My lamp A-7007 broke"
+    assert '"refund_id":"rf-A-7007-35"' in after_tool.tool_results[0]
+    # The stub's usage, per response (the summary's too), summed on the run.
+    events = await events_of(pool, arg.run_id)
+    responses = [e.output for e in events if e.type == "model.responded"]
+    assert [r["model"] for r in responses] == ["gpt-4o-mini"] * 3
+    assert state.usage.requests == 3 and state.usage.input_tokens > 0
+    # Priced in the model activity (genai-prices knows gpt-4o-mini), summed on the run.
+    assert all(r["usage"]["cost_usd"] > 0 for r in responses)
+    row = await run_row(pool, arg.run_id)
+    assert row.input_tokens == state.usage.input_tokens
+    assert state.usage.cost_usd > 0 and row.cost_usd == pytest.approx(state.usage.cost_usd)
+    await handle.terminate("done")
