@@ -157,28 +157,29 @@ def agent_events(make: MakeEvent, turn: int, result: RunResult, seen: dict[str, 
     by the caller per turn: a resumed run's result holds the turn's earlier ones too), keyed by
     their positions in the turn, so each is recorded once; their usage summed into `usage`."""
     events: list[EventWrite] = []
-    responses = result.raw_responses
-    for index in range(seen.get("responses", 0), len(responses)):
-        response = responses[index]
-        inputs, outputs = response.usage.input_tokens, response.usage.output_tokens
-        # Priced in the model activity (activities.agent_openai.PricedModel): in history.
-        raw = response.raw_usage or {}
-        cost = float(raw.get(COST_KEY, 0.0))
-        usage.requests += 1
-        usage.input_tokens += inputs
-        usage.output_tokens += outputs
-        usage.cost_usd += cost
-        text = " ".join(part.text for o in response.output if getattr(o, "type", "") == "message"
-                        for part in getattr(o, "content", []) if hasattr(part, "text"))
-        events.append(make(f"t{turn}.{prefix}r{index}.response", MODEL_RESPONDED, phase=turn,
-                           status="completed", agent=result.last_agent.name, output={
-                               "model": raw.get(MODEL_KEY), "text": text or None,
-                               # Summed into the run's columns by migration 010's trigger.
-                               "usage": {"input_tokens": inputs, "output_tokens": outputs,
-                                         "cost_usd": cost}}))
-    items = result.new_items
+    responses, items = result.raw_responses, result.new_items
+    # In the order they happened: a response's event before the first item it produced (a
+    # tool's call, a message), so a tool's result comes before the response that read it.
+    # (Ids more than one response carries, such as the SDK's placeholder for Chat Completions
+    # messages, say nothing.)
+    made_by: dict[str, int | None] = {}
+    for index, response in enumerate(responses):
+        for ident in {i for o in response.output for i in _ids(o)}:
+            made_by[ident] = index if ident not in made_by else None
+    next_response = seen.get("responses", 0)
+
+    def responses_up_to(last: int) -> None:
+        nonlocal next_response
+        while next_response <= last:
+            events.append(_response_event(make, turn, result, responses[next_response],
+                                          f"t{turn}.{prefix}r{next_response}", usage))
+            next_response += 1
+
     for index in range(seen.get("items", 0), len(items)):
         item, at = items[index], f"t{turn}.{prefix}i{index}"
+        produced = [r for r in (made_by.get(i) for i in _ids(item.raw_item)) if r is not None]
+        if produced:
+            responses_up_to(max(produced))
         if isinstance(item, ToolCallItem):
             raw = _jsonable(item.raw_item)
             name, call_id = raw.get("name"), raw.get("call_id")
@@ -203,8 +204,38 @@ def agent_events(make: MakeEvent, turn: int, result: RunResult, seen: dict[str, 
                                agent=item.target_agent.name, status="handed off",
                                output={"turn": turn, "from": item.source_agent.name,
                                        "to": item.target_agent.name}))
+    responses_up_to(len(responses) - 1)
     seen["responses"], seen["items"] = len(responses), len(items)
     return events
+
+
+def _response_event(make: MakeEvent, turn: int, result: RunResult, response: Any, key: str,
+                    usage: AgentUsage) -> EventWrite:
+    """One model response's event; its usage summed into `usage`."""
+    inputs, outputs = response.usage.input_tokens, response.usage.output_tokens
+    # Priced in the model activity (activities.agent_openai.PricedModel): in history.
+    raw = response.raw_usage or {}
+    cost = float(raw.get(COST_KEY, 0.0))
+    usage.requests += 1
+    usage.input_tokens += inputs
+    usage.output_tokens += outputs
+    usage.cost_usd += cost
+    text = " ".join(part.text for o in response.output if getattr(o, "type", "") == "message"
+                    for part in getattr(o, "content", []) if hasattr(part, "text"))
+    return make(f"{key}.response", MODEL_RESPONDED, phase=turn, status="completed",
+                agent=result.last_agent.name, output={
+                    "model": raw.get(MODEL_KEY), "text": text or None,
+                    # Summed into the run's columns by migration 010's trigger.
+                    "usage": {"input_tokens": inputs, "output_tokens": outputs,
+                              "cost_usd": cost}})
+
+
+def _ids(raw: Any) -> list[str]:
+    """The ids an output item is known by (a message's id, a tool call's id and call id)."""
+    value = _jsonable(raw)
+    if not isinstance(value, dict):
+        return []
+    return [str(value[k]) for k in ("id", "call_id") if value.get(k)]
 
 
 def tripped_event(make: MakeEvent, turn: int, tripped: Tripped) -> EventWrite:

@@ -69,6 +69,11 @@ async def test_the_first_message_waits_at_the_tools_gate_and_approve_runs_the_to
     types = [e.type for e in events]
     assert types.count("tool.called") == 1 and types.count("tool.returned") == 1
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    # In the order they happened: the response asking for the tool, the call, the gate, the
+    # tool's result, the response that read it, the summary's.
+    assert [t for t in types if t not in ("run.started", "message.received")][:7] == [
+        "model.responded", "tool.called", "gate.opened", "gate.decided", "tool.returned",
+        "model.responded", "model.responded"]
     history = await handle.fetch_history()
     assert activity_runs(history, TOOL_ACTIVITY) == [1]  # the refund ran once
     # Each model call an activity of the integration; each response's usage, the summary's
