@@ -19,12 +19,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
 from activities import agent_model
+from activities.agent_metering import COST_KEY, METER_BACKEND, current_accounting
 from activities.agent_model import MODEL_RETRY
+from activities.agents.base import Usage as MeteredUsage
 from contracts.kinds import PluginError
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
@@ -86,4 +91,38 @@ def configured_chat_model(own: BaseChatModel) -> BaseChatModel:
     # in the run's history.
     return ChatOpenAI(model=config.model, base_url=config.base_url,
                       api_key=config.api_key or "api-key-not-set",
-                      timeout=config.timeout_seconds, max_retries=0)
+                      timeout=config.timeout_seconds, max_retries=0,
+                      callbacks=[PricedResponses(config.model)])
+
+
+class PricedResponses(BaseCallbackHandler):
+    """Each response of the configured model priced by the worker's price table, its cost in
+    the message's `response_metadata` (the node's activity result: in the run's history, so a
+    worker restarted with other prices does not reprice the past), and counted on the worker's
+    `waystation_model_*` counters, as a PydanticAI agent's requests are
+    (activities.agent_metering)."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def on_llm_end(self, response: LLMResult, **_: Any) -> None:
+        accounting = current_accounting()
+        for generations in response.generations:
+            for generation in generations:
+                message = getattr(generation, "message", None)
+                if not isinstance(message, AIMessage):
+                    continue
+                usage = message.usage_metadata
+                inputs, outputs = (usage["input_tokens"], usage["output_tokens"]) if usage \
+                    else (0, 0)
+                cost = accounting.prices.cost_usd(self.model, inputs, outputs)
+                message.response_metadata[COST_KEY] = cost
+                if accounting.meter is not None:
+                    accounting.meter.count(METER_BACKEND, MeteredUsage(
+                        input_tokens=inputs, output_tokens=outputs, cost_usd=cost,
+                        model=self.model), "ok")
+
+    def on_llm_error(self, error: BaseException, **_: Any) -> None:
+        meter = current_accounting().meter
+        if meter is not None:
+            meter.count(METER_BACKEND, MeteredUsage(model=self.model), "error")

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.types import Command, Interrupt
 
     from activities.agent_langgraph import LangGraphAgent
+    from activities.agent_metering import COST_KEY
     from contracts.agents import (
         APPROVAL_SCHEMA_MARK,
         MODEL_RESPONDED,
@@ -171,6 +172,7 @@ def add_graph_usage(usage: AgentUsage, messages: Sequence[BaseMessage]) -> Agent
             usage.requests += 1
             usage.input_tokens += _tokens(message)[0]
             usage.output_tokens += _tokens(message)[1]
+            usage.cost_usd += _cost(message)
     return usage
 
 
@@ -189,7 +191,7 @@ def graph_events(make: MakeEvent, turn: int, first: int,
                                    "model": model, "text": message.text or None,
                                    # Summed into the run's columns by migration 010's trigger.
                                    "usage": {"input_tokens": inputs, "output_tokens": outputs,
-                                             "cost_usd": 0.0}}))
+                                             "cost_usd": _cost(message)}}))
             for index, call in enumerate(message.tool_calls):
                 events.append(make(f"{at}.p{index}", TOOL_CALLED, phase=turn,
                                    task=call["name"], status="started",
@@ -203,6 +205,14 @@ def graph_events(make: MakeEvent, turn: int, first: int,
                                        "call_id": message.tool_call_id,
                                        ("told" if failed else "result"): message.content}))
     return events
+
+
+def _cost(message: AIMessage) -> float:
+    """What the worker priced the response at (activities.agent_langgraph.PricedResponses);
+    0 for a graph's own model, which is not priced."""
+    metadata = message.response_metadata or \
+        message.additional_kwargs.get("response_metadata") or {}
+    return float(metadata.get(COST_KEY, 0.0))
 
 
 def _tokens(message: AIMessage) -> tuple[int, int]:

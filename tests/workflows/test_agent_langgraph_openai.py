@@ -5,6 +5,7 @@ graph's tool; the interrupt's gate is approved and the model's answers are the r
 
 from __future__ import annotations
 
+import pytest
 from langgraph_agent.graph import refunds_graph
 
 from activities.agent_registry import register_agent
@@ -39,6 +40,10 @@ async def test_a_graph_turn_through_the_configured_openai_model(time_env, pool, 
     responses = [e.output for e in events if e.type == "model.responded"]
     assert [r["model"] for r in responses] == ["gpt-4o-mini"] * 3
     assert state.usage.requests == 3 and state.usage.input_tokens > 0
+    # Each priced by the worker's price table (gpt-4o-mini is in genai-prices').
+    assert all(r["usage"]["cost_usd"] > 0 for r in responses)
+    assert state.usage.cost_usd == pytest.approx(sum(r["usage"]["cost_usd"] for r in responses))
     row = await run_row(pool, arg.run_id)
     assert row.input_tokens == state.usage.input_tokens
+    assert row.cost_usd == pytest.approx(state.usage.cost_usd)
     await handle.terminate("done")
