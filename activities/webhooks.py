@@ -4,8 +4,9 @@ Why this shape: the recorder's activity writes a gate (or a run's end) and the d
 calls for in one transaction, so no notification is lost or invented; it then starts one
 `WebhookNotification` workflow for the event (workflow id from the run and the event key, so a
 retried or replayed recorder starts nothing twice), which sends each delivery in an activity of
-its own. Temporal owns the retries and backoff of each (days of them, across worker crashes)
-and the API never makes an outbound call. The delivery id is the `webhook-id` header of every
+its own (the first attempt a local one, workflows/webhook_notification.py). Temporal owns the
+retries and backoff of each (days of them, across worker crashes) and the API never makes an
+outbound call. The delivery id is the `webhook-id` header of every
 attempt, so receivers deduplicate by it. One workflow per event rather than per delivery: a
 workflow costs the server several times what an activity does, and a gate may have many
 webhooks (bench_people measured 18 deliveries/s with one workflow each).
