@@ -218,34 +218,37 @@ async def test_free_text_answer_is_required_when_the_gate_asks_for_one(
 
 
 async def test_reminders_and_escalation_fire_while_the_gate_waits(
-        time_env, pool, worker, task_queue):
-    arg, handle = await start(time_env.client, pool, task_queue, {"*": {
-        "remind_every": "P2D", "remind_before_expiry": "PT12H",
-        "escalate_after": "P3D", "escalate_to_roles": ["director"]}})
-    # Seven days to expiry: reminders on days 2, 4, 6 and 6.5, the escalation on day 3.
-    await time_env.sleep(timedelta(days=5))
+        own_time_env, pool, task_queue):
+    # Days skipped on a server of its own (tests/conftest.py, own_time_env).
+    async with build_worker(own_time_env.client, pool, task_queue=task_queue,
+                            backend=backend_named("offline")):
+        arg, handle = await start(own_time_env.client, pool, task_queue, {"*": {
+            "remind_every": "P2D", "remind_before_expiry": "PT12H",
+            "escalate_after": "P3D", "escalate_to_roles": ["director"]}})
+        # Seven days to expiry: reminders on days 2, 4, 6 and 6.5, the escalation on day 3.
+        await own_time_env.sleep(timedelta(days=5))
 
-    async def noticed() -> list | None:
+        async def noticed() -> list | None:
+            _, _, events = await gate_state(pool, arg)
+            types = [e.type for e in events]
+            return events if types.count("gate.reminded") == 2 and "gate.escalated" in types \
+                else None
+        events = await eventually(noticed)
+        assert [e.type for e in events] == ["gate.opened", "gate.reminded", "gate.escalated",
+                                            "gate.reminded"]
+        assert [e.output["number"] for e in events if e.type == "gate.reminded"] == [1, 2]
+        gate, _, _ = await gate_state(pool, arg)
+        assert gate.decider_roles == ["owner", "approver", "director"]
+        assert gate.reminders_sent == 2 and gate.escalated_at is not None
+        assert gate.status == "pending"
+        assert (await vote(handle, "alice")).status == "approved"
         _, _, events = await gate_state(pool, arg)
-        types = [e.type for e in events]
-        return events if types.count("gate.reminded") == 2 and "gate.escalated" in types \
-            else None
-    events = await eventually(noticed)
-    assert [e.type for e in events] == ["gate.opened", "gate.reminded", "gate.escalated",
-                                        "gate.reminded"]
-    assert [e.output["number"] for e in events if e.type == "gate.reminded"] == [1, 2]
-    gate, _, _ = await gate_state(pool, arg)
-    assert gate.decider_roles == ["owner", "approver", "director"]
-    assert gate.reminders_sent == 2 and gate.escalated_at is not None
-    assert gate.status == "pending"
-    assert (await vote(handle, "alice")).status == "approved"
-    _, _, events = await gate_state(pool, arg)
-    assert events[-1].type == "gate.decided"
-    await settle(pool, handle)
+        assert events[-1].type == "gate.decided"
+        await settle(pool, handle)
 
 
 async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
-        time_env, pool, task_queue, mailbox):
+        own_time_env, pool, task_queue, mailbox):
     """Group of alice (owner), bob (approver), carol (director), two approvals needed: a day
     in, both deciders are reminded; bob votes; at 36 h the request escalates to directors
     (carol is mailed); at 48 h those who have not voted (alice, carol) are reminded again.
@@ -276,7 +279,7 @@ async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
             await create_webhook(conn, webhook_id=uuid.uuid4(), owner=alice, group_id=None,
                                  url=receiver.url, secret="whsec_" + "A" * 32,
                                  events=["gate.reminded", "gate.escalated"])
-        async with build_worker(time_env.client, pool, task_queue=task_queue,
+        async with build_worker(own_time_env.client, pool, task_queue=task_queue,
                                 backend=backend_named("offline"), mail=mail):
             arg = await new_validation_run(pool, owner=alice)
             async with pool.acquire() as conn:
@@ -284,19 +287,19 @@ async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
                                    arg.run_id)
             arg = arg.model_copy(update={"input": arg.input.model_copy(
                 update={"gates": [GATE]})})
-            handle = await time_env.client.start_workflow(
+            handle = await own_time_env.client.start_workflow(
                 ValidationRun.run, arg, id=VALIDATION.workflow_id(arg.run_id),
                 task_queue=task_queue, memo={GATE_POLICY_MEMO: {"*": {
                     "quorum": 2, "remind_every": "P1D", "escalate_after": "PT36H",
                     "escalate_to_roles": ["director"]}}})
             await wait_pending(pool, arg)
             await mailed(2)
-            await time_env.sleep(timedelta(hours=25))
+            await own_time_env.sleep(timedelta(hours=25))
             await mailed(4)
             assert mails() == [("alice", "Decision needed"), ("alice", "Reminder"),
                                ("bob", "Decision needed"), ("bob", "Reminder")]
             assert (await vote(handle, bob)).status == "pending"
-            await time_env.sleep(timedelta(hours=24))
+            await own_time_env.sleep(timedelta(hours=24))
             await mailed(7)
             assert mails() == [("alice", "Decision needed"), ("alice", "Reminder"),
                                ("alice", "Reminder"), ("bob", "Decision needed"),
