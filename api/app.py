@@ -32,8 +32,6 @@ from api.routes import (
     graphs,
     groups,
     health,
-    items,
-    jobs,
     messages,
     metrics,
     runs,
@@ -51,7 +49,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
+ROUTERS = (runs, decisions, messages, streams, health, graphs, metrics, groups,
            webhooks, contacts, decide_links, api_keys, admin, ag_ui, workers)
 
 if TYPE_CHECKING:
@@ -98,12 +96,15 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.state.oidc = OidcClient.from_settings(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
-    routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
+    routers = [runs.create_router(registry), *(module.router for module in ROUTERS),
+               *registry.routers()]
     # Every API route, flat: since FastAPI 0.16x `app.router.routes` holds included routers
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
-    app.state.metrics_figures = metrics.CachedFigures(settings.metrics_cache_seconds)
+    app.state.metrics_figures = metrics.CachedFigures(
+        settings.metrics_cache_seconds,
+        [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.batch.items_source import SourceRefused
+from activities.batch.items_source import SourceRefused, items_sources
 from api.errors import ApiError
 from waystation.settings import Settings
 
@@ -15,7 +15,7 @@ def check_items_source(run_input: BaseModel, settings: Settings) -> None:
     if source is None:
         return
     try:
-        settings.items_sources.check(source)
+        items_sources(settings).check(source)
     except SourceRefused as refused:
         raise ApiError(422, "invalid_request", f"input.items_path: {refused}",
                        details=[{"loc": ["body", "input", "items_path"], "msg": str(refused),

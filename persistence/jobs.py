@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -277,3 +278,22 @@ async def outputs_before(conn: asyncpg.Connection, unit_ids: list[UUID],
                          step_index: int) -> list[OutputRow]:
     records = await conn.fetch(sql("outputs_before_step"), unit_ids, step_index)
     return [OutputRow.from_record(r) for r in records]
+
+
+async def item_counts(conn: asyncpg.Connection) -> list[tuple[str, int]]:
+    """(status, items) over every job: the `waystation_batch_items` gauge."""
+    return [(r["status"], r["items"]) for r in await conn.fetch(sql("metrics_batch_items"))]
+
+
+async def archive_sections(conn: asyncpg.Connection,
+                           run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """Per run with a job: its `job`, `work_units` and `item_outputs`, as archived."""
+    return {r["run_id"]: json.loads(r["sections"])
+            for r in await conn.fetch(sql("archive_batch_jobs"), run_ids)}
+
+
+async def delete_item_outputs(conn: asyncpg.Connection, run_ids: list[UUID],
+                              limit: int) -> int:
+    """Delete at most `limit` item outputs of the runs' jobs; returns how many it deleted."""
+    status = await conn.execute(sql("delete_item_outputs_chunk"), run_ids, limit)
+    return int(status.split()[-1])

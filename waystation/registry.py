@@ -71,6 +71,20 @@ class Registry:
     def workflows(self) -> list[type]:
         return [r.kind.workflow for r in self.kinds.values()]
 
+    def routers(self) -> list[Any]:
+        """Every kind's own API routers (`RunKind.routers`), in registration order."""
+        return [router for r in self.kinds.values() if r.kind.routers is not None
+                for router in r.kind.routers()]
+
+    def migration_folders(self) -> list[Any]:
+        """Every kind's own migrations folder (`RunKind.migrations`)."""
+        return [r.kind.migrations for r in self.kinds.values() if r.kind.migrations is not None]
+
+    def console_modules(self) -> dict[str, Any]:
+        """Kind name to the JavaScript file of its console section (`RunKind.console_module`)."""
+        return {name: r.kind.console_module for name, r in self.kinds.items()
+                if r.kind.console_module is not None}
+
     def add_kind(self, kind: object, source: str) -> None:
         if not isinstance(kind, RunKind):
             raise PluginError(f"{source}: {kind!r} is not a waystation RunKind")

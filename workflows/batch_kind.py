@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib import resources
 from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.batch.items import BatchActivities
+from activities.batch.items_source import ItemsSources, items_sources
 from activities.deps import WorkerDeps
-from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart, shorten
+from contracts.kinds import (
+    ForkPoint,
+    ForkRefused,
+    ForkSource,
+    KindRetention,
+    RunKind,
+    RunStart,
+    StartCheck,
+    ViewContext,
+    shorten,
+)
 from contracts.statuses import TERMINAL_RUN_STATUSES
 from persistence import jobs as jobs_repo
 from workflows.batch import BatchJob
@@ -20,8 +32,43 @@ from workflows.gates import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
-    batch = BatchActivities(deps.pool, deps.backend, items_sources=deps.items_sources)
+    batch = BatchActivities(deps.pool, deps.backend, items_sources=deps.of("batch"))
     return [batch.prepare_job, batch.run_slice, batch.run_item]
+
+
+def _worker_deps(settings: Any) -> ItemsSources:
+    """Where a job's `items_path` may point (the worker checks again when it reads)."""
+    return items_sources(settings)
+
+
+def _routers() -> list[Any]:
+    from api.routes import items, jobs  # the API's, never the worker's
+
+    return [jobs.router, items.router]
+
+
+async def _start_check(start: StartCheck) -> None:
+    from api.items_policy import check_items_source  # the API's, never the worker's
+
+    check_items_source(start.input, start.settings)
+
+
+async def _view(view: ViewContext) -> dict[str, Any]:
+    """A job's calls are counted on its items, not on run events."""
+    counts = await jobs_repo.unit_counts(view.conn, view.run.id)
+    return {"cost_usd": round(sum(c.cost_usd for c in counts), 9),
+            "input_tokens": sum(c.input_tokens for c in counts),
+            "output_tokens": sum(c.output_tokens for c in counts)}
+
+
+async def _metrics(conn: Any) -> list[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    items = GaugeMetricFamily("waystation_batch_items", "Batch-job items by status",
+                              labels=["status"])
+    for status, count in await jobs_repo.item_counts(conn):
+        items.add_metric([status], count)
+    return [items]
 
 
 def _build_input(run: RunStart) -> BatchRunInput:
@@ -93,5 +140,9 @@ def _fork(run: RunStart, point: ForkPoint) -> BatchRunInput:
 BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
-    fork=_fork, fork_input=_fork_input,
+    fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
+    view=_view, worker_deps=_worker_deps, metrics=_metrics,
+    console_module=resources.files("api.console") / "static" / "batch.js",
+    retention=KindRetention(archive=jobs_repo.archive_sections,
+                            purge=jobs_repo.delete_item_outputs),
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib import resources
 from typing import Any
 
 from activities.deps import WorkerDeps
 from activities.mobile.artifacts import LocalArtifactStore
 from activities.mobile.steps import MobileActivities
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, StartCheck
 from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from workflows.mobile_models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
 
@@ -27,6 +28,13 @@ def _details(run: RunStart) -> str:
     inp: MobileInput = run.input
     return (f"run {run.run_id} · up to {inp.max_steps} steps · policy {inp.policy} · "
             f"sensitive actions: {inp.sensitive_actions}")
+
+
+async def _start_check(start: StartCheck) -> None:
+    """A device attached to the worker is driven only by whom the operator allows."""
+    from api.device_policy import check_device  # the API's, never the worker's
+
+    check_device(start.input, start.user, start.settings)
 
 
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
@@ -55,5 +63,6 @@ def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
 MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
-    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork,
+    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
+    console_module=resources.files("api.console") / "static" / "mobile.js",
     description="An agent explores an Android app and records its screen graph (seed 001).")

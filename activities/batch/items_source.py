@@ -15,7 +15,9 @@ import os
 import posixpath
 import socket
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
 URL_SCHEMES = ("http", "https")
@@ -112,3 +114,13 @@ async def _addresses(host: str, port: int | None) -> set[IPAddress]:
     except OSError as error:
         raise SourceRefused(f"redirect to {host}: cannot resolve ({error})") from None
     return {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
+
+
+def items_sources(settings: Any) -> ItemsSources:
+    """What the operator allows (WAYSTATION_ITEMS_DIRS, WAYSTATION_ITEMS_URL_PREFIXES)."""
+    return _parsed(settings.items_dirs, settings.items_url_prefixes)
+
+
+@lru_cache(maxsize=8)
+def _parsed(dirs: str, url_prefixes: str) -> ItemsSources:
+    return ItemsSources.parse(dirs, url_prefixes)

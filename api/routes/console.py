@@ -60,6 +60,9 @@ class ConsoleSessionView(BaseModel):
     temporal_ui_url: str
     temporal_namespace: str
     kinds: list[str]
+    # The kinds with a console section of their own (`RunKind.console_module`), loaded by a
+    # run's page from /console/static/kinds/<kind>.js.
+    kind_sections: list[str] = []
 
 
 class ConsoleConfig(BaseModel):
@@ -204,4 +207,16 @@ async def console_session(request: Request, user: CurrentUser, conn: Conn,
     return ConsoleSessionView(
         user=user.name, role=user.role, csrf_token=session.csrf_token if session else None,
         temporal_ui_url=settings.temporal_ui_base,
-        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names))
+        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names),
+        kind_sections=sorted(registry.console_modules()))
+
+
+@router.get(STATIC_PATH + "/kinds/{kind}.js")
+async def kind_section(kind: str, registry: RegistryDep) -> Response:
+    """A kind's console section (`RunKind.console_module`), a JavaScript module served from
+    the kind's package beside the console's own (so it imports them as `../dom.js`)."""
+    module = registry.console_modules().get(kind)
+    if module is None:
+        raise ApiError(404, "not_found", f"no console section for kind {kind!r}")
+    return Response(module.read_text(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})

@@ -223,3 +223,27 @@ SELECT * FROM work_units
 -- The outputs of items $1 of the steps before pipeline index $2 (what a re-run keeps).
 SELECT * FROM item_outputs WHERE unit_id = ANY($1::uuid[]) AND step_index < $2
  ORDER BY unit_id, step_index;
+
+-- name: metrics_batch_items
+-- Batch items (work units) by status.
+SELECT status, count(*) AS items FROM work_units GROUP BY status;
+
+-- name: archive_batch_jobs
+-- The batch job, items and item outputs of each of the given runs that has a job, for the
+-- retention sweep's archive.
+SELECT j.run_id, jsonb_build_object(
+    'job', to_jsonb(j),
+    'work_units', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.ordinal), '[]')
+                     FROM work_units u WHERE u.job_id = j.id),
+    'item_outputs', (SELECT coalesce(jsonb_agg(to_jsonb(o)), '[]')
+                       FROM item_outputs o JOIN work_units u ON u.id = o.unit_id
+                      WHERE u.job_id = j.id))::text AS sections
+  FROM jobs j
+ WHERE j.run_id = ANY($1::uuid[]);
+
+-- name: delete_item_outputs_chunk
+-- At most $2 item outputs of the given runs' batch jobs; run in a loop so no transaction
+-- holds many row locks (the jobs and items go with their runs by ON DELETE CASCADE).
+DELETE FROM item_outputs
+ WHERE unit_id IN (SELECT u.id FROM work_units u JOIN jobs j ON j.id = u.job_id
+                    WHERE j.run_id = ANY($1::uuid[]) LIMIT $2);

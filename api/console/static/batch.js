@@ -4,16 +4,16 @@
 // outputs per step with their flags, path, worker and files; a finished job's item re-runs
 // from a step. The job's description, metadata and test-item verdict head its panel.
 
-import { api } from "./api.js";
-import { duration, h, money, progressBar, replace, setProgress, statusBadge, when } from "./dom.js";
-import { renderReadable, renderValue } from "./render.js";
+import { api } from "../api.js";
+import { duration, h, money, progressBar, replace, setProgress, statusBadge, when } from "../dom.js";
+import { renderReadable, renderValue } from "../render.js";
 
 const UNIT_STATUSES = ["pending", "running", "retrying", "completed", "failed"];
 const FINAL = new Set(["completed", "failed", "canceled"]);
 const POLL_MS = 1000;
 const PAGE = 25;
 
-export function mountBatch(slot, run, { onChange }) {
+export function mount(slot, run, { onChange }) {
   const jobId = run.run_id;
   let job = null;
   let timer = null;

@@ -1,15 +1,15 @@
 // The mobile-run sections of a run page: the screen graph picture, the app's coverage, and
 // the step timeline with each step's screenshot.
 
-import { api } from "./api.js";
-import { h, replace } from "./dom.js";
-import { renderReadable } from "./render.js";
+import { api } from "../api.js";
+import { h, replace } from "../dom.js";
+import { renderReadable } from "../render.js";
 
 const FINAL = new Set(["completed", "failed", "canceled"]);
 const POLL_MS = 3000;
 const STEPS_SHOWN = 120;
 
-export function mountMobile(slot, run) {
+export function mount(slot, run) {
   let timer = null;
   let graphVersion = 0;
   const frame = h("iframe", { title: `Screen graph of ${run.input.app_package}`, class: "graph",

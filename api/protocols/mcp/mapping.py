@@ -155,7 +155,8 @@ async def start_run(caller: Caller, args: StartRunArguments, *,
 
 async def get_run(caller: Caller, args: RunRef) -> RunView:
     async with caller.conn() as conn:
-        return await runs.run_view(conn, await runs.visible_run(conn, caller.user, args.run_id))
+        return await runs.run_view(conn, await runs.visible_run(conn, caller.user, args.run_id),
+                                   registry=caller.registry)
 
 
 async def list_runs(caller: Caller, args: ListRunsArguments) -> RunPage:
@@ -416,7 +417,7 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
             elif found["part"] == "/graph":
                 content = await graphs.run_graph(conn, run)
             else:
-                content = await runs.run_view(conn, run)
+                content = await runs.run_view(conn, run, registry=caller.registry)
     return ReadResourceResult(contents=[TextResourceContents(
         uri=uri, mime_type="application/json", text=pydantic_core.to_json(content).decode())])
 
