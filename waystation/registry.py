@@ -1,6 +1,12 @@
 """The one registry of run kinds, agent backends and agents: built-ins, entry points,
 WAYSTATION_PLUGINS.
 
+The built-in kinds are entry points too: the `waystation.run_kinds` group of Waystation's own
+distribution (the root `pyproject.toml`), loaded first and always, also by
+`load_registry(use_entry_points=False)`, which leaves out only other distributions' entry
+points. So the core names no kind: adding a built-in kind is a package and one line in
+`pyproject.toml` (then `pip install -e .` again, which rewrites the entry points).
+
 A plug-in is a Python package that names its kinds in the entry-point group
 `waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either), its
 agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`) and its
@@ -30,16 +36,12 @@ from activities.agent_registry import (
 )
 from activities.agents.base import AgentBackend
 from contracts.kinds import KIND_NAME, PluginError, RunKind
-from workflows.agent_kind import AGENT
-from workflows.batch_kind import BATCH
 from workflows.definitions import is_workflow_class, workflow_type
-from workflows.mobile_kind import MOBILE
-from workflows.validation_kind import VALIDATION
 
 KINDS_GROUP = "waystation.run_kinds"
 BACKENDS_GROUP = "waystation.agent_backends"
 AGENTS_GROUP = "waystation.agents"
-BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE, AGENT)
+DISTRIBUTION = "waystation"  # whose entry points are the built-ins
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
 
 BackendFactory = Callable[[Any], AgentBackend]
@@ -122,11 +124,13 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
                   use_entry_points: bool = True) -> Registry:
     """Built-in kinds, then entry points, then WAYSTATION_PLUGINS modules, in that order."""
     registry = Registry()
-    for kind in BUILTIN_KINDS:
+    for kind in builtin_kinds():
         registry.add_kind(kind, "builtin")
     register_builtin_agents()
     if use_entry_points:
         for ep in entry_points(group=KINDS_GROUP):
+            if _is_builtin(ep):
+                continue
             source = _describe(ep)
             for kind in _kinds_of(_load(ep.load, source), source):
                 registry.add_kind(kind, source)
@@ -149,6 +153,25 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
         for name, factory in (backends or {}).items():
             registry.add_backend(name, factory, source)
     return registry
+
+
+@functools.cache
+def builtin_kinds() -> tuple[RunKind, ...]:
+    """The kinds Waystation's own distribution names in `waystation.run_kinds`, in the order
+    of the root `pyproject.toml`."""
+    kinds: list[RunKind] = []
+    for ep in entry_points(group=KINDS_GROUP):
+        if _is_builtin(ep):
+            kinds.extend(_kinds_of(_load(ep.load, _describe(ep)), _describe(ep)))
+    if not kinds:
+        raise PluginError(f"the {DISTRIBUTION} distribution names no {KINDS_GROUP} entry "
+                          "points: its metadata is stale; run `pip install -e .` again")
+    return tuple(kinds)
+
+
+def _is_builtin(ep: Any) -> bool:
+    dist = getattr(ep, "dist", None)
+    return dist is not None and dist.name.lower() == DISTRIBUTION
 
 
 def _describe(ep: Any) -> str:

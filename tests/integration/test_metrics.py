@@ -188,7 +188,7 @@ def test_dashboard_queries_only_metrics_waystation_exports():
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     sources = "".join((root / f).read_text() for f in ("api/metrics.py",
                                                        "activities/agents/metered.py",
-                                                       "workflows/batch_kind.py"))
+                                                       "kinds/batch/kind.py"))
     used = {re.sub(r"_(total|bucket|count|sum)$", "", name)
             for e in exprs for name in re.findall(r"\bwaystation_[a-z_]+", e)}
     assert used and all(f'"{name}"' in sources for name in used), used

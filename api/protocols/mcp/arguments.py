@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.queries import EventQuery, ItemQuery, RunFilter
+from api.queries import EventQuery, RunFilter
 from api.schemas import (
     DecisionRequest,
     ForkRequest,
@@ -21,6 +21,7 @@ from api.schemas import (
     ReuseInProgress,
     RunName,
 )
+from kinds.batch.schemas import ItemQuery
 
 
 class Arguments(BaseModel):

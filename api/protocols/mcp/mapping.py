@@ -46,7 +46,6 @@ from temporalio.client import Client
 from api.auth import User
 from api.deps import get_registry, get_settings, get_temporal, pooled_connection
 from api.errors import ApiError, escaped_error, invalid_request
-from api.job_schemas import ItemPage, JobView
 from api.protocols.mcp.arguments import (
     Arguments,
     DecideArguments,
@@ -74,8 +73,12 @@ from api.schemas import (
     RunView,
     run_create_model,
 )
-from api.services import decisions, events, fork, graphs, jobs, messages, runs
+from api.services import decisions, events, fork, graphs, messages, runs
 from api.services.access import claims_of
+from kinds.batch import (
+    service as jobs,  # pending: MCP tools of a kind's own (test_core_names_no_kind)
+)
+from kinds.batch.schemas import ItemPage, JobView
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -9,7 +9,12 @@ from typing import Any
 
 import httpx
 
-from activities.batch.items_source import MAX_REDIRECTS, ItemsSources, SourceRefused, check_redirect
+from kinds.batch.activities.items_source import (
+    MAX_REDIRECTS,
+    ItemsSources,
+    SourceRefused,
+    check_redirect,
+)
 
 
 class ItemsUnreadable(ValueError):

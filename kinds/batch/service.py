@@ -16,32 +16,33 @@ from temporalio.client import Client
 
 from api.auth import User
 from api.errors import ApiError, invalid_field
-from api.job_schemas import (
-    ItemOutputs,
-    ItemPage,
-    ItemView,
-    JobControlAccepted,
-    JobView,
-    OutputView,
-    RerunRequest,
-    StepOutputPage,
-    StepOutputView,
-)
-from api.queries import ItemQuery, OrdinalPage
 from api.run_kinds import create_and_start
 from api.schemas import RunCreated
 from api.services.access import may_read, require_decider, require_run_starter
 from api.services.workflow_updates import execute_update
 from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence import jobs as jobs_repo
+from kinds.batch import repository as jobs_repo
+from kinds.batch.kind import BATCH
+from kinds.batch.models import BatchInput, PauseInput
+from kinds.batch.repository import JobRow, UnitRow
+from kinds.batch.rerun import RerunRefused, rerun_input, step_index
+from kinds.batch.schemas import (
+    ItemOutputs,
+    ItemPage,
+    ItemQuery,
+    ItemView,
+    JobControlAccepted,
+    JobView,
+    OrdinalPage,
+    OutputView,
+    RerunRequest,
+    StepOutputPage,
+    StepOutputView,
+)
+from kinds.batch.workflow import BatchJob
 from persistence import runs as runs_repo
-from persistence.jobs import JobRow, UnitRow
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.settings import Settings
-from workflows.batch import BatchJob
-from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchInput, PauseInput
-from workflows.batch_rerun import RerunRefused, rerun_input, step_index
 
 
 async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:

@@ -12,7 +12,7 @@ Every step's output is committed to Postgres before the next step starts, and a 
 item first reads what is stored, so a retry after a crash resumes at the first step without an
 output: a completed step never runs again. The prompt of every step is rendered from the
 stored outputs (seed 002's fix), never from memory, and every answer is stored with the flags
-of the output checks (activities/batch/checks.py).
+of the output checks (kinds/batch/activities/checks.py).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from temporalio.exceptions import ApplicationError
 from activities.agents import AgentBackend, AgentRequest, AgentResponse
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
 from activities.agents.structured import AnswerProblem, validate_answer
-from activities.batch.checks import output_flags
-from activities.batch.items_source import ItemsSources
-from activities.batch.lease import ConnectionLease
-from activities.batch.loading import ItemsUnreadable, read_chunks
-from activities.batch.spec import END, BatchJobSpec
-from activities.batch.templates import TemplateProblem, evaluate, render
-from persistence import jobs as jobs_repo
+from kinds.batch import repository as jobs_repo
+from kinds.batch.activities.checks import output_flags
+from kinds.batch.activities.items_source import ItemsSources
+from kinds.batch.activities.lease import ConnectionLease
+from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
+from kinds.batch.activities.spec import END, BatchJobSpec
+from kinds.batch.activities.templates import TemplateProblem, evaluate, render
 from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
 from persistence.writes import ReadModelWrite, apply_write
 

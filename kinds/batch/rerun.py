@@ -13,9 +13,9 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence import jobs as jobs_repo
-from persistence.jobs import JobRow
-from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, KeptOutput
+from kinds.batch import repository as jobs_repo
+from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, KeptOutput
+from kinds.batch.repository import JobRow
 
 
 class RerunRefused(Exception):

@@ -17,20 +17,21 @@ from api.deps import (
     CurrentUser,
     IdempotencyKey,
     SettingsDep,
-    StepName,
     TemporalClient,
 )
-from api.job_schemas import (
+from api.schemas import RunCreated
+from kinds.batch import service as jobs
+from kinds.batch.repository import JobRow
+from kinds.batch.routes import StepName
+from kinds.batch.schemas import (
     ItemPage,
+    ItemQuery,
     JobControlAccepted,
     JobView,
+    OrdinalPage,
     RerunRequest,
     StepOutputPage,
 )
-from api.queries import ItemQuery, OrdinalPage
-from api.schemas import RunCreated
-from api.services import jobs
-from persistence.jobs import JobRow
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

@@ -22,7 +22,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.batch.items import (
+    from contracts.refusals import JOB_NOT_RUNNING
+    from contracts.statuses import RunStatus
+    from contracts.writes import EventWrite, GateOption
+    from kinds.batch.activities.items import (
         ITEM_FAILED,
         SLICE_BUDGET_SECONDS,
         TEMPLATE_ERROR,
@@ -32,10 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SliceInput,
         SliceResult,
     )
-    from contracts.refusals import JOB_NOT_RUNNING
-    from contracts.statuses import RunStatus
-    from contracts.writes import EventWrite, GateOption
-    from workflows.batch_models import (
+    from kinds.batch.models import (
         BatchProgress,
         BatchRunInput,
         BatchRunResult,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from decimal import Decimal
+from importlib import resources
 from typing import Any
 from uuid import UUID
 
@@ -13,10 +14,13 @@ from pydantic import BaseModel, Field
 
 from contracts.output_flags import OutputFlag
 from persistence.models import Row, Usd
-from persistence.queries import sql
+from persistence.queries import queries_in
 
 # Items go in this many per statement: one round trip each, small enough to stay fast.
 INSERT_CHUNK = 2000
+
+# The kind's own named queries (queries/*.sql beside this module).
+sql = queries_in(resources.files(__package__) / "queries")
 
 
 class JobRow(Row):

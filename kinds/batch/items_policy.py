@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.batch.items_source import SourceRefused, items_sources
 from api.errors import ApiError
+from kinds.batch.activities.items_source import SourceRefused, items_sources
 from waystation.settings import Settings
 
 

@@ -7,10 +7,11 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends
 
-from api.deps import Conn, CurrentUser, StepName
-from api.job_schemas import ItemOutputs, ItemView, OutputView
-from api.services import jobs
-from persistence.jobs import UnitRow
+from api.deps import Conn, CurrentUser
+from kinds.batch import service as jobs
+from kinds.batch.repository import UnitRow
+from kinds.batch.routes import StepName
+from kinds.batch.schemas import ItemOutputs, ItemView, OutputView
 
 router = APIRouter(prefix="/items", tags=["jobs"])
 

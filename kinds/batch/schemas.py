@@ -8,10 +8,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.batch.spec import STEP_NAME
 from contracts.output_flags import OutputFlag
-from persistence.jobs import JobRow, OutputRow, StatusCount, UnitRow
-from workflows.batch_models import MAX_INLINE_ITEMS
+from kinds.batch.activities.spec import STEP_NAME
+from kinds.batch.models import MAX_INLINE_ITEMS
+from kinds.batch.repository import JobRow, OutputRow, StatusCount, UnitRow
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
 
@@ -143,3 +143,18 @@ class JobControlAccepted(BaseModel):
     job_id: UUID
     status: Literal["paused", "running"]
     in_flight: int
+
+
+class OrdinalPage(BaseModel):
+    """A page of a job's items (or their outputs) in item order."""
+
+    cursor: str | None = Field(None, pattern=r"^\d{1,10}$")
+    limit: int = Field(100, ge=1, le=500)
+
+
+class ItemQuery(OrdinalPage):
+    status: UnitStatus | None = None
+    at_step: str | None = Field(None, pattern=STEP_NAME,
+                                description="Only items that stand at this step now")
+    flagged: bool | None = Field(None, description="Only items an output check flagged (true) "
+                                                   "or did not (false)")

@@ -9,8 +9,6 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from activities.batch.items import BatchActivities
-from activities.batch.items_source import ItemsSources, items_sources
 from activities.deps import WorkerDeps
 from contracts.kinds import (
     ForkPoint,
@@ -24,10 +22,12 @@ from contracts.kinds import (
     shorten,
 )
 from contracts.statuses import TERMINAL_RUN_STATUSES
-from persistence import jobs as jobs_repo
-from workflows.batch import BatchJob
-from workflows.batch_models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
-from workflows.batch_rerun import RerunRefused, rerun_input
+from kinds.batch import repository as jobs_repo
+from kinds.batch.activities.items import BatchActivities
+from kinds.batch.activities.items_source import ItemsSources, items_sources
+from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
+from kinds.batch.rerun import RerunRefused, rerun_input
+from kinds.batch.workflow import BatchJob
 from workflows.gates import DecisionInput
 
 
@@ -42,13 +42,13 @@ def _worker_deps(settings: Any) -> ItemsSources:
 
 
 def _routers() -> list[Any]:
-    from api.routes import items, jobs  # the API's, never the worker's
+    from kinds.batch.routes import items, jobs  # the API's, never the worker's
 
     return [jobs.router, items.router]
 
 
 async def _start_check(start: StartCheck) -> None:
-    from api.items_policy import check_items_source  # the API's, never the worker's
+    from kinds.batch.items_policy import check_items_source  # the API's, never the worker's
 
     check_items_source(start.input, start.settings)
 
@@ -142,7 +142,7 @@ BATCH = RunKind(
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
     fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
     view=_view, worker_deps=_worker_deps, metrics=_metrics,
-    console_module=resources.files("api.console") / "static" / "batch.js",
+    console_module=resources.files(__package__) / "console.js",
     retention=KindRetention(archive=jobs_repo.archive_sections,
                             purge=jobs_repo.delete_item_outputs),
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")
