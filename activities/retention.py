@@ -22,7 +22,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.mobile.artifacts import ArtifactStore
+from activities.artifacts import ArtifactStore
 from contracts.kinds import KindRetention
 from persistence import erasure as erasure_repo
 from persistence import events as events_repo

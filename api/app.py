@@ -29,7 +29,6 @@ from api.routes import (
     contacts,
     decide_links,
     decisions,
-    graphs,
     groups,
     health,
     messages,
@@ -49,7 +48,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, graphs, metrics, groups,
+ROUTERS = (runs, decisions, messages, streams, health, metrics, groups,
            webhooks, contacts, decide_links, api_keys, admin, ag_ui, workers)
 
 if TYPE_CHECKING:

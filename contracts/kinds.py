@@ -115,10 +115,13 @@ class KindRetention:
     - `purge(conn, run_ids, limit)`: delete at most `limit` rows of the given runs from a table
       that grows with a run's length; returns how many it deleted (called until fewer than
       `limit`). Rows that go with the run by `ON DELETE CASCADE` need nothing here.
+    - `forget_artifacts(conn, sha256s)`: the kind's rows stop pointing at these artifacts,
+      whose files are deleted (no remaining run saw them); in the runs' delete transaction.
     """
 
     archive: Callable[[Any, list[UUID]], Awaitable[dict[UUID, dict[str, Any]]]] | None = None
     purge: Callable[[Any, list[UUID], int], Awaitable[int]] | None = None
+    forget_artifacts: Callable[[Any, list[str]], Awaitable[None]] | None = None
 
 
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:

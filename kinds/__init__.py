@@ -18,8 +18,8 @@ def builtin_kinds() -> list[Any]:
     Imported here, not at the top: a kind's workflow module is re-imported in Temporal's
     sandbox, and this package's import must stay free of side effects."""
     from kinds.batch.kind import BATCH
+    from kinds.mobile.kind import MOBILE
     from workflows.agent_kind import AGENT
-    from workflows.mobile_kind import MOBILE
     from workflows.validation_kind import VALIDATION
 
     return [VALIDATION, BATCH, MOBILE, AGENT]

@@ -62,7 +62,9 @@ async def delete_runs(pool: asyncpg.Pool, run_ids: list[UUID],
         seen = [r["sha256"] for r in await conn.fetch(sql("artifacts_of_runs"), run_ids)]
         await conn.execute(sql("delete_runs"), run_ids)
         orphaned = [r["sha"] for r in await conn.fetch(sql("orphaned_artifacts"), seen)]
-        await conn.execute(sql("forget_screen_artifacts"), orphaned)
+        for kind in kinds:
+            if kind.forget_artifacts is not None:
+                await kind.forget_artifacts(conn, orphaned)
     return orphaned
 
 

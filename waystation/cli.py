@@ -462,7 +462,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_simulator_list() -> int:
-    from activities.mobile.simulator.driver import bundled_packages
+    from kinds.mobile.activities.simulator.driver import bundled_packages
 
     print("\n".join(bundled_packages()))
     return 0

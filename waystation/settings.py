@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
     # Devices attached to workers (mobile runs, `driver: adb`) that users may name by serial,
-    # comma-separated; the service role may name any (api/device_policy.py). Empty: none.
+    # comma-separated; the service role may name any (kinds/mobile/device_policy.py). Empty: none.
     adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
     # Where a batch job's `items_path` may point: comma-separated directories and URL
     # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.

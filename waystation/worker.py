@@ -20,9 +20,9 @@ from activities.agent_model import OpenAIModelConfig, use_openai_model
 from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend, ModelMeter
 from activities.agents.prices import PriceBook
+from activities.artifacts import LocalArtifactStore
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
-from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities

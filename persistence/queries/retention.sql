@@ -18,8 +18,6 @@ SELECT jsonb_build_object(
                     FROM run_snapshots s WHERE s.run_id = r.id),
     'decisions', (SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.created_at), '[]')
                     FROM hitl_requests h WHERE h.run_id = r.id),
-    'graph_outcomes', (SELECT coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.step), '[]')
-                         FROM graph_persistence_outcomes g WHERE g.run_id = r.id),
     'artifacts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.step), '[]')
                     FROM run_artifacts a WHERE a.run_id = r.id),
     'webhook_deliveries', (SELECT coalesce(jsonb_agg(to_jsonb(d) || jsonb_build_object(
@@ -52,15 +50,6 @@ DELETE FROM runs WHERE id = ANY($1::uuid[]);
 -- Of the given artifacts, those no remaining run saw; their files can go.
 SELECT sha FROM unnest($1::text[]) AS sha
  WHERE NOT EXISTS (SELECT 1 FROM run_artifacts a WHERE a.sha256 = sha);
-
--- name: forget_screen_artifacts
--- The app graph's screens stop pointing at artifacts that are deleted.
-UPDATE screens
-   SET screenshot_sha = CASE WHEN screenshot_sha = ANY($1::text[]) THEN NULL
-                             ELSE screenshot_sha END,
-       hierarchy_sha = CASE WHEN hierarchy_sha = ANY($1::text[]) THEN NULL
-                            ELSE hierarchy_sha END
- WHERE screenshot_sha = ANY($1::text[]) OR hierarchy_sha = ANY($1::text[]);
 
 -- name: open_user_runs
 -- The workflow ids of a user's visible runs that have not finished.

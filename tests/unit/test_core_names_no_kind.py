@@ -29,14 +29,16 @@ MOVED = (
     Moved(package="kinds.batch", name="batch",
           tables=frozenset({"jobs", "work_units", "item_outputs"}),
           routes=frozenset({"/jobs", "/items"})),
+    Moved(package="kinds.mobile", name="mobile_agent",
+          tables=frozenset({"apps", "screens", "actions", "edges",
+                            "graph_persistence_outcomes"}),
+          routes=frozenset({"/apps", "/artifacts"})),
 )
 
 # Kinds still spread over the core's folders: `workflows/<kind>*.py`, `activities/<kind>/`,
 # `workflows/<kind>_kind.py`, and the core modules that name them.
 PENDING_KINDS = {
     "validation": "workflows/validation*.py, activities/validation/, activities/prompts/",
-    "mobile_agent": "workflows/mobile*.py, activities/mobile/, api/routes/graphs.py, "
-                    "api/device_policy.py, api/console/static/mobile.js, app_package filters",
     "agent": "workflows/agent*.py, activities/agent*, activities/agents/, api/routes/messages.py "
              "(being changed by another branch)",
 }
@@ -47,6 +49,10 @@ PENDING_TIES = {
         "MCP's job tools (job_progress, list_items, retry_failed): needs an MCP-tools hook",
     ("api/protocols/mcp/arguments.py", "kinds.batch"):
         "ListItemsArguments extends the batch kind's ItemQuery (MCP's job tools)",
+    ("api/protocols/mcp/mapping.py", "kinds.mobile"):
+        "MCP's run graph resource (waystation://runs/{id}/graph): needs an MCP-resources hook",
+    ("waystation/cli.py", "kinds.mobile"):
+        "`waystation simulator list` (the bundled simulator apps): needs a CLI-commands hook",
     ("persistence/queries/workers.sql", "work_units"):
         "the workers page (GET /workers) counts items per worker: move it to the batch kind",
     ("persistence/queries/workers.sql", "jobs"):

@@ -73,12 +73,13 @@ from api.schemas import (
     RunView,
     run_create_model,
 )
-from api.services import decisions, events, fork, graphs, messages, runs
+from api.services import decisions, events, fork, messages, runs
 from api.services.access import claims_of
 from kinds.batch import (
     service as jobs,  # pending: MCP tools of a kind's own (test_core_names_no_kind)
 )
 from kinds.batch.schemas import ItemPage, JobView
+from kinds.mobile import service as graphs  # pending: the run_graph resource
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from api.errors import ApiError
-from persistence import graph as graph_repo
+from kinds.mobile import repository as graph_repo
 from persistence.models import RunRow
 
 

@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.mobile.models import ActionCommand, ActionView, ExploreStepResult
-    from persistence.graph import ActionRecord, StepRecord
+    from kinds.mobile.activities.models import ActionCommand, ActionView, ExploreStepResult
+    from kinds.mobile.repository import ActionRecord, StepRecord
 
 ROW_SATURATION = 2
 RANDOM_SHARE = 0.05

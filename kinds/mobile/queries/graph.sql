@@ -210,3 +210,19 @@ SELECT a.id, a.screen_id, a.selector, a.kind, a.label, a.row_group, a.row_index,
   FROM actions a
  WHERE a.screen_id IN (SELECT screen_id FROM graph_persistence_outcomes WHERE run_id = $1)
  ORDER BY a.id;
+
+-- name: forget_screen_artifacts
+-- The app graph's screens stop pointing at artifacts that are deleted.
+UPDATE screens
+   SET screenshot_sha = CASE WHEN screenshot_sha = ANY($1::text[]) THEN NULL
+                             ELSE screenshot_sha END,
+       hierarchy_sha = CASE WHEN hierarchy_sha = ANY($1::text[]) THEN NULL
+                            ELSE hierarchy_sha END
+ WHERE screenshot_sha = ANY($1::text[]) OR hierarchy_sha = ANY($1::text[]);
+
+-- name: archive_graph_outcomes
+-- The graph outcomes of each of the given runs, for the retention sweep's archive.
+SELECT run_id, coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.step), '[]')::text AS outcomes
+  FROM graph_persistence_outcomes g
+ WHERE run_id = ANY($1::uuid[])
+ GROUP BY run_id;

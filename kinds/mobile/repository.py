@@ -7,7 +7,9 @@ serialise on that row's key, and the second reads what the first wrote.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +17,10 @@ import asyncpg
 from pydantic import BaseModel, Field
 
 from contracts.writes import GATE_PARTS, EventWrite, ReadModelWrite
-from persistence.queries import sql
+from persistence.queries import queries_in
+
+# The kind's own named queries (queries/*.sql beside this module).
+sql = queries_in(resources.files(__package__) / "queries")
 
 
 class ScreenWrite(BaseModel):
@@ -288,3 +293,15 @@ async def may_read_artifact(conn: asyncpg.Connection, sha256: str, owner: str | 
 async def may_read_app(conn: asyncpg.Connection, package: str, owner: str | None) -> bool:
     """Whether `owner` (None: every owner) may read a run that explored the app."""
     return bool(await conn.fetchval(sql("may_read_app"), package, owner))
+
+
+async def archive_sections(conn: asyncpg.Connection,
+                           run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """Per run with graph outcomes: its `graph_outcomes`, as archived."""
+    return {r["run_id"]: {"graph_outcomes": json.loads(r["outcomes"])}
+            for r in await conn.fetch(sql("archive_graph_outcomes"), run_ids)}
+
+
+async def forget_artifacts(conn: asyncpg.Connection, sha256s: list[str]) -> None:
+    """The app graph's screens stop pointing at artifacts that are deleted."""
+    await conn.execute(sql("forget_screen_artifacts"), sha256s)

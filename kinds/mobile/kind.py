@@ -6,12 +6,13 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
+from activities.artifacts import LocalArtifactStore
 from activities.deps import WorkerDeps
-from activities.mobile.artifacts import LocalArtifactStore
-from activities.mobile.steps import MobileActivities
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, StartCheck
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from contracts.kinds import ForkPoint, ForkRefused, KindRetention, RunKind, RunStart, StartCheck
+from kinds.mobile import repository as graph_repo
+from kinds.mobile.activities.steps import MobileActivities
+from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -32,9 +33,15 @@ def _details(run: RunStart) -> str:
 
 async def _start_check(start: StartCheck) -> None:
     """A device attached to the worker is driven only by whom the operator allows."""
-    from api.device_policy import check_device  # the API's, never the worker's
+    from kinds.mobile.device_policy import check_device  # the API's, never the worker's
 
     check_device(start.input, start.user, start.settings)
+
+
+def _routers() -> list[Any]:
+    from kinds.mobile import routes  # the API's, never the worker's
+
+    return [routes.router]
 
 
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
@@ -64,5 +71,7 @@ MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
     task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
-    console_module=resources.files("api.console") / "static" / "mobile.js",
+    console_module=resources.files(__package__) / "console.js", routers=_routers,
+    retention=KindRetention(archive=graph_repo.archive_sections,
+                            forget_artifacts=graph_repo.forget_artifacts),
     description="An agent explores an Android app and records its screen graph (seed 001).")

@@ -10,11 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.mobile.models import ActionCommand, DriverName, ExploreStepResult
+    from contracts.apps import PACKAGE_PATTERN
     from contracts.statuses import RunStatus
-    from workflows.mobile_policy import ExplorationState, StopReason
+    from kinds.mobile.activities.models import ActionCommand, DriverName, ExploreStepResult
+    from kinds.mobile.policy import ExplorationState, StopReason
 
-PACKAGE_PATTERN = r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$"
 
 
 class MobileInput(BaseModel):

@@ -8,7 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from contracts.writes import ReadModelWrite
-from persistence.graph import ActionRecord, StepRecord
+from kinds.mobile.repository import ActionRecord, StepRecord
 
 DriverName = Literal["simulator", "adb"]
 ActionKind = Literal["tap", "long_tap", "input", "scroll", "back", "launch"]

@@ -1,6 +1,6 @@
 """MobileAgentRun: explore an Android app step by step and record its screen graph (seed 001).
 
-observe → identify → persist (one activity, see activities/mobile/steps.py) → choose (the
+observe → identify → persist (one activity, see kinds/mobile/activities/steps.py) → choose (the
 policy, here in the workflow: deterministic) → act (first thing of the next step's activity)
 → repeat, until a stop condition: max steps, nothing left to explore, the goal activity
 reached, a cancel, or the error budget spent. The history is the checkpoint; the run continues
@@ -18,26 +18,24 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.mobile.models import (
+    from contracts.statuses import RunStatus
+    from contracts.writes import GateOption
+    from kinds.mobile.activities.models import (
         ActionCommand,
         ActionView,
         ExploreStepInput,
         ExploreStepResult,
         ForkGraphInput,
     )
-    from activities.mobile.steps import MobileActivities
-    from contracts.statuses import RunStatus
-    from contracts.writes import GateOption
-    from workflows.gates import GateSpec
-    from workflows.lifecycle import RunWorkflow
-    from workflows.mobile_models import (
+    from kinds.mobile.activities.steps import MobileActivities
+    from kinds.mobile.models import (
         MobileAgentRunInput,
         MobileAgentRunResult,
         MobileCarry,
         MobileFork,
         MobileRunState,
     )
-    from workflows.mobile_policy import (
+    from kinds.mobile.policy import (
         LAUNCH,
         POLICIES,
         Choice,
@@ -47,10 +45,12 @@ with workflow.unsafe.imports_passed_through():
         restored_state,
         route,
     )
+    from workflows.gates import GateSpec
+    from workflows.lifecycle import RunWorkflow
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 # The timeout leaves room for a step to wait out a database outage of about a minute
-# (activities.mobile.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act again.
+# (kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act again.
 LOCAL_STEP_TIMEOUT = timedelta(seconds=90)
 # A real device may take seconds to dump its hierarchy: a regular activity that heartbeats.
 DEVICE_STEP_TIMEOUT = timedelta(minutes=2)

@@ -14,15 +14,15 @@ import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
-from activities.mobile.artifacts import LocalArtifactStore
-from api import graph_render
+from activities.artifacts import LocalArtifactStore
 from api.auth import User
 from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
 from api.errors import ApiError
 from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
-from api.services import graphs
-from persistence import graph as graph_repo
-from workflows.mobile_models import PACKAGE_PATTERN
+from contracts.apps import PACKAGE_PATTERN
+from kinds.mobile import graph_render
+from kinds.mobile import repository as graph_repo
+from kinds.mobile import service as graphs
 
 router = APIRouter(tags=["screen graph"])
 

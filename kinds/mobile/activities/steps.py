@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio import activity
 
-from activities.mobile.artifacts import ArtifactStore
-from activities.mobile.driver import DeviceDriver, DriverError, Observation
-from activities.mobile.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
-from activities.mobile.models import (
+from activities.artifacts import ArtifactStore
+from kinds.mobile import repository as graph
+from kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
+from kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
+from kinds.mobile.activities.models import (
     ActionCommand,
     ActionView,
     ExploreStepInput,
@@ -29,9 +30,8 @@ from activities.mobile.models import (
     ForkGraph,
     ForkGraphInput,
 )
-from activities.mobile.sensitivity import is_sensitive
-from activities.mobile.uixml import HierarchyError, parse_hierarchy
-from persistence import graph
+from kinds.mobile.activities.sensitivity import is_sensitive
+from kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
 from persistence.db import retry_while_unavailable
 from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
 
@@ -226,10 +226,10 @@ def _heartbeat() -> None:
 
 def _new_driver(arg: ExploreStepInput) -> DeviceDriver:
     if arg.driver == "adb":
-        from activities.mobile.adb import AdbDriver
+        from kinds.mobile.activities.adb import AdbDriver
 
         return AdbDriver(serial=arg.device_serial)
-    from activities.mobile.simulator.driver import SimulatorDriver
+    from kinds.mobile.activities.simulator.driver import SimulatorDriver
 
     return SimulatorDriver(arg.app_package)
 
