@@ -178,6 +178,8 @@ class RunKind:
     - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
       `GET /metrics`, read in the same read-only transaction as the core's.
     - `retention`: a `KindRetention`, the kind's rows in the sweep's archive and deletion.
+    - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
+      after the core's), as a callable so a worker never imports the API.
     """
 
     name: str
@@ -202,6 +204,7 @@ class RunKind:
     console_module: Any = None
     metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
     retention: KindRetention | None = None
+    mcp_tools: Callable[[], Sequence[Any]] | None = None
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

@@ -82,6 +82,11 @@ class Registry:
         """Every kind's own migrations folder (`RunKind.migrations`)."""
         return [r.kind.migrations for r in self.kinds.values() if r.kind.migrations is not None]
 
+    def mcp_tools(self) -> list[Any]:
+        """Every kind's own MCP tools (`RunKind.mcp_tools`), in registration order."""
+        return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
+                for tool in r.kind.mcp_tools()]
+
     def console_modules(self) -> dict[str, Any]:
         """Kind name to the JavaScript file of its console section (`RunKind.console_module`)."""
         return {name: r.kind.console_module for name, r in self.kinds.items()

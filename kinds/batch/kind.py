@@ -47,6 +47,12 @@ def _routers() -> list[Any]:
     return [jobs.router, items.router]
 
 
+def _mcp_tools() -> list[Any]:
+    from kinds.batch import mcp  # the API's, never the worker's
+
+    return mcp.tools()
+
+
 async def _start_check(start: StartCheck) -> None:
     from kinds.batch.items_policy import check_items_source  # the API's, never the worker's
 
@@ -141,7 +147,7 @@ BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
     fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
-    view=_view, worker_deps=_worker_deps, metrics=_metrics,
+    view=_view, worker_deps=_worker_deps, metrics=_metrics, mcp_tools=_mcp_tools,
     console_module=resources.files(__package__) / "console.js",
     retention=KindRetention(archive=jobs_repo.archive_sections,
                             purge=jobs_repo.delete_item_outputs),

@@ -45,10 +45,6 @@ PENDING_KINDS = {
 
 # What the core still names of a moved kind: (core file, what) -> why it is still there.
 PENDING_TIES = {
-    ("api/protocols/mcp/mapping.py", "kinds.batch"):
-        "MCP's job tools (job_progress, list_items, retry_failed): needs an MCP-tools hook",
-    ("api/protocols/mcp/arguments.py", "kinds.batch"):
-        "ListItemsArguments extends the batch kind's ItemQuery (MCP's job tools)",
     ("api/protocols/mcp/mapping.py", "kinds.mobile"):
         "MCP's run graph resource (waystation://runs/{id}/graph): needs an MCP-resources hook",
     ("waystation/cli.py", "kinds.mobile"):

@@ -50,13 +50,10 @@ from api.protocols.mcp.arguments import (
     Arguments,
     DecideArguments,
     ForkRunArguments,
-    JobRef,
-    ListItemsArguments,
     ListRunsArguments,
     NoArguments,
     PendingDecisionsArguments,
     ReadEventsArguments,
-    RetryFailedArguments,
     RunRef,
     SendMessageArguments,
     StartRunArguments,
@@ -75,10 +72,6 @@ from api.schemas import (
 )
 from api.services import decisions, events, fork, messages, runs
 from api.services.access import claims_of
-from kinds.batch import (
-    service as jobs,  # pending: MCP tools of a kind's own (test_core_names_no_kind)
-)
-from kinds.batch.schemas import ItemPage, JobView
 from kinds.mobile import service as graphs  # pending: the run_graph resource
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -210,25 +203,6 @@ async def fork_run(caller: Caller, args: ForkRunArguments) -> RunCreated:
                                    idempotency_key=args.idempotency_key)
 
 
-async def job_progress(caller: Caller, args: JobRef) -> JobView:
-    async with caller.conn() as conn:
-        return await jobs.job_view(conn, await jobs.visible_job(conn, caller.user, args.job_id))
-
-
-async def list_items(caller: Caller, args: ListItemsArguments) -> ItemPage:
-    async with caller.conn() as conn:
-        job = await jobs.visible_job(conn, caller.user, args.job_id)
-        return await jobs.list_items(conn, job, args)
-
-
-async def retry_failed(caller: Caller, args: RetryFailedArguments) -> RunCreated:
-    async with caller.conn() as conn:
-        job = await jobs.visible_job(conn, caller.user, args.job_id)
-        return await jobs.retry_failed(conn, await caller.temporal(), caller.user, job,
-                                       settings=caller.settings,
-                                       idempotency_key=args.idempotency_key)
-
-
 def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
     """Every tool, as a model reads it; `run_create` is the body POST /runs takes."""
     return [
@@ -280,16 +254,6 @@ def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
                  "of the source's input. The source is untouched. Refused "
                  "(`fork_not_supported`) for a kind that cannot fork, with the reason.",
                  ForkRunArguments, RunCreated, fork_run, read_only=False),
-        ToolSpec("job_progress", "A batch job's progress: its status, items counted by status, "
-                 "cost and tokens, steps.",
-                 JobRef, JobView, job_progress),
-        ToolSpec("list_items", "A batch job's items in order, optionally only those with "
-                 "`status` (pending, running, retrying, completed, failed): payload, result, "
-                 "error, retries, path; pass `next_cursor` back as `cursor` to read on.",
-                 ListItemsArguments, ItemPage, list_items),
-        ToolSpec("retry_failed", "Run the failed items of a finished batch job again, as a new "
-                 "job with the same pipeline; returns the new job's `run_id`.",
-                 RetryFailedArguments, RunCreated, retry_failed, read_only=False),
     ]
 
 
@@ -300,7 +264,9 @@ class Tools:
     def __init__(self, registry: Registry) -> None:
         run_create = TypeAdapter(run_create_model(
             [registered.kind for registered in registry.kinds.values()]))
-        self.specs = {spec.name: spec for spec in tool_specs(run_create)}
+        # The core's tools, then each kind's own (`RunKind.mcp_tools`).
+        self.specs = {spec.name: spec for spec in [*tool_specs(run_create),
+                                                   *registry.mcp_tools()]}
         self.input_schemas = {name: spec.arguments.model_json_schema()
                               for name, spec in self.specs.items()}
         self.input_schemas["start_run"]["properties"]["kind"]["enum"] = registry.names
