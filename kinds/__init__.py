@@ -4,8 +4,8 @@ migrations and console module. They are registered through the `waystation.run_k
 point of the root `pyproject.toml` (`builtin = "kinds:builtin_kinds"`), as a plug-in is; the
 core imports none of them.
 
-The validation, mobile and agent kinds still live in `workflows/` and `activities/` (to be
-moved here one by one; `tests/unit/test_core_names_no_kind.py` lists what the core still names).
+The agent kind still lives in `workflows/` and `activities/` (to be moved here too;
+`tests/unit/test_core_names_no_kind.py` lists what the core still names).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def builtin_kinds() -> list[Any]:
     sandbox, and this package's import must stay free of side effects."""
     from kinds.batch.kind import BATCH
     from kinds.mobile.kind import MOBILE
+    from kinds.validation.kind import VALIDATION
     from workflows.agent_kind import AGENT
-    from workflows.validation_kind import VALIDATION
 
     return [VALIDATION, BATCH, MOBILE, AGENT]

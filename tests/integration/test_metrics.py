@@ -16,6 +16,8 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from activities.agents import backend_named
+from kinds.validation.kind import VALIDATION
+from kinds.validation.workflow import ValidationRun
 from tests.agent_helpers import new_agent_run, start_agent, waiting
 from tests.fault_helpers import api_settings, auth, worker_env
 from tests.faults.test_durability import WorkerProcesses
@@ -23,8 +25,6 @@ from tests.helpers import IDEA, eventually, new_validation_run
 from tests.sse_client import sse_events
 from waystation.testing import InProcessApi, free_port
 from waystation.worker import build_worker
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
 
 Samples = dict[tuple[str, frozenset], float]
 

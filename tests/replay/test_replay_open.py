@@ -17,6 +17,8 @@ from temporalio.worker._worker import load_default_build_id
 
 from activities.agents import backend_named
 from kinds.batch.workflow import BatchJob
+from kinds.validation.kind import VALIDATION
+from kinds.validation.workflow import ValidationRun
 from persistence import runs as runs_repo
 from tests.helpers import eventually, new_validation_run
 from tests.plugin_samples.validation_variants import PatchedTimerFirst, TimerFirst
@@ -25,8 +27,6 @@ from waystation.cluster_replay import check_runs
 from waystation.worker import build_worker
 from workflows.retention import RetentionSweep
 from workflows.retention_models import RetentionSweepInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
 
 GATE = "approve_founders_brief"
 

@@ -30,8 +30,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentBackend, AgentRequest
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
-from activities.validation.outputs import TASK_OUTPUTS
-from activities.validation.prompts import task_prompt
+from kinds.validation.activities.outputs import TASK_OUTPUTS
+from kinds.validation.activities.prompts import task_prompt
 from persistence.db import retry_while_unavailable
 from persistence.events import append_events
 from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes

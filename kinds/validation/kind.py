@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from activities.crew_tasks import CrewTaskActivities
 from activities.deps import WorkerDeps
 from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
-from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun
-from workflows.validation_models import (
+from kinds.validation.activities.crew_tasks import CrewTaskActivities
+from kinds.validation.models import (
     ValidationInput,
     ValidationRunInput,
     ValidationRunState,
     ValidationStart,
 )
-from workflows.validation_phases import PHASES, phase_completed
+from kinds.validation.phases import PHASES, phase_completed
+from kinds.validation.workflow import ValidationRun
+from workflows.gates import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:

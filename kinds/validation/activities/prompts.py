@@ -1,6 +1,6 @@
 """The validation crew's task prompts: Markdown files a user can edit, one per task.
 
-They ship as package data under `activities/prompts/validation/<task>.md`; with
+They ship as package data under `kinds/validation/prompts/validation/<task>.md`; with
 `WAYSTATION_PROMPTS_DIR` set, a `validation/<task>.md` there wins, so a deployment can
 tune its prompts without touching the code.
 """

@@ -15,26 +15,30 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.crew_tasks import CrewTaskActivities, CrewTaskInput, CrewTaskResult
-    from activities.validation.outputs import TASK_OUTPUTS
     from contracts.statuses import GateStatus
-    from workflows import search_attributes as sa
-    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gates import DecisionInput, OpenGate, feedback_number
-    from workflows.lifecycle import RunWorkflow
-    from workflows.validation_gates import TASK_FAILED, gate_spec, task_failed_gate_spec
-    from workflows.validation_models import (
+    from kinds.validation.activities.crew_tasks import (
+        CrewTaskActivities,
+        CrewTaskInput,
+        CrewTaskResult,
+    )
+    from kinds.validation.activities.outputs import TASK_OUTPUTS
+    from kinds.validation.gates import TASK_FAILED, gate_spec, task_failed_gate_spec
+    from kinds.validation.models import (
         ValidationRunInput,
         ValidationRunResult,
         ValidationRunState,
     )
-    from workflows.validation_phases import (
+    from kinds.validation.phases import (
         PHASE_COUNT,
         PHASES,
         PhaseDef,
         TaskDef,
         phase_completed,
     )
+    from workflows import search_attributes as sa
+    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
+    from workflows.gates import DecisionInput, OpenGate, feedback_number
+    from workflows.lifecycle import RunWorkflow
 
 TASK_TIMEOUT = timedelta(minutes=10)
 # Crew tasks heartbeat while they run: a task whose worker died is retried after this,
@@ -42,8 +46,8 @@ TASK_TIMEOUT = timedelta(minutes=10)
 TASK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Model calls fail in bursts (rate limits, overload) that last minutes: back off up to a
 # minute between tries, without a count (a worker crash must not use up tries); the task
-# itself gives up after its retry window (activities.crew_tasks.RETRY_WINDOW), and a 429's
-# Retry-After replaces the backoff.
+# itself gives up after its retry window (activities/crew_tasks.py RETRY_WINDOW), and a
+# 429's Retry-After replaces the backoff.
 TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
                          maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.validation.outputs import (
+from kinds.validation.activities.outputs import (
     CustomerProfile,
     DesirabilityEvidence,
     FeasibilityEvidence,
@@ -19,8 +19,8 @@ from activities.validation.outputs import (
     ValueMap,
     ViabilityEvidence,
 )
+from kinds.validation.phases import CHECKPOINTS
 from workflows.gates import DecisionInput
-from workflows.validation_phases import CHECKPOINTS
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
 

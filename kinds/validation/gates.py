@@ -11,9 +11,9 @@ from datetime import timedelta
 from typing import Any
 
 from contracts.writes import GateOption
+from kinds.validation.models import ValidationInput, ValidationRunState
+from kinds.validation.phases import PhaseDef, TaskDef, segment_option
 from workflows.gates import GateSpec
-from workflows.validation_models import ValidationInput, ValidationRunState
-from workflows.validation_phases import PhaseDef, TaskDef, segment_option
 
 APPROVE = GateOption(value="approve", label="Approve", description="Continue to the next phase.")
 REJECT = GateOption(value="reject", label="Reject",
