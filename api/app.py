@@ -36,7 +36,6 @@ from api.routes import (
     runs,
     streams,
     webhooks,
-    workers,
 )
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
@@ -49,7 +48,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, messages, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui, workers)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

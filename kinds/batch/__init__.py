@@ -6,6 +6,9 @@
 - `repository.py` and `queries/`: the `jobs`, `work_units` and `item_outputs` tables (created
   by the core's migrations 004, 022, 052, 061-063, applied before the kind moved here);
 - `routes/`, `service.py`, `schemas.py`, `items_policy.py`: `/jobs` and `/items`;
+- `routes/workers.py`, `workers_*.py`, `queries/workers.sql`: `/workers`, the worker
+  processes and the items they run;
+- `mcp.py`: its MCP tools;
 - `console.js`: the run page's batch sections.
 
 Import no submodule here: the worker imports the workflow module in Temporal's sandbox.

@@ -42,9 +42,9 @@ def _worker_deps(settings: Any) -> ItemsSources:
 
 
 def _routers() -> list[Any]:
-    from kinds.batch.routes import items, jobs  # the API's, never the worker's
+    from kinds.batch.routes import items, jobs, workers  # the API's, never the worker's
 
-    return [jobs.router, items.router]
+    return [jobs.router, items.router, workers.router]
 
 
 def _mcp_tools() -> list[Any]:

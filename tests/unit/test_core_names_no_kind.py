@@ -28,7 +28,7 @@ class Moved:
 MOVED = (
     Moved(package="kinds.batch", name="batch",
           tables=frozenset({"jobs", "work_units", "item_outputs"}),
-          routes=frozenset({"/jobs", "/items"})),
+          routes=frozenset({"/jobs", "/items", "/workers"})),
     Moved(package="kinds.mobile", name="mobile_agent",
           tables=frozenset({"apps", "screens", "actions", "edges",
                             "graph_persistence_outcomes"}),
@@ -55,10 +55,9 @@ PENDING_TIES = {
         "outputs (read by activities/agents/offline.py, an agent-kind file on another branch)",
     ("waystation/cli.py", "validation"):
         "`waystation demo` starts a validation (or agent) run: a demo hook of a kind's own",
-    ("persistence/queries/workers.sql", "work_units"):
-        "the workers page (GET /workers) counts items per worker: move it to the batch kind",
-    ("persistence/queries/workers.sql", "jobs"):
-        "the workers page (GET /workers) lists running items with their job's run",
+    ("api/console/static/workers.js", "/workers"):
+        "the console's Workers page (and its link in index.html) reads the batch kind's "
+        "GET /workers: needs a console-pages hook",
     ("activities/agents/offline.py", "batch"):
         "the offline backend answers a batch item (crew 'batch') generically: an agent-kind "
         "file, being changed on another branch",

@@ -7,8 +7,8 @@ from uuid import UUID
 
 import asyncpg
 
+from kinds.batch.repository import sql
 from persistence.models import Row
-from persistence.queries import sql
 
 
 class WorkerTotals(Row):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient
-from api.services import workers
-from api.worker_schemas import WorkersView
+from kinds.batch import workers_service as workers
+from kinds.batch.workers_schemas import WorkersView
 
 router = APIRouter(tags=["workers"])
 

@@ -23,9 +23,9 @@ from temporalio.client import Client
 
 from api.auth import User
 from api.services.access import may_read
-from api.worker_schemas import WorkerItem, WorkerStatus, WorkersView, WorkerView
+from kinds.batch import workers_repository as workers_repo
+from kinds.batch.workers_schemas import WorkerItem, WorkerStatus, WorkersView, WorkerView
 from persistence import runs as runs_repo
-from persistence import workers as workers_repo
 
 # Temporal lists a poller for five minutes after its last poll, and an idle worker's long
 # poll lasts up to about a minute: one not seen for two is gone.
