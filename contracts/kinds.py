@@ -124,6 +124,18 @@ class KindRetention:
     forget_artifacts: Callable[[Any, list[str]], Awaitable[None]] | None = None
 
 
+@dataclass(frozen=True)
+class ConsolePage:
+    """A page of a kind's own in the console (`RunKind.console_pages`): `#/<name>` in the
+    address bar, `title` in the navigation, `module` a JavaScript file (a path in the kind's
+    package) served as `/console/static/kinds/<kind>/<name>.js`, whose exported
+    `mount(main, session)` fills the page and may return a cleanup function."""
+
+    name: str
+    title: str
+    module: Any
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -178,6 +190,7 @@ class RunKind:
     - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
       `GET /metrics`, read in the same read-only transaction as the core's.
     - `retention`: a `KindRetention`, the kind's rows in the sweep's archive and deletion.
+    - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
     - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
       after the core's), as a callable so a worker never imports the API.
     """
@@ -205,6 +218,7 @@ class RunKind:
     metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
     retention: KindRetention | None = None
     mcp_tools: Callable[[], Sequence[Any]] | None = None
+    console_pages: Sequence[ConsolePage] = ()
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

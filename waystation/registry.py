@@ -35,13 +35,14 @@ from activities.agent_registry import (
     registered_agents,
 )
 from activities.agents.base import AgentBackend
-from contracts.kinds import KIND_NAME, PluginError, RunKind
+from contracts.kinds import KIND_NAME, ConsolePage, PluginError, RunKind
 from workflows.definitions import is_workflow_class, workflow_type
 
 KINDS_GROUP = "waystation.run_kinds"
 BACKENDS_GROUP = "waystation.agent_backends"
 AGENTS_GROUP = "waystation.agents"
 DISTRIBUTION = "waystation"  # whose entry points are the built-ins
+CONSOLE_PAGES_TAKEN = frozenset({"runs"})  # the console's own pages besides the inbox
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
 
 BackendFactory = Callable[[Any], AgentBackend]
@@ -87,6 +88,10 @@ class Registry:
         return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
                 for tool in r.kind.mcp_tools()]
 
+    def console_pages(self) -> list[tuple[str, ConsolePage]]:
+        """(kind name, page) of every kind's own console pages (`RunKind.console_pages`)."""
+        return [(name, page) for name, r in self.kinds.items() for page in r.kind.console_pages]
+
     def console_modules(self) -> dict[str, Any]:
         """Kind name to the JavaScript file of its console section (`RunKind.console_module`)."""
         return {name: r.kind.console_module for name, r in self.kinds.items()
@@ -114,6 +119,11 @@ class Registry:
                 raise PluginError(f"{source}: kind {kind.name!r}: workflow type "
                                   f"{workflow_type(kind.workflow)!r} "
                                   f"is taken by {other.kind.name!r}")
+        pages = {page.name for _, page in self.console_pages()}
+        for page in kind.console_pages:
+            if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:
+                raise PluginError(f"{source}: kind {kind.name!r}: console page name "
+                                  f"{page.name!r} is taken or not {KIND_NAME.pattern}")
         self.kinds[kind.name] = Registered(kind, source)
 
     def add_backend(self, name: str, factory: object, source: str) -> None:

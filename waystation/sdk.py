@@ -19,8 +19,9 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   `ForkSource` for its `fork_input` hook (a fork's input read from the database);
   `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
   shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook. The
-  other hooks (`routers`, `migrations`, `worker_deps`, `console_module`, `metrics`) take
-  plain values: see docs/run-kinds.md.
+  other hooks (`routers`, `migrations`, `worker_deps`, `console_module`, `metrics`,
+  `mcp_tools`) take plain values, and `console_pages` takes `ConsolePage`s: see
+  docs/run-kinds.md.
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -47,6 +48,7 @@ from contracts.agents import SUMMARY_REQUEST
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
 from contracts.gate_policy import GatePolicy
 from contracts.kinds import (
+    ConsolePage,
     ForkPoint,
     ForkRefused,
     ForkSource,
@@ -67,7 +69,8 @@ from workflows.lifecycle import RunLife, RunWorkflow
 __all__ = [
     "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
     "SUMMARY_REQUEST", "AgentBackend", "ApiError", "ConfiguredModel",
-    "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
+    "AgentRequest", "AgentResponse", "ConsolePage",
+    "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
     "KindRetention", "ProgressReporter", "RelatedEntities", "RunKind", "RunLife",
     "RunStart", "RunStatus", "RunWorkflow", "StartCheck", "ViewContext", "WorkerDeps",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.deps import WorkerDeps
 from contracts.kinds import (
+    ConsolePage,
     ForkPoint,
     ForkRefused,
     ForkSource,
@@ -149,6 +150,8 @@ BATCH = RunKind(
     fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
     view=_view, worker_deps=_worker_deps, metrics=_metrics, mcp_tools=_mcp_tools,
     console_module=resources.files(__package__) / "console.js",
+    console_pages=[ConsolePage(name="workers", title="Workers",
+                               module=resources.files(__package__) / "console_workers.js")],
     retention=KindRetention(archive=jobs_repo.archive_sections,
                             purge=jobs_repo.delete_item_outputs),
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")

@@ -55,9 +55,6 @@ PENDING_TIES = {
         "outputs (read by activities/agents/offline.py, an agent-kind file on another branch)",
     ("waystation/cli.py", "validation"):
         "`waystation demo` starts a validation (or agent) run: a demo hook of a kind's own",
-    ("api/console/static/workers.js", "/workers"):
-        "the console's Workers page (and its link in index.html) reads the batch kind's "
-        "GET /workers: needs a console-pages hook",
     ("activities/agents/offline.py", "batch"):
         "the offline backend answers a batch item (crew 'batch') generically: an agent-kind "
         "file, being changed on another branch",

@@ -1,14 +1,15 @@
-// The workers page (seed 004's worker monitor): each worker process polling Waystation's task
+// The batch kind's Workers page (seed 004's worker monitor; RunKind.console_pages, served as
+// kinds/batch/workers.js): each worker process polling Waystation's task
 // queue, with its status, last poll, the items running on it (those the viewer may read,
 // linked to their job), and what it has completed and failed. Polled, as the batch page is:
 // a worker's figures change with every item, too often for an event each.
 
-import { api } from "./api.js";
-import { duration, h, number, replace, shortId, statusBadge, timeTag } from "./dom.js";
+import { api } from "../../api.js";
+import { duration, h, number, replace, shortId, statusBadge, timeTag } from "../../dom.js";
 
 const POLL_MS = 2000;
 
-export function mountWorkers(main) {
+export function mount(main) {
   const body = h("tbody");
   const status = h("p", { class: "count", role: "status" });
   const note = h("p", { class: "muted" });
