@@ -136,6 +136,19 @@ class ConsolePage:
     module: Any
 
 
+@dataclass(frozen=True)
+class RunResource:
+    """A resource of a run on the MCP endpoint that a kind adds (`RunKind.mcp_run_resources`):
+    `waystation://runs/{run_id}<part>` (`part` such as `/graph`), read by `read(conn, run)`
+    (the caller's connection, the visible run's row) as a JSON-able value; it may raise
+    `ApiError` (404 when the run has no such thing)."""
+
+    name: str
+    part: str
+    description: str
+    read: Callable[[Any, Any], Awaitable[Any]]
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -190,6 +203,8 @@ class RunKind:
     - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
       `GET /metrics`, read in the same read-only transaction as the core's.
     - `retention`: a `KindRetention`, the kind's rows in the sweep's archive and deletion.
+    - `mcp_run_resources`: resources of a run the kind adds on the MCP endpoint
+      (`RunResource`s), as a callable so a worker never imports the API.
     - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
     - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
       after the core's), as a callable so a worker never imports the API.
@@ -219,6 +234,7 @@ class RunKind:
     retention: KindRetention | None = None
     mcp_tools: Callable[[], Sequence[Any]] | None = None
     console_pages: Sequence[ConsolePage] = ()
+    mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

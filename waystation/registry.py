@@ -35,7 +35,7 @@ from activities.agent_registry import (
     registered_agents,
 )
 from activities.agents.base import AgentBackend
-from contracts.kinds import KIND_NAME, ConsolePage, PluginError, RunKind
+from contracts.kinds import KIND_NAME, ConsolePage, PluginError, RunKind, RunResource
 from workflows.definitions import is_workflow_class, workflow_type
 
 KINDS_GROUP = "waystation.run_kinds"
@@ -87,6 +87,11 @@ class Registry:
         """Every kind's own MCP tools (`RunKind.mcp_tools`), in registration order."""
         return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
                 for tool in r.kind.mcp_tools()]
+
+    def mcp_run_resources(self) -> list[RunResource]:
+        """Every kind's own MCP run resources (`RunKind.mcp_run_resources`)."""
+        return [resource for r in self.kinds.values() if r.kind.mcp_run_resources is not None
+                for resource in r.kind.mcp_run_resources()]
 
     def console_pages(self) -> list[tuple[str, ConsolePage]]:
         """(kind name, page) of every kind's own console pages (`RunKind.console_pages`)."""

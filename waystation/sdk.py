@@ -54,6 +54,7 @@ from contracts.kinds import (
     ForkSource,
     KindRetention,
     RunKind,
+    RunResource,
     RunStart,
     StartCheck,
     ViewContext,
@@ -72,7 +73,7 @@ __all__ = [
     "AgentRequest", "AgentResponse", "ConsolePage",
     "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
-    "KindRetention", "ProgressReporter", "RelatedEntities", "RunKind", "RunLife",
+    "KindRetention", "ProgressReporter", "RelatedEntities", "RunKind", "RunLife", "RunResource",
     "RunStart", "RunStatus", "RunWorkflow", "StartCheck", "ViewContext", "WorkerDeps",
     "replay_histories", "shorten",
 ]

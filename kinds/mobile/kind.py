@@ -8,7 +8,15 @@ from typing import Any
 
 from activities.artifacts import LocalArtifactStore
 from activities.deps import WorkerDeps
-from contracts.kinds import ForkPoint, ForkRefused, KindRetention, RunKind, RunStart, StartCheck
+from contracts.kinds import (
+    ForkPoint,
+    ForkRefused,
+    KindRetention,
+    RunKind,
+    RunResource,
+    RunStart,
+    StartCheck,
+)
 from kinds.mobile import repository as graph_repo
 from kinds.mobile.activities.steps import MobileActivities
 from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
@@ -44,6 +52,15 @@ def _routers() -> list[Any]:
     return [routes.router]
 
 
+def _mcp_run_resources() -> list[RunResource]:
+    from kinds.mobile import service  # the API's, never the worker's
+
+    return [RunResource(name="screen_graph", part="/graph",
+                        description="The screen graph a mobile_agent run explored: screens and "
+                                    "the actions between them.",
+                        read=service.run_graph)]
+
+
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
     """A new exploration from the screen the snapshot's step stood at, carrying the graph
     recorded up to that step (workflows.mobile `_restore`)."""
@@ -72,6 +89,7 @@ MOBILE = RunKind(
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
     task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
     console_module=resources.files(__package__) / "console.js", routers=_routers,
+    mcp_run_resources=_mcp_run_resources,
     retention=KindRetention(archive=graph_repo.archive_sections,
                             forget_artifacts=graph_repo.forget_artifacts),
     description="An agent explores an Android app and records its screen graph (seed 001).")

@@ -46,8 +46,6 @@ PENDING_KINDS = {
 
 # What the core still names of a moved kind: (core file, what) -> why it is still there.
 PENDING_TIES = {
-    ("api/protocols/mcp/mapping.py", "kinds.mobile"):
-        "MCP's run graph resource (waystation://runs/{id}/graph): needs an MCP-resources hook",
     ("waystation/cli.py", "kinds.mobile"):
         "`waystation simulator list` (the bundled simulator apps): needs a CLI-commands hook",
     ("activities/validation/offline_answers.py", "kinds.validation"):

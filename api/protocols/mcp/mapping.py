@@ -72,7 +72,6 @@ from api.schemas import (
 )
 from api.services import decisions, events, fork, messages, runs
 from api.services.access import claims_of
-from kinds.mobile import service as graphs  # pending: the run_graph resource
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -341,22 +340,22 @@ def protocol_errors(where: str, **data: Any) -> Iterator[None]:
 
 RUN_URI = "waystation://runs/{run_id}"
 _RESOURCE = re.compile(r"^waystation://runs/(?P<run_id>[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})"
-                       r"(?P<part>|/snapshots/latest|/graph)$", re.IGNORECASE)
+                       r"(?P<part>(/[a-z_]+)*)$", re.IGNORECASE)
 _TEMPLATES = [
     ResourceTemplate(name="run", uri_template=RUN_URI, mime_type="application/json",
                      description="A run, as get_run answers it."),
     ResourceTemplate(name="latest_snapshot", uri_template=RUN_URI + "/snapshots/latest",
                      mime_type="application/json",
                      description="The run's newest full-state snapshot."),
-    ResourceTemplate(name="screen_graph", uri_template=RUN_URI + "/graph",
-                     mime_type="application/json",
-                     description="The screen graph a mobile_agent run explored: screens and "
-                                 "the actions between them."),
 ]
 
 
-def resource_templates() -> ListResourceTemplatesResult:
-    return ListResourceTemplatesResult(resource_templates=_TEMPLATES)
+def resource_templates(registry: Registry) -> ListResourceTemplatesResult:
+    """The core's run resources, then the kinds' (`RunKind.mcp_run_resources`)."""
+    return ListResourceTemplatesResult(resource_templates=[*_TEMPLATES, *(
+        ResourceTemplate(name=r.name, uri_template=RUN_URI + r.part,
+                         mime_type="application/json", description=r.description)
+        for r in registry.mcp_run_resources())])
 
 
 async def list_resources(caller: Caller) -> ListResourcesResult:
@@ -372,11 +371,12 @@ async def list_resources(caller: Caller) -> ListResourcesResult:
 
 
 async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
-    """A run, its latest snapshot or its screen graph, as JSON; JSON-RPC -32602 for a
-    resource that does not exist or that the caller may not see."""
+    """A run, its latest snapshot or a kind's resource of it (a mobile run's screen graph), as
+    JSON; JSON-RPC -32602 for a resource that does not exist or that the caller may not see."""
     found = _RESOURCE.match(uri)
+    kinds = {r.part: r for r in caller.registry.mcp_run_resources()}
     with protocol_errors("MCP resources/read", uri=uri):
-        if found is None:
+        if found is None or found["part"] not in ("", "/snapshots/latest", *kinds):
             raise ApiError(404, "resource_not_found", f"no resource {uri!r}; see "
                                                       "resources/templates/list")
         async with caller.conn() as conn:
@@ -384,8 +384,8 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
             content: Any
             if found["part"] == "/snapshots/latest":
                 content = await events.latest_snapshot(conn, run)
-            elif found["part"] == "/graph":
-                content = await graphs.run_graph(conn, run)
+            elif found["part"] in kinds:
+                content = await kinds[found["part"]].read(conn, run)
             else:
                 content = await runs.run_view(conn, run, registry=caller.registry)
     return ReadResourceResult(contents=[TextResourceContents(
