@@ -2,8 +2,10 @@
 
 A kind is one `RunKind` next to its workflow. The API builds `POST /runs` from the
 registered kinds' input models, the worker registers their workflows and activities, and the
-Temporal Web UI shows their summaries. Built-in kinds and plug-ins register the same way
-(`waystation.registry`).
+Temporal Web UI shows their summaries. Built-in kinds (`kinds/`) and plug-ins register the
+same way (`waystation.registry`), and everything else a kind adds (routes, tables, checks,
+console sections, metrics, retention, MCP tools) goes through the hooks below, which the core
+calls for every registered kind.
 """
 
 from __future__ import annotations
