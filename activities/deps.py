@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
 from activities.agents.base import AgentBackend
-from activities.batch.items_source import ItemsSources
 
 
 @dataclass(frozen=True)
 class WorkerDeps:
     pool: asyncpg.Pool
     backend: AgentBackend
-    # Where the mobile explorer stores screenshots; None keeps none.
+    # Where the worker stores artifacts (screenshots, files); None keeps none.
     artifact_dir: Path | None = None
-    # Where a batch job's items_path may point; None allows nowhere.
-    items_sources: ItemsSources | None = None
+    # Each kind's own dependencies, by kind name (`RunKind.worker_deps`, built from the
+    # worker's settings).
+    kinds: Mapping[str, Any] = field(default_factory=dict)
+
+    def of(self, kind: str) -> Any:
+        """The kind's own dependencies (None when it has no `worker_deps` hook)."""
+        return self.kinds.get(kind)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
 
@@ -21,7 +22,8 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.mobile.artifacts import ArtifactStore
+from activities.artifacts import ArtifactStore
+from contracts.kinds import KindRetention
 from persistence import erasure as erasure_repo
 from persistence import events as events_repo
 from persistence import retention as retention_repo
@@ -30,8 +32,9 @@ from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
 class RetentionActivities:
     def __init__(self, pool: asyncpg.Pool, client: Client, *, store: ArtifactStore | None,
-                 archive_dir: Path | None) -> None:
+                 archive_dir: Path | None, kinds: Sequence[KindRetention] = ()) -> None:
         self._pool = pool
+        self._kinds = tuple(kinds)  # each registered kind's share (RunKind.retention)
         self._client = client
         self._store = store
         self._archive_dir = archive_dir
@@ -50,7 +53,7 @@ class RetentionActivities:
         for _, workflow_id in due:
             await self._delete_execution(workflow_id)
             activity.heartbeat()
-        orphaned = await retention_repo.delete_runs(self._pool, run_ids) if due else []
+        orphaned = await retention_repo.delete_runs(self._pool, run_ids, self._kinds) if due else []
         if self._store is not None:
             for sha in orphaned:
                 self._store.delete(sha)
@@ -64,7 +67,7 @@ class RetentionActivities:
 
     async def _archive(self, conn: asyncpg.Connection, run_ids: list[UUID]) -> Path:
         assert self._archive_dir is not None
-        documents = await retention_repo.archive_documents(conn, run_ids)
+        documents = await retention_repo.archive_documents(conn, run_ids, self._kinds)
         name = hashlib.sha256(",".join(sorted(map(str, run_ids))).encode()).hexdigest()[:16]
         self._archive_dir.mkdir(parents=True, exist_ok=True)
         target = self._archive_dir / f"runs-{name}.jsonl.gz"

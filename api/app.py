@@ -29,17 +29,13 @@ from api.routes import (
     contacts,
     decide_links,
     decisions,
-    graphs,
     groups,
     health,
-    items,
-    jobs,
     messages,
     metrics,
     runs,
     streams,
     webhooks,
-    workers,
 )
 from api.security_headers import SecurityHeaders
 from api.shutdown import Shutdown
@@ -51,8 +47,8 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, graphs, jobs, items, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui, workers)
+ROUTERS = (runs, decisions, messages, streams, health, metrics, groups,
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -98,12 +94,15 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     app.state.oidc = OidcClient.from_settings(settings)
     install_error_handlers(app)
     app.add_middleware(BodyLimits, max_bytes=settings.max_body_bytes)
-    routers = [runs.create_router(registry), *(module.router for module in ROUTERS)]
+    routers = [runs.create_router(registry), *(module.router for module in ROUTERS),
+               *registry.routers()]
     # Every API route, flat: since FastAPI 0.16x `app.router.routes` holds included routers
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
-    app.state.metrics_figures = metrics.CachedFigures(settings.metrics_cache_seconds)
+    app.state.metrics_figures = metrics.CachedFigures(
+        settings.metrics_cache_seconds,
+        [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
                        max_streams=settings.max_streams_per_user,

@@ -8,11 +8,10 @@ from typing import Annotated
 from uuid import UUID
 
 import asyncpg
-from fastapi import Depends, Header, Path, Request, Security
+from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from activities.batch.spec import STEP_NAME
 from api.api_keys import authenticate_api_key, is_api_key
 from api.auth import (
     CSRF_HEADER,
@@ -170,5 +169,3 @@ async def still_reads_run(request: Request, user: User, run_id: UUID) -> bool:
 
 
 VisibleRun = Annotated[RunRow, Depends(get_visible_run)]
-# A batch step's name in a path (`/items/{id}/outputs/{step}`, `/jobs/{id}/steps/{step}/...`).
-StepName = Annotated[str, Path(pattern=STEP_NAME)]

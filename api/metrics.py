@@ -4,8 +4,8 @@ Counted in the process: HTTP requests by route template (never the raw path, so 
 multiply series) and the time until the response started (a stream's first byte, not its
 end). Read when scraped: open streams and overflows from the event hub, and the read model's
 figures (runs, events appended, pending gates and the age of the oldest, decision latency,
-batch items) from Postgres. Those last are the same for every API replica: aggregate them with
-`max`, not `sum`.
+and each kind's own: `RunKind.metrics`) from Postgres. Those last are the same for every API
+replica: aggregate them with `max`, not `sum`.
 """
 
 from __future__ import annotations
@@ -132,11 +132,7 @@ def _read_model_metrics(figures: ReadModelFigures) -> Iterator[Metric]:
     yield pending
     yield oldest
     yield _decision_latency(figures)
-    items = GaugeMetricFamily("waystation_batch_items", "Batch-job items by status",
-                              labels=["status"])
-    for by_status in figures.batch_items:
-        items.add_metric([by_status.status], by_status.items)
-    yield items
+    yield from figures.kind_metrics
 
 
 def _decision_latency(figures: ReadModelFigures) -> Metric:

@@ -9,10 +9,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from activities.batch.spec import STEP_NAME
-from api.job_schemas import UnitStatus
+from contracts.apps import PACKAGE_PATTERN
 from persistence.models import GateStatus, RunStatus
-from workflows.mobile_models import PACKAGE_PATTERN
 
 # A seq to read on from: 0 reads from the start.
 AfterSeq = Annotated[int, Field(ge=0, le=2**62)]
@@ -52,17 +50,3 @@ class InboxQuery(BaseModel):
     status: GateStatus | None = "pending"
     limit: int = Field(100, ge=1, le=500)
 
-
-class OrdinalPage(BaseModel):
-    """A page of a job's items (or their outputs) in item order."""
-
-    cursor: str | None = Field(None, pattern=r"^\d{1,10}$")
-    limit: int = Field(100, ge=1, le=500)
-
-
-class ItemQuery(OrdinalPage):
-    status: UnitStatus | None = None
-    at_step: str | None = Field(None, pattern=STEP_NAME,
-                                description="Only items that stand at this step now")
-    flagged: bool | None = Field(None, description="Only items an output check flagged (true) "
-                                                   "or did not (false)")

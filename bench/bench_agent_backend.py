@@ -20,8 +20,8 @@ import httpx
 
 from activities.agents import AgentRequest
 from activities.agents.openai_compatible import OpenAICompatibleBackend
-from activities.validation.outputs import ValidationSignal
 from bench.common import markdown_table, percentile, ratio
+from kinds.validation.activities.outputs import ValidationSignal
 from tests.openai_stub import OpenAIStub
 
 SCHEMA = ValidationSignal.model_json_schema()

@@ -26,15 +26,15 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.agents import backend_named
-from activities.batch.items import SLICE_BUDGET_SECONDS
 from bench.batch_raw import RawBatch, RawBatchInput
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, raw_task
+from kinds.batch.activities.items import SLICE_BUDGET_SECONDS
+from kinds.batch.kind import BATCH
+from kinds.batch.models import BatchInput, BatchRunInput
+from kinds.batch.workflow import BatchJob, slice_size
 from persistence.db import create_pool
 from persistence.runs import create_run
-from workflows.batch import BatchJob, slice_size
-from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchInput, BatchRunInput
 
 
 async def _largest_history(client: Client, workflow_id: str) -> tuple[int, int]:

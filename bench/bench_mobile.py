@@ -35,17 +35,17 @@ import asyncpg
 from temporalio.client import Client
 
 from activities.agents import backend_named
-from activities.mobile.identity import identify, perceptual_hash
-from activities.mobile.simulator.driver import SimulatorDriver
-from activities.mobile.uixml import parse_hierarchy
 from bench.bench_validation import bench_database, bench_temporal, log
-from persistence import graph as graph_repo
+from kinds.mobile import repository as graph_repo
+from kinds.mobile.activities.identity import identify, perceptual_hash
+from kinds.mobile.activities.simulator.driver import SimulatorDriver
+from kinds.mobile.activities.uixml import parse_hierarchy
+from kinds.mobile.kind import MOBILE
+from kinds.mobile.models import MobileAgentRunInput, MobileInput
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from persistence.db import create_pool
 from persistence.runs import create_run
 from waystation.worker import build_worker
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_kind import MOBILE
-from workflows.mobile_models import MobileAgentRunInput, MobileInput
 
 APP = "com.waystation.sample.shop"
 BIG_APP = "com.example.big"

@@ -46,6 +46,10 @@ from temporalio.worker import Worker
 from activities.agents import backend_named
 from bench.common import RawGate, RawShape, expect_start, markdown_table, percentile, raw_task
 from bench.common import ratio as fmt_ratio
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationInput, ValidationRunInput
+from kinds.validation.phases import PHASE_COUNT, PHASES
+from kinds.validation.workflow import ValidationRun
 from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
@@ -54,10 +58,6 @@ from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
 from workflows import search_attributes
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationInput, ValidationRunInput
-from workflows.validation_phases import PHASE_COUNT, PHASES
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"

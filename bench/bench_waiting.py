@@ -42,13 +42,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from bench.bench_validation import EventListener, bench_database, bench_temporal
 from bench.common import markdown_table, percentile
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationInput, ValidationRunInput
+from kinds.validation.phases import PHASES
+from kinds.validation.workflow import ValidationRun
 from persistence.db import create_pool
 from persistence.runs import create_run
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationInput, ValidationRunInput
-from workflows.validation_phases import PHASES
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"

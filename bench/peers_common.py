@@ -47,7 +47,7 @@ class Shape:
 
 
 TOY = Shape("toy", PHASES, APPROVE_AFTER)
-# The validation kind's phases (workflows/validation_phases.py): 2, 3, 2, 2, 3 tasks, and its
+# The validation kind's phases (kinds/validation/phases.py): 2, 3, 2, 2, 3 tasks, and its
 # first gate (approve_founders_brief) after phase 0's two tasks.
 VALIDATION_TASKS = (2, 3, 2, 2, 3)
 VALIDATION = Shape("validation", sum(VALIDATION_TASKS), VALIDATION_TASKS[0])

@@ -41,6 +41,7 @@ from bench.peers_common import (
     throughput,
     wait_for_row,
 )
+from kinds.validation.models import ValidationInput
 from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
@@ -51,7 +52,6 @@ from waystation.worker import build_worker
 from workflows import search_attributes
 from workflows.gated import GatedWorkflow
 from workflows.gates import DecisionInput
-from workflows.validation_models import ValidationInput
 
 STEP_TIMES = ("SELECT created_at FROM run_events WHERE run_id = $1::uuid "
               "AND type = 'step.completed' ORDER BY seq")

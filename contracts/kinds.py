@@ -2,8 +2,10 @@
 
 A kind is one `RunKind` next to its workflow. The API builds `POST /runs` from the
 registered kinds' input models, the worker registers their workflows and activities, and the
-Temporal Web UI shows their summaries. Built-in kinds and plug-ins register the same way
-(`waystation.registry`).
+Temporal Web UI shows their summaries. Built-in kinds (`kinds/`) and plug-ins register the
+same way (`waystation.registry`), and everything else a kind adds (routes, tables, checks,
+console sections, metrics, retention, MCP tools) goes through the hooks below, which the core
+calls for every registered kind.
 """
 
 from __future__ import annotations
@@ -84,6 +86,71 @@ class ForkRefused(Exception):
         self.message, self.field, self.code = message, field, code
 
 
+@dataclass(frozen=True)
+class StartCheck:
+    """What a kind's `start_check` hook sees of a run about to start (`POST /runs`, a fork):
+    its validated `input` (the kind's input model), the caller (`user`: `.name`, `.role`,
+    `.is_service`), the API's `settings` and the caller's database connection (`conn`:
+    row-level security applies to what it reads)."""
+
+    input: Any
+    user: Any
+    settings: Any
+    conn: Any
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    """What a kind's `view` hook reads a run's view from: the caller's database connection
+    and the run's row (`persistence.models.RunRow`)."""
+
+    conn: Any
+    run: Any
+
+
+@dataclass(frozen=True)
+class KindRetention:
+    """A kind's share of the retention sweep, for rows of its own tables that belong to runs.
+
+    - `archive(conn, run_ids)`: per run id, the sections its archive document gains
+      (`{"job": ..., ...}`), read before anything is deleted.
+    - `purge(conn, run_ids, limit)`: delete at most `limit` rows of the given runs from a table
+      that grows with a run's length; returns how many it deleted (called until fewer than
+      `limit`). Rows that go with the run by `ON DELETE CASCADE` need nothing here.
+    - `forget_artifacts(conn, sha256s)`: the kind's rows stop pointing at these artifacts,
+      whose files are deleted (no remaining run saw them); in the runs' delete transaction.
+    """
+
+    archive: Callable[[Any, list[UUID]], Awaitable[dict[UUID, dict[str, Any]]]] | None = None
+    purge: Callable[[Any, list[UUID], int], Awaitable[int]] | None = None
+    forget_artifacts: Callable[[Any, list[str]], Awaitable[None]] | None = None
+
+
+@dataclass(frozen=True)
+class ConsolePage:
+    """A page of a kind's own in the console (`RunKind.console_pages`): `#/<name>` in the
+    address bar, `title` in the navigation, `module` a JavaScript file (a path in the kind's
+    package) served as `/console/static/kinds/<kind>/<name>.js`, whose exported
+    `mount(main, session)` fills the page and may return a cleanup function."""
+
+    name: str
+    title: str
+    module: Any
+
+
+@dataclass(frozen=True)
+class RunResource:
+    """A resource of a run on the MCP endpoint that a kind adds (`RunKind.mcp_run_resources`):
+    `waystation://runs/{run_id}<part>` (`part` such as `/graph`), read by `read(conn, run)`
+    (the caller's connection, the visible run's row) as a JSON-able value; it may raise
+    `ApiError` (404 when the run has no such thing)."""
+
+    name: str
+    part: str
+    description: str
+    read: Callable[[Any, Any], Awaitable[Any]]
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -112,6 +179,37 @@ class RunKind:
       than the source's input with the request's `input` fields replaced (a batch fork reads
       the chosen items and their earlier outputs from the database); it may raise
       `ForkRefused`. None: that replacement.
+
+    What a kind adds beyond a workflow (every hook optional; the core calls it for every
+    registered kind and never names a kind itself):
+
+    - `routers`: the FastAPI routers of the kind's own routes (`/jobs`, ...), as a callable
+      so a worker never imports the API; they get the API's error responses and auth.
+    - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
+      `NNN_name.sql` files for the kind's own tables, applied by `persistence.migrate` in one
+      global order with the core's (a version is taken once across all folders), once each,
+      with the same checksums; a kind moved out of the core keeps its already-applied files
+      in `persistence/migrations/`.
+    - `start_check`: `async (StartCheck) -> None`, run before a run of the kind is written
+      (`POST /runs`, a fork); refuses by raising `waystation.sdk.ApiError` (the API's one
+      error shape: status, code, message, details).
+    - `view`: `async (ViewContext) -> dict`, fields of `GET /runs/{id}`'s answer the kind
+      fills in (a batch job's cost and tokens are counted on its items).
+    - `worker_deps`: `(settings) -> object`, the kind's own dependencies, built once per
+      worker from its `Settings`; its `activities` factory reads them as
+      `deps.of(kind_name)`.
+    - `console_module`: a JavaScript module file (a path in the kind's package) the console
+      loads for a run of the kind (served as `/console/static/kinds/<name>.js`; it imports the
+      console's modules as `../dom.js`, ...) and calls its exported
+      `mount(slot, run, {onChange})`, which may return a cleanup function.
+    - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
+      `GET /metrics`, read in the same read-only transaction as the core's.
+    - `retention`: a `KindRetention`, the kind's rows in the sweep's archive and deletion.
+    - `mcp_run_resources`: resources of a run the kind adds on the MCP endpoint
+      (`RunResource`s), as a callable so a worker never imports the API.
+    - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
+    - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
+      after the core's), as a callable so a worker never imports the API.
     """
 
     name: str
@@ -128,6 +226,17 @@ class RunKind:
     fork: Callable[[RunStart, ForkPoint], BaseModel] | None = None
     fork_refusal: str = "this kind cannot start from another run's snapshot"
     fork_input: Callable[[ForkSource], Awaitable[BaseModel]] | None = None
+    routers: Callable[[], Sequence[Any]] | None = None
+    migrations: Any = None
+    start_check: Callable[[StartCheck], Awaitable[None]] | None = None
+    view: Callable[[ViewContext], Awaitable[dict[str, Any]]] | None = None
+    worker_deps: Callable[[Any], Any] | None = None
+    console_module: Any = None
+    metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
+    retention: KindRetention | None = None
+    mcp_tools: Callable[[], Sequence[Any]] | None = None
+    console_pages: Sequence[ConsolePage] = ()
+    mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

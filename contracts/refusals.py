@@ -18,5 +18,5 @@ INVALID_DELEGATION = "InvalidDelegation"
 # An agent run's next message while it is not waiting for one (workflows/agent.py).
 NOT_WAITING_FOR_MESSAGE = "NotWaitingForMessage"
 # Pausing a batch job that is not running, or resuming one that is not paused
-# (workflows/batch.py).
+# (kinds/batch/workflow.py).
 JOB_NOT_RUNNING = "JobNotRunning"

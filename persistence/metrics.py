@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from persistence.queries import sql
 
@@ -30,28 +31,30 @@ class LatencyBucket(BaseModel):
     seconds: float
 
 
-class ItemCount(BaseModel):
-    status: str
-    items: int
-
-
 class ReadModelFigures(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     runs: list[RunCount]
     pending_gates: list[PendingGates]
     decision_latency: list[LatencyBucket]
-    batch_items: list[ItemCount]
+    # The kinds' own figures (`RunKind.metrics`): Prometheus metric families, as they are.
+    kind_metrics: list[Any] = []
 
 
-async def read_figures(conn: asyncpg.Connection,
-                       latency_bounds: Sequence[float]) -> ReadModelFigures:
-    """One snapshot, in one read-only transaction so the figures agree with each other."""
+async def read_figures(conn: asyncpg.Connection, latency_bounds: Sequence[float],
+                       kinds: Sequence[Callable[[Any], Awaitable[Sequence[Any]]]] = (),
+                       ) -> ReadModelFigures:
+    """One snapshot, in one read-only transaction so the figures agree with each other
+    (the kinds' `metrics` hooks read in it too)."""
+    kind_metrics: list[Any] = []
     async with conn.transaction(isolation="repeatable_read", readonly=True):
         runs = await conn.fetch(sql("metrics_runs"))
         gates = await conn.fetch(sql("metrics_pending_gates"))
         latency = await conn.fetch(sql("metrics_decision_latency"), list(latency_bounds))
-        items = await conn.fetch(sql("metrics_batch_items"))
+        for kind in kinds:
+            kind_metrics.extend(await kind(conn))
     return ReadModelFigures(
         runs=[RunCount.model_validate(dict(r)) for r in runs],
         pending_gates=[PendingGates.model_validate(dict(r)) for r in gates],
         decision_latency=[LatencyBucket.model_validate(dict(r)) for r in latency],
-        batch_items=[ItemCount.model_validate(dict(r)) for r in items])
+        kind_metrics=kind_metrics)

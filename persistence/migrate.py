@@ -3,6 +3,13 @@
 Several workers and API processes may start at once on an empty database: the advisory lock
 makes all but one wait, and the `schema_migrations` table makes the rest no-ops.
 
+The core's migrations are `persistence/migrations/NNN_name.sql`; a run kind may bring a folder
+of its own (`RunKind.migrations`, passed in as `folders`). All of them are applied in one
+global order of their numbers, and a number is taken once across every folder, so a kind's
+migration may depend on the core's before it (and the core's later ones on nothing of a
+kind's). Migrations already applied keep their file, name and number wherever their kind now
+lives: a database migrated before a kind moved migrates on with nothing to do.
+
 Each applied migration's checksum is stored beside it. A migration file edited after it was
 applied would never run again, so the databases it already reached and the new ones would
 silently differ: every start compares the checksums and refuses to go on instead.
@@ -12,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable
 from importlib import resources
+from typing import Any
 
 import asyncpg
 
@@ -31,20 +40,29 @@ def checksum(sql: str) -> str:
     return hashlib.sha256(sql.replace("\r\n", "\n").encode()).hexdigest()
 
 
-def migration_files() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every bundled migration, in version order."""
-    folder = resources.files("persistence") / "migrations"
-    found = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".sql"):
+def migration_files(folders: Iterable[Any] = ()) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every bundled migration and those of `folders` (`Path`s or
+    `importlib.resources` Traversables: the kinds' own), in version order; a version found in
+    two files is refused."""
+    found: dict[int, tuple[str, str, str]] = {}
+    for folder in [resources.files("persistence") / "migrations", *folders]:
+        for entry in folder.iterdir():
+            if not entry.name.endswith(".sql"):
+                continue
             version, _, rest = entry.name.partition("_")
-            found.append((int(version), rest.removesuffix(".sql"), entry.read_text()))
-    return sorted(found)
+            if int(version) in found:
+                raise ValueError(f"migration number {int(version):03d} is taken twice: "
+                                 f"{found[int(version)][2]} and {entry}")
+            found[int(version)] = (rest.removesuffix(".sql"), entry.read_text(), str(entry))
+    return [(version, name, sql) for version, (name, sql, _) in sorted(found.items())]
 
 
-async def apply_migrations(conn: asyncpg.Connection, *, up_to: int | None = None) -> list[int]:
-    """Apply pending migrations (those up to version `up_to` only, when given: a test builds
-    a database as an older release left it); returns the versions applied now."""
+async def apply_migrations(conn: asyncpg.Connection, *, up_to: int | None = None,
+                           folders: Iterable[Any] = ()) -> list[int]:
+    """Apply pending migrations, the core's and those of `folders` (the registered kinds':
+    `Registry.migration_folders()`), in one order (those up to version `up_to` only, when
+    given: a test builds a database as an older release left it); returns the versions
+    applied now."""
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_ID)
     try:
         await conn.execute(
@@ -54,7 +72,7 @@ async def apply_migrations(conn: asyncpg.Connection, *, up_to: int | None = None
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
         await conn.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text")
-        files = migration_files()
+        files = migration_files(folders)
         done = await _check_applied(conn, files)
         applied = []
         for version, name, sql in files:

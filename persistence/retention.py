@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
 import asyncpg
 
+from contracts.kinds import KindRetention
 from persistence.queries import sql
 
 # Rows deleted per statement from the tables that grow with a run's length: each statement is
@@ -21,24 +24,47 @@ async def runs_to_purge(conn: asyncpg.Connection, *, finished_before: datetime |
     return [(row["id"], row["workflow_id"]) for row in rows]
 
 
-async def archive_documents(conn: asyncpg.Connection, run_ids: list[UUID]) -> list[str]:
-    """One JSON text per run holding the run and every row of it."""
-    return [row["document"] for row in await conn.fetch(sql("archive_runs"), run_ids)]
+async def archive_documents(conn: asyncpg.Connection, run_ids: list[UUID],
+                            kinds: Sequence[KindRetention] = ()) -> list[str]:
+    """One JSON text per run holding the run and every row of it (the kinds' rows too)."""
+    documents = [row["document"] for row in await conn.fetch(sql("archive_runs"), run_ids)]
+    sections: dict[str, dict] = {}
+    for kind in kinds:
+        if kind.archive is not None:
+            for run_id, extra in (await kind.archive(conn, run_ids)).items():
+                sections.setdefault(str(run_id), {}).update(extra)
+    if not sections:
+        return documents
+    merged = []
+    for text in documents:
+        document = json.loads(text)
+        document.update(sections.get(document["run"]["id"], {}))
+        merged.append(json.dumps(document))
+    return merged
 
 
-async def delete_runs(pool: asyncpg.Pool, run_ids: list[UUID]) -> list[str]:
+async def delete_runs(pool: asyncpg.Pool, run_ids: list[UUID],
+                      kinds: Sequence[KindRetention] = ()) -> list[str]:
     """Delete the runs with every row of theirs; returns the artifacts no other run saw."""
-    for query in ("delete_run_events_chunk", "delete_item_outputs_chunk"):
-        while True:
-            async with pool.acquire() as conn:
-                status = await conn.execute(sql(query), run_ids, CHUNK_ROWS)
-            if int(status.split()[-1]) < CHUNK_ROWS:
-                break
+    while True:
+        async with pool.acquire() as conn:
+            status = await conn.execute(sql("delete_run_events_chunk"), run_ids, CHUNK_ROWS)
+        if int(status.split()[-1]) < CHUNK_ROWS:
+            break
+    for kind in kinds:
+        if kind.purge is not None:
+            while True:
+                async with pool.acquire() as conn:
+                    deleted = await kind.purge(conn, run_ids, CHUNK_ROWS)
+                if deleted < CHUNK_ROWS:
+                    break
     async with pool.acquire() as conn, conn.transaction():
         seen = [r["sha256"] for r in await conn.fetch(sql("artifacts_of_runs"), run_ids)]
         await conn.execute(sql("delete_runs"), run_ids)
         orphaned = [r["sha"] for r in await conn.fetch(sql("orphaned_artifacts"), seen)]
-        await conn.execute(sql("forget_screen_artifacts"), orphaned)
+        for kind in kinds:
+            if kind.forget_artifacts is not None:
+                await kind.forget_artifacts(conn, orphaned)
     return orphaned
 
 

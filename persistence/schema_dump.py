@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -39,8 +41,9 @@ def pg_dump_binary() -> Path:
     return utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION] / "pg_dump"
 
 
-async def dump_schema(server_url: str) -> str:
-    """Migrate a new, empty database on `server_url`'s server, dump its schema, drop it."""
+async def dump_schema(server_url: str, folders: Iterable[Any] = ()) -> str:
+    """Migrate a new, empty database on `server_url`'s server (the core's migrations and
+    `folders`, the kinds'), dump its schema, drop it."""
     name = f"waystation_schema_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(server_url)
     try:
@@ -50,7 +53,7 @@ async def dump_schema(server_url: str) -> str:
             url = f"{head.rpartition('/')[0]}/{name}{sep}{query}"
             conn = await asyncpg.connect(url)
             try:
-                await apply_migrations(conn)
+                await apply_migrations(conn, folders=folders)
             finally:
                 await conn.close()
             return await _pg_dump(url)

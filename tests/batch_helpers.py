@@ -13,9 +13,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
 from activities.agents import AgentRequest, AgentResponse
 from activities.agents.base import ProgressReporter
+from kinds.batch.kind import BATCH
+from kinds.batch.models import BatchInput, BatchRunInput
 from persistence.runs import create_run
-from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchInput, BatchRunInput
 
 
 async def new_batch_run(pool: asyncpg.Pool, owner: str = "alice", *, round_size: int = 1000,

@@ -17,13 +17,13 @@ from activities.agents.base import (
     ProgressReporter,
     Usage,
 )
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationInput, ValidationRunInput
 from persistence.runs import create_run, get_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.testing import eventually as eventually  # shared with plug-ins' tests
 from waystation.worker import build_worker
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationInput, ValidationRunInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import asyncpg
 
-from activities.mobile.identity import identify
-from activities.mobile.simulator.driver import SimulatorDriver, load_app
-from activities.mobile.uixml import parse_hierarchy
+from kinds.mobile.activities.identity import identify
+from kinds.mobile.activities.simulator.driver import SimulatorDriver, load_app
+from kinds.mobile.activities.uixml import parse_hierarchy
+from kinds.mobile.kind import MOBILE
+from kinds.mobile.models import MobileAgentRunInput, MobileInput
 from persistence.runs import create_run
-from workflows.mobile_kind import MOBILE
-from workflows.mobile_models import MobileAgentRunInput, MobileInput
 
 NOTES = "com.waystation.sample.notes"
 SHOP = "com.waystation.sample.shop"

@@ -200,10 +200,13 @@ def cmd_migrate(settings: Settings) -> int:
 
 def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
     from persistence.schema_dump import SCHEMA_FILE, dump_schema
+    from waystation.registry import load_registry
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    schema = asyncio.run(dump_schema(settings.database_url))
+    # The built-in kinds' migrations only: the file is the schema of Waystation itself.
+    folders = load_registry(use_entry_points=False).migration_folders()
+    schema = asyncio.run(dump_schema(settings.database_url, folders))
     if args.write:
         SCHEMA_FILE.write_text(schema)
         print(f"wrote {SCHEMA_FILE}")
@@ -459,7 +462,7 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_simulator_list() -> int:
-    from activities.mobile.simulator.driver import bundled_packages
+    from kinds.mobile.activities.simulator.driver import bundled_packages
 
     print("\n".join(bundled_packages()))
     return 0

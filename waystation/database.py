@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import asyncpg
 
 from persistence.db import create_pool
@@ -14,10 +17,16 @@ def resolve_database_url(settings: Settings) -> str:
     return settings.database_url or embedded_database_url(settings.embedded_pgdata)
 
 
-async def migrate(url: str) -> list[int]:
+async def migrate(url: str, folders: Iterable[Any] | None = None) -> list[int]:
+    """The core's migrations and the kinds' (`folders`; default: those of the built-in and
+    installed kinds)."""
+    if folders is None:
+        from waystation.registry import load_registry
+
+        folders = load_registry().migration_folders()
     conn = await asyncpg.connect(url)
     try:
-        return await apply_migrations(conn)
+        return await apply_migrations(conn, folders=folders)
     finally:
         await conn.close()
 

@@ -1,6 +1,12 @@
 """The one registry of run kinds, agent backends and agents: built-ins, entry points,
 WAYSTATION_PLUGINS.
 
+The built-in kinds are entry points too: the `waystation.run_kinds` group of Waystation's own
+distribution (the root `pyproject.toml`), loaded first and always, also by
+`load_registry(use_entry_points=False)`, which leaves out only other distributions' entry
+points. So the core names no kind: adding a built-in kind is a package and one line in
+`pyproject.toml` (then `pip install -e .` again, which rewrites the entry points).
+
 A plug-in is a Python package that names its kinds in the entry-point group
 `waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either), its
 agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`) and its
@@ -29,17 +35,14 @@ from activities.agent_registry import (
     registered_agents,
 )
 from activities.agents.base import AgentBackend
-from contracts.kinds import KIND_NAME, PluginError, RunKind
-from workflows.agent_kind import AGENT
-from workflows.batch_kind import BATCH
+from contracts.kinds import KIND_NAME, ConsolePage, PluginError, RunKind, RunResource
 from workflows.definitions import is_workflow_class, workflow_type
-from workflows.mobile_kind import MOBILE
-from workflows.validation_kind import VALIDATION
 
 KINDS_GROUP = "waystation.run_kinds"
 BACKENDS_GROUP = "waystation.agent_backends"
 AGENTS_GROUP = "waystation.agents"
-BUILTIN_KINDS = (VALIDATION, BATCH, MOBILE, AGENT)
+DISTRIBUTION = "waystation"  # whose entry points are the built-ins
+CONSOLE_PAGES_TAKEN = frozenset({"runs"})  # the console's own pages besides the inbox
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
 
 BackendFactory = Callable[[Any], AgentBackend]
@@ -71,6 +74,34 @@ class Registry:
     def workflows(self) -> list[type]:
         return [r.kind.workflow for r in self.kinds.values()]
 
+    def routers(self) -> list[Any]:
+        """Every kind's own API routers (`RunKind.routers`), in registration order."""
+        return [router for r in self.kinds.values() if r.kind.routers is not None
+                for router in r.kind.routers()]
+
+    def migration_folders(self) -> list[Any]:
+        """Every kind's own migrations folder (`RunKind.migrations`)."""
+        return [r.kind.migrations for r in self.kinds.values() if r.kind.migrations is not None]
+
+    def mcp_tools(self) -> list[Any]:
+        """Every kind's own MCP tools (`RunKind.mcp_tools`), in registration order."""
+        return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
+                for tool in r.kind.mcp_tools()]
+
+    def mcp_run_resources(self) -> list[RunResource]:
+        """Every kind's own MCP run resources (`RunKind.mcp_run_resources`)."""
+        return [resource for r in self.kinds.values() if r.kind.mcp_run_resources is not None
+                for resource in r.kind.mcp_run_resources()]
+
+    def console_pages(self) -> list[tuple[str, ConsolePage]]:
+        """(kind name, page) of every kind's own console pages (`RunKind.console_pages`)."""
+        return [(name, page) for name, r in self.kinds.items() for page in r.kind.console_pages]
+
+    def console_modules(self) -> dict[str, Any]:
+        """Kind name to the JavaScript file of its console section (`RunKind.console_module`)."""
+        return {name: r.kind.console_module for name, r in self.kinds.items()
+                if r.kind.console_module is not None}
+
     def add_kind(self, kind: object, source: str) -> None:
         if not isinstance(kind, RunKind):
             raise PluginError(f"{source}: {kind!r} is not a waystation RunKind")
@@ -93,6 +124,11 @@ class Registry:
                 raise PluginError(f"{source}: kind {kind.name!r}: workflow type "
                                   f"{workflow_type(kind.workflow)!r} "
                                   f"is taken by {other.kind.name!r}")
+        pages = {page.name for _, page in self.console_pages()}
+        for page in kind.console_pages:
+            if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:
+                raise PluginError(f"{source}: kind {kind.name!r}: console page name "
+                                  f"{page.name!r} is taken or not {KIND_NAME.pattern}")
         self.kinds[kind.name] = Registered(kind, source)
 
     def add_backend(self, name: str, factory: object, source: str) -> None:
@@ -108,11 +144,13 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
                   use_entry_points: bool = True) -> Registry:
     """Built-in kinds, then entry points, then WAYSTATION_PLUGINS modules, in that order."""
     registry = Registry()
-    for kind in BUILTIN_KINDS:
+    for kind in builtin_kinds():
         registry.add_kind(kind, "builtin")
     register_builtin_agents()
     if use_entry_points:
         for ep in entry_points(group=KINDS_GROUP):
+            if _is_builtin(ep):
+                continue
             source = _describe(ep)
             for kind in _kinds_of(_load(ep.load, source), source):
                 registry.add_kind(kind, source)
@@ -135,6 +173,25 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
         for name, factory in (backends or {}).items():
             registry.add_backend(name, factory, source)
     return registry
+
+
+@functools.cache
+def builtin_kinds() -> tuple[RunKind, ...]:
+    """The kinds Waystation's own distribution names in `waystation.run_kinds`, in the order
+    of the root `pyproject.toml`."""
+    kinds: list[RunKind] = []
+    for ep in entry_points(group=KINDS_GROUP):
+        if _is_builtin(ep):
+            kinds.extend(_kinds_of(_load(ep.load, _describe(ep)), _describe(ep)))
+    if not kinds:
+        raise PluginError(f"the {DISTRIBUTION} distribution names no {KINDS_GROUP} entry "
+                          "points: its metadata is stale; run `pip install -e .` again")
+    return tuple(kinds)
+
+
+def _is_builtin(ep: Any) -> bool:
+    dist = getattr(ep, "dist", None)
+    return dist is not None and dist.name.lower() == DISTRIBUTION
 
 
 def _describe(ep: Any) -> str:

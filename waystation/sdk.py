@@ -16,7 +16,12 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them);
   `ForkPoint` / `ForkRefused` for its `fork` hook (`POST /runs/{id}/fork`: a new run from a
   snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
-  `ForkSource` for its `fork_input` hook (a fork's input read from the database).
+  `ForkSource` for its `fork_input` hook (a fork's input read from the database);
+  `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
+  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook. The
+  other hooks (`routers`, `migrations`, `worker_deps`, `console_module`, `metrics`,
+  `mcp_tools`) take plain values, and `console_pages` takes `ConsolePage`s: see
+  docs/run-kinds.md.
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -38,10 +43,23 @@ from activities.agent_entities import RelatedEntities
 from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.deps import WorkerDeps
+from api.errors import ApiError
 from contracts.agents import SUMMARY_REQUEST
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
 from contracts.gate_policy import GatePolicy
-from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart, shorten
+from contracts.kinds import (
+    ConsolePage,
+    ForkPoint,
+    ForkRefused,
+    ForkSource,
+    KindRetention,
+    RunKind,
+    RunResource,
+    RunStart,
+    StartCheck,
+    ViewContext,
+    shorten,
+)
 from contracts.statuses import GateStatus, RunStatus
 from contracts.writes import EventWrite, GateOption
 from waystation.replay import replay_histories
@@ -51,9 +69,11 @@ from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
     "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
-    "SUMMARY_REQUEST", "AgentBackend", "ConfiguredModel",
-    "AgentRequest", "AgentResponse", "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
+    "SUMMARY_REQUEST", "AgentBackend", "ApiError", "ConfiguredModel",
+    "AgentRequest", "AgentResponse", "ConsolePage",
+    "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
-    "ProgressReporter", "RelatedEntities", "RunKind", "RunLife",
-    "RunStart", "RunStatus", "RunWorkflow", "WorkerDeps", "replay_histories", "shorten",
+    "KindRetention", "ProgressReporter", "RelatedEntities", "RunKind", "RunLife", "RunResource",
+    "RunStart", "RunStatus", "RunWorkflow", "StartCheck", "ViewContext", "WorkerDeps",
+    "replay_histories", "shorten",
 ]

@@ -14,7 +14,6 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.agents.prices import ModelPrice
-from activities.batch.items_source import ItemsSources
 from persistence.sealing import SecretsBox, parse_keys
 
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
@@ -134,7 +133,7 @@ class Settings(BaseSettings):
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
     # Devices attached to workers (mobile runs, `driver: adb`) that users may name by serial,
-    # comma-separated; the service role may name any (api/device_policy.py). Empty: none.
+    # comma-separated; the service role may name any (kinds/mobile/device_policy.py). Empty: none.
     adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
     # Where a batch job's `items_path` may point: comma-separated directories and URL
     # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
@@ -225,10 +224,6 @@ class Settings(BaseSettings):
         return frozenset(s.strip() for s in self.adb_devices.split(",") if s.strip())
 
     @property
-    def items_sources(self) -> ItemsSources:
-        return _items_sources(self.items_dirs, self.items_url_prefixes)
-
-    @property
     def temporal_ui_base(self) -> str:
         return (self.temporal_ui_url or f"http://127.0.0.1:{self.temporal_ui_port}").rstrip("/")
 
@@ -265,7 +260,3 @@ def load_settings() -> Settings:
 def _secrets_box(keys: str) -> SecretsBox:
     return SecretsBox(keys)
 
-
-@lru_cache(maxsize=8)
-def _items_sources(dirs: str, url_prefixes: str) -> ItemsSources:
-    return ItemsSources.parse(dirs, url_prefixes)

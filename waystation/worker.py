@@ -20,10 +20,9 @@ from activities.agent_model import OpenAIModelConfig, use_openai_model
 from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend, ModelMeter
 from activities.agents.prices import PriceBook
-from activities.batch.items_source import ItemsSources
+from activities.artifacts import LocalArtifactStore
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
-from activities.mobile.artifacts import LocalArtifactStore
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
@@ -61,7 +60,7 @@ def build_worker(
     sticky_queue_schedule_to_start_timeout: timedelta = timedelta(seconds=10),
     artifact_dir: Path | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(),
-    items_sources: ItemsSources | None = None,
+    settings: Settings | None = None,
     mail: MailSettings | None = None,
     retention_archive_dir: Path | None = None,
     sandbox_every_workflow: bool | None = None,
@@ -73,18 +72,22 @@ def build_worker(
     `sandbox_every_workflow` (default: WAYSTATION_SANDBOX_EVERY_WORKFLOW) runs the built-in
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
     `webhook_private_networks` (default: WAYSTATION_WEBHOOK_PRIVATE_NETWORKS): see
-    activities/webhook_targets.py."""
-    settings = Settings()  # WAYSTATION_SECRETS_KEY, and what the arguments leave unset
+    activities/webhook_targets.py. `settings` (default: from the environment) is what each
+    kind's `worker_deps` hook builds its own dependencies from."""
+    # WAYSTATION_SECRETS_KEY, each kind's own settings, and what the arguments leave unset
+    settings = settings or Settings()
     if sandbox_every_workflow is None:
         sandbox_every_workflow = settings.sandbox_every_workflow
     if webhook_private_networks is None:
         webhook_private_networks = settings.webhooks_to_private_networks
     registry = registry or load_registry(use_entry_points=False)
-    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
-                      items_sources=items_sources)
+    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
+        r.kind.name: r.kind.worker_deps(settings)
+        for r in registry.kinds.values() if r.kind.worker_deps is not None})
     retention = RetentionActivities(
         pool, client, archive_dir=retention_archive_dir,
-        store=LocalArtifactStore(artifact_dir) if artifact_dir else None)
+        store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
+        kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
     webhooks = WebhookActivities(pool, settings.secrets_box,
                                  private_networks=webhook_private_networks)
     shared: list[Callable[..., Any]] = [
@@ -167,7 +170,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
                           backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,
                           artifact_dir=settings.artifact_path,
-                          items_sources=settings.items_sources,
+                          settings=settings,
                           retention_archive_dir=settings.retention_archive_dir,
                           graceful_shutdown_timeout=timedelta(
                               seconds=settings.graceful_shutdown_timeout),

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from activities.validation.outputs import (
+from kinds.validation.activities.outputs import (
     CustomerJob,
     CustomerProfile,
     DesirabilityEvidence,

@@ -51,6 +51,12 @@ ProviderState = Annotated[str, Query(min_length=1, max_length=200)]
 ProviderError = Annotated[str | None, Query(max_length=200, pattern=r"^[\x20-\x7e]*$")]
 
 
+class KindPageView(BaseModel):
+    kind: str
+    name: str
+    title: str
+
+
 class ConsoleSessionView(BaseModel):
     """Who the console is signed in as, and what its pages need to know."""
 
@@ -60,6 +66,11 @@ class ConsoleSessionView(BaseModel):
     temporal_ui_url: str
     temporal_namespace: str
     kinds: list[str]
+    # The kinds with a console section of their own (`RunKind.console_module`), loaded by a
+    # run's page from /console/static/kinds/<kind>.js.
+    kind_sections: list[str] = []
+    # The kinds' own pages (`RunKind.console_pages`), linked in the navigation as #/<name>.
+    kind_pages: list[KindPageView] = []
 
 
 class ConsoleConfig(BaseModel):
@@ -204,4 +215,30 @@ async def console_session(request: Request, user: CurrentUser, conn: Conn,
     return ConsoleSessionView(
         user=user.name, role=user.role, csrf_token=session.csrf_token if session else None,
         temporal_ui_url=settings.temporal_ui_base,
-        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names))
+        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names),
+        kind_sections=sorted(registry.console_modules()),
+        kind_pages=[KindPageView(kind=kind, name=page.name, title=page.title)
+                    for kind, page in registry.console_pages()])
+
+
+@router.get(STATIC_PATH + "/kinds/{kind}/{page}.js")
+async def kind_page(kind: str, page: str, registry: RegistryDep) -> Response:
+    """A kind's console page (`RunKind.console_pages`), a JavaScript module served from the
+    kind's package (it imports the console's modules as `../../dom.js`)."""
+    module = next((p.module for k, p in registry.console_pages() if (k, p.name) == (kind, page)),
+                  None)
+    if module is None:
+        raise ApiError(404, "not_found", f"no console page {page!r} of kind {kind!r}")
+    return Response(module.read_text(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+
+@router.get(STATIC_PATH + "/kinds/{kind}.js")
+async def kind_section(kind: str, registry: RegistryDep) -> Response:
+    """A kind's console section (`RunKind.console_module`), a JavaScript module served from
+    the kind's package beside the console's own (so it imports them as `../dom.js`)."""
+    module = registry.console_modules().get(kind)
+    if module is None:
+        raise ApiError(404, "not_found", f"no console section for kind {kind!r}")
+    return Response(module.read_text(), media_type="text/javascript",
+                    headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})

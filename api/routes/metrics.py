@@ -15,7 +15,8 @@ import asyncio
 import hmac
 import logging
 import time
-from typing import Annotated
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Header, Request, Response
@@ -34,12 +35,15 @@ router = APIRouter(tags=["operations"])
 # A scrape must answer within Prometheus's timeout (10 s by default) even if Postgres hangs.
 READ_MODEL_TIMEOUT_SECONDS = 5
 
+KindMetrics = Callable[[Any], Awaitable[Sequence[Any]]]
+
 
 class CachedFigures:
     """The last figures read, and when; one reader at a time refreshes them."""
 
-    def __init__(self, max_age_seconds: float) -> None:
+    def __init__(self, max_age_seconds: float, kinds: Sequence[KindMetrics] = ()) -> None:
         self.max_age = max_age_seconds
+        self.kinds = tuple(kinds)  # the registered kinds' `metrics` hooks
         self.figures: ReadModelFigures | None = None
         self.read_at = float("-inf")
         self.lock = asyncio.Lock()
@@ -47,7 +51,7 @@ class CachedFigures:
     async def get(self, pool: asyncpg.Pool) -> ReadModelFigures | None:
         async with self.lock:
             if time.monotonic() - self.read_at >= self.max_age:
-                self.figures, self.read_at = await _figures(pool), time.monotonic()
+                self.figures, self.read_at = await _figures(pool, self.kinds), time.monotonic()
             return self.figures
 
 
@@ -68,12 +72,13 @@ async def metrics(request: Request, settings: SettingsDep,
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
-async def _figures(pool: asyncpg.Pool) -> ReadModelFigures | None:
+async def _figures(pool: asyncpg.Pool,
+                   kinds: Sequence[KindMetrics] = ()) -> ReadModelFigures | None:
     try:
         # Counts over every run: the service's claims.
         async with (asyncio.timeout(READ_MODEL_TIMEOUT_SECONDS),
                     claimed_connection(pool, SERVICE) as conn):
-            return await read_figures(conn, DECISION_LATENCY_BOUNDS)
+            return await read_figures(conn, DECISION_LATENCY_BOUNDS, kinds)
     except (*UNAVAILABLE_ERRORS, TimeoutError, asyncpg.PostgresError) as error:
         log.warning("metrics without the read model: %s", error)
         return None

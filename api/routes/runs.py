@@ -67,9 +67,9 @@ async def list_runs(user: CurrentUser, conn: Conn, registry: RegistryDep,
 
 
 @router.get("/{run_id}", response_model=RunView)
-async def get_run(run: VisibleRun, conn: Conn) -> RunView:
+async def get_run(run: VisibleRun, conn: Conn, registry: RegistryDep) -> RunView:
     """One run, with the decision it waits for, if any."""
-    return await runs.run_view(conn, run)
+    return await runs.run_view(conn, run, registry=registry)
 
 
 @router.get("/{run_id}/events", response_model=EventPage)

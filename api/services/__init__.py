@@ -13,11 +13,12 @@ The contract of every function here:
   pydantic request model (a body from `api.schemas`, or a filter / page from `api.queries`)
   plus the path's ids.
 - **A run or job argument has passed the visibility check**: get it from
-  `runs.visible_run(conn, user, run_id)` or `jobs.visible_job(conn, user, job_id)`, which
+  `runs.visible_run(conn, user, run_id)` (a kind's own service has its own, as the batch
+  kind's `kinds.batch.service.visible_job`), which
   answer 404 for one the caller may not read, exactly as for one that does not exist. Rules of
   who may act (`access.require_decider`, ...) are applied inside each function.
-- **Outputs** are the pydantic view models the REST API returns (`api.schemas`,
-  `api.job_schemas`).
+- **Outputs** are the pydantic view models the REST API returns (`api.schemas`; a kind's
+  own in its package).
 - **Refusals** are raised as `api.errors.ApiError` (status, code, message, details): an HTTP
   status for REST, and a stable `code` a protocol maps to its own error. What Temporal answers
   is mapped to `ApiError` in one place, `workflow_updates`. Temporal or the database being

@@ -51,7 +51,7 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
                 input=source.input, point=point, replacing=request.input, conn=conn))
         else:
             new_input = _input(kind, source, request.input)
-        check_start(new_input, user, settings)
+        await check_start(conn, kind, new_input, user, settings)
         # The hook is pure: asking it now, for a run not yet written, refuses before any
         # write; the run's own start asks it again with the run as written.
         kind.fork(RunStart(run_id=uuid.uuid4(), owner=user.name, input=new_input,

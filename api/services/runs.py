@@ -13,18 +13,16 @@ import asyncpg
 from temporalio.client import Client
 
 from api.auth import User
-from api.device_policy import check_device
 from api.errors import ApiError
-from api.items_policy import check_items_source
 from api.queries import RunFilter
 from api.run_kinds import create_and_start
 from api.schemas import CancelAccepted, RunCreated, RunPage, RunView, RunVisibility
 from api.services.access import may_read, require_decider, require_run_starter
 from api.services.decisions import decision_views
 from api.services.workflow_updates import cancel_workflow
+from contracts.kinds import RunKind, StartCheck, ViewContext
 from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import gates as gates_repo
-from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
@@ -44,7 +42,7 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
                                                "group_id too",
                        details=[{"loc": ["body", "name"], "msg": "needs group_id",
                                  "type": "name_without_group"}])
-    check_start(request.input, user, settings)
+    await check_start(conn, registry.kind(request.kind), request.input, user, settings)
     if request.group_id is not None:
         await require_run_starter(conn, user, request.group_id)
     run, outcome = await create_and_start(
@@ -56,10 +54,12 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
     return RunCreated.of(run, outcome)
 
 
-def check_start(input: Any, user: User, settings: Settings) -> None:
-    """The start-time checks of a kind's input (an items source, a device) for any new run."""
-    check_items_source(input, settings)
-    check_device(input, user, settings)
+async def check_start(conn: asyncpg.Connection, kind: RunKind, input: Any, user: User,
+                      settings: Settings) -> None:
+    """The start-time checks of a new run's input: its kind's (`RunKind.start_check`), which
+    refuses with an `ApiError`."""
+    if kind.start_check is not None:
+        await kind.start_check(StartCheck(input=input, user=user, settings=settings, conn=conn))
 
 
 async def visible_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow:
@@ -88,20 +88,18 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
 
 
-async def run_view(conn: asyncpg.Connection, run: RunRow) -> RunView:
-    """One run, with the decision it waits for, if any."""
+async def run_view(conn: asyncpg.Connection, run: RunRow, *, registry: Registry) -> RunView:
+    """One run, with the decision it waits for, if any, and what its kind adds
+    (`RunKind.view`)."""
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
     view = RunView.of(run)
     if pending is not None and pending.status == "pending":
         view.pending_decision = (await decision_views(conn, [pending]))[0]
-    if run.kind == "batch":
-        # A job's calls are counted on its items, not on run events.
-        counts = await jobs_repo.unit_counts(conn, run.id)
-        view.cost_usd = round(sum(c.cost_usd for c in counts), 9)
-        view.input_tokens = sum(c.input_tokens for c in counts)
-        view.output_tokens = sum(c.output_tokens for c in counts)
+    kind = registry.kinds.get(run.kind)  # a kind no longer installed adds nothing
+    if kind is not None and kind.kind.view is not None:
+        view = view.model_copy(update=await kind.kind.view(ViewContext(conn=conn, run=run)))
     return view
 
 

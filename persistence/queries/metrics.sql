@@ -22,7 +22,3 @@ SELECT r.kind,
   FROM hitl_requests h JOIN runs r ON r.id = h.run_id
  WHERE h.decision IS NOT NULL AND h.decision_at IS NOT NULL  -- decided, not expired
  GROUP BY r.kind, bucket;
-
--- name: metrics_batch_items
--- Batch items (work units) by status.
-SELECT status, count(*) AS items FROM work_units GROUP BY status;

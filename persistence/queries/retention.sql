@@ -8,7 +8,8 @@ SELECT id, workflow_id FROM runs
  LIMIT $3;
 
 -- name: archive_runs
--- One JSON document per run: the run and every row that belongs to it.
+-- One JSON document per run: the run and every row of the core's that belongs to it (each
+-- kind adds its own tables' rows: `RunKind.retention`).
 SELECT jsonb_build_object(
     'run', to_jsonb(r),
     'events', (SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.seq), '[]')
@@ -17,14 +18,6 @@ SELECT jsonb_build_object(
                     FROM run_snapshots s WHERE s.run_id = r.id),
     'decisions', (SELECT coalesce(jsonb_agg(to_jsonb(h) ORDER BY h.created_at), '[]')
                     FROM hitl_requests h WHERE h.run_id = r.id),
-    'job', (SELECT to_jsonb(j) FROM jobs j WHERE j.run_id = r.id),
-    'work_units', (SELECT coalesce(jsonb_agg(to_jsonb(u) ORDER BY u.ordinal), '[]')
-                     FROM work_units u JOIN jobs j ON j.id = u.job_id WHERE j.run_id = r.id),
-    'item_outputs', (SELECT coalesce(jsonb_agg(to_jsonb(o)), '[]')
-                       FROM item_outputs o JOIN work_units u ON u.id = o.unit_id
-                       JOIN jobs j ON j.id = u.job_id WHERE j.run_id = r.id),
-    'graph_outcomes', (SELECT coalesce(jsonb_agg(to_jsonb(g) ORDER BY g.step), '[]')
-                         FROM graph_persistence_outcomes g WHERE g.run_id = r.id),
     'artifacts', (SELECT coalesce(jsonb_agg(to_jsonb(a) ORDER BY a.step), '[]')
                     FROM run_artifacts a WHERE a.run_id = r.id),
     'webhook_deliveries', (SELECT coalesce(jsonb_agg(to_jsonb(d) || jsonb_build_object(
@@ -44,18 +37,12 @@ DELETE FROM run_events
  WHERE (tableoid, ctid) IN (SELECT tableoid, ctid FROM run_events
                              WHERE run_id = ANY($1::uuid[]) LIMIT $2);
 
--- name: delete_item_outputs_chunk
--- At most $2 item outputs of the given runs' batch jobs, for the same reason.
-DELETE FROM item_outputs
- WHERE unit_id IN (SELECT u.id FROM work_units u JOIN jobs j ON j.id = u.job_id
-                    WHERE j.run_id = ANY($1::uuid[]) LIMIT $2);
-
 -- name: artifacts_of_runs
 -- The artifacts the given runs saw.
 SELECT DISTINCT sha256 FROM run_artifacts WHERE run_id = ANY($1::uuid[]);
 
 -- name: delete_runs
--- The runs themselves; their snapshots, decisions (and decision links), jobs, work units,
+-- The runs themselves; their snapshots, decisions (and decision links), kinds' rows,
 -- graph outcomes, artifact rows and webhook deliveries (and attempts) go by ON DELETE CASCADE.
 DELETE FROM runs WHERE id = ANY($1::uuid[]);
 
@@ -63,15 +50,6 @@ DELETE FROM runs WHERE id = ANY($1::uuid[]);
 -- Of the given artifacts, those no remaining run saw; their files can go.
 SELECT sha FROM unnest($1::text[]) AS sha
  WHERE NOT EXISTS (SELECT 1 FROM run_artifacts a WHERE a.sha256 = sha);
-
--- name: forget_screen_artifacts
--- The app graph's screens stop pointing at artifacts that are deleted.
-UPDATE screens
-   SET screenshot_sha = CASE WHEN screenshot_sha = ANY($1::text[]) THEN NULL
-                             ELSE screenshot_sha END,
-       hierarchy_sha = CASE WHEN hierarchy_sha = ANY($1::text[]) THEN NULL
-                            ELSE hierarchy_sha END
- WHERE screenshot_sha = ANY($1::text[]) OR hierarchy_sha = ANY($1::text[]);
 
 -- name: open_user_runs
 -- The workflow ids of a user's visible runs that have not finished.

@@ -8,6 +8,8 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from kinds.batch.kind import BATCH
+from kinds.batch.workflow import BatchJob, slice_size
 from tests.batch_helpers import new_batch_run
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
@@ -16,8 +18,6 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
     worker_processes,
 )
 from tests.helpers import eventually
-from workflows.batch import BatchJob, slice_size
-from workflows.batch_kind import BATCH
 
 STEPS = [{"name": "summarize", "template": "Summarize {{ item.text }}"},
          {"name": "grade", "template": "Grade {{ outputs.summarize.summary }}"}]

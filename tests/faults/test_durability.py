@@ -29,6 +29,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from api.services.workflow_updates import workflow_not_ready
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationRunInput
+from kinds.validation.phases import PHASES
+from kinds.validation.workflow import ValidationRun
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
@@ -45,10 +49,6 @@ from tests.helpers import eventually, new_validation_run, wait_gate
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationRunInput
-from workflows.validation_phases import PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
 CREW_TASKS = sum(len(p.tasks) for p in PHASES)

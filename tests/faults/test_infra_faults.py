@@ -25,6 +25,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from kinds.validation.kind import VALIDATION
 from persistence import runs as runs_repo
 from persistence.db import create_pool
 from persistence.migrate import apply_migrations
@@ -43,7 +44,6 @@ from tests.fault_helpers import (
 from tests.faults.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
 from tests.helpers import IDEA, eventually
 from waystation.testing import InProcessApi
-from workflows.validation_kind import VALIDATION
 
 FINAL = ("completed", "failed", "canceled")
 

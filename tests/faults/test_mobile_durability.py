@@ -9,6 +9,8 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from kinds.mobile.kind import MOBILE
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
     assert_read_model_consistent,
@@ -17,8 +19,6 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
 )
 from tests.helpers import eventually
 from tests.mobile_helpers import SHOP, new_mobile_run
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_kind import MOBILE
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from kinds.batch.kind import BATCH
 from persistence.db import create_pool
 from tests.batch_helpers import activity_counts
 from tests.fault_helpers import StreamFollower, api_settings, auth, worker_env
@@ -26,7 +27,6 @@ from tests.faults.test_infra_faults import _read_logs, private_postgres, until_s
 from tests.helpers import eventually
 from tests.mobile_helpers import SHOP
 from waystation.testing import InProcessApi
-from workflows.batch_kind import BATCH
 
 ITEMS = 80
 MOBILE_STEPS = 400

@@ -25,7 +25,7 @@ async def api(settings: Settings, dev_env, pool,  # noqa: F811
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend_named("offline", delay_ms=30),
-                          items_sources=settings.items_sources)
+                          settings=settings)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:

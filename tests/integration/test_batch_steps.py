@@ -15,8 +15,8 @@ import httpx
 import pytest_asyncio
 
 from activities.agents import AgentRequest
-from activities.batch.checks import output_flags
 from api.app import create_app
+from kinds.batch.activities.checks import output_flags
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture

@@ -9,7 +9,7 @@ from datetime import timedelta
 import httpx
 from temporalio.api.enums.v1 import EventType
 
-from activities.mobile.artifacts import LocalArtifactStore
+from activities.artifacts import LocalArtifactStore
 from api.auth import issue_token
 from tests.fault_helpers import SECRET, api_settings
 from tests.helpers import eventually

@@ -13,10 +13,10 @@ import pytest_asyncio
 
 from api.run_kinds import start_run
 from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicy
+from kinds.validation.kind import VALIDATION
 from persistence.runs import create_run
 from tests.helpers import IDEA, eventually, live_api
 from tests.integration.test_groups import SECRET, auth, people, wedding
-from workflows.validation_kind import VALIDATION
 
 GATE = "approve_founders_brief"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from activities.batch.items_source import ItemsSources, SourceRefused
-from activities.batch.loading import ItemsUnreadable, read_chunks
 from api.app import create_app
 from api.auth import issue_token
+from kinds.batch.activities.items_source import ItemsSources, SourceRefused
+from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
 from waystation.settings import Settings
 
 SECRET = "items-secret-0123456789-0123456789-abcdef"

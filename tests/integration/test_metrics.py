@@ -16,6 +16,8 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from activities.agents import backend_named
+from kinds.validation.kind import VALIDATION
+from kinds.validation.workflow import ValidationRun
 from tests.agent_helpers import new_agent_run, start_agent, waiting
 from tests.fault_helpers import api_settings, auth, worker_env
 from tests.faults.test_durability import WorkerProcesses
@@ -23,8 +25,6 @@ from tests.helpers import IDEA, eventually, new_validation_run
 from tests.sse_client import sse_events
 from waystation.testing import InProcessApi, free_port
 from waystation.worker import build_worker
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
 
 Samples = dict[tuple[str, frozenset], float]
 
@@ -187,7 +187,8 @@ def test_dashboard_queries_only_metrics_waystation_exports():
     dashboard = json.loads((root / "deploy/grafana/waystation.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     sources = "".join((root / f).read_text() for f in ("api/metrics.py",
-                                                       "activities/agents/metered.py"))
+                                                       "activities/agents/metered.py",
+                                                       "kinds/batch/kind.py"))
     used = {re.sub(r"_(total|bucket|count|sum)$", "", name)
             for e in exprs for name in re.findall(r"\bwaystation_[a-z_]+", e)}
     assert used and all(f'"{name}"' in sources for name in used), used

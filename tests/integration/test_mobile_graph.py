@@ -8,7 +8,7 @@ import json
 import asyncpg
 
 from contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
-from persistence import graph
+from kinds.mobile import repository as graph
 from persistence.events import append_events
 from tests.mobile_helpers import new_mobile_run
 

@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from activities.mobile.artifacts import LocalArtifactStore
+from activities.artifacts import LocalArtifactStore
 from tests.helpers import eventually
 from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
 from waystation.retention_schedule import SCHEDULE_ID, ensure_retention_schedule

@@ -6,10 +6,12 @@ from __future__ import annotations
 import difflib
 
 from persistence.schema_dump import SCHEMA_FILE, dump_schema
+from waystation.registry import load_registry
 
 
 async def test_schema_file_is_what_the_migrations_produce(database_url: str):
-    produced = await dump_schema(database_url)
+    folders = load_registry(use_entry_points=False).migration_folders()
+    produced = await dump_schema(database_url, folders)
     committed = SCHEMA_FILE.read_text()
     diff = "".join(difflib.unified_diff(committed.splitlines(keepends=True),
                                         produced.splitlines(keepends=True),

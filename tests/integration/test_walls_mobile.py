@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.mobile.adb import typing_commands
+from kinds.mobile.activities.adb import typing_commands
 from tests.integration.test_mobile_api import SECRET, api, auth  # noqa: F401 - the api fixture
 from tests.mobile_helpers import NOTES
 from waystation.settings import Settings

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from activities.batch.templates import (
+from kinds.batch.activities.templates import (
     MAX_LOOP_NESTING,
     MAX_OUTPUT_CHARS,
     OverBudget,

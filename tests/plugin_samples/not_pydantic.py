@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from contracts.kinds import RunKind
-from workflows.validation import ValidationRun
+from kinds.validation.workflow import ValidationRun
 
 
 @dataclass

@@ -2,6 +2,6 @@
 
 from dataclasses import replace
 
-from workflows.validation_kind import VALIDATION
+from kinds.validation.kind import VALIDATION
 
 RUN_KINDS = [replace(VALIDATION, workflow_id_prefix="mine-")]

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.validation import ValidationRun
-from workflows.validation_models import ValidationRunInput, ValidationRunResult
+from kinds.validation.models import ValidationRunInput, ValidationRunResult
+from kinds.validation.workflow import ValidationRun
 
 PAUSE = timedelta(seconds=1)
 

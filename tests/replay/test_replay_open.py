@@ -16,17 +16,17 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker._worker import load_default_build_id
 
 from activities.agents import backend_named
+from kinds.batch.workflow import BatchJob
+from kinds.validation.kind import VALIDATION
+from kinds.validation.workflow import ValidationRun
 from persistence import runs as runs_repo
 from tests.helpers import eventually, new_validation_run
 from tests.plugin_samples.validation_variants import PatchedTimerFirst, TimerFirst
 from waystation import cli, registry
 from waystation.cluster_replay import check_runs
 from waystation.worker import build_worker
-from workflows.batch import BatchJob
 from workflows.retention import RetentionSweep
 from workflows.retention_models import RetentionSweepInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
 
 GATE = "approve_founders_brief"
 
@@ -53,8 +53,8 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, dev_env: WorkflowEnvironment,
             ) -> tuple[int, str]:
     """`waystation ARGV` on the dev server with ValidationRun's class swapped for `workflow`."""
     swapped = tuple(dataclasses.replace(k, workflow=workflow) if k.name == VALIDATION.name else k
-                    for k in registry.BUILTIN_KINDS)
-    monkeypatch.setattr(registry, "BUILTIN_KINDS", swapped)
+                    for k in registry.builtin_kinds())
+    monkeypatch.setattr(registry, "builtin_kinds", lambda: swapped)
     monkeypatch.setenv("TEMPORAL_ADDRESS", dev_env.client.service_client.config.target_host)
     monkeypatch.setenv("TEMPORAL_NAMESPACE", dev_env.client.namespace)
     status = cli.main(argv)

@@ -16,14 +16,14 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
+from kinds.batch.kind import BATCH
+from kinds.batch.models import BatchRunInput, PauseInput
+from kinds.batch.workflow import TEST_GATE, BatchJob
 from persistence import runs as runs_repo
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
-from workflows.batch import TEST_GATE, BatchJob
-from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchRunInput, PauseInput
 from workflows.gates import DecisionInput
 
 TASK_QUEUE = "record-batch-histories"

@@ -19,6 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from contracts.gate_policy import GATE_POLICY_MEMO
 from contracts.kinds import ForkPoint, RunStart
+from kinds.validation.kind import VALIDATION
+from kinds.validation.workflow import ValidationRun
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
@@ -26,8 +28,6 @@ from tests.helpers import FailingTasks, eventually, new_validation_run, wait_gat
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput, DelegateInput, ReopenInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
 
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")

@@ -17,6 +17,9 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
+from kinds.mobile.kind import MOBILE
+from kinds.mobile.models import MobileFork, MobileRunState
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually
@@ -24,9 +27,6 @@ from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from workflows.gates import DecisionInput
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_kind import MOBILE
-from workflows.mobile_models import MobileFork, MobileRunState
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 TASK_QUEUE = "record-mobile-histories"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from activities.mobile.adb import AdbDriver, escape_input_text, parse_focus
-from activities.mobile.driver import DriverError
-from activities.mobile.identity import identify
-from activities.mobile.simulator.driver import SimulatorDriver
-from activities.mobile.uixml import parse_hierarchy
+from kinds.mobile.activities.adb import AdbDriver, escape_input_text, parse_focus
+from kinds.mobile.activities.driver import DriverError
+from kinds.mobile.activities.identity import identify
+from kinds.mobile.activities.simulator.driver import SimulatorDriver
+from kinds.mobile.activities.uixml import parse_hierarchy
 from tests.mobile_helpers import NOTES
 
 FAKE_ADB = """#!{python}

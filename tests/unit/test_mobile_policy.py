@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from activities.mobile.identity import identify
-from activities.mobile.models import ActionView, ExploreStepResult
-from activities.mobile.simulator.driver import (
+from kinds.mobile.activities.identity import identify
+from kinds.mobile.activities.models import ActionView, ExploreStepResult
+from kinds.mobile.activities.simulator.driver import (
     KEYBOARD_PACKAGE,
     LAUNCHER_PACKAGE,
     SimulatorDriver,
     bundled_packages,
     load_app,
 )
-from activities.mobile.uixml import parse_hierarchy
+from kinds.mobile.activities.uixml import parse_hierarchy
+from kinds.mobile.policy import ExplorationState, GreedyDfs
 from tests.mobile_helpers import NOTES, SHOP, reachable_screens
 from tests.mobile_offline import explore_offline
-from workflows.mobile_policy import ExplorationState, GreedyDfs
 
 
 def test_bundled_apps_are_big_enough():

@@ -12,14 +12,14 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from activities.agents.openai_compatible import OpenAICompatibleBackend
-from persistence import jobs as jobs_repo
+from kinds.batch import repository as jobs_repo
+from kinds.batch.models import BatchInput
 from persistence import runs as runs_repo
 from tests.batch_helpers import new_batch_run
 from tests.helpers import wait_gate
 from tests.openai_stub import OpenAIStub, Recorded, Reply
 from tests.workflows.test_batch_workflow import outputs, run_with, start, units
 from tests.workflows.test_validation_workflow import decide
-from workflows.batch_models import BatchInput
 
 # The pipeline of docs/batch.md, plus a scored step with a schema.
 STEPS = [

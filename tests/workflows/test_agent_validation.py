@@ -18,12 +18,13 @@ from temporalio.worker import Worker
 
 from activities.agents import AgentRequest, backend_named
 from activities.agents.openai_compatible import OpenAICompatibleBackend
-from activities.validation.outputs import (
+from kinds.validation.activities.outputs import (
     DesirabilityEvidence,
     Experiment,
     FitAssessment,
     ValidationSignal,
 )
+from kinds.validation.workflow import ValidationRun
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -31,7 +32,6 @@ from tests.helpers import new_validation_run, wait_gate
 from tests.openai_stub import Fail, OpenAIStub, Reply
 from tests.workflows.test_validation_workflow import decide, start
 from waystation.worker import build_worker
-from workflows.validation import ValidationRun
 
 EVIDENCE = DesirabilityEvidence(summary="1 of 2 passed", experiments=[
     Experiment(name="pre-order page", metric="conversion_pct", result=7.5, threshold=5,

@@ -13,9 +13,12 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest
-from activities.batch import items as batch_items
+from kinds.batch import repository as jobs_repo
+from kinds.batch.activities import items as batch_items
+from kinds.batch.kind import BATCH
+from kinds.batch.models import BatchRunInput, BatchRunResult, PauseInput
+from kinds.batch.workflow import BatchJob
 from persistence import events as events_repo
-from persistence import jobs as jobs_repo
 from persistence import runs as runs_repo
 from tests.batch_helpers import (
     ScriptedBackend,
@@ -26,9 +29,6 @@ from tests.batch_helpers import (
 )
 from tests.helpers import eventually
 from waystation.worker import build_worker
-from workflows.batch import BatchJob
-from workflows.batch_kind import BATCH
-from workflows.batch_models import BatchRunInput, BatchRunResult, PauseInput
 from workflows.gates import DecisionInput
 
 

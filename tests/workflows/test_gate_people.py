@@ -24,6 +24,9 @@ from activities.agents import backend_named
 from activities.decision_mail import MailSettings
 from contracts.gate_policy import GATE_POLICY_MEMO
 from contracts.refusals import ALREADY_VOTED, INVALID_ANSWER, INVALID_DELEGATION, NOT_ALLOWED
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationRunInput
+from kinds.validation.workflow import ValidationRun
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -35,9 +38,6 @@ from tests.helpers import eventually, new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput, DelegateInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationRunInput
 
 GATE = "approve_founders_brief"
 

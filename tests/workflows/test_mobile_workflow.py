@@ -13,6 +13,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.agents import backend_named
+from kinds.mobile.kind import MOBILE
+from kinds.mobile.models import MobileAgentRunInput, MobileAgentRunResult
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
@@ -22,9 +25,6 @@ from waystation.temporal_client import DATA_CONVERTER, register_search_attribute
 from waystation.testing import installed_binary
 from waystation.worker import build_worker
 from workflows.gates import DecisionInput
-from workflows.mobile import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from workflows.mobile_kind import MOBILE
-from workflows.mobile_models import MobileAgentRunInput, MobileAgentRunResult
 
 
 @pytest_asyncio.fixture

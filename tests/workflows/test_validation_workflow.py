@@ -14,15 +14,15 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
+from kinds.validation.kind import VALIDATION
+from kinds.validation.models import ValidationRunInput, ValidationRunResult
+from kinds.validation.workflow import ValidationRun
 from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually, new_validation_run, wait_gate
 from workflows.gates import DecisionInput
-from workflows.validation import ValidationRun
-from workflows.validation_kind import VALIDATION
-from workflows.validation_models import ValidationRunInput, ValidationRunResult
 
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:

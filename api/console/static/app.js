@@ -1,7 +1,8 @@
 // The console's entry point: who is signed in, then one view per URL fragment:
 //   #/                 the inbox            #/runs             the runs list
 //   #/runs/<id>        a run (any kind; batch jobs and mobile runs add their own sections)
-//   #/workers          the worker processes and the items they run
+//   #/<page>           a kind's own page (RunKind.console_pages; the batch kind's #/workers:
+//                      the worker processes and the items they run), linked in the nav
 
 import { api, ApiError, setCsrfToken } from "./api.js";
 import { showSignIn, showUser } from "./app_shell.js";
@@ -9,7 +10,6 @@ import { replace } from "./dom.js";
 import { mountInbox } from "./inbox.js";
 import { mountRun } from "./run.js";
 import { mountRuns } from "./runs.js";
-import { mountWorkers } from "./workers.js";
 
 const main = document.getElementById("main");
 let session = null;
@@ -19,8 +19,33 @@ const ROUTES = [
   [/^#?\/?$/, () => mountInbox(main, session)],
   [/^#\/runs\/?(\?.*)?$/, () => mountRuns(main, session)],
   [/^#\/runs\/([0-9a-f-]{36})$/, (id) => mountRun(main, session, id)],
-  [/^#\/workers\/?$/, () => mountWorkers(main)],
 ];
+
+// A kind's own page: its module, served from the kind's package, mounted once it arrives.
+function kindPage(kind, name) {
+  return () => {
+    let cleanup = null;
+    let closed = false;
+    import(`./kinds/${encodeURIComponent(kind)}/${encodeURIComponent(name)}.js`).then(
+      (page) => { if (!closed) cleanup = page.mount(main, session); },
+      (error) => { main.textContent = `The ${name} page did not load: ${error.message}`; });
+    return () => {
+      closed = true;
+      if (cleanup) cleanup();
+    };
+  };
+}
+
+function addKindPages() {
+  const nav = document.querySelector("nav");
+  for (const { kind, name, title } of session.kind_pages || []) {
+    ROUTES.push([new RegExp(`^#\\/${name}\\/?$`), kindPage(kind, name)]);
+    const link = document.createElement("a");
+    link.href = `#/${name}`;
+    link.textContent = title;
+    nav.append(link);
+  }
+}
 
 function route() {
   if (unmount) unmount();
@@ -60,6 +85,7 @@ async function boot() {
   }
   setCsrfToken(session.csrf_token);
   showUser(session);
+  addKindPages();
   window.addEventListener("hashchange", route);
   route();
 }

@@ -1,20 +1,24 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
-// snapshot history and every decision. Kinds with more to show (batch jobs, mobile runs) add
-// sections through KIND_SECTIONS; any other kind gets this page as it is. Its owner may hide a
+// snapshot history and every decision. A kind with more to show adds its own section: a module
+// of its package (RunKind.console_module) served as kinds/<kind>.js and loaded here, whose
+// `mount(slot, run, { onChange })` may return a cleanup; any other kind gets this page as it is. Its owner may hide a
 // finished run and restore it. A fork links to the run it was forked from.
 
 import { api } from "./api.js";
 import { announce } from "./app_shell.js";
-import { mountBatch } from "./batch.js";
 import { debounce, frameBatcher, h, money, replace, shortId, statusBadge, timeTag } from "./dom.js";
 import { decisionCard } from "./decision_card.js";
-import { mountMobile } from "./mobile.js";
 import { runSummary } from "./runs.js";
 import { followStream } from "./sse_reader.js";
 import { createSnapshots } from "./snapshots.js";
 import { createTimeline } from "./timeline.js";
 
-const KIND_SECTIONS = { batch: mountBatch, mobile_agent: mountMobile };
+
+// The `mount` of the run's kind's console section, or null when its kind has none.
+async function kindSection(session, kind) {
+  if (!(session.kind_sections || []).includes(kind)) return null;
+  return (await import(`./kinds/${encodeURIComponent(kind)}.js`)).mount;
+}
 const FINAL = new Set(["completed", "failed", "canceled"]);
 
 // Where a fork (POST /runs/{id}/fork) came from: a link to its source, the snapshot, and the
@@ -39,6 +43,7 @@ function section(id, title, ...content) {
 
 export function mountRun(main, session, runId) {
   const cleanups = [];
+  let closed = false;  // left before a kind's section module arrived: mount nothing
   const heading = h("h1", {}, `Run ${shortId(runId)}`);
   const facts = h("dl", { class: "facts" });
   const actions = h("div", { class: "actions" });
@@ -106,6 +111,7 @@ export function mountRun(main, session, runId) {
 
   // What is left of a run its owner hid: when it goes for good, and the way back.
   function showHidden(hidden) {
+    closed = true;
     cleanups.forEach((fn) => fn && fn());
     const note = h("p", { role: "status" });
     replace(main, h("h1", {}, `Run ${shortId(runId)} `, statusBadge("hidden")),
@@ -203,12 +209,16 @@ export function mountRun(main, session, runId) {
     if (!found) return;
     loadDecisions();
     snapshots.refresh().then(showCost);
-    const mount = KIND_SECTIONS[run.kind];
-    if (mount) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon }));
+    kindSection(session, run.kind).then((mount) => {
+      if (mount && !closed) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon }));
+    }, (error) => console.error(`the ${run.kind} section did not load`, error));
     // Every event not seen yet, then live ones, resuming after a drop where it was.
     cleanups.push(followStream(`/runs/${runId}/events/stream`, (events) => events.forEach(apply),
                                { onEnd: refreshSoon }));
   });
 
-  return () => cleanups.forEach((fn) => fn && fn());
+  return () => {
+    closed = true;
+    cleanups.forEach((fn) => fn && fn());
+  };
 }

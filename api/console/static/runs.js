@@ -7,7 +7,7 @@ import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
 const STATUSES = ["pending", "running", "paused", "completed", "failed", "canceled"];
 // Running runs not updated for this long (`stale_after`, seconds): stuck, not waiting.
 const STALE = [["900", "15 minutes"], ["3600", "an hour"], ["21600", "6 hours"], ["86400", "a day"]];
-// A mobile run's app package (workflows/mobile_models.py PACKAGE_PATTERN).
+// A mobile run's app package (kinds/mobile/models.py PACKAGE_PATTERN).
 const PACKAGE = "[A-Za-z][A-Za-z0-9_]*(\\.[A-Za-z0-9_]+)+";
 
 // A line that says what a run is about, whatever its kind: the longest text in its input

@@ -106,7 +106,7 @@ async def visible(call: Call, task_id: str) -> RunRow:
 
 async def task(call: Call, run: RunRow) -> Task:
     """The run as its task, now."""
-    view = await runs.run_view(call.conn, run)
+    view = await runs.run_view(call.conn, run, registry=call.registry)
     return mapping.task(view, answer=await last_answer(call, run, view))
 
 
@@ -144,7 +144,7 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                     after_seq=after_seq, limit=EVENT_PAGE))
                 # Read after the events: the state sent with them is never older than they.
                 run = await runs.visible_run(call.conn, call.user, run_id)
-                view = await runs.run_view(call.conn, run)
+                view = await runs.run_view(call.conn, run, registry=call.registry)
                 answer = await last_answer(call, run, view)
             status = mapping.task_status(view, answer=answer)
             for event in page.events:

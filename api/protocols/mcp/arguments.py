@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.queries import EventQuery, ItemQuery, RunFilter
+from api.queries import EventQuery, RunFilter
 from api.schemas import (
     DecisionRequest,
     ForkRequest,
@@ -31,7 +31,6 @@ class Arguments(BaseModel):
 
 RunId = Annotated[UUID, Field(description="The run's id (`run_id` of start_run, list_runs, "
                                          "list_pending_decisions).")]
-JobId = Annotated[UUID, Field(description="The batch job's id: the `run_id` of its batch run.")]
 # The bounds of the Idempotency-Key header (api.deps), and of a checkpoint in a path.
 IdempotencyKey = Annotated[str | None, Field(
     min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
@@ -45,14 +44,6 @@ class NoArguments(Arguments):
 
 class RunRef(Arguments):
     run_id: RunId
-
-
-class JobRef(Arguments):
-    job_id: JobId
-
-
-class RetryFailedArguments(JobRef):
-    idempotency_key: IdempotencyKey = None
 
 
 class StartRunArguments(Arguments):
@@ -94,7 +85,3 @@ class ForkRunArguments(ForkRequest, Arguments):
 class SendMessageArguments(MessageRequest, Arguments):
     run_id: RunId
     idempotency_key: IdempotencyKey = None
-
-
-class ListItemsArguments(ItemQuery, Arguments):
-    job_id: JobId

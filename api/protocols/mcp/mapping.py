@@ -46,18 +46,14 @@ from temporalio.client import Client
 from api.auth import User
 from api.deps import get_registry, get_settings, get_temporal, pooled_connection
 from api.errors import ApiError, escaped_error, invalid_request
-from api.job_schemas import ItemPage, JobView
 from api.protocols.mcp.arguments import (
     Arguments,
     DecideArguments,
     ForkRunArguments,
-    JobRef,
-    ListItemsArguments,
     ListRunsArguments,
     NoArguments,
     PendingDecisionsArguments,
     ReadEventsArguments,
-    RetryFailedArguments,
     RunRef,
     SendMessageArguments,
     StartRunArguments,
@@ -74,7 +70,7 @@ from api.schemas import (
     RunView,
     run_create_model,
 )
-from api.services import decisions, events, fork, graphs, jobs, messages, runs
+from api.services import decisions, events, fork, messages, runs
 from api.services.access import claims_of
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -155,7 +151,8 @@ async def start_run(caller: Caller, args: StartRunArguments, *,
 
 async def get_run(caller: Caller, args: RunRef) -> RunView:
     async with caller.conn() as conn:
-        return await runs.run_view(conn, await runs.visible_run(conn, caller.user, args.run_id))
+        return await runs.run_view(conn, await runs.visible_run(conn, caller.user, args.run_id),
+                                   registry=caller.registry)
 
 
 async def list_runs(caller: Caller, args: ListRunsArguments) -> RunPage:
@@ -203,25 +200,6 @@ async def fork_run(caller: Caller, args: ForkRunArguments) -> RunCreated:
         return await fork.fork_run(conn, await caller.temporal(), caller.user, source, args,
                                    registry=caller.registry, settings=caller.settings,
                                    idempotency_key=args.idempotency_key)
-
-
-async def job_progress(caller: Caller, args: JobRef) -> JobView:
-    async with caller.conn() as conn:
-        return await jobs.job_view(conn, await jobs.visible_job(conn, caller.user, args.job_id))
-
-
-async def list_items(caller: Caller, args: ListItemsArguments) -> ItemPage:
-    async with caller.conn() as conn:
-        job = await jobs.visible_job(conn, caller.user, args.job_id)
-        return await jobs.list_items(conn, job, args)
-
-
-async def retry_failed(caller: Caller, args: RetryFailedArguments) -> RunCreated:
-    async with caller.conn() as conn:
-        job = await jobs.visible_job(conn, caller.user, args.job_id)
-        return await jobs.retry_failed(conn, await caller.temporal(), caller.user, job,
-                                       settings=caller.settings,
-                                       idempotency_key=args.idempotency_key)
 
 
 def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
@@ -275,16 +253,6 @@ def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
                  "of the source's input. The source is untouched. Refused "
                  "(`fork_not_supported`) for a kind that cannot fork, with the reason.",
                  ForkRunArguments, RunCreated, fork_run, read_only=False),
-        ToolSpec("job_progress", "A batch job's progress: its status, items counted by status, "
-                 "cost and tokens, steps.",
-                 JobRef, JobView, job_progress),
-        ToolSpec("list_items", "A batch job's items in order, optionally only those with "
-                 "`status` (pending, running, retrying, completed, failed): payload, result, "
-                 "error, retries, path; pass `next_cursor` back as `cursor` to read on.",
-                 ListItemsArguments, ItemPage, list_items),
-        ToolSpec("retry_failed", "Run the failed items of a finished batch job again, as a new "
-                 "job with the same pipeline; returns the new job's `run_id`.",
-                 RetryFailedArguments, RunCreated, retry_failed, read_only=False),
     ]
 
 
@@ -295,7 +263,9 @@ class Tools:
     def __init__(self, registry: Registry) -> None:
         run_create = TypeAdapter(run_create_model(
             [registered.kind for registered in registry.kinds.values()]))
-        self.specs = {spec.name: spec for spec in tool_specs(run_create)}
+        # The core's tools, then each kind's own (`RunKind.mcp_tools`).
+        self.specs = {spec.name: spec for spec in [*tool_specs(run_create),
+                                                   *registry.mcp_tools()]}
         self.input_schemas = {name: spec.arguments.model_json_schema()
                               for name, spec in self.specs.items()}
         self.input_schemas["start_run"]["properties"]["kind"]["enum"] = registry.names
@@ -370,22 +340,22 @@ def protocol_errors(where: str, **data: Any) -> Iterator[None]:
 
 RUN_URI = "waystation://runs/{run_id}"
 _RESOURCE = re.compile(r"^waystation://runs/(?P<run_id>[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12})"
-                       r"(?P<part>|/snapshots/latest|/graph)$", re.IGNORECASE)
+                       r"(?P<part>(/[a-z_]+)*)$", re.IGNORECASE)
 _TEMPLATES = [
     ResourceTemplate(name="run", uri_template=RUN_URI, mime_type="application/json",
                      description="A run, as get_run answers it."),
     ResourceTemplate(name="latest_snapshot", uri_template=RUN_URI + "/snapshots/latest",
                      mime_type="application/json",
                      description="The run's newest full-state snapshot."),
-    ResourceTemplate(name="screen_graph", uri_template=RUN_URI + "/graph",
-                     mime_type="application/json",
-                     description="The screen graph a mobile_agent run explored: screens and "
-                                 "the actions between them."),
 ]
 
 
-def resource_templates() -> ListResourceTemplatesResult:
-    return ListResourceTemplatesResult(resource_templates=_TEMPLATES)
+def resource_templates(registry: Registry) -> ListResourceTemplatesResult:
+    """The core's run resources, then the kinds' (`RunKind.mcp_run_resources`)."""
+    return ListResourceTemplatesResult(resource_templates=[*_TEMPLATES, *(
+        ResourceTemplate(name=r.name, uri_template=RUN_URI + r.part,
+                         mime_type="application/json", description=r.description)
+        for r in registry.mcp_run_resources())])
 
 
 async def list_resources(caller: Caller) -> ListResourcesResult:
@@ -401,11 +371,12 @@ async def list_resources(caller: Caller) -> ListResourcesResult:
 
 
 async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
-    """A run, its latest snapshot or its screen graph, as JSON; JSON-RPC -32602 for a
-    resource that does not exist or that the caller may not see."""
+    """A run, its latest snapshot or a kind's resource of it (a mobile run's screen graph), as
+    JSON; JSON-RPC -32602 for a resource that does not exist or that the caller may not see."""
     found = _RESOURCE.match(uri)
+    kinds = {r.part: r for r in caller.registry.mcp_run_resources()}
     with protocol_errors("MCP resources/read", uri=uri):
-        if found is None:
+        if found is None or found["part"] not in ("", "/snapshots/latest", *kinds):
             raise ApiError(404, "resource_not_found", f"no resource {uri!r}; see "
                                                       "resources/templates/list")
         async with caller.conn() as conn:
@@ -413,10 +384,10 @@ async def read_resource(caller: Caller, uri: str) -> ReadResourceResult:
             content: Any
             if found["part"] == "/snapshots/latest":
                 content = await events.latest_snapshot(conn, run)
-            elif found["part"] == "/graph":
-                content = await graphs.run_graph(conn, run)
+            elif found["part"] in kinds:
+                content = await kinds[found["part"]].read(conn, run)
             else:
-                content = await runs.run_view(conn, run)
+                content = await runs.run_view(conn, run, registry=caller.registry)
     return ReadResourceResult(contents=[TextResourceContents(
         uri=uri, mime_type="application/json", text=pydantic_core.to_json(content).decode())])
 

@@ -76,7 +76,7 @@ def build_server(registry: Registry) -> Server[Any]:
 
     async def list_templates(ctx: ServerRequestContext[Any], params: PaginatedRequestParams
                              | None) -> ListResourceTemplatesResult:
-        return mapping.resource_templates()
+        return mapping.resource_templates(mapping.Caller.of(ctx.request).registry)
 
     async def read_resource(ctx: ServerRequestContext[Any],
                             params: ReadResourceRequestParams) -> ReadResourceResult:

@@ -97,7 +97,7 @@ async def _task(caller: Caller, task_id: str) -> dict[str, Any]:
     with protocol_errors("MCP tasks", taskId=task_id):
         async with caller.conn() as conn:
             run = await runs.visible_run(conn, caller.user, _run_id(task_id))
-            view = await runs.run_view(conn, run)
+            view = await runs.run_view(conn, run, registry=caller.registry)
     return detailed_task(view, console_base=caller.settings.console_base)
 
 

@@ -1,0 +1,15 @@
+"""The batch kind: many items through a pipeline of prompt-template steps (seeds 002, 004).
+
+- `kind.py`: the `RunKind` descriptor (registered as the entry point `batch`), with its hooks;
+- `workflow.py`, `models.py`, `rerun.py`: the `BatchJob` workflow, its models, re-runs;
+- `activities/`: item loading, templates, output checks and the activities that run items;
+- `repository.py` and `queries/`: the `jobs`, `work_units` and `item_outputs` tables (created
+  by the core's migrations 004, 022, 052, 061-063, applied before the kind moved here);
+- `routes/`, `service.py`, `schemas.py`, `items_policy.py`: `/jobs` and `/items`;
+- `routes/workers.py`, `workers_*.py`, `queries/workers.sql`: `/workers`, the worker
+  processes and the items they run;
+- `mcp.py`: its MCP tools;
+- `console.js`: the run page's batch sections.
+
+Import no submodule here: the worker imports the workflow module in Temporal's sandbox.
+"""

@@ -1,0 +1,16 @@
+"""The mobile exploration kind (`mobile_agent`): an agent explores an Android app and records
+its screen graph (seed 001).
+
+- `kind.py`: the `RunKind` descriptor with its hooks (its start check: `device_policy.py`);
+- `workflow.py`, `models.py`, `policy.py`: the `MobileAgentRun` workflow, its models and the
+  exploration policy;
+- `activities/`: device drivers (adb, the bundled simulator), the UI-hierarchy parser, screen
+  identity and the step activity that writes the screen graph;
+- `repository.py` and `queries/`: the graph tables (`apps`, `screens`, `actions`, `edges`,
+  `graph_persistence_outcomes`; created by the core's migrations 005, 027, 030, 050, applied
+  before the kind moved here);
+- `routes.py`, `service.py`, `graph_render.py`: `/apps/...`, `/runs/{id}/graph`, artifacts;
+- `console.js`: the run page's mobile section.
+
+Import no submodule here: the worker imports the workflow module in Temporal's sandbox.
+"""

@@ -1,0 +1,95 @@
+"""The mobile exploration run as a registered run kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any
+
+from activities.artifacts import LocalArtifactStore
+from activities.deps import WorkerDeps
+from contracts.kinds import (
+    ForkPoint,
+    ForkRefused,
+    KindRetention,
+    RunKind,
+    RunResource,
+    RunStart,
+    StartCheck,
+)
+from kinds.mobile import repository as graph_repo
+from kinds.mobile.activities.steps import MobileActivities
+from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+
+
+def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
+    store = LocalArtifactStore(deps.artifact_dir) if deps.artifact_dir else None
+    activities = MobileActivities(deps.pool, store)
+    return [activities.explore_step, activities.restore_fork]
+
+
+def _summary(run: RunStart) -> str:
+    return f"Explore {run.input.app_package} ({run.input.driver}) for {run.owner}"
+
+
+def _details(run: RunStart) -> str:
+    inp: MobileInput = run.input
+    return (f"run {run.run_id} · up to {inp.max_steps} steps · policy {inp.policy} · "
+            f"sensitive actions: {inp.sensitive_actions}")
+
+
+async def _start_check(start: StartCheck) -> None:
+    """A device attached to the worker is driven only by whom the operator allows."""
+    from kinds.mobile.device_policy import check_device  # the API's, never the worker's
+
+    check_device(start.input, start.user, start.settings)
+
+
+def _routers() -> list[Any]:
+    from kinds.mobile import routes  # the API's, never the worker's
+
+    return [routes.router]
+
+
+def _mcp_run_resources() -> list[RunResource]:
+    from kinds.mobile import service  # the API's, never the worker's
+
+    return [RunResource(name="screen_graph", part="/graph",
+                        description="The screen graph a mobile_agent run explored: screens and "
+                                    "the actions between them.",
+                        read=service.run_graph)]
+
+
+def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
+    """A new exploration from the screen the snapshot's step stood at, carrying the graph
+    recorded up to that step (workflows.mobile `_restore`)."""
+    inp: MobileInput = run.input
+    state = MobileRunState.model_validate(point.state)
+    if point.decision is not None:
+        raise ForkRefused("a mobile fork starts from a step, and asks again before any "
+                          "sensitive action it comes to: there is no decision to amend",
+                          field="decision", code="invalid_request")
+    if inp.app_package != state.app_package:
+        raise ForkRefused(f"a fork explores its source's app, {state.app_package}",
+                          field="input.app_package", code="invalid_request")
+    if not inp.persist:
+        raise ForkRefused("a fork carries on from the recorded graph: it must record its own",
+                          field="input.persist", code="invalid_request")
+    if inp.max_steps <= state.step:
+        raise ForkRefused(f"the fork carries on after step {state.step}: max_steps counts "
+                          "from the source's first step", field="input.max_steps",
+                          code="invalid_request")
+    return MobileAgentRunInput(run_id=run.run_id, owner=run.owner, input=inp, fork=MobileFork(
+        source_run_id=point.source_run_id, state=state, forked_from=point.forked_from))
+
+
+MOBILE = RunKind(
+    name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
+    workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
+    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
+    console_module=resources.files(__package__) / "console.js", routers=_routers,
+    mcp_run_resources=_mcp_run_resources,
+    retention=KindRetention(archive=graph_repo.archive_sections,
+                            forget_artifacts=graph_repo.forget_artifacts),
+    description="An agent explores an Android app and records its screen graph (seed 001).")

@@ -1,0 +1,63 @@
+"""The validation run as a registered run kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from activities.deps import WorkerDeps
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
+from kinds.validation.activities.crew_tasks import CrewTaskActivities
+from kinds.validation.models import (
+    ValidationInput,
+    ValidationRunInput,
+    ValidationRunState,
+    ValidationStart,
+)
+from kinds.validation.phases import PHASES, phase_completed
+from kinds.validation.workflow import ValidationRun
+from workflows.gates import DecisionInput
+
+
+def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
+    return [CrewTaskActivities(deps.pool, deps.backend).run_crew_task]
+
+
+def _summary(run: RunStart) -> str:
+    return f"Validation run for {run.owner}: {shorten(run.input.entrepreneur_input)}"
+
+
+def _details(run: RunStart) -> str:
+    return (f"run {run.run_id} · gates: {', '.join(run.input.gates) or 'none'} · "
+            f"expiry policy: {run.input.expiry_policy}")
+
+
+def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
+    """A validation run from the snapshot's phase: at its gate when the phase had done its work
+    (its outputs kept), else from the phase's first task."""
+    state = ValidationRunState.model_validate(point.state)
+    phase = PHASES[state.current_phase]
+    at_gate = point.checkpoint == phase.checkpoint or point.label in (
+        phase_completed(phase.number), "completed")  # the lifecycle's last snapshot
+    decision = None
+    if point.decision is not None:
+        if point.checkpoint != phase.checkpoint:
+            raise ForkRefused(f"snapshot {point.snapshot} waits at {point.checkpoint!r}, and a "
+                              f"fork from it re-runs phase {phase.number} from its first task: "
+                              f"only the phase's gate {phase.checkpoint!r} takes a decision",
+                              field="decision", code="invalid_request")
+        if phase.checkpoint not in run.input.gates:
+            raise ForkRefused(f"the fork's input has no gate {phase.checkpoint!r} to decide",
+                              field="decision", code="invalid_request")
+        decision = DecisionInput.model_validate(point.decision)
+    return ValidationRunInput(run_id=run.run_id, owner=run.owner, input=run.input,
+                              start_from=ValidationStart(state=state, at_gate=at_gate,
+                                                         decision=decision,
+                                                         forked_from=point.forked_from))
+
+
+VALIDATION = RunKind(
+    name="validation", workflow=ValidationRun, input_model=ValidationInput,
+    workflow_id_prefix="validation-", summary=_summary, details=_details,
+    activities=_activities, fork=_fork,
+    description="Five phases of crew work with human gates (seed 000).")
