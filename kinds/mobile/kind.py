@@ -63,7 +63,7 @@ def _mcp_run_resources() -> list[RunResource]:
 
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
     """A new exploration from the screen the snapshot's step stood at, carrying the graph
-    recorded up to that step (workflows.mobile `_restore`)."""
+    recorded up to that step (kinds.mobile.workflow `_restore`)."""
     inp: MobileInput = run.input
     state = MobileRunState.model_validate(point.state)
     if point.decision is not None:

@@ -39,7 +39,7 @@ from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_wr
 TRANSITIONAL_RETRIES = 3
 MAX_SESSIONS = 64
 # How long a step's writes wait for the database to come back (a restart, a failover); the
-# workflow gives a step longer than this (workflows.mobile LOCAL_STEP_TIMEOUT).
+# workflow gives a step longer than this (kinds.mobile.workflow LOCAL_STEP_TIMEOUT).
 OUTAGE_PATIENCE_SECONDS = 75.0
 T = TypeVar("T")
 
