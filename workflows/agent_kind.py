@@ -1,9 +1,11 @@
-"""The `agent` run kind: a registered PydanticAI agent or LangGraph graph as a durable
-conversation."""
+"""The `agent` run kind: a registered PydanticAI agent, LangGraph graph or OpenAI Agents SDK
+agent as a durable conversation. Its console section (`agent_console.js`, beside this file
+until the kind moves to `kinds/agent/`) shows the conversation and takes the next message."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from activities.agent_registry import agent_activities
@@ -53,6 +55,6 @@ def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
-    fork=_fork,
-    description="A PydanticAI agent or LangGraph graph as a durable conversation, with "
-                "tool-call approvals (issue 12, seed 003, issue 28).")
+    fork=_fork, console_module=Path(__file__).with_name("agent_console.js"),
+    description="A PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent as a durable "
+                "conversation, with tool-call approvals (issue 12, seed 003, issue 28).")

@@ -1,0 +1,55 @@
+"""An agent run's conversation in the console: the messages so far, the agent's answers, and a
+box that sends the next message (headless chromium, the real API and a real worker with the
+offline planner; the fixtures of test_console_browser)."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+from playwright.async_api import expect
+
+from tests.browser.test_console_browser import (  # noqa: F401 - fixtures
+    bearer,
+    browser,
+    chromium,
+    live,
+    shot,
+    signed_in_page,
+    start,
+)
+
+
+async def test_a_person_converses_with_an_agent_run_from_its_page(browser, live, pool):  # noqa: F811
+    user = f"ag-{uuid.uuid4().hex[:6]}"
+    run_id = await start(live, user, "agent", {"agent": "planner"})
+    page = await signed_in_page(browser, live, pool, user)
+    await page.goto(f"{live.url}/#/runs/{run_id}")
+    panel = page.locator("section[aria-labelledby='conversation-h']")
+    await expect(panel.get_by_text("No messages yet.")).to_be_visible()
+
+    box = page.get_by_label("Your message")
+    await box.fill("Hello! What can you do for our wedding?")
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator("#agent-message-status")).to_have_text(
+        "Message 1 sent (turn 1).")
+    await expect(box).to_have_value("")
+    conversation = page.locator("#conversation")
+    await expect(conversation.locator("li.person")).to_contain_text(
+        "Hello! What can you do for our wedding?")
+    await expect(conversation.locator("li.person")).to_contain_text(user)
+    # The planner's answer (it says what it needs to search), written at the turn's end.
+    await expect(conversation.locator("li.agent")).to_have_count(1)
+    assert (await conversation.locator("li.agent p").inner_text()).strip()
+    await shot(page, "agent-conversation")
+
+    # An empty message is not sent; a run that has ended takes none.
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator("#agent-message-status")).to_have_text("Write a message first.")
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        canceled = await http.post(f"/runs/{run_id}/cancel", headers=bearer(user))
+    assert canceled.status_code in (200, 202), canceled.text
+    await expect(box).to_be_disabled()
+    await expect(page.locator("#agent-message-status")).to_have_text(
+        "The run has ended: it takes no more messages.")
+    await page.context.close()

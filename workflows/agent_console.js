@@ -1,0 +1,97 @@
+// The conversation of an agent run: what each person wrote and what the agent answered, the
+// tool calls between, and a box to write the next message (POST /runs/{id}/messages). A run
+// waiting at a tool's approval takes its decision in the page's "Waiting for" section; a
+// message sent then is refused with the API's reason, shown under the box.
+
+import { api } from "../api.js";
+import { h, replace, timeTag } from "../dom.js";
+
+const FINAL = new Set(["completed", "failed", "canceled"]);
+const POLL_MS = 1500;
+
+export function mount(slot, run, { onChange }) {
+  const runId = run.run_id;
+  const agentName = (run.input && run.input.agent) || "agent";
+  let afterSeq = 0;
+  let timer = null;
+  let stopped = false;
+
+  const list = h("ol", { class: "conversation", id: "conversation", "aria-live": "polite" });
+  const empty = h("p", { class: "muted" }, "No messages yet.");
+  const text = h("textarea", { id: "agent-message", rows: 3, maxlength: 20000,
+                               placeholder: "Write to the agent" });
+  const send = h("button", { type: "submit" }, "Send");
+  const status = h("p", { role: "status", id: "agent-message-status" });
+  const form = h("form", { class: "message-form", onsubmit: submit },
+    h("label", { for: "agent-message" }, "Your message"), text,
+    h("div", { class: "actions" }, send), status);
+  replace(slot, h("section", { class: "panel", "aria-labelledby": "conversation-h" },
+    h("h2", { id: "conversation-h" }, "Conversation"), empty, list, form));
+  setOpen(!FINAL.has(run.status));
+
+  function setOpen(open) {
+    if (open === !text.disabled) return;
+    text.disabled = send.disabled = !open;
+    if (!open) status.textContent = "The run has ended: it takes no more messages.";
+  }
+
+  function entry(m) {
+    const at = timeTag(m.created_at);
+    if (m.role === "user") {
+      return h("li", { class: "turn person" }, h("strong", {}, m.sent_by || "someone"), " ", at,
+               h("p", {}, m.text || ""));
+    }
+    if (m.role === "agent") {
+      return h("li", { class: "turn agent" }, h("strong", {}, agentName), " ", at,
+               h("p", {}, m.text || ""));
+    }
+    const shown = m.result === null || m.result === undefined
+      ? `calls ${m.tool}(${JSON.stringify(m.arguments || {})})`
+      : `${m.tool} returned ${typeof m.result === "string" ? m.result : JSON.stringify(m.result)}`;
+    return h("li", { class: "turn tool" }, shown);
+  }
+
+  async function poll() {
+    if (stopped) return;
+    try {
+      const page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
+      for (const m of page.messages) {
+        empty.hidden = true;
+        list.append(entry(m));
+      }
+      afterSeq = page.next_after_seq;
+      const now = await api(`/runs/${runId}`);
+      setOpen(!FINAL.has(now.status));
+    } catch (error) {
+      status.textContent = error.message;
+    }
+    if (!stopped) timer = setTimeout(poll, POLL_MS);
+  }
+
+  async function submit(event) {
+    event.preventDefault();
+    const message = text.value.trim();
+    if (!message) {
+      status.textContent = "Write a message first.";
+      return;
+    }
+    send.disabled = true;
+    try {
+      const accepted = await api(`/runs/${runId}/messages`, { method: "POST",
+                                                              body: { text: message } });
+      text.value = "";
+      status.textContent = `Message ${accepted.number} sent (turn ${accepted.turn}).`;
+      onChange();
+    } catch (error) {
+      status.textContent = error.message;
+    } finally {
+      send.disabled = false;
+    }
+  }
+
+  poll();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
