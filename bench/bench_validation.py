@@ -57,7 +57,7 @@ from waystation.temporal_client import DATA_CONVERTER, register_search_attribute
 from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
 from workflows import search_attributes
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"

@@ -48,7 +48,7 @@ from kinds.validation.phases import PHASES
 from kinds.validation.workflow import ValidationRun
 from persistence.db import create_pool
 from persistence.runs import create_run
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"

@@ -50,8 +50,8 @@ from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import DEV_SERVER_ARGS, installed_binary
 from waystation.worker import build_worker
 from workflows import search_attributes
-from workflows.gated import GatedWorkflow
-from workflows.gates import DecisionInput
+from workflows.gate_handlers import GatedWorkflow
+from workflows.gate_rules import DecisionInput
 
 STEP_TIMES = ("SELECT created_at FROM run_events WHERE run_id = $1::uuid "
               "AND type = 'step.completed' ORDER BY seq")

@@ -5,7 +5,7 @@ request. Workflows raise them; the API maps each to an error code in one place
 
 from __future__ import annotations
 
-# A gate's decision, delegation or re-opening (workflows/gates.py, workflows/gated.py).
+# A gate's decision, delegation or re-opening (workflows/gate_rules.py, workflows/gate_handlers.py).
 UNKNOWN_CHECKPOINT = "UnknownCheckpoint"
 GATE_NOT_PENDING = "GateNotPending"
 UNKNOWN_OPTION = "UnknownOption"

@@ -17,7 +17,7 @@ from tests.helpers import eventually
 from workflows.agent import AgentRun
 from workflows.agent_kind import AGENT
 from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
 LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."

@@ -63,8 +63,8 @@ from contracts.kinds import (
 from contracts.statuses import GateStatus, RunStatus
 from contracts.writes import EventWrite, GateOption
 from waystation.replay import replay_histories
-from workflows.gated import GateOutcome
-from workflows.gates import DecisionInput, GateSpec
+from workflows.gate_handlers import GateOutcome
+from workflows.gate_rules import DecisionInput, GateSpec
 from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [

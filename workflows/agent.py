@@ -60,8 +60,8 @@ with workflow.unsafe.imports_passed_through():
         MessageInput,
     )
     from workflows.agent_transcript import add_usage, turn_events
-    from workflows.gated import GateOutcome
-    from workflows.gates import GateSpec
+    from workflows.gate_handlers import GateOutcome
+    from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from contracts.statuses import ExpiryPolicy
 from contracts.writes import GateOption
-from workflows.gates import GateSpec
+from workflows.gate_rules import GateSpec
 
 RAISE_BUDGET = "raise_budget"
 STOP_BUDGET = "budget"

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from contracts.writes import EventWrite, RunEnd, RunStateWrite
     from workflows import search_attributes as sa
-    from workflows.gated import GatedWorkflow
+    from workflows.gate_handlers import GatedWorkflow
     from workflows.recorder import RunRecorder
 
 R = TypeVar("R")

@@ -1,6 +1,6 @@
 """Human decisions: the caller's inbox, a run's requests, voting, handing a vote on, and
 re-opening an expired request. A vote goes to the run's workflow as an Update, so every
-refusal comes from the one gate mechanism (workflows/gated.py)."""
+refusal comes from the one gate mechanism (workflows/gate_handlers.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from api.services.workflow_updates import execute_update
 from persistence import gates as gates_repo
 from persistence import groups as groups_repo
 from persistence.models import TERMINAL_RUN_STATUSES, GateRow, RunRow
-from workflows.gated import GatedWorkflow
-from workflows.gates import DecisionInput, DelegateInput, ReopenInput
+from workflows.gate_handlers import GatedWorkflow
+from workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
 
 
 async def inbox(conn: asyncpg.Connection, user: User, query: InboxQuery) -> DecisionList:

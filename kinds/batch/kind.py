@@ -29,7 +29,7 @@ from kinds.batch.activities.items_source import ItemsSources, items_sources
 from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
 from kinds.batch.rerun import RerunRefused, rerun_input
 from kinds.batch.workflow import BatchJob
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from contracts.output_flags import OutputFlag
 from kinds.batch.activities.spec import END, BatchJobSpec, Branch, StepDef
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 class KeptOutput(BaseModel):

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         PauseResult,
     )
     from workflows.budget import RAISE_BUDGET, STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gates import DecisionInput, GateSpec, feedback_number
+    from workflows.gate_rules import DecisionInput, GateSpec, feedback_number
     from workflows.lifecycle import RunWorkflow
 
 PREPARE_TIMEOUT = timedelta(minutes=30)

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         restored_state,
         route,
     )
-    from workflows.gates import GateSpec
+    from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).

@@ -13,7 +13,7 @@ from typing import Any
 from contracts.writes import GateOption
 from kinds.validation.models import ValidationInput, ValidationRunState
 from kinds.validation.phases import PhaseDef, TaskDef, segment_option
-from workflows.gates import GateSpec
+from workflows.gate_rules import GateSpec
 
 APPROVE = GateOption(value="approve", label="Approve", description="Continue to the next phase.")
 REJECT = GateOption(value="reject", label="Reject",

@@ -16,7 +16,7 @@ from kinds.validation.models import (
 )
 from kinds.validation.phases import PHASES, phase_completed
 from kinds.validation.workflow import ValidationRun
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:

@@ -20,7 +20,7 @@ from kinds.validation.activities.outputs import (
     ViabilityEvidence,
 )
 from kinds.validation.phases import CHECKPOINTS
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
 

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import search_attributes as sa
     from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gates import DecisionInput, OpenGate, feedback_number
+    from workflows.gate_rules import DecisionInput, OpenGate, feedback_number
     from workflows.lifecycle import RunWorkflow
 
 TASK_TIMEOUT = timedelta(minutes=10)

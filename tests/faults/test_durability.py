@@ -48,7 +48,7 @@ from tests.fault_helpers import (
 from tests.helpers import eventually, new_validation_run, wait_gate
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 ROOT = Path(__file__).resolve().parents[2]
 CREW_TASKS = sum(len(p.tasks) for p in PHASES)

@@ -23,7 +23,7 @@ from contracts.user_schemas import (
 from contracts.writes import GateOption
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from tests.integration.test_batch_api import api, submit  # noqa: F401 - the api fixture
-from workflows.gates import DecisionInput, GateSpec, _check_answer
+from workflows.gate_rules import DecisionInput, GateSpec, _check_answer
 
 CATASTROPHIC = {"type": "string", "pattern": "^(a+)+$"}
 

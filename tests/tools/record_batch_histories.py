@@ -24,7 +24,7 @@ from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 TASK_QUEUE = "record-batch-histories"
 STEPS = [

@@ -27,7 +27,7 @@ from persistence import snapshots as snapshots_repo
 from tests.helpers import FailingTasks, eventually, new_validation_run, wait_gate
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
-from workflows.gates import DecisionInput, DelegateInput, ReopenInput
+from workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
 
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")

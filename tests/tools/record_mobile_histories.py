@@ -26,7 +26,7 @@ from tests.helpers import eventually
 from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 TASK_QUEUE = "record-mobile-histories"

@@ -29,7 +29,7 @@ from tests.batch_helpers import (
 )
 from tests.helpers import eventually
 from waystation.worker import build_worker
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 @pytest_asyncio.fixture

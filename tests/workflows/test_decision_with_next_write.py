@@ -41,8 +41,8 @@ from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker
 from workflows import search_attributes as sa
-from workflows.gated import GatedWorkflow
-from workflows.gates import DecisionInput
+from workflows.gate_handlers import GatedWorkflow
+from workflows.gate_rules import DecisionInput
 from workflows.lifecycle import RUN_FAILED_ERROR
 
 T = TypeVar("T")

@@ -37,7 +37,7 @@ from persistence.webhooks import create_webhook
 from tests.helpers import eventually, new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
-from workflows.gates import DecisionInput, DelegateInput
+from workflows.gate_rules import DecisionInput, DelegateInput
 
 GATE = "approve_founders_brief"
 

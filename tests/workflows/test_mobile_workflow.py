@@ -24,7 +24,7 @@ from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run,
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import installed_binary
 from waystation.worker import build_worker
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 @pytest_asyncio.fixture

@@ -22,7 +22,7 @@ from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import snapshots as snapshots_repo
 from tests.helpers import eventually, new_validation_run, wait_gate
-from workflows.gates import DecisionInput
+from workflows.gate_rules import DecisionInput
 
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:
@@ -196,7 +196,7 @@ async def test_gate_expires_after_seven_days_by_policy(time_env, pool, worker, t
         with pytest.raises(WorkflowUpdateFailedError) as raised:
             await decide(handle, "approve_founders_brief")
         assert raised.value.cause.type == "GateNotPending"
-        from workflows.gates import ReopenInput
+        from workflows.gate_rules import ReopenInput
         view = await handle.execute_update(
             ValidationRun.reopen,
             ReopenInput(checkpoint_name="approve_founders_brief", requested_by="alice"))
@@ -207,7 +207,7 @@ async def test_gate_expires_after_seven_days_by_policy(time_env, pool, worker, t
 
 async def test_reopen_supersedes_pending_request_and_refuses_stale_citation(
         time_env, pool, worker, task_queue):
-    from workflows.gates import ReopenInput
+    from workflows.gate_rules import ReopenInput
     arg = await new_validation_run(pool, gates=["approve_founders_brief"])
     handle = await start(time_env.client, arg, task_queue)
     await wait_gate(pool, arg.run_id, "approve_founders_brief")

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.refusals import GATE_NOT_PENDING
     from contracts.statuses import GateStatus, RunStatus
     from contracts.writes import DelegationWrite, GateNoticeWrite, RunStateWrite
-    from workflows.gates import (
+    from workflows.gate_rules import (
         SYSTEM_DECIDER,
         DecisionInput,
         DelegateInput,
