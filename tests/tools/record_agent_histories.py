@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from tests.agent_helpers import decide, new_agent_run, say, start_agent, waiting
+from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from waystation.registry import load_registry
@@ -90,11 +90,27 @@ async def openai_agents_approved(env: WorkflowEnvironment,
     return handle
 
 
+async def planner_local_tools(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """The planner with its catalogue lookups as local tools (issue 31): a search, a shortlist
+    and a booking approved (the booking a regular activity after its gate); the run idles
+    out."""
+    arg = await new_agent_run(pool, message=SEARCH, idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await say(handle, LIKE)
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_1", "approve")
+    handle = await _end(env, handle, 3)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
     "langgraph_approved": langgraph_approved,
     "openai_agents_approved": openai_agents_approved,
+    "planner_local_tools": planner_local_tools,
 }
 
 
