@@ -105,12 +105,30 @@ async def planner_local_tools(env: WorkflowEnvironment, pool: asyncpg.Pool) -> W
     return handle
 
 
+async def approved_result_at_once(env: WorkflowEnvironment,
+                                  pool: asyncpg.Pool) -> WorkflowHandle:
+    """A booking approved, then one edited: each approved tool's result is written as the tool
+    has run, before the model request that reads it (issue 31); the run idles out."""
+    arg = await new_agent_run(pool, message=BOOK, idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_1", "approve")
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_2", "edit",
+                 arguments={"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": 180})
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
     "langgraph_approved": langgraph_approved,
     "openai_agents_approved": openai_agents_approved,
     "planner_local_tools": planner_local_tools,
+    "approved_result_at_once": approved_result_at_once,
 }
 
 

@@ -23,7 +23,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 
 from activities.agent_registry import register_agent
-from tests.agent_helpers import decide, new_agent_run, start_agent, waiting
+from contracts.agents import AGENT_ANSWERED, MODEL_RESPONDED, TOOL_RETURNED
+from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 from waystation.sdk import SUMMARY_REQUEST, local_tool
 
 CALLS: list[str] = []
@@ -87,6 +88,18 @@ async def test_local_tools_run_as_local_activities_the_approved_one_after_its_ga
     else:
         assert CALLS == ["lookup X1"]
         assert state.last_answer == "done: not now"
+    # The approved tool's result was written as it ran, once, before the model's answer to it.
+    events = await events_of(pool, arg.run_id)
+    returned = [e for e in events if e.type == TOOL_RETURNED]
+    assert [e.output["tool"] for e in returned] == ["lookup", "hold"]
+    hold_result = returned[1]
+    if decision == "reject":  # the denial, with the turn's events
+        assert hold_result.event_key.startswith("t1.m")
+    else:
+        assert hold_result.event_key.startswith("t1.call.")
+        assert hold_result.output["result"] == {"return_value": "held X1 for 3 days"}
+        later = [e.type for e in events if e.seq > hold_result.seq]
+        assert later.index(MODEL_RESPONDED) < later.index(AGENT_ANSWERED)
     scheduled, markers = _activity_kinds(await handle.fetch_history())
     # Only model requests went to the server; the tools were local activities (markers, with
     # the recorder's writes).
