@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agent_helpers import SEARCH, new_agent_run, start_agent
+from tests.agent_helpers import BOOK, SEARCH, decide, new_agent_run, start_agent, waiting
 from tests.fault_helpers import worker_env
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
 from tests.helpers import eventually
@@ -125,4 +125,51 @@ async def test_worker_sigkilled_between_a_tool_call_and_the_next_model_request(
     assert types.count("agent.answered") == 1 and types.count("message.received") == 1
     answer = next(e.output for e in events if e.type == "agent.answered")
     assert answer["text"].startswith("I found 3:")
+    await handle.terminate("test over")
+
+
+@pytest.mark.slow
+async def test_worker_sigkilled_after_the_approved_tools_result_is_written(
+        dev_env, pool, task_queue, workers):
+    """The approved booking's result is written as the tool has run (issue 31); the worker
+    dies in the model request that follows. The new worker finishes the turn: the booking ran
+    once, its `tool.returned` is in the read model once (written before the kill, not again)."""
+    arg = await new_agent_run(pool, message=BOOK)
+    first = workers.start()
+    handle = await start_agent(dev_env.client, arg, task_queue)
+    await waiting(handle, "approval", timeout=60)
+    await decide(handle, "approve_book_vendor_1", "approve")
+
+    async def returned_then_model_request() -> bool:
+        history = await handle.fetch_history()
+        booked = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "call_tool")
+        models = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+                            "model_request")
+        return bool(booked) and any(m.event_id > booked[0].event_id for m in models)
+    try:
+        await eventually(returned_then_model_request, timeout=60, interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"no booking; worker log:\n{workers.logs()}") from None
+    async with pool.acquire() as conn:
+        early = await conn.fetchval(
+            "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'tool.returned'",
+            arg.run_id)
+    assert early == 1  # written before the model request, which the worker now dies in
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+
+    workers.start()
+    try:
+        await waiting(handle, turn=1, timeout=60)
+    except AssertionError:
+        raise AssertionError(f"turn not finished; worker logs:\n{workers.logs()}") from None
+    history = await handle.fetch_history()
+    bookings = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "call_tool")
+    assert [e.activity_task_started_event_attributes.attempt for e in bookings] == [1]
+    events = await assert_read_model_consistent(pool, arg.run_id)
+    returned = [e for e in events if e.type == "tool.returned"]
+    assert len(returned) == 1 and returned[0].event_key.startswith("t1.call.")
+    assert returned[0].output["result"]["booked"] is True
+    answer = next(e.output for e in events if e.type == "agent.answered")
+    assert answer["text"].startswith("Booked Rosewood Estate")
     await handle.terminate("test over")
