@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registrations
 
+from activities.agent_local_tools import local_tool_activities
 from contracts.kinds import PluginError
 
 # The frameworks whose agents a run can carry (docs/agents.md, "Bring the agent you have");
@@ -177,4 +178,10 @@ def agent_activities() -> list[Callable[..., Any]]:
         durability = TemporalDurability.from_agent(registered.agent)
         assert durability is not None, "checked when registered"
         found.extend(worker_registrations(durability)[0])
+        for fn in local_tool_activities(registered.agent):
+            # A local tool shared by two agents once.
+            name = getattr(fn, "__temporal_activity_definition").name
+            if name not in names:
+                names.add(name)
+                found.append(fn)
     return found

@@ -5,16 +5,26 @@
   Waystation gate (approve, reject with feedback the model reads, or edit the arguments).
 - `configured_model(own)`: the agent's model: the worker's configured OpenAI-compatible
   endpoint, else `own` (an offline `agents.Model`, say).
+- `local_activity_as_tool(fn, ...)`: the local-activity counterpart of the integration's
+  `activity_as_tool`: a fast, idempotent activity whose calls in a run are Temporal local
+  activities (no server round trip; docs/agents.md, "Fast tools as local activities").
 - `MODEL_RETRY`, `SUMMARY_REQUEST`: as for a PydanticAI agent (waystation.sdk).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import json
+from datetime import timedelta
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, RunContextWrapper
+from agents.function_schema import function_schema
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
 
+from activities.agent_local_tools import LOCAL_TOOL_RETRY, LOCAL_TOOL_TIMEOUT
 from activities.agent_model import MODEL_RETRY
 from activities.agent_openai import configured_model
 from contracts.agents import SUMMARY_REQUEST
@@ -28,4 +38,38 @@ def needs_approval(tool: Any) -> FunctionTool:
     return dataclasses.replace(tool, needs_approval=True)
 
 
-__all__ = ["MODEL_RETRY", "SUMMARY_REQUEST", "configured_model", "needs_approval"]
+def local_activity_as_tool(fn: Any, *,
+                           start_to_close_timeout: timedelta = LOCAL_TOOL_TIMEOUT,
+                           retry_policy: RetryPolicy = LOCAL_TOOL_RETRY,
+                           summary: str | None = None,
+                           strict_json_schema: bool = True) -> FunctionTool:
+    """`fn` (an `@activity.defn` function, taking plain arguments) as a tool whose calls in a
+    run are Temporal local activities, run by the workflow's own worker: for fast, idempotent
+    work (a worker dying during a call runs it again). The worker registers the activity as
+    it does `activity_as_tool`'s. Outside a workflow the tool calls `fn` directly."""
+    definition = activity._Definition.from_callable(fn)
+    if definition is None or definition.name is None:
+        raise TypeError("local_activity_as_tool takes a function decorated @activity.defn")
+    name: str = definition.name
+    schema = function_schema(fn)
+    if schema.takes_context:
+        raise TypeError(f"local tool {schema.name}: a local activity takes plain arguments")
+
+    async def run_local_activity(ctx: RunContextWrapper[Any], input: str) -> Any:
+        args, _ = schema.to_call_args(schema.params_pydantic_model(**json.loads(input)))
+        if not workflow.in_workflow():
+            called = definition.fn(*args)
+            return str(await called if inspect.isawaitable(called) else called)
+        result = await workflow.execute_local_activity(
+            name, args=args, start_to_close_timeout=start_to_close_timeout,
+            retry_policy=retry_policy,
+            summary=summary or f"call tool: {schema.name} (local)")
+        return str(result)
+
+    return FunctionTool(name=schema.name, description=schema.description or "",
+                        params_json_schema=schema.params_json_schema,
+                        on_invoke_tool=run_local_activity, strict_json_schema=strict_json_schema)
+
+
+__all__ = ["MODEL_RETRY", "SUMMARY_REQUEST", "configured_model", "local_activity_as_tool",
+           "needs_approval"]

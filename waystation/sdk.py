@@ -33,13 +33,16 @@ makes a run naming no model follow the worker's model configuration and prices e
 `MODEL_RETRY`, the bounded retry policy for its model-request activities; `SUMMARY_REQUEST`,
 how the prompt starts by which a run asks the agent for its `context_summary` after each turn;
 `RelatedEntities`, the capability that names the tools whose results hold the ids a run keeps
-(`related_entity_ids`) and re-primes a returning member from. A LangGraph graph imports from
-`waystation.langgraph` instead (`Approval`, `configured_chat_model`), which needs LangGraph.
+(`related_entity_ids`) and re-primes a returning member from; `local_tool`, a PydanticAI
+`Tool` whose calls in a run are Temporal local activities (for fast, idempotent lookups).
+A LangGraph graph imports from `waystation.langgraph` instead (`Approval`,
+`configured_chat_model`), which needs LangGraph.
 """
 
 from __future__ import annotations
 
 from activities.agent_entities import RelatedEntities
+from activities.agent_local_tools import local_tool
 from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.deps import WorkerDeps
@@ -69,7 +72,7 @@ from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
     "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
-    "SUMMARY_REQUEST", "AgentBackend", "ApiError", "ConfiguredModel",
+    "SUMMARY_REQUEST", "AgentBackend", "ApiError", "ConfiguredModel", "local_tool",
     "AgentRequest", "AgentResponse", "ConsolePage",
     "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",

@@ -7,6 +7,7 @@ environment uses `DATA_CONVERTER`, and no other.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,13 @@ from workflows import search_attributes
 _LENIENT_MODULES = ("agents.", "openai.", "temporalio.openai_agents.")
 
 
+# One cache of type adapters for every converter of the process. Temporal gives each workflow
+# run a converter of its own (its serialization context), whose cache starts empty: each run
+# then built the adapters of its types anew (ModelResponse's alone about 16 ms, a tenth of an
+# agent turn), inside its workflow tasks (issue 31). An adapter depends on the type only.
+_TYPE_ADAPTERS = functools.lru_cache(maxsize=1024)(pydantic.TypeAdapter)
+
+
 class _JSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     """`temporalio.contrib.pydantic`'s JSON, byte for byte (no `exclude_unset`: a default
     changed in code must not change what in-flight runs replay), strict for every type but
@@ -46,6 +54,14 @@ class _JSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     construction, as its `OpenAIPayloadConverter` does; the integration is imported then, so
     an installation without OpenAI agents never imports it (docs/agents.md, "OpenAI Agents
     SDK")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._type_adapter = _TYPE_ADAPTERS
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._type_adapter = _TYPE_ADAPTERS
 
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         try:

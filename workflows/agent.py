@@ -25,7 +25,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+    from pydantic_ai import (
+        Agent,
+        DeferredToolRequests,
+        DeferredToolResults,
+        ToolApproved,
+        ToolDenied,
+    )
     from pydantic_ai.exceptions import AgentRunError, UserError
     from pydantic_ai.messages import (
         ModelMessage,
@@ -36,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         UserPromptPart,
     )
     from pydantic_ai.toolsets import FunctionToolset
+    from pydantic_graph import End
 
     from activities.agent_entities import entity_extractors, merge_entities
     from activities.agent_model import CONFIGURED_MODEL, follows_configuration
@@ -59,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
         MessageAccepted,
         MessageInput,
     )
-    from workflows.agent_transcript import add_usage, turn_events
+    from workflows.agent_transcript import add_usage, returned_event, turn_events
     from workflows.gate_handlers import GateOutcome
     from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
@@ -77,6 +84,9 @@ CONFIGURED_MODEL_PATCH = "agent-configured-model"
 # Runs that got a message after a long wait before returning members were re-primed carried
 # the whole transcript on: they replay so (seed 003, issue 29).
 RETURNING_MEMBER_PATCH = "agent-returning-member"
+# Runs from before wrote an approved tool's result with the turn's last events, after the model
+# request and the summary that follow it (issue 31): they replay so.
+TOOL_RESULT_AT_ONCE_PATCH = "agent-tool-result-at-once"
 
 
 @workflow.defn(name="AgentRun", sandboxed=False,
@@ -98,6 +108,8 @@ class AgentRun(RunWorkflow):
         self._inbox: list[MessageInput] = []
         self._waiting_for: str | None = None
         self._pending_events: list[EventWrite] = []
+        # The tool calls of this turn whose `tool.returned` went out as they ran.
+        self._returned_early: set[str] = set()
         self._phase = "starting"
         self._waiting_since: datetime | None = None
         # Who came back after a gap, for the turn that re-primes them (None on other turns).
@@ -144,6 +156,7 @@ class AgentRun(RunWorkflow):
         if self._openai is not None:
             return await self._openai_turn(self._openai, message)
         first = len(self._history)
+        self._returned_early = set()
         result = await self._run_agent(message.text)
         while isinstance(result.output, DeferredToolRequests):
             self._take(result.all_messages(), first)
@@ -176,6 +189,8 @@ class AgentRun(RunWorkflow):
     async def _run_agent(self, prompt: str | None,
                          deferred: DeferredToolResults | None = None) -> Any:
         try:
+            if deferred is not None and self._agent.event_stream_handler is None:
+                return await self._run_after_gate(deferred)
             return await self._agent.run(prompt, message_history=self._history,
                                          deferred_tool_results=deferred,
                                          model=self._model(), instructions=self._priming())
@@ -184,6 +199,37 @@ class AgentRun(RunWorkflow):
             # of the workflow task would help, so the run says so and ends.
             await self.fail(f"agent {self._arg.input.agent}: {_why(error)}",
                             stop_reason="agent_error")
+
+    async def _run_after_gate(self, deferred: DeferredToolResults) -> Any:
+        """The agent run that goes on after its gates, node by node as `Agent.run` drives it
+        (without an event stream handler): the approved tools run first, and their results
+        are written before the model request that reads them (a local activity in the
+        workflow task that got the results: no round trip more), not with the turn's end. A
+        person who approved sees the result once the tool has run (issue 31)."""
+        async with self._agent.iter(None, message_history=self._history,
+                                    deferred_tool_results=deferred, model=self._model(),
+                                    instructions=self._priming()) as run:
+            node, written = run.next_node, False
+            while not isinstance(node, End):
+                if run.result is not None:
+                    break
+                if not written and Agent.is_model_request_node(node):
+                    written = True
+                    await self._write_returned(node.request)
+                node = await run.next(node)
+        assert run.result is not None, "the agent's run did not finish"
+        return run.result
+
+    async def _write_returned(self, request: ModelRequest) -> None:
+        """The tools' results the request carries, written now and not again with the turn's
+        events (keyed by their call ids: a replay or a retried write writes each once)."""
+        returned = [part for part in request.parts
+                    if isinstance(part, ToolReturnPart) and part.outcome == "success"]
+        if not returned or not workflow.patched(TOOL_RESULT_AT_ONCE_PATCH):
+            return
+        self._returned_early.update(part.tool_call_id for part in returned)
+        await self.record(events=[returned_event(self.event, self._carry.turn, part)
+                                  for part in returned])
 
     def _priming(self) -> str | None:
         """Re-primed after a continuation or a member's return: the summary (last, as the
@@ -248,7 +294,7 @@ class AgentRun(RunWorkflow):
         add_usage(c.usage, new)
         self._keep_entities(new)
         start = first - self._turn_start()
-        self._pending_events = turn_events(self.event, c.turn, start, new)
+        self._pending_events = turn_events(self.event, c.turn, start, new, self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
         """The ids the agent declares in its tools' results (activities.agent_entities)."""

@@ -40,8 +40,11 @@ def add_usage(usage: AgentUsage, messages: Sequence[ModelMessage]) -> AgentUsage
 
 
 def turn_events(make: MakeEvent, turn: int, first: int,
-                messages: Sequence[ModelMessage]) -> list[EventWrite]:
-    """Events of `messages`, the turn's messages from position `first` on."""
+                messages: Sequence[ModelMessage],
+                written: set[str] | frozenset[str] = frozenset()) -> list[EventWrite]:
+    """Events of `messages`, the turn's messages from position `first` on; but not the results
+    of the tool calls in `written` (their `tool.returned` went out as they ran:
+    `returned_event`)."""
     events: list[EventWrite] = []
     for offset, message in enumerate(messages):
         at = f"t{turn}.m{first + offset}"
@@ -49,10 +52,22 @@ def turn_events(make: MakeEvent, turn: int, first: int,
             events.append(make(f"{at}.response", MODEL_RESPONDED, phase=turn, status="completed",
                                agent=message.model_name, output=_response(message)))
         for index, part in enumerate(message.parts):
+            if isinstance(part, ToolReturnPart) and part.outcome == "success" \
+                    and part.tool_call_id in written:
+                continue
             event = _part_event(make, f"{at}.p{index}", turn, part)
             if event is not None:
                 events.append(event)
     return events
+
+
+def returned_event(make: MakeEvent, turn: int, part: ToolReturnPart) -> EventWrite:
+    """A tool call's `tool.returned`, written as soon as the tool has run. Keyed by the call's
+    id (from the model's response, in the history: a replay and a retried write name it the
+    same) instead of its position in the turn's messages."""
+    event = _part_event(make, f"t{turn}.call.{part.tool_call_id}.returned", turn, part)
+    assert event is not None
+    return event
 
 
 def _response(message: ModelResponse) -> dict[str, Any]:

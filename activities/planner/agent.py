@@ -17,6 +17,7 @@ from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
 from activities.agent_entities import RelatedEntities
+from activities.agent_local_tools import local_tool
 from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.planner.catalogue import (
     book_vendor,
@@ -38,7 +39,9 @@ INSTRUCTIONS = ("You help a group plan a wedding. Search the vendor catalogue, s
 planner: Agent[None, str | DeferredToolRequests] = Agent(
     planner_model(), name="planner", instructions=INSTRUCTIONS,
     output_type=[str, DeferredToolRequests],
-    tools=[Tool(search_vendors), Tool(shortlist), Tool(check_availability),
+    # The catalogue lookups are fast and local: local activities (no server round trip);
+    # the booking, which needs approval, stays a regular activity.
+    tools=[local_tool(search_vendors), local_tool(shortlist), local_tool(check_availability),
            Tool(book_vendor, requires_approval=True)],
     capabilities=[TemporalDurability(
         model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,

@@ -1,9 +1,12 @@
 """An agent run's worker SIGKILLed between a tool call and the next model request (dev
 server, real Postgres, `python -m waystation worker` subprocesses): the run finishes its turn
-on a new worker, no tool call runs twice, and no event is recorded twice."""
+on a new worker, no tool call runs twice, and no event is recorded twice. The planner's
+search is a local tool (issue 31): its completion is a local-activity marker in the history,
+recorded with the workflow task that schedules the next model request."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -14,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agent_helpers import SEARCH, new_agent_run, start_agent
+from tests.agent_helpers import BOOK, SEARCH, decide, new_agent_run, start_agent, waiting
 from tests.fault_helpers import worker_env
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
 from tests.helpers import eventually
@@ -54,11 +57,26 @@ def activities(history, event_type: EventType.ValueType, kind: str) -> list:
     return found
 
 
+def local_tool_runs(history, kind: str) -> list:
+    """The history's local-activity markers of local tools whose type name contains `kind`."""
+    found = []
+    for e in history.events:
+        if e.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        marker = e.marker_recorded_event_attributes
+        if marker.marker_name != "core_local_activity":
+            continue
+        data = json.loads(marker.details["data"].payloads[0].data)
+        if data["activity_type"].startswith("local_tool__") and kind in data["activity_type"]:
+            found.append(e)
+    return found
+
+
 async def model_request_after_a_tool_call(handle: WorkflowHandle) -> bool:
     """A tool call has completed and the next model request is scheduled: the worker is
     inside it (the offline model sleeps MODEL_DELAY_MS)."""
     history = await handle.fetch_history()
-    tool_done = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "call_tool")
+    tool_done = local_tool_runs(history, "search_vendors")
     if not tool_done:
         return False
     models = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "model_request")
@@ -92,8 +110,10 @@ async def test_worker_sigkilled_between_a_tool_call_and_the_next_model_request(
         raise AssertionError(f"turn not finished; worker logs:\n{workers.logs()}") from None
 
     history = await handle.fetch_history()
-    tool_runs = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "call_tool")
-    assert [e.activity_task_started_event_attributes.attempt for e in tool_runs] == [1]
+    # The tool's call completed once, and was not run again by the new worker (a local tool
+    # the worker had died in would have run again: its marker records its only completion).
+    assert len(local_tool_runs(history, "search_vendors")) == 1
+    assert not activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "call_tool")
     # The model request the worker died in really was run again, on the new worker.
     attempts = [e.activity_task_started_event_attributes.attempt for e in activities(
         history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "model_request")]
@@ -105,4 +125,51 @@ async def test_worker_sigkilled_between_a_tool_call_and_the_next_model_request(
     assert types.count("agent.answered") == 1 and types.count("message.received") == 1
     answer = next(e.output for e in events if e.type == "agent.answered")
     assert answer["text"].startswith("I found 3:")
+    await handle.terminate("test over")
+
+
+@pytest.mark.slow
+async def test_worker_sigkilled_after_the_approved_tools_result_is_written(
+        dev_env, pool, task_queue, workers):
+    """The approved booking's result is written as the tool has run (issue 31); the worker
+    dies in the model request that follows. The new worker finishes the turn: the booking ran
+    once, its `tool.returned` is in the read model once (written before the kill, not again)."""
+    arg = await new_agent_run(pool, message=BOOK)
+    first = workers.start()
+    handle = await start_agent(dev_env.client, arg, task_queue)
+    await waiting(handle, "approval", timeout=60)
+    await decide(handle, "approve_book_vendor_1", "approve")
+
+    async def returned_then_model_request() -> bool:
+        history = await handle.fetch_history()
+        booked = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, "call_tool")
+        models = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+                            "model_request")
+        return bool(booked) and any(m.event_id > booked[0].event_id for m in models)
+    try:
+        await eventually(returned_then_model_request, timeout=60, interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"no booking; worker log:\n{workers.logs()}") from None
+    async with pool.acquire() as conn:
+        early = await conn.fetchval(
+            "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'tool.returned'",
+            arg.run_id)
+    assert early == 1  # written before the model request, which the worker now dies in
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+
+    workers.start()
+    try:
+        await waiting(handle, turn=1, timeout=60)
+    except AssertionError:
+        raise AssertionError(f"turn not finished; worker logs:\n{workers.logs()}") from None
+    history = await handle.fetch_history()
+    bookings = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED, "call_tool")
+    assert [e.activity_task_started_event_attributes.attempt for e in bookings] == [1]
+    events = await assert_read_model_consistent(pool, arg.run_id)
+    returned = [e for e in events if e.type == "tool.returned"]
+    assert len(returned) == 1 and returned[0].event_key.startswith("t1.call.")
+    assert returned[0].output["result"]["booked"] is True
+    answer = next(e.output for e in events if e.type == "agent.answered")
+    assert answer["text"].startswith("Booked Rosewood Estate")
     await handle.terminate("test over")

@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
-from tests.agent_helpers import decide, new_agent_run, say, start_agent, waiting
+from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from waystation.registry import load_registry
@@ -90,11 +90,45 @@ async def openai_agents_approved(env: WorkflowEnvironment,
     return handle
 
 
+async def planner_local_tools(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """The planner with its catalogue lookups as local tools (issue 31): a search, a shortlist
+    and a booking approved (the booking a regular activity after its gate); the run idles
+    out."""
+    arg = await new_agent_run(pool, message=SEARCH, idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await say(handle, LIKE)
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_1", "approve")
+    handle = await _end(env, handle, 3)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
+async def approved_result_at_once(env: WorkflowEnvironment,
+                                  pool: asyncpg.Pool) -> WorkflowHandle:
+    """A booking approved, then one edited: each approved tool's result is written as the tool
+    has run, before the model request that reads it (issue 31); the run idles out."""
+    arg = await new_agent_run(pool, message=BOOK, idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_1", "approve")
+    await say(handle, BOOK)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_2", "edit",
+                 arguments={"vendor_id": "v-venue-03", "date": "2027-02-14", "guests": 180})
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
     "langgraph_approved": langgraph_approved,
     "openai_agents_approved": openai_agents_approved,
+    "planner_local_tools": planner_local_tools,
+    "approved_result_at_once": approved_result_at_once,
 }
 
 
