@@ -285,8 +285,14 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     import httpx
 
     from api.auth import issue_token
+    from waystation.devstack import read_state
 
-    api = (args.api or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
+    # The URLs of the stack `waystation up` runs from this data folder, whatever ports it was
+    # given (--api-port, --ui-port); else the settings'.
+    stack = read_state(settings.data_path) or {}
+    urls = stack.get("urls", {}) if stack.get("status") == "up" else {}
+    api = (args.api or urls.get("api") or
+           f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
     token = args.token or issue_token(settings.jwt_secret, "dev")
     headers = {"Authorization": f"Bearer {token}"}
     body: dict[str, Any] = {"kind": "validation", "input": {"entrepreneur_input": DEMO_IDEA}}
@@ -310,7 +316,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
             run = _follow_until_checkpoint(http, api, run_id)
 
     ns = settings.temporal_namespace
-    ui = settings.temporal_ui_base
+    ui = (urls.get("temporal_ui") or settings.temporal_ui_base).rstrip("/")
     print()
     print(f"Run id:          {run_id}")
     print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")

@@ -234,12 +234,15 @@ def test_up_restarts_killed_worker_and_stops_cleanly(
 
 def _demo_reaches_a_gate_and_a_decision_moves_it_on(data_dir: Path, api_url: str) -> None:
     """`waystation demo` follows the run's stream to its first gate; deciding it with a dev
-    token moves the run on to the next one."""
-    env = {**os.environ, "WAYSTATION_DATA_DIR": str(data_dir),
-           "WAYSTATION_API_PORT": api_url.rsplit(":", 1)[1]}
+    token moves the run on to the next one. Given only the data folder, it finds the stack's
+    API and Web UI on the ports `up` was given (its state file)."""
+    env = {**os.environ, "WAYSTATION_DATA_DIR": str(data_dir)}
     demo = subprocess.run([sys.executable, "-m", "waystation", "demo"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    ui = _state(data_dir)["urls"]["temporal_ui"]
+    assert f"Temporal Web UI: {ui}/namespaces/default/workflows/validation-" in demo.stdout
+    assert f"Events:          {api_url}/runs/" in demo.stdout
     assert "gate.opened" in demo.stdout and "task.completed" in demo.stdout, demo.stdout
     assert "Checkpoint:      approve_founders_brief" in demo.stdout, demo.stdout
     run_id = demo.stdout.split("Run id:", 1)[1].split()[0]
