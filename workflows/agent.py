@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
-        ToolCallPart,
         ToolReturnPart,
         UserPromptPart,
     )
@@ -67,7 +66,6 @@ with workflow.unsafe.imports_passed_through():
         MessageInput,
     )
     from workflows.agent_transcript import add_usage, returned_event, turn_events
-    from workflows.gate_handlers import GateOutcome
     from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
 
@@ -377,28 +375,8 @@ class AgentRun(RunWorkflow):
                             "must be waystation.langgraph.Approval[...] (or none): a gate's "
                             "decision is an Approval", stop_reason="agent_error")
         assert schema is not None
-        self._carry.approvals += 1
-        self._waiting_for, self._phase = "approval", f"approval of {tool}"
-        outcome = await self.ask_human(
-            functools.partial(self._approval_gate, tool, call_id or interrupt.id, arguments,
-                              schema, self._carry.approvals),
-            where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
-                  f"approval of `{tool}`")
-        self._waiting_for, self._phase = None, "thinking"
-        decision = outcome.decision
-        if decision is None:
-            await self.fail(f"approval of {tool} expired", stop_reason="gate_expired")
-        assert decision is not None
-        if outcome.status == "expired":
-            return Approval[Any](decision="reject", feedback=f"nobody approved {tool} in "
-                                 "time; it was not run").model_dump()
-        if outcome.status == "rejected":
-            return Approval[Any](decision="reject", decided_by=decision.decided_by,
-                                 feedback=decision.feedback or f"{decision.decided_by} said "
-                                 "no").model_dump()
-        return Approval[Any](decision="approve" if decision.answer is None else "edit",
-                             answer=decision.answer, decided_by=decision.decided_by
-                             ).model_dump()
+        verdict = await self._ask_approval(tool, call_id or interrupt.id, arguments, schema)
+        return verdict.model_dump()
 
     # --- an OpenAI Agents SDK agent's turn (workflows.agent_openai) -----------------------
 
@@ -465,6 +443,35 @@ class AgentRun(RunWorkflow):
 
         tool, call_id, arguments = call_of(item)
         schema = conversation.agent.schemas.get(tool, {"type": "object"})
+        verdict = await self._ask_approval(tool, call_id, arguments, schema)
+        if verdict.decision == "reject":
+            return "reject", verdict.feedback
+        return verdict.decision, verdict.answer
+
+    # --- approvals ---------------------------------------------------------------------
+
+    async def _answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
+        results = DeferredToolResults()
+        for call in requests.approvals:
+            verdict = await self._ask_approval(call.tool_name, call.tool_call_id,
+                                               call.args_as_dict(),
+                                               self._tool_schema(call.tool_name))
+            results.approvals[call.tool_call_id] = \
+                ToolDenied(verdict.feedback or "") if verdict.decision == "reject" else \
+                ToolApproved(override_args=verdict.answer)
+        for call in requests.calls:
+            # Tools run outside the agent are not Waystation's to run: the model is told.
+            results.calls[call.tool_call_id] = (f"{call.tool_name} runs outside this agent "
+                                                "and is not available here")
+        return results
+
+    async def _ask_approval(self, tool: str, call_id: str, arguments: dict[str, Any],
+                            schema: dict[str, Any]) -> Approval[Any]:
+        """A tool call's gate, whichever framework asks (a PydanticAI deferred call, a
+        LangGraph interrupt, an OpenAI Agents SDK interruption), and the person's decision as
+        an `Approval`: approve, edit (the arguments to run with) or reject (the feedback the
+        model reads; an expired approval is a rejection saying so). A decision that never
+        came (the gate's expiry policy fails the run) ends the run."""
         self._carry.approvals += 1
         self._waiting_for, self._phase = "approval", f"approval of {tool}"
         outcome = await self.ask_human(
@@ -478,48 +485,17 @@ class AgentRun(RunWorkflow):
             await self.fail(f"approval of {tool} expired", stop_reason="gate_expired")
         assert decision is not None
         if outcome.status == "expired":
-            return "reject", f"nobody approved {tool} in time; it was not run"
+            return Approval[Any](decision="reject",
+                                 feedback=f"nobody approved {tool} in time; it was not run")
         if outcome.status == "rejected":
-            return "reject", decision.feedback or f"{decision.decided_by} said no"
-        return ("approve", None) if decision.answer is None else ("edit", decision.answer)
-
-    # --- approvals ---------------------------------------------------------------------
-
-    async def _answer(self, requests: DeferredToolRequests) -> DeferredToolResults:
-        results = DeferredToolResults()
-        for call in requests.approvals:
-            self._carry.approvals += 1
-            self._waiting_for, self._phase = "approval", f"approval of {call.tool_name}"
-            outcome = await self.ask_human(
-                functools.partial(self._approval_gate, call.tool_name, call.tool_call_id,
-                                  call.args_as_dict(), self._tool_schema(call.tool_name),
-                                  self._carry.approvals),
-                where=f"{self._arg.input.agent} · turn {self._carry.turn} · waiting for "
-                      f"approval of `{call.tool_name}`")
-            self._waiting_for, self._phase = None, "thinking"
-            results.approvals[call.tool_call_id] = await self._approval(call, outcome)
-        for call in requests.calls:
-            # Tools run outside the agent are not Waystation's to run: the model is told.
-            results.calls[call.tool_call_id] = (f"{call.tool_name} runs outside this agent "
-                                                "and is not available here")
-        return results
-
-    async def _approval(self, call: ToolCallPart,
-                        outcome: GateOutcome) -> ToolApproved | ToolDenied:
-        decision = outcome.decision
-        if decision is None:
-            await self.fail(f"approval of {call.tool_name} expired", stop_reason="gate_expired")
-        assert decision is not None
-        if outcome.status == "expired":
-            return ToolDenied(f"nobody approved {call.tool_name} in time; it was not run")
-        if outcome.status == "rejected":
-            return ToolDenied(decision.feedback or f"{decision.decided_by} said no")
-        return ToolApproved(override_args=decision.answer)
+            return Approval[Any](decision="reject", decided_by=decision.decided_by,
+                                 feedback=decision.feedback or f"{decision.decided_by} said no")
+        return Approval[Any](decision="approve" if decision.answer is None else "edit",
+                             answer=decision.answer, decided_by=decision.decided_by)
 
     def _approval_gate(self, tool: str, call_id: str, arguments: dict[str, Any],
                        schema: dict[str, Any], number: int) -> GateSpec:
-        """A tool call's approval, whichever framework asks (a PydanticAI deferred call, a
-        LangGraph interrupt)."""
+        """The request a tool call's gate shows (`_ask_approval`)."""
         inp = self._arg.input
         return GateSpec(
             checkpoint_name=f"approve_{tool.lower()}_{number}", phase=self._carry.turn,
