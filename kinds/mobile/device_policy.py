@@ -1,4 +1,5 @@
-"""Submit-time refusal of a run that would drive a device its caller may not name.
+"""Submit-time refusals of a mobile run: one that would drive a device its caller may not name,
+and one that asks the simulator for an app it does not have (which no retry could fix).
 
 A device attached to the worker (`driver: adb`) is the operator's: whoever drives it sees and
 types into whatever is signed in on it. Users may name the devices in `WAYSTATION_ADB_DEVICES`
@@ -28,3 +29,19 @@ def check_device(run_input: BaseModel, user: User, settings: Settings) -> None:
                    f"input.device_serial: {why} (WAYSTATION_ADB_DEVICES)",
                    details=[{"loc": ["body", "input", "device_serial"], "msg": why,
                              "type": "device_not_allowed"}])
+
+
+def check_app(run_input: BaseModel) -> None:
+    """422 naming `input.app_package` when the simulator has no such app: the run would only
+    fail at its first step, retried as a device error."""
+    if getattr(run_input, "driver", None) != "simulator":
+        return
+    from kinds.mobile.activities.simulator.driver import bundled_packages
+
+    package, bundled = getattr(run_input, "app_package", None), bundled_packages()
+    if package in bundled:
+        return
+    why = f"the simulator has no app {package!r}; bundled: {', '.join(bundled)}"
+    raise ApiError(422, "invalid_request", f"input.app_package: {why}",
+                   details=[{"loc": ["body", "input", "app_package"], "msg": why,
+                             "type": "unknown_app"}])

@@ -40,10 +40,12 @@ def _details(run: RunStart) -> str:
 
 
 async def _start_check(start: StartCheck) -> None:
-    """A device attached to the worker is driven only by whom the operator allows."""
-    from kinds.mobile.device_policy import check_device  # the API's, never the worker's
+    """A device attached to the worker is driven only by whom the operator allows; the
+    simulator explores only the apps it has."""
+    from kinds.mobile.device_policy import check_app, check_device  # the API's, not the worker's
 
     check_device(start.input, start.user, start.settings)
+    check_app(start.input)
 
 
 def _routers() -> list[Any]:

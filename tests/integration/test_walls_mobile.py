@@ -67,3 +67,19 @@ async def test_users_name_only_listed_devices(api) -> None:  # noqa: F811
     operator = await api.post("/runs", headers=auth("ops", role="service"),
                               json=_adb_run("R58M123ABC"))
     assert operator.status_code == 201, operator.text
+
+
+async def test_an_app_the_simulator_does_not_have_is_refused_at_start(api) -> None:  # noqa: F811
+    """Not a run that retries its first step for ever: a 422 naming the field and the apps the
+    simulator has, and nothing written."""
+    before = (await api.get("/runs", headers=auth("eve"))).json()["runs"]
+    refused = await api.post("/runs", headers=auth("eve"), json={
+        "kind": "mobile_agent", "input": {"app_package": "com.example.nope"}})
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"].startswith("input.app_package: the simulator has no app "
+                                       "'com.example.nope'; bundled: ")
+    assert NOTES in error["message"]
+    assert error["details"][0]["loc"] == ["body", "input", "app_package"]
+    assert (await api.get("/runs", headers=auth("eve"))).json()["runs"] == before
