@@ -27,9 +27,8 @@ from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
 from activities import agent_model
-from activities.agent_metering import COST_KEY, METER_BACKEND, current_accounting
+from activities.agent_metering import COST_KEY, count_failed, priced
 from activities.agent_model import MODEL_RETRY
-from activities.agents.base import Usage as MeteredUsage
 from contracts.kinds import PluginError
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
@@ -106,7 +105,6 @@ class PricedResponses(BaseCallbackHandler):
         self.model = model
 
     def on_llm_end(self, response: LLMResult, **_: Any) -> None:
-        accounting = current_accounting()
         for generations in response.generations:
             for generation in generations:
                 message = getattr(generation, "message", None)
@@ -115,14 +113,7 @@ class PricedResponses(BaseCallbackHandler):
                 usage = message.usage_metadata
                 inputs, outputs = (usage["input_tokens"], usage["output_tokens"]) if usage \
                     else (0, 0)
-                cost = accounting.prices.cost_usd(self.model, inputs, outputs)
-                message.response_metadata[COST_KEY] = cost
-                if accounting.meter is not None:
-                    accounting.meter.count(METER_BACKEND, MeteredUsage(
-                        input_tokens=inputs, output_tokens=outputs, cost_usd=cost,
-                        model=self.model), "ok")
+                message.response_metadata[COST_KEY] = priced(self.model, inputs, outputs)
 
     def on_llm_error(self, error: BaseException, **_: Any) -> None:
-        meter = current_accounting().meter
-        if meter is not None:
-            meter.count(METER_BACKEND, MeteredUsage(model=self.model), "error")
+        count_failed(self.model)

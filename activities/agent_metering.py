@@ -41,12 +41,6 @@ def use_accounting(accounting: Accounting) -> None:
     _accounting = accounting
 
 
-def current_accounting() -> Accounting:
-    """The worker's prices and counters (for other frameworks' model calls:
-    activities.agent_openai)."""
-    return _accounting
-
-
 def cost_usd(response: ModelResponse) -> float:
     """What the response cost: as the activity priced it, else (a response recorded before
     responses were priced there, or sent by an agent without `ConfiguredModel`) genai-prices'
@@ -58,6 +52,24 @@ def cost_usd(response: ModelResponse) -> float:
         return float(response.cost().total_price)
     except (LookupError, ValueError, AssertionError):
         return 0.0
+
+
+def priced(model: str, input_tokens: int, output_tokens: int) -> float:
+    """A response of another framework's model call (activities.agent_openai,
+    activities.agent_langgraph): its cost by the worker's price table, counted on the worker's
+    model counters."""
+    cost = _accounting.prices.cost_usd(model, input_tokens, output_tokens)
+    if _accounting.meter is not None:
+        _accounting.meter.count(METER_BACKEND, Usage(input_tokens=input_tokens,
+                                                     output_tokens=output_tokens,
+                                                     cost_usd=cost, model=model), "ok")
+    return cost
+
+
+def count_failed(model: str) -> None:
+    """A model call that failed, counted on the worker's model counters."""
+    if _accounting.meter is not None:
+        _accounting.meter.count(METER_BACKEND, Usage(model=model), "error")
 
 
 class PricedModel(WrapperModel):

@@ -54,9 +54,8 @@ from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
 from activities import agent_model
-from activities.agent_metering import METER_BACKEND, current_accounting
+from activities.agent_metering import count_failed, priced
 from activities.agent_model import MODEL_RETRY
-from activities.agents.base import Usage as MeteredUsage
 from contracts.kinds import PluginError
 
 MODEL_PREFIX = "waystation:"
@@ -229,21 +228,14 @@ class PricedModel(Model):
         self.served, self.name = served, name
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        meter = current_accounting().meter
         try:
             response = await self.served.get_response(*args, **kwargs)
         except Exception:
-            if meter is not None:
-                meter.count(METER_BACKEND, MeteredUsage(model=self.name), "error")
+            count_failed(self.name)
             raise
-        tokens = response.usage.input_tokens, response.usage.output_tokens
-        cost = current_accounting().prices.cost_usd(self.name, *tokens)
+        cost = priced(self.name, response.usage.input_tokens, response.usage.output_tokens)
         response.raw_usage = {**(response.raw_usage or {}), COST_KEY: cost,
                               MODEL_KEY: self.name}
-        if meter is not None:
-            meter.count(METER_BACKEND, MeteredUsage(input_tokens=tokens[0],
-                                                    output_tokens=tokens[1], cost_usd=cost,
-                                                    model=self.name), "ok")
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
