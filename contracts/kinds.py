@@ -11,7 +11,7 @@ calls for every registered kind.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -151,6 +151,34 @@ class RunResource:
     read: Callable[[Any, Any], Awaitable[Any]]
 
 
+@dataclass(frozen=True)
+class CliCommand:
+    """A `waystation` subcommand of a kind's own (`RunKind.cli_commands`), such as the mobile
+    kind's `waystation simulator list`. `configure(parser)` adds its arguments (or
+    subcommands) to its `argparse` parser; `run(settings, args)` does it and returns the exit
+    status. The CLI refuses a name one of its own commands or another kind already has."""
+
+    name: str
+    help: str
+    run: Callable[[Any, Any], int]
+    configure: Callable[[Any], None] | None = None
+
+
+@dataclass(frozen=True)
+class KindDemo:
+    """What `waystation demo --kind <name>` starts on a running stack (`RunKind.demo`):
+    `input` is the `POST /runs` input. The CLI follows the run's event stream to its first
+    gate and prints how to decide it; `follow(session, run_id)` replaces that walk (the
+    agent kind converses first) and returns the run's view when it asks a human, and
+    `hints(session, run)` adds lines after the decide command. `session` is a
+    `waystation.demo.DemoSession` (its `http`, `api`, `token`, `follow(...)`)."""
+
+    input: Mapping[str, Any]
+    help: str = ""
+    follow: Callable[[Any, str], dict[str, Any]] | None = None
+    hints: Callable[[Any, dict[str, Any]], Sequence[str]] | None = None
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -210,6 +238,13 @@ class RunKind:
     - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
     - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
       after the core's), as a callable so a worker never imports the API.
+    - `settings`: the kind's own settings, a pydantic-settings `BaseSettings` whose fields'
+      `validation_alias`es name the environment variables it reads; its hooks read them from
+      the core's settings as `settings.of(MySettings)`, and the API and the worker read them
+      when they start, so a bad value stops them naming the variable.
+    - `cli_commands`: `waystation` subcommands of the kind's own (`CliCommand`).
+    - `demo`: what `waystation demo --kind <name>` starts and follows (`KindDemo`); the CLI's
+      default demo is the first registered kind that has one.
     """
 
     name: str
@@ -237,6 +272,9 @@ class RunKind:
     mcp_tools: Callable[[], Sequence[Any]] | None = None
     console_pages: Sequence[ConsolePage] = ()
     mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
+    settings: type[BaseModel] | None = None
+    cli_commands: Sequence[CliCommand] = ()
+    demo: KindDemo | None = None
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

@@ -4,29 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
 import sys
-import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contracts.kinds import PluginError
 from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from waystation.registry import Registered
+
 log = logging.getLogger("waystation")
-
-DEMO_IDEA = (
-    "A subscription service that delivers locally roasted coffee to small offices, "
-    "with a dashboard to track consumption and reorder automatically."
-)
-DEMO_TIMEOUT_S = 180.0
-# The agent demo's two messages to the bundled planner (seed 003): a search, then a booking,
-# which stops at the `book_vendor` approval.
-DEMO_AGENT_MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
-                       "Book Rosewood Estate on 2027-02-14 for 200 guests")
-
+# The commands of the CLI's own that need no kind: loading every kind (their workflows, agent
+# frameworks) costs seconds, which `TOKEN=$(waystation token ...)` should not pay.
+COMMANDS_WITHOUT_KINDS = frozenset({
+    "up", "worker", "api", "migrate", "schema", "secrets-key", "reseal-secrets", "token",
+    "console-link", "kinds", "agents", "replay", "runs"})
 
 # ---------------------------------------------------------------- flags -> environment
 
@@ -60,7 +55,9 @@ def apply_flags_to_env(args: argparse.Namespace) -> None:
         os.environ["TEMPORAL_NAMESPACE"] = flags["namespace"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
+    """The CLI's own commands, then the kinds' (`RunKind.cli_commands`) and the demos of
+    `kinds` (`RunKind.demo`)."""
     common = _common_flags()
     parser = argparse.ArgumentParser(prog="waystation", description=__doc__, parents=[common])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -92,9 +89,6 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("--user", required=True)
     link.add_argument("--role", choices=("user", "service"), default="user")
 
-    simulator = sub.add_parser("simulator", parents=[common], help="the offline app simulator")
-    simulator.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
-        "list", help="print the bundled sample apps' packages, one a line")
     sub.add_parser("kinds", parents=[common],
                    help="list the registered run kinds and agent backends, with their source")
     sub.add_parser("agents", parents=[common],
@@ -112,13 +106,37 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--by-version", action="store_true", required=True,
                       help="grouped by the code that started them")
     runs.add_argument("--query", help="a visibility filter ANDed to the selection")
+    demos = {name: r.kind.demo for name, r in kinds.items() if r.kind.demo is not None}
     demo = sub.add_parser("demo", parents=[common],
-                          help="start a validation (or agent) run and show it to its first gate")
-    demo.add_argument("--kind", choices=("validation", "agent"), default="validation",
-                      help="agent: the bundled planner, a message, then the book_vendor approval")
+                          help="start a demo run on a running stack and show it to its first gate")
+    demo.add_argument("--kind", choices=list(demos), default=next(iter(demos), None),
+                      help="; ".join(f"{name}: {d.help}" for name, d in demos.items()))
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
+    for name, registered in kinds.items():
+        for command in registered.kind.cli_commands:
+            if command.name in sub.choices:
+                raise PluginError(f"{registered.source}: kind {name!r}'s command "
+                                  f"{command.name!r} is taken")
+            parser_of_command = sub.add_parser(command.name, parents=[common], help=command.help)
+            parser_of_command.set_defaults(kind_command=command)
+            if command.configure is not None:
+                command.configure(parser_of_command)
     return parser
+
+
+def _kinds_for(argv: list[str]) -> dict[str, Registered]:
+    """The registered kinds (built-ins, entry points, WAYSTATION_PLUGINS modules) unless the
+    command is one of the CLI's own that needs none; a plug-in's error surfaces here."""
+    # No abbreviations: a subcommand's own `--api` is not `--api-port`.
+    first = argparse.ArgumentParser(add_help=False, allow_abbrev=False,
+                                    parents=[_common_flags()])
+    first.add_argument("command", nargs="?")
+    if first.parse_known_args(argv)[0].command in COMMANDS_WITHOUT_KINDS:
+        return {}
+    from waystation.registry import load_registry
+
+    return load_registry(load_settings().plugin_modules).kinds
 
 
 # ---------------------------------------------------------------- subcommands
@@ -164,6 +182,7 @@ def cmd_worker(settings: Settings) -> int:
     from waystation.worker import run_worker
 
     registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
+    registry.check_settings(settings)
     asyncio.run(run_worker(_migrated(settings), registry))
     return 0
 
@@ -177,6 +196,7 @@ def cmd_api(settings: Settings) -> int:
     from waystation.telemetry import configure_tracing
 
     registry = load_registry(settings.plugin_modules)  # a broken plug-in stops us here
+    registry.check_settings(settings)
     settings = _migrated(settings)
     provider = configure_tracing(settings, "waystation-api")
     app = create_app(settings, tracer_provider=provider, registry=registry)
@@ -282,125 +302,11 @@ def cmd_console_link(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    import httpx
+    from waystation.demo import run_demo
+    from waystation.registry import load_registry
 
-    from api.auth import issue_token
-    from waystation.devstack import read_state
-
-    # The URLs of the stack `waystation up` runs from this data folder, whatever ports it was
-    # given (--api-port, --ui-port); else the settings'.
-    stack = read_state(settings.data_path) or {}
-    urls = stack.get("urls", {}) if stack.get("status") == "up" else {}
-    api = (args.api or urls.get("api") or
-           f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
-    token = args.token or issue_token(settings.jwt_secret, "dev")
-    headers = {"Authorization": f"Bearer {token}"}
-    body: dict[str, Any] = {"kind": "validation", "input": {"entrepreneur_input": DEMO_IDEA}}
-    if args.kind == "agent":
-        body = {"kind": "agent", "input": {"agent": "planner", "message": DEMO_AGENT_MESSAGES[0]}}
-
-    with httpx.Client(timeout=10.0, headers=headers) as http:
-        try:
-            response = http.post(f"{api}/runs", json=body)
-        except httpx.ConnectError:
-            print(f"cannot reach the API at {api}; is `waystation up` running?", file=sys.stderr)
-            return 1
-        if response.status_code >= 400:
-            print(f"POST /runs failed: {response.status_code} {response.text}", file=sys.stderr)
-            return 1
-        run_id = response.json()["run_id"]
-        print(f"started run {run_id}; its events until it asks a human:", flush=True)
-        if args.kind == "agent":
-            run = _converse_until_approval(http, api, run_id)
-        else:
-            run = _follow_until_checkpoint(http, api, run_id)
-
-    ns = settings.temporal_namespace
-    ui = (urls.get("temporal_ui") or settings.temporal_ui_base).rstrip("/")
-    print()
-    print(f"Run id:          {run_id}")
-    print(f"Status:          {run.get('status')} (phase {run.get('current_phase')})")
-    print(f"Temporal Web UI: {ui}/namespaces/{ns}/workflows/{args.kind}-{run_id}")
-    print(f"Events:          {api}/runs/{run_id}/events")
-    print(f"Live:            curl -N -H 'Authorization: Bearer {token}' "
-          f"{api}/runs/{run_id}/events/stream")
-    checkpoint = run.get("pending_checkpoint")
-    if not checkpoint:
-        print("The run did not stop at a checkpoint.")
-        return 0 if run.get("status") == "completed" else 1
-    pending = run.get("pending_decision") or {}
-    print(f"Checkpoint:      {checkpoint} — {pending.get('title', '')}")
-    options = ", ".join(o["value"] for o in pending.get("options", []))
-    print(f"Options:         {options} (recommended: {pending.get('recommended_option')})")
-    print(f"Inbox:           curl -H 'Authorization: Bearer {token}' {api}/decisions")
-    print()
-    print("Decide it with:")
-    print(
-        f"curl -X POST {api}/runs/{run_id}/decisions/{checkpoint} "
-        f'-H "Authorization: Bearer {token}" '
-        "-H 'Content-Type: application/json' "
-        """-d '{"decision": "approve", "feedback": "looks good"}'"""
-    )
-    if args.kind == "agent":
-        arguments = dict((pending.get("context") or {}).get("arguments") or {}, guests=150)
-        print("or reject it (the agent is told why), or run it with edited arguments:")
-        for decision in ({"decision": "reject", "feedback": "wait for the budget"},
-                         {"decision": "edit", "answer": arguments}):
-            print(f"curl -X POST {api}/runs/{run_id}/decisions/{checkpoint} "
-                  f'-H "Authorization: Bearer {token}" '
-                  f"-H 'Content-Type: application/json' -d '{json.dumps(decision)}'")
-        print("then carry the conversation on (`GET` it for the transcript):")
-        print(f"curl -X POST {api}/runs/{run_id}/messages -H \"Authorization: Bearer {token}\" "
-              """-H 'Content-Type: application/json' -d '{"text": "Which are free on """
-              """2027-03-01?"}'""")
-    return 0
-
-
-def _converse_until_approval(http: Any, api: str, run_id: str) -> dict[str, Any]:
-    """Follow the planner's first turn to its answer, send the booking message, and follow
-    the run on to the `book_vendor` approval."""
-    answered = _follow_until_checkpoint(http, api, run_id, until=("agent.answered", "end"))
-    after_seq, text = int(answered["last_seq"]), DEMO_AGENT_MESSAGES[1]
-    deadline = time.monotonic() + DEMO_TIMEOUT_S
-    # The answer is recorded a moment before the run starts waiting for the next message.
-    while (sent := http.post(f"{api}/runs/{run_id}/messages", json={"text": text})
-           ).status_code == 409 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if sent.status_code != 202:
-        raise SystemExit(f"POST /runs/{run_id}/messages: {sent.status_code} {sent.text}")
-    print(f"\nsent: {text}", flush=True)
-    # Resumed after what was printed (the answer is the run's newest event when it is read).
-    return _follow_until_checkpoint(http, api, run_id, after_seq=after_seq)
-
-
-def _follow_until_checkpoint(http: Any, api: str, run_id: str, *,
-                             until: tuple[str, ...] = ("gate.opened", "end"),
-                             after_seq: int = 0) -> dict[str, Any]:
-    """Print the run's live events (its SSE stream) until it asks a human or ends (or any
-    event of `until`)."""
-    import httpx
-
-    deadline = time.monotonic() + DEMO_TIMEOUT_S
-    url = f"{api}/runs/{run_id}/events/stream?after_seq={after_seq}"
-    print(f"following {url}\n", flush=True)
-    event = ""
-    # A read waits at most a few heartbeats; the stream itself may last minutes.
-    with http.stream("GET", url, timeout=httpx.Timeout(10.0, read=60.0)) as response:
-        if response.status_code != 200:
-            raise SystemExit(f"GET {url}: {response.status_code} {response.read().decode()}")
-        for line in response.iter_lines():
-            if time.monotonic() > deadline:
-                raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s following {url}")
-            if line.startswith("event: "):
-                event = line.removeprefix("event: ")
-            elif line.startswith("data: ") and event not in ("", "end"):
-                data = json.loads(line.removeprefix("data: "))
-                where = "/".join(x for x in (data.get("crew"), data.get("task")) if x)
-                pct = f" {data['progress_pct']}%" if data.get("progress_pct") is not None else ""
-                print(f"  #{data['seq']:<4} {event:<20} {where}{pct}", flush=True)
-            if line == "" and event in until:
-                break
-    return http.get(f"{api}/runs/{run_id}").json()
+    registry = load_registry(settings.plugin_modules)
+    return run_demo(settings, registry.kinds[args.kind].kind, api=args.api, token=args.token)
 
 
 def cmd_kinds(settings: Settings) -> int:
@@ -467,15 +373,14 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_simulator_list() -> int:
-    from kinds.mobile.activities.simulator.driver import bundled_packages
-
-    print("\n".join(bundled_packages()))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        parser = build_parser(_kinds_for(argv))
+    except PluginError as error:
+        print(f"waystation: plug-in error: {error}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     apply_flags_to_env(args)
     if args.command == "secrets-key":  # needed before the settings can load outside dev
         return cmd_secrets_key()
@@ -497,8 +402,8 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_demo(settings, args)
     if command == "console-link":
         return cmd_console_link(settings, args)
-    if command == "simulator":
-        return cmd_simulator_list()
+    if "kind_command" in args:
+        return int(args.kind_command.run(settings, args))
     if command == "kinds":
         return cmd_kinds(settings)
     if command == "agents":

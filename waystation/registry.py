@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from pydantic_settings import BaseSettings
 
 from activities.agent_registry import (
     RegisteredAgent,
@@ -102,6 +103,17 @@ class Registry:
         return {name: r.kind.console_module for name, r in self.kinds.items()
                 if r.kind.console_module is not None}
 
+    def check_settings(self, settings: Any) -> None:
+        """Read every kind's own settings (`RunKind.settings`), so a bad value stops the API
+        or the worker at start, naming the variable, rather than failing a request."""
+        for name, registered in self.kinds.items():
+            if registered.kind.settings is not None:
+                try:
+                    settings.of(registered.kind.settings)
+                except ValidationError as error:
+                    raise PluginError(f"{registered.source}: kind {name!r}'s settings: "
+                                      f"{error}") from None
+
     def add_kind(self, kind: object, source: str) -> None:
         if not isinstance(kind, RunKind):
             raise PluginError(f"{source}: {kind!r} is not a waystation RunKind")
@@ -124,6 +136,10 @@ class Registry:
                 raise PluginError(f"{source}: kind {kind.name!r}: workflow type "
                                   f"{workflow_type(kind.workflow)!r} "
                                   f"is taken by {other.kind.name!r}")
+        if kind.settings is not None and not (isinstance(kind.settings, type)
+                                              and issubclass(kind.settings, BaseSettings)):
+            raise PluginError(f"{source}: kind {kind.name!r}: settings {kind.settings!r} is "
+                              "not a pydantic-settings BaseSettings")
         pages = {page.name for _, page in self.console_pages()}
         for page in kind.console_pages:
             if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:

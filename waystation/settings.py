@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from activities.agents.prices import ModelPrice
 from persistence.sealing import SecretsBox, parse_keys
 
+KindSettings = TypeVar("KindSettings", bound=BaseSettings)
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
 # Seals webhook secrets on a dev stack only (persistence/sealing.py); refused elsewhere.
 DEV_SECRETS_KEY = "sHvqCDLXJXUqiXJhJFgdXxIAfEzsQUjGsDUTbFQhj1k="
@@ -132,13 +133,9 @@ class Settings(BaseSettings):
         default_factory=dict, validation_alias="WAYSTATION_MODEL_PRICES")
     # Screenshots and hierarchies of mobile runs, content-addressed; unset: <data dir>/artifacts.
     artifact_dir: Path | None = Field(None, validation_alias="WAYSTATION_ARTIFACT_DIR")
-    # Devices attached to workers (mobile runs, `driver: adb`) that users may name by serial,
-    # comma-separated; the service role may name any (kinds/mobile/device_policy.py). Empty: none.
-    adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
-    # Where a batch job's `items_path` may point: comma-separated directories and URL
-    # prefixes; anything else is refused at submit (and again by the worker). Empty: nowhere.
-    items_dirs: str = Field("", validation_alias="WAYSTATION_ITEMS_DIRS")
-    items_url_prefixes: str = Field("", validation_alias="WAYSTATION_ITEMS_URL_PREFIXES")
+    # The run kinds' own settings given in code (tests, `waystation.testing.local_stack`); a
+    # kind's settings not given here are read from the environment (`of`).
+    kind_settings: tuple[BaseSettings, ...] = ()
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     # Run the built-in workflows in Temporal's sandbox too (slower; what the tests do).
     sandbox_every_workflow: bool = Field(False,
@@ -219,9 +216,14 @@ class Settings(BaseSettings):
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
-    @property
-    def adb_device_serials(self) -> frozenset[str]:
-        return frozenset(s.strip() for s in self.adb_devices.split(",") if s.strip())
+    def of(self, model: type[KindSettings]) -> KindSettings:
+        """A run kind's own settings (`RunKind.settings`): as given in `kind_settings`, else
+        read from the environment now (a few microseconds; no cache, so a process sees what it
+        was started with and a test what it set)."""
+        for given in self.kind_settings:
+            if isinstance(given, model):
+                return given
+        return model()
 
     @property
     def temporal_ui_base(self) -> str:

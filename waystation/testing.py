@@ -222,12 +222,14 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
 def settings_env(config: Settings) -> dict[str, str]:
     """The environment that gives a child process the settings `config` was given."""
     env: dict[str, str] = {}
-    for name in config.model_fields_set:
-        alias, value = Settings.model_fields[name].validation_alias, getattr(config, name)
-        if isinstance(alias, AliasChoices):
-            alias = alias.choices[0]
-        if isinstance(alias, str) and value is not None:
-            env[alias] = str(value).lower() if isinstance(value, bool) else str(value)
+    for given in (config, *config.kind_settings):  # the kinds' own too (`Settings.of`)
+        for name in given.model_fields_set:
+            alias = type(given).model_fields[name].validation_alias
+            value = getattr(given, name)
+            if isinstance(alias, AliasChoices):
+                alias = alias.choices[0]
+            if isinstance(alias, str) and value is not None:
+                env[alias] = str(value).lower() if isinstance(value, bool) else str(value)
     return env
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from activities.agent_registry import agent_activities
 from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
 from workflows.agent import AgentRun
+from workflows.agent_demo import DEMO
 from workflows.agent_models import AgentCarry, AgentInput, AgentRunInput, AgentState
 
 
@@ -55,6 +56,6 @@ def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
-    fork=_fork, console_module=Path(__file__).with_name("agent_console.js"),
+    fork=_fork, demo=DEMO, console_module=Path(__file__).with_name("agent_console.js"),
     description="A PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent as a durable "
                 "conversation, with tool-call approvals (issue 12, seed 003, issue 28).")

@@ -28,6 +28,7 @@ from kinds.batch.activities.items import BatchActivities
 from kinds.batch.activities.items_source import ItemsSources, items_sources
 from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
 from kinds.batch.rerun import RerunRefused, rerun_input
+from kinds.batch.settings import BatchSettings
 from kinds.batch.workflow import BatchJob
 from workflows.gate_rules import DecisionInput
 
@@ -148,7 +149,8 @@ BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
     summary=_summary, details=_details, activities=_activities, build_input=_build_input,
     fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
-    view=_view, worker_deps=_worker_deps, metrics=_metrics, mcp_tools=_mcp_tools,
+    view=_view, worker_deps=_worker_deps, settings=BatchSettings, metrics=_metrics,
+    mcp_tools=_mcp_tools,
     console_module=resources.files(__package__) / "console.js",
     console_pages=[ConsolePage(name="workers", title="Workers",
                                module=resources.files(__package__) / "console_workers.js")],

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from api.auth import User
 from api.errors import ApiError
+from kinds.mobile.settings import MobileSettings
 from waystation.settings import Settings
 
 
@@ -21,7 +22,7 @@ def check_device(run_input: BaseModel, user: User, settings: Settings) -> None:
     if getattr(run_input, "driver", None) != "adb" or user.is_service:
         return
     serial = getattr(run_input, "device_serial", None)
-    if serial is not None and serial in settings.adb_device_serials:
+    if serial is not None and serial in settings.of(MobileSettings).adb_device_serials:
         return
     why = ("the adb driver needs a device_serial" if serial is None
            else f"device {serial!r} is not one users may name")

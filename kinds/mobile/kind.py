@@ -9,6 +9,7 @@ from typing import Any
 from activities.artifacts import LocalArtifactStore
 from activities.deps import WorkerDeps
 from contracts.kinds import (
+    CliCommand,
     ForkPoint,
     ForkRefused,
     KindRetention,
@@ -20,6 +21,7 @@ from contracts.kinds import (
 from kinds.mobile import repository as graph_repo
 from kinds.mobile.activities.steps import MobileActivities
 from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from kinds.mobile.settings import MobileSettings
 from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 
@@ -63,6 +65,18 @@ def _mcp_run_resources() -> list[RunResource]:
                         read=service.run_graph)]
 
 
+def _simulator(parser: Any) -> None:
+    parser.add_subparsers(dest="simulator_command", required=True, metavar="ACTION").add_parser(
+        "list", help="print the bundled sample apps' packages, one a line")
+
+
+def _simulator_list(settings: Any, args: Any) -> int:
+    from kinds.mobile.activities.simulator.driver import bundled_packages
+
+    print("\n".join(bundled_packages()))
+    return 0
+
+
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
     """A new exploration from the screen the snapshot's step stood at, carrying the graph
     recorded up to that step (kinds.mobile.workflow `_restore`)."""
@@ -90,8 +104,11 @@ MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
     task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
+    settings=MobileSettings,
     console_module=resources.files(__package__) / "console.js", routers=_routers,
     mcp_run_resources=_mcp_run_resources,
+    cli_commands=[CliCommand(name="simulator", help="the offline app simulator",
+                             configure=_simulator, run=_simulator_list)],
     retention=KindRetention(archive=graph_repo.archive_sections,
                             forget_artifacts=graph_repo.forget_artifacts),
     description="An agent explores an Android app and records its screen graph (seed 001).")

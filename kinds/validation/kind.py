@@ -8,6 +8,7 @@ from typing import Any
 from activities.deps import WorkerDeps
 from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
 from kinds.validation.activities.crew_tasks import CrewTaskActivities
+from kinds.validation.demo import DEMO
 from kinds.validation.models import (
     ValidationInput,
     ValidationRunInput,
@@ -59,5 +60,5 @@ def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
 VALIDATION = RunKind(
     name="validation", workflow=ValidationRun, input_model=ValidationInput,
     workflow_id_prefix="validation-", summary=_summary, details=_details,
-    activities=_activities, fork=_fork,
+    activities=_activities, fork=_fork, demo=DEMO,
     description="Five phases of crew work with human gates (seed 000).")

@@ -134,7 +134,7 @@ def test_flags_before_or_after_the_subcommand_become_env(
 ) -> None:
     monkeypatch.delenv("WAYSTATION_DATA_DIR", raising=False)
     monkeypatch.setenv("TEMPORAL_ADDRESS", "localhost:7233")
-    apply_flags_to_env(build_parser().parse_args(argv))
+    apply_flags_to_env(build_parser({}).parse_args(argv))
     assert os.environ["WAYSTATION_DATA_DIR"] == "/d"
     assert os.environ["TEMPORAL_ADDRESS"] == "localhost:17001"
 

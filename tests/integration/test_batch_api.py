@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from activities.agents import backend_named
 from api.app import create_app
+from kinds.batch.settings import BatchSettings
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
@@ -21,7 +22,8 @@ from waystation.worker import build_worker
 async def api(settings: Settings, dev_env, pool,  # noqa: F811
               tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     # Items files may come from this test's folder only (WAYSTATION_ITEMS_DIRS).
-    settings = Settings(**{**settings.model_dump(), "items_dirs": str(tmp_path)})
+    settings = settings.model_copy(
+        update={"kind_settings": (BatchSettings(items_dirs=str(tmp_path)),)})
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend_named("offline", delay_ms=30),

@@ -17,6 +17,7 @@ from api.app import create_app
 from api.auth import issue_token
 from kinds.batch.activities.items_source import ItemsSources, SourceRefused
 from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
+from kinds.batch.settings import BatchSettings
 from waystation.settings import Settings
 
 SECRET = "items-secret-0123456789-0123456789-abcdef"
@@ -70,7 +71,8 @@ async def test_refused_at_submit_with_422_and_nothing_written(migrated_url, pool
                                                              allowed):
     settings = Settings(database_url=migrated_url, jwt_secret=SECRET,
                         temporal_address=dev_env.client.service_client.config.target_host,
-                        items_dirs=str(allowed), items_url_prefixes="https://data.example.com/j/")
+                        kind_settings=(BatchSettings(items_dirs=str(allowed),
+                                                     items_url_prefixes="https://data.example.com/j/"),))
     user = f"items-{uuid.uuid4().hex[:8]}"
     headers = {"Authorization": f"Bearer {issue_token(SECRET, user)}"}
     app = create_app(settings)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kinds.mobile.activities.adb import typing_commands
+from kinds.mobile.settings import MobileSettings
 from tests.integration.test_mobile_api import SECRET, api, auth  # noqa: F401 - the api fixture
 from tests.mobile_helpers import NOTES
 from waystation.settings import Settings
@@ -44,7 +45,8 @@ def test_typed_text_reaches_input_as_typed_and_runs_nothing(
 def settings(migrated_url: str, dev_env, task_queue: str, tmp_path: Path) -> Settings:
     return Settings(database_url=migrated_url, jwt_secret=SECRET, temporal_task_queue=task_queue,
                     temporal_address=dev_env.client.service_client.config.target_host,
-                    artifact_dir=tmp_path / "artifacts", adb_devices="emulator-5554, lab-7")
+                    artifact_dir=tmp_path / "artifacts",
+                    kind_settings=(MobileSettings(adb_devices="emulator-5554, lab-7"),))
 
 
 def _adb_run(serial: str | None) -> dict:

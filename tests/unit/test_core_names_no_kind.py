@@ -46,21 +46,13 @@ PENDING_KINDS = {
 
 # What the core still names of a moved kind: (core file, what) -> why it is still there.
 PENDING_TIES = {
-    ("waystation/cli.py", "kinds.mobile"):
-        "`waystation simulator list` (the bundled simulator apps): needs a CLI-commands hook",
     ("activities/validation/offline_answers.py", "kinds.validation"):
         "the offline backend's canned answers to the validation crew's tasks, typed by its "
         "outputs (read by activities/agents/offline.py, an agent-kind file on another branch)",
-    ("waystation/cli.py", "validation"):
-        "`waystation demo` starts a validation (or agent) run: a demo hook of a kind's own",
     ("activities/agents/offline.py", "batch"):
         "the offline backend answers a batch item (crew 'batch') generically: an agent-kind "
         "file, being changed on another branch",
 }
-
-# Not scanned, still to move: the batch kind's settings fields in waystation/settings.py
-# (`items_dirs`, `items_url_prefixes`, read by its `worker_deps` and start check) wait for a
-# settings hook of a kind's own.
 
 # Migrations applied before the kind moved keep their file and number (their checksums are
 # stored in every database they reached); persistence/schema.sql is generated from them all.

@@ -1,14 +1,26 @@
 """The public `RunKind` hooks the core calls for every registered kind: migrations in one
-global order, routers, console sections, start checks, worker dependencies."""
+global order, routers, console sections, start checks, worker dependencies, CLI commands,
+demos, settings."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
+from pydantic import Field
+from pydantic_settings import BaseSettings
 
+from contracts.kinds import CliCommand, PluginError, RunKind
+from kinds.batch.settings import BatchSettings
+from kinds.mobile.activities.simulator.driver import bundled_packages
+from kinds.mobile.settings import MobileSettings
 from persistence.migrate import migration_files
-from waystation.registry import load_registry
+from waystation import cli
+from waystation.registry import Registered, Registry, load_registry
+from waystation.settings import Settings
+from waystation.testing import settings_env
 
 
 def test_kind_migrations_join_the_core_s_in_one_order(tmp_path: Path) -> None:
@@ -39,3 +51,66 @@ def test_builtin_kinds_bring_their_parts_through_the_hooks() -> None:
     assert batch.start_check and batch.view and batch.worker_deps and batch.metrics
     assert batch.retention and batch.retention.archive and batch.retention.purge
     assert registry.kind("mobile_agent").start_check is not None
+
+
+def _kind_with(**hooks: object) -> RunKind:
+    validation = load_registry(use_entry_points=False).kind("validation")
+    return dataclasses.replace(validation, name="my_kind", workflow_id_prefix="my-", **hooks)
+
+
+def test_a_kind_s_cli_command_is_a_waystation_subcommand(capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """`waystation simulator list` comes from the mobile kind's `cli_commands`; a plug-in's
+    command is parsed and run the same way, and one taking a name already taken is refused."""
+    assert cli.main(["simulator", "list"]) == 0
+    assert capsys.readouterr().out.split() == bundled_packages()
+
+    seen: list[str] = []
+
+    def configure(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--shelf", required=True)
+
+    command = CliCommand(name="restock", help="restock a shelf", configure=configure,
+                         run=lambda settings, args: seen.append(args.shelf) or 7)
+    kinds = {"my_kind": Registered(_kind_with(cli_commands=[command]), "test")}
+    args = cli.build_parser(kinds).parse_args(["restock", "--shelf", "b2"])
+    assert args.kind_command.run(None, args) == 7 and seen == ["b2"]
+
+    clash = CliCommand(name="token", help="", run=lambda settings, args: 0)
+    with pytest.raises(PluginError, match="kind 'my_kind''s command 'token' is taken"):
+        cli.build_parser({"my_kind": Registered(_kind_with(cli_commands=[clash]), "test")})
+
+
+def test_demos_are_the_kinds_that_have_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """`waystation demo --kind K` takes a kind with a `demo` hook; the first is the default."""
+    parser = cli.build_parser(load_registry(use_entry_points=False).kinds)
+    assert parser.parse_args(["demo"]).kind == "validation"
+    assert parser.parse_args(["demo", "--kind", "agent"]).kind == "agent"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["demo", "--kind", "batch"])  # no demo of its own
+    assert "invalid choice: 'batch' (choose from 'validation', 'agent')" in capsys.readouterr().err
+
+
+def test_a_kind_s_settings_come_from_code_or_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WAYSTATION_ITEMS_DIRS", "/srv/items")
+    assert Settings().of(BatchSettings).items_dirs == "/srv/items"
+    given = Settings(kind_settings=(BatchSettings(items_dirs="/tmp/mine"),))
+    assert given.of(BatchSettings).items_dirs == "/tmp/mine"
+    # A child process started by local_stack(processes=True) gets them as variables.
+    assert settings_env(given)["WAYSTATION_ITEMS_DIRS"] == "/tmp/mine"
+    assert given.of(MobileSettings).adb_device_serials == frozenset()
+
+
+def test_a_bad_kind_setting_stops_the_api_and_worker_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class ShelfSettings(BaseSettings):
+        shelves: int = Field(1, validation_alias="WAYSTATION_SHELVES")
+
+    registry = Registry()
+    registry.add_kind(_kind_with(settings=ShelfSettings), "test")
+    monkeypatch.setenv("WAYSTATION_SHELVES", "many")
+    with pytest.raises(PluginError, match="(?s)kind 'my_kind''s settings: .*WAYSTATION_SHELVES"):
+        registry.check_settings(Settings())
+    with pytest.raises(PluginError, match="is not a pydantic-settings BaseSettings"):
+        Registry().add_kind(_kind_with(settings=dict), "test")

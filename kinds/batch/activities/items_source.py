@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
+from kinds.batch.settings import BatchSettings
+
 URL_SCHEMES = ("http", "https")
 MAX_REDIRECTS = 5
 
@@ -118,7 +120,8 @@ async def _addresses(host: str, port: int | None) -> set[IPAddress]:
 
 def items_sources(settings: Any) -> ItemsSources:
     """What the operator allows (WAYSTATION_ITEMS_DIRS, WAYSTATION_ITEMS_URL_PREFIXES)."""
-    return _parsed(settings.items_dirs, settings.items_url_prefixes)
+    allowed = settings.of(BatchSettings)
+    return _parsed(allowed.items_dirs, allowed.items_url_prefixes)
 
 
 @lru_cache(maxsize=8)
