@@ -13,7 +13,7 @@ from temporalio import activity
 
 from activities.decision_mail import start_decision_mail
 from activities.notifications import may_notify, notifications_of
-from activities.webhooks import start_notifications
+from activities.webhooks import WebhookActivities, start_notifications
 from contracts.writes import RunEnd
 from persistence import webhooks as webhooks_repo
 from persistence.runs import run_end
@@ -28,8 +28,11 @@ class RecordResult(BaseModel):
 
 
 class ReadModelActivities:
-    def __init__(self, pool: asyncpg.Pool, *, mail_deciders: bool = False) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, webhooks: WebhookActivities | None = None,
+                 mail_deciders: bool = False) -> None:
         self._pool = pool
+        # Sends each delivery's first attempt as soon as it is committed.
+        self._webhooks = webhooks
         # With SMTP configured, each gate opened is mailed to those who may decide it.
         self._mail_deciders = mail_deciders
 
@@ -47,6 +50,8 @@ class ReadModelActivities:
         # After the commit: the workflows must find their rows. A crash before these lines
         # retries the whole activity, which finds the same pending deliveries and gate.
         if events:
+            if self._webhooks is not None:
+                await self._webhooks.first_attempts(write.run_id, events)
             await start_notifications(activity.client(), activity.info().task_queue,
                                       write.run_id, events)
         if self._mail_deciders and write.open_gate is not None:

@@ -1,10 +1,12 @@
 """Webhook deliveries: enqueued by the recorder, sent by one workflow per event.
 
 Why this shape: the recorder's activity writes a gate (or a run's end) and the deliveries it
-calls for in one transaction, so no notification is lost or invented; it then starts one
+calls for in one transaction, so no notification is lost or invented; it then makes a first
+attempt of each delivery at once (`first_attempts`), and then starts one
 `WebhookNotification` workflow for the event (workflow id from the run and the event key, so a
-retried or replayed recorder starts nothing twice), which sends each delivery in an activity of
-its own (the first attempt a local one, workflows/webhook_notification.py). Temporal owns the
+retried or replayed recorder starts nothing twice), which sends each delivery that attempt did
+not deliver in an activity of its own (its first try a local one,
+workflows/webhook_notification.py). Temporal owns the
 retries and backoff of each (days of them, across worker crashes) and the API never makes an
 outbound call. The delivery id is the `webhook-id` header of every
 attempt, so receivers deduplicate by it. One workflow per event rather than per delivery: a
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from datetime import UTC, datetime
 from uuid import UUID
@@ -35,8 +38,11 @@ from persistence import webhooks as webhooks_repo
 from persistence.sealing import SecretsBox, SecretUnreadable
 from persistence.webhooks import message_id
 
+log = logging.getLogger(__name__)
 NOTIFICATION_WORKFLOW = "WebhookNotification"
 SEND_TIMEOUT_SECONDS = 10.0
+# How long the recorder waits for a delivery's first attempt before leaving it to the workflow.
+FIRST_ATTEMPT_WITHIN_SECONDS = 2.0
 # The receiver's answer, shortened, for the delivery log.
 ERROR_TEXT_LIMIT = 500
 
@@ -48,9 +54,6 @@ class NotificationInput(BaseModel):
 
 class DeliveryInput(BaseModel):
     delivery_id: UUID
-    # Attempts made before this activity's own (the fast first attempt, a local activity):
-    # the delivery log numbers attempts across both, 1, 2, 3 ...
-    attempts_before: int = 0
 
 
 class PendingDeliveries(BaseModel):
@@ -103,13 +106,41 @@ class WebhookActivities:
     @activity.defn(name="deliver_webhook")
     async def deliver(self, arg: DeliveryInput) -> DeliveryResult:
         """One signed POST; raises (so Temporal retries with backoff) unless it got a 2xx."""
+        result, error = await self._send(arg.delivery_id)
+        if error is not None:
+            raise ApplicationError(error, type="WebhookDeliveryFailed")
+        return result
+
+    async def first_attempts(self, run_id: UUID, event_keys: list[str]) -> None:
+        """Each pending delivery of these events sent once, now: the recorder calls this as
+        soon as it has committed them, before their workflows start, so a receiver hears of a
+        gate in the time of one POST rather than after a workflow's start and first task
+        (issue 31). Only the workflow retries: an attempt that fails, or takes longer than
+        FIRST_ATTEMPT_WITHIN_SECONDS (the run's workflow task waits for it), is left to it;
+        one cut short may have reached a slow receiver, which the retry's same webhook-id
+        lets it deduplicate."""
         async with self._pool.acquire() as conn:
-            delivery = await webhooks_repo.delivery_to_send(conn, arg.delivery_id)
+            ids = await webhooks_repo.pending_deliveries(conn, run_id, event_keys)
+
+        async def attempt(delivery_id: UUID) -> None:
+            try:
+                await asyncio.wait_for(self._send(delivery_id), FIRST_ATTEMPT_WITHIN_SECONDS)
+            except Exception as error:  # noqa: BLE001 - the workflow's attempts deliver it
+                log.info("first attempt of delivery %s left to its workflow: %r",
+                         delivery_id, error)
+
+        await asyncio.gather(*(attempt(i) for i in ids))
+
+    async def _send(self, delivery_id: UUID) -> tuple[DeliveryResult, str | None]:
+        """One signed POST of a pending delivery, numbered and recorded in its log: the
+        delivery's status after it, and why it failed when a retry may still deliver it."""
+        async with self._pool.acquire() as conn:
+            delivery = await webhooks_repo.delivery_to_send(conn, delivery_id)
             if delivery is None or delivery.status != "pending":
-                return DeliveryResult(status=delivery.status if delivery else "canceled")
+                return DeliveryResult(status=delivery.status if delivery else "canceled"), None
             if delivery.webhook_deleted_at is not None:
                 await webhooks_repo.finish_delivery(conn, delivery.id, "canceled")
-                return DeliveryResult(status="canceled")
+                return DeliveryResult(status="canceled"), None
         body = json.dumps(delivery.payload, separators=(",", ":"))
         msg_id, now = message_id(delivery.id), datetime.now(UTC)
         began = time.monotonic()
@@ -135,18 +166,19 @@ class WebhookActivities:
             # OSError: the host did not resolve.
             error = f"{type(failure).__name__}: {failure}"[:ERROR_TEXT_LIMIT]
         async with self._pool.acquire() as conn:
+            # Numbered after those the log has (the recorder's first attempt, the workflow's):
+            # attempts of one delivery never overlap, as each starts after the last ended.
             await webhooks_repo.record_attempt(
-                conn, delivery.id, attempt=arg.attempts_before + activity.info().attempt,
-                status_code=status_code,
+                conn, delivery.id, attempt=delivery.attempts + 1, status_code=status_code,
                 error=error, duration_ms=int((time.monotonic() - began) * 1000),
                 delivered=error is None)
             if refused:  # no retry can change where it would go
                 await webhooks_repo.finish_delivery(conn, delivery.id, "failed")
-                return DeliveryResult(status="failed")
+                return DeliveryResult(status="failed"), None
         if error is not None:
-            raise ApplicationError(f"delivery {msg_id} to {delivery.url} failed: {error}",
-                                   type="WebhookDeliveryFailed")
-        return DeliveryResult(status="delivered")
+            return DeliveryResult(status="pending"), \
+                f"delivery {msg_id} to {delivery.url} failed: {error}"
+        return DeliveryResult(status="delivered"), None
 
     async def _post(self, url: str, body: str, headers: dict[str, str]) -> httpx.Response:
         """POST to the first address of the URL's host that takes the connection (an IPv6

@@ -91,7 +91,8 @@ def build_worker(
     webhooks = WebhookActivities(pool, settings.secrets_box,
                                  private_networks=webhook_private_networks)
     shared: list[Callable[..., Any]] = [
-        ReadModelActivities(pool, mail_deciders=mail is not None).record, webhooks.pending,
+        ReadModelActivities(pool, webhooks=webhooks, mail_deciders=mail is not None).record,
+        webhooks.pending,
         webhooks.deliver, webhooks.give_up, retention.purge_batch]
     if mail is not None:
         shared.append(DecisionMailActivities(pool, mail).send)

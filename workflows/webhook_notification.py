@@ -5,7 +5,9 @@ The first attempt of each delivery is a local activity, in the workflow's first 
 regular activity costs a server round trip (about 50 ms on the dev server) before the POST
 leaves, which is most of the time from a gate opening to its webhook arriving (issue 31).
 Only when that attempt fails do the retries, with their backoff over days, go to regular
-activities; every attempt carries the same webhook-id and the delivery log numbers them on."""
+activities; every attempt carries the same webhook-id and the delivery log numbers them on.
+Before all of these, the recorder that committed the deliveries has made one attempt of each
+(activities/webhooks.py `first_attempts`): this workflow finds those it delivered done."""
 
 from __future__ import annotations
 
@@ -77,7 +79,6 @@ class WebhookNotification:
                                            start_to_close=SEND_TIMEOUT,
                                            summary=f"send webhook msg_{delivery_id.hex}")
             except FIRST_ATTEMPT_FAILED:
-                arg = DeliveryInput(delivery_id=delivery_id, attempts_before=1)
                 await workflow.sleep(DELIVERY_RETRY.initial_interval)
         try:
             return await workflow.execute_activity_method(

@@ -54,8 +54,8 @@ SELECT d.*, w.url, w.secret, w.deleted_at AS webhook_deleted_at
  WHERE d.id = $1;
 
 -- name: record_attempt
--- One attempt and its outcome; the delivery counts it (a retried activity's attempt number is
--- Temporal's, so recording it twice is a no-op).
+-- One attempt and its outcome; the delivery counts it. The attempt's number is one more than
+-- the delivery's count when it began, so an attempt recorded twice is recorded once.
 WITH attempt AS (
     INSERT INTO webhook_attempts (delivery_id, attempt, status_code, error, duration_ms)
     VALUES ($1, $2, $3, $4, $5)

@@ -11,11 +11,13 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
+import asyncpg
 import httpx
 import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
 
+from activities.webhooks import NotificationResult
 from api.auth import issue_token
 from persistence import webhooks as webhooks_repo
 from persistence.sealing import PREFIX, SecretsBox, SecretUnreadable, new_key
@@ -317,3 +319,34 @@ def test_a_settings_copy_with_another_key_seals_and_opens_with_that_key():
     assert dev.secrets_box.open(sealed) == "s3cret"
     with pytest.raises(SecretUnreadable):
         moved.secrets_box.open(sealed)
+
+
+async def test_the_recorder_sends_first_and_the_workflow_finds_it_delivered(http, pool, dev_env):
+    """A gate's webhook leaves from the recorder that committed it, before its notification
+    workflow starts (issue 31: one POST after the commit, not a workflow start and task); the
+    workflow then finds it delivered and sends nothing."""
+    user = f"first-{uuid.uuid4().hex[:6]}"
+    with Receiver() as receiver:
+        created = await http.post("/webhooks", headers=auth(user),
+                                  json={"url": receiver.url, "events": ["gate.opened"]})
+        assert created.status_code == 201, created.text
+        started = await http.post("/runs", headers=auth(user), json={
+            "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+        run_id = uuid.UUID(started.json()["run_id"])
+
+        async def delivered() -> asyncpg.Record | None:
+            async with pool.acquire() as conn:
+                return await conn.fetchrow(
+                    "SELECT id, event_key, attempts FROM webhook_deliveries "
+                    "WHERE run_id = $1 AND status = 'delivered'", run_id)
+        delivery = await eventually(delivered, timeout=30)
+        assert delivery["attempts"] == 1
+        handle = dev_env.client.get_workflow_handle(f"webhooks-{run_id}-{delivery['event_key']}",
+                                                     result_type=NotificationResult)
+        assert (await handle.result()).statuses == {}  # nothing left to deliver
+        history = await handle.fetch_history()
+        # One local activity: the pending deliveries' lookup, which found none; no send.
+        assert sum(e.HasField("marker_recorded_event_attributes") for e in history.events) == 1
+        assert not any(e.HasField("activity_task_scheduled_event_attributes")
+                       for e in history.events)
+    assert len(receiver.received) == 1
