@@ -35,27 +35,30 @@ MOVED = (
           routes=frozenset({"/apps", "/artifacts"})),
     Moved(package="kinds.validation", name="validation", tables=frozenset(),
           routes=frozenset()),
+    # Its routes are `/runs/{id}/messages`: under the core's `/runs`, so none of its own here.
+    Moved(package="kinds.agent", name="agent", tables=frozenset(), routes=frozenset()),
 )
 
 # Kinds still spread over the core's folders: `workflows/<kind>*.py`, `activities/<kind>/`,
 # `workflows/<kind>_kind.py`, and the core modules that name them.
-PENDING_KINDS = {
-    "agent": "workflows/agent*.py, activities/agent*, activities/agents/, api/routes/messages.py "
-             "(being changed by another branch)",
-}
+PENDING_KINDS: dict[str, str] = {}
 
 # What the core still names of a moved kind: (core file, what) -> why it is still there.
 PENDING_TIES = {
     ("waystation/cli.py", "kinds.mobile"):
         "`waystation simulator list` (the bundled simulator apps): needs a CLI-commands hook",
-    ("activities/validation/offline_answers.py", "kinds.validation"):
-        "the offline backend's canned answers to the validation crew's tasks, typed by its "
-        "outputs (read by activities/agents/offline.py, an agent-kind file on another branch)",
     ("waystation/cli.py", "validation"):
         "`waystation demo` starts a validation (or agent) run: a demo hook of a kind's own",
-    ("activities/agents/offline.py", "batch"):
-        "the offline backend answers a batch item (crew 'batch') generically: an agent-kind "
-        "file, being changed on another branch",
+    ("waystation/cli.py", "agent"):
+        "`waystation demo --kind agent` starts an agent run (the planner): a demo hook of a "
+        "kind's own",
+}
+
+# A kind's name the core uses as another word: (core file, what) -> what it means there.
+NOT_THE_KIND = {
+    ("api/schemas.py", "agent"):
+        "a transcript entry's role (`user`, `agent`, `tool`: who spoke), part of the API's "
+        "shape",
 }
 
 # Not scanned, still to move: the batch kind's settings fields in waystation/settings.py
@@ -123,7 +126,7 @@ def test_the_core_names_no_moved_kind() -> None:
         where = path.relative_to(ROOT).as_posix()
         for kind in MOVED:
             for what in sorted(named(path, kind)):
-                if (where, what) not in PENDING_TIES:
+                if (where, what) not in PENDING_TIES | NOT_THE_KIND:
                     offences.append(f"{where} names the {kind.name} kind: {what}")
     assert not offences, ("the core must reach a kind through its RunKind hooks only:\n"
                           + "\n".join(offences))
@@ -135,9 +138,9 @@ def test_pending_ties_are_still_there() -> None:
     for path in core_files():
         where = path.relative_to(ROOT).as_posix()
         by_file[where] = set().union(*(named(path, kind) for kind in MOVED))
-    stale = [f"{where}: {what}" for where, what in PENDING_TIES
+    stale = [f"{where}: {what}" for where, what in PENDING_TIES | NOT_THE_KIND
              if what not in by_file.get(where, set())]
-    assert not stale, "remove from PENDING_TIES: " + "; ".join(stale)
+    assert not stale, "remove from PENDING_TIES or NOT_THE_KIND: " + "; ".join(stale)
 
 
 def test_pending_kinds_have_not_moved() -> None:
