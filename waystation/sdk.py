@@ -18,10 +18,12 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
   `ForkSource` for its `fork_input` hook (a fork's input read from the database);
   `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
-  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook. The
-  other hooks (`routers`, `migrations`, `worker_deps`, `console_module`, `metrics`,
-  `mcp_tools`) take plain values, and `console_pages` takes `ConsolePage`s: see
-  docs/run-kinds.md.
+  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook,
+  `KindMessages` for its `messages` hook (its runs take follow-up messages), `KindAgents` for
+  its `agents` hook (agents registered by name), `WorkerSetup` for its `configure_worker`
+  hook and `OfflineAnswer` for its `offline_answers`. The other hooks (`routers`,
+  `migrations`, `worker_deps`, `console_module`, `metrics`, `mcp_tools`) take plain values,
+  and `console_pages` takes `ConsolePage`s: see docs/run-kinds.md.
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -36,6 +38,7 @@ that kind's package: `kinds.agent.sdk`, `kinds.agent.langgraph`, `kinds.agent.op
 from __future__ import annotations
 
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
+from activities.agents.offline import OfflineAnswer
 from activities.deps import WorkerDeps
 from api.errors import ApiError
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
@@ -45,12 +48,15 @@ from contracts.kinds import (
     ForkPoint,
     ForkRefused,
     ForkSource,
+    KindAgents,
+    KindMessages,
     KindRetention,
     RunKind,
     RunResource,
     RunStart,
     StartCheck,
     ViewContext,
+    WorkerSetup,
     shorten,
 )
 from contracts.statuses import GateStatus, RunStatus
@@ -65,7 +71,8 @@ __all__ = [
     "AgentRequest", "AgentResponse", "ConsolePage",
     "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
-    "KindRetention", "ProgressReporter", "RunKind", "RunLife", "RunResource",
-    "RunStart", "RunStatus", "RunWorkflow", "StartCheck", "ViewContext", "WorkerDeps",
+    "KindAgents", "KindMessages", "KindRetention", "OfflineAnswer", "ProgressReporter",
+    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "StartCheck",
+    "ViewContext", "WorkerDeps", "WorkerSetup",
     "replay_histories", "shorten",
 ]
