@@ -76,9 +76,12 @@ class Registry:
         return [agent for keeper in self.agent_keepers() for agent in keeper.registered()]
 
     def agent_keepers(self) -> list[KindAgents]:
+        """The agents registries of the kinds whose runs carry agents (`RunKind.agents`)."""
         return [r.kind.agents for r in self.kinds.values() if r.kind.agents is not None]
 
     def add_agent(self, name: str, agent: object, source: str) -> None:
+        """A plug-in's agent (`waystation.agents`, `AGENTS`), given to every kind that keeps
+        agents; refused when none does."""
         keepers = self.agent_keepers()
         if not keepers:
             raise PluginError(f"{source}: agent {name!r}: no registered kind runs agents")
