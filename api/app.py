@@ -31,7 +31,6 @@ from api.routes import (
     decisions,
     groups,
     health,
-    messages,
     metrics,
     runs,
     streams,
@@ -47,7 +46,7 @@ from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
-ROUTERS = (runs, decisions, messages, streams, health, metrics, groups,
+ROUTERS = (runs, decisions, streams, health, metrics, groups,
            webhooks, contacts, decide_links, api_keys, admin, ag_ui)
 
 if TYPE_CHECKING:

@@ -43,18 +43,19 @@ from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowHandle
 
 from activities.agents import backend_named
-from activities.planner.agent import planner
 from bench import agent_breakdown
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
 from bench.peer_agent import MESSAGES
-from contracts.agents import AGENT_ANSWERED, SUMMARY_PROMPT
+from contracts.events import AGENT_ANSWERED
+from kinds.agent.contracts import SUMMARY_PROMPT
+from kinds.agent.kind import AGENT
+from kinds.agent.models import AgentInput, AgentRunInput, MessageInput
+from kinds.agent.planner.agent import planner
+from kinds.agent.workflow import AgentRun
 from persistence.db import create_pool
 from persistence.runs import create_run
 from waystation.worker import build_worker
-from workflows.agent import AgentRun
-from workflows.agent_kind import AGENT
-from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
 
 WARM_UP_CONVERSATIONS = 3
 EVENTS_CHANNEL = "waystation_events"

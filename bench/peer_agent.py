@@ -1,5 +1,5 @@
 """The agent conversation the peers benchmark and bench.bench_agent run: the built-in planner
-(activities/planner) with its offline `FunctionModel`, three messages of one tool call each.
+(kinds/agent/planner) with its offline `FunctionModel`, three messages of one tool call each.
 
 Waystation runs the planner itself (the `agent` run kind). The peers run the same model and
 the same tool functions in a ReAct loop of their own (model request, tool calls, model
@@ -31,9 +31,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import FunctionModel
 
-from activities.planner.agent import INSTRUCTIONS, planner
-from activities.planner.catalogue import check_availability, search_vendors, shortlist
-from contracts.agents import SUMMARY_PROMPT
+from kinds.agent.contracts import SUMMARY_PROMPT
+from kinds.agent.planner.agent import INSTRUCTIONS, planner
+from kinds.agent.planner.catalogue import check_availability, search_vendors, shortlist
 
 MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
             "I like the first three",

@@ -24,6 +24,16 @@ GATE_DELEGATED = "gate.delegated"
 GATE_REMINDED = "gate.reminded"
 GATE_ESCALATED = "gate.escalated"
 
+# A conversation, in a run of a kind that takes follow-up messages (`RunKind.messages`): a
+# message received, the answer to it, and the tool calls between (called, returned, or retried
+# with what the model was told). AG-UI shows them as the user's and the agent's messages and
+# tool calls, A2A the answer.
+MESSAGE_RECEIVED = "message.received"
+AGENT_ANSWERED = "agent.answered"
+TOOL_CALLED = "tool.called"
+TOOL_RETURNED = "tool.returned"
+TOOL_RETRY = "tool.retry"
+
 # What an outbound webhook may subscribe to (one notification however many events told it).
 RUN_FINISHED = "run.finished"
 WEBHOOK_EVENT_TYPES = (GATE_OPENED, GATE_REMINDED, GATE_ESCALATED, GATE_DECIDED, GATE_EXPIRED,

@@ -4,8 +4,9 @@ A kind is one `RunKind` next to its workflow. The API builds `POST /runs` from t
 registered kinds' input models, the worker registers their workflows and activities, and the
 Temporal Web UI shows their summaries. Built-in kinds (`kinds/`) and plug-ins register the
 same way (`waystation.registry`), and everything else a kind adds (routes, tables, checks,
-console sections, metrics, retention, MCP tools) goes through the hooks below, which the core
-calls for every registered kind.
+console sections, metrics, retention, MCP tools, follow-up messages, agents, a worker's
+setup, offline answers) goes through the hooks below, which the core calls for every
+registered kind.
 """
 
 from __future__ import annotations
@@ -179,6 +180,59 @@ class KindDemo:
     hints: Callable[[Any, dict[str, Any]], Sequence[str]] | None = None
 
 
+@dataclass(frozen=True)
+class KindMessages:
+    """A kind whose runs take follow-up messages (a conversation: what `RunKind.messages`
+    returns). The REST API, AG-UI, A2A and MCP send a message, read the conversation and tell
+    whether a run waits for one through these, for a run of any kind that has them.
+
+    - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
+      api.schemas.MessageAccepted`, the one service function that sends the next message
+      (`request`: an `api.schemas.MessageRequest`) to the run (its `persistence.models.RunRow`),
+      as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
+      does not wait for one).
+    - `transcript`: `async (conn, run, query) -> api.schemas.MessagePage`, the conversation
+      so far (`query`: an `api.queries.TranscriptQuery`), its messages `contracts.events`'
+      `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
+    - `waiting`: `(run) -> bool`, whether the run (its `api.schemas.RunView`: `status`,
+      `pending_checkpoint`, ...) waits for a message now.
+
+    A new run's first message goes in its input model's `message` field, when it has one
+    (A2A's text part, AG-UI's first user message).
+    """
+
+    send: Callable[..., Awaitable[Any]]
+    transcript: Callable[[Any, Any, Any], Awaitable[Any]]
+    waiting: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class KindAgents:
+    """The agents a kind's runs carry, registered by name (`RunKind.agents`): the registry
+    (`waystation.registry`) gives it those of the entry-point group `waystation.agents` and of
+    `WAYSTATION_PLUGINS` modules' `AGENTS` dicts, and `waystation agents` lists them.
+
+    - `register`: `(name, agent, source) -> object`, refusing what its runs cannot carry
+      with `PluginError` (the message naming `source`).
+    - `registered`: `() -> [agent]`, every registered agent (each with `name`, `framework`
+      and `source`), the kind's own bundled agents registered first on the first call, so a
+      plug-in cannot take their names.
+    """
+
+    register: Callable[[str, object, str], object]
+    registered: Callable[[], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a kind's `configure_worker` hook configures a worker process from: its `settings`
+    (`waystation.settings.Settings`) and the `meter` its model calls are counted on
+    (`activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
+
+    settings: Any
+    meter: Any
+
+
 def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
@@ -245,6 +299,16 @@ class RunKind:
     - `cli_commands`: `waystation` subcommands of the kind's own (`CliCommand`).
     - `demo`: what `waystation demo --kind <name>` starts and follows (`KindDemo`); the CLI's
       default demo is the first registered kind that has one.
+    - `messages`: for a kind whose runs take follow-up messages, its `KindMessages` (how to
+      send one, read the conversation, tell that a run waits for one: REST, AG-UI, A2A and
+      MCP call them), as a callable so a worker never imports the API.
+    - `agents`: a `KindAgents` for a kind whose runs carry agents registered by name (the
+      `waystation.agents` entry points, `AGENTS` of `WAYSTATION_PLUGINS` modules).
+    - `configure_worker`: `(WorkerSetup) -> None`, called once in a worker process before it
+      starts (its model configuration, its model calls' accounting), not in the API.
+    - `offline_answers`: task name -> `(context, feedback, rng) -> pydantic model`, the
+      offline agent backend's typed answers to the kind's tasks (a request for another task
+      gets a value matching its output schema, or a short text).
     """
 
     name: str
@@ -275,6 +339,10 @@ class RunKind:
     settings: type[BaseModel] | None = None
     cli_commands: Sequence[CliCommand] = ()
     demo: KindDemo | None = None
+    messages: Callable[[], KindMessages] | None = None
+    agents: KindAgents | None = None
+    configure_worker: Callable[[WorkerSetup], None] | None = None
+    offline_answers: Mapping[str, Callable[..., BaseModel]] = field(default_factory=dict)
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

@@ -15,7 +15,7 @@ INVALID_FEEDBACK = "InvalidFeedback"
 ALREADY_VOTED = "AlreadyVoted"
 NOT_ALLOWED = "NotAllowed"
 INVALID_DELEGATION = "InvalidDelegation"
-# An agent run's next message while it is not waiting for one (workflows/agent.py).
+# An agent run's next message while it is not waiting for one (kinds/agent/workflow.py).
 NOT_WAITING_FOR_MESSAGE = "NotWaitingForMessage"
 # Pausing a batch job that is not running, or resuming one that is not paused
 # (kinds/batch/workflow.py).

@@ -3,9 +3,6 @@ docs/architecture.md): its workflow, models, activities, descriptor, routes, que
 migrations and console module. They are registered through the `waystation.run_kinds` entry
 point of the root `pyproject.toml` (`builtin = "kinds:builtin_kinds"`), as a plug-in is; the
 core imports none of them.
-
-The agent kind still lives in `workflows/` and `activities/` (to be moved here too;
-`tests/unit/test_core_names_no_kind.py` lists what the core still names).
 """
 
 from __future__ import annotations
@@ -17,9 +14,9 @@ def builtin_kinds() -> list[Any]:
     """Every built-in kind, in the order `POST /runs` and `waystation kinds` list them.
     Imported here, not at the top: a kind's workflow module is re-imported in Temporal's
     sandbox, and this package's import must stay free of side effects."""
+    from kinds.agent.kind import AGENT
     from kinds.batch.kind import BATCH
     from kinds.mobile.kind import MOBILE
     from kinds.validation.kind import VALIDATION
-    from workflows.agent_kind import AGENT
 
     return [VALIDATION, BATCH, MOBILE, AGENT]

@@ -10,13 +10,13 @@ import asyncpg
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from kinds.agent.kind import AGENT
+from kinds.agent.models import AgentInput, AgentRunInput, MessageInput
+from kinds.agent.workflow import AgentRun
 from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence.runs import create_run
 from tests.helpers import eventually
-from workflows.agent import AgentRun
-from workflows.agent_kind import AGENT
-from workflows.agent_models import AgentInput, AgentRunInput, MessageInput
 from workflows.gate_rules import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"

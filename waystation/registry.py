@@ -10,9 +10,9 @@ points. So the core names no kind: adding a built-in kind is a package and one l
 A plug-in is a Python package that names its kinds in the entry-point group
 `waystation.run_kinds` (a `RunKind`, a list of them, or a callable returning either), its
 agent backends in `waystation.agent_backends` (a factory `(Settings) -> AgentBackend`) and its
-agents in `waystation.agents` (an agent of a framework the `agent` kind runs), or a module
+agents in `waystation.agents` (an agent for a kind whose runs carry agents registered by name:
+its `RunKind.agents` hook, which keeps them, and where its workflow finds them), or a module
 listed in `WAYSTATION_PLUGINS` with `RUN_KINDS`, `AGENT_BACKENDS` and/or `AGENTS` attributes.
-Agents live in `activities.agent_registry`, where the `agent` workflow finds them by name.
 The API and the worker both load the registry when they start, and refuse to start when a
 plug-in is broken, naming the plug-in and the problem.
 """
@@ -29,14 +29,17 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings
 
-from activities.agent_registry import (
-    RegisteredAgent,
-    register_agent,
-    register_builtin_agents,
-    registered_agents,
-)
 from activities.agents.base import AgentBackend
-from contracts.kinds import KIND_NAME, ConsolePage, PluginError, RunKind, RunResource
+from activities.agents.offline import OfflineAnswer
+from contracts.kinds import (
+    KIND_NAME,
+    ConsolePage,
+    KindAgents,
+    KindMessages,
+    PluginError,
+    RunKind,
+    RunResource,
+)
 from workflows.definitions import is_workflow_class, workflow_type
 
 KINDS_GROUP = "waystation.run_kinds"
@@ -69,8 +72,36 @@ class Registry:
         return list(self.kinds)
 
     @property
-    def agents(self) -> list[RegisteredAgent]:
-        return registered_agents()
+    def agents(self) -> list[Any]:
+        """Every kind's registered agents (`RunKind.agents`): `name`, `framework`, `source`."""
+        return [agent for keeper in self.agent_keepers() for agent in keeper.registered()]
+
+    def agent_keepers(self) -> list[KindAgents]:
+        """The agents registries of the kinds whose runs carry agents (`RunKind.agents`)."""
+        return [r.kind.agents for r in self.kinds.values() if r.kind.agents is not None]
+
+    def add_agent(self, name: str, agent: object, source: str) -> None:
+        """A plug-in's agent (`waystation.agents`, `AGENTS`), given to every kind that keeps
+        agents; refused when none does."""
+        keepers = self.agent_keepers()
+        if not keepers:
+            raise PluginError(f"{source}: agent {name!r}: no registered kind runs agents")
+        for keeper in keepers:
+            keeper.register(name, agent, source)
+
+    def messages(self, kind: str) -> KindMessages | None:
+        """The kind's follow-up messages (`RunKind.messages`), None when its runs take none."""
+        hook = self.kinds[kind].kind.messages if kind in self.kinds else None
+        return hook() if hook is not None else None
+
+    def offline_answers(self) -> dict[str, OfflineAnswer]:
+        """Every kind's typed offline answers by task name (`RunKind.offline_answers`); the
+        kind registered first answers a task two of them name."""
+        answers: dict[str, OfflineAnswer] = {}
+        for r in self.kinds.values():
+            for task, answer in r.kind.offline_answers.items():
+                answers.setdefault(task, answer)
+        return answers
 
     def workflows(self) -> list[type]:
         return [r.kind.workflow for r in self.kinds.values()]
@@ -162,7 +193,8 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
     registry = Registry()
     for kind in builtin_kinds():
         registry.add_kind(kind, "builtin")
-    register_builtin_agents()
+    for keeper in registry.agent_keepers():
+        keeper.registered()  # the kinds' bundled agents first: no plug-in takes their names
     if use_entry_points:
         for ep in entry_points(group=KINDS_GROUP):
             if _is_builtin(ep):
@@ -173,7 +205,7 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
         for ep in entry_points(group=BACKENDS_GROUP):
             registry.add_backend(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
         for ep in entry_points(group=AGENTS_GROUP):
-            register_agent(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
+            registry.add_agent(ep.name, _load(ep.load, _describe(ep)), _describe(ep))
     for module_name in plugin_modules:
         source = f"WAYSTATION_PLUGINS module {module_name}"
         module = _load(functools.partial(importlib.import_module, module_name), source)
@@ -182,10 +214,10 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
         agents = getattr(module, "AGENTS", None)
         if kinds is None and backends is None and agents is None:
             raise PluginError(f"{source}: defines none of RUN_KINDS, AGENT_BACKENDS, AGENTS")
-        for name, agent in (agents or {}).items():
-            register_agent(name, agent, source)
         for kind in _kinds_of(kinds or [], source):
             registry.add_kind(kind, source)
+        for name, agent in (agents or {}).items():
+            registry.add_agent(name, agent, source)
         for name, factory in (backends or {}).items():
             registry.add_backend(name, factory, source)
     return registry

@@ -18,49 +18,50 @@ Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
   snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
   `ForkSource` for its `fork_input` hook (a fork's input read from the database);
   `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
-  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook. The
-  other hooks (`routers`, `migrations`, `worker_deps`, `console_module`, `metrics`,
-  `mcp_tools`) take plain values, and `console_pages` takes `ConsolePage`s: see
-  docs/run-kinds.md.
+  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook,
+  `KindMessages` for its `messages` hook (its runs take follow-up messages), `KindAgents` for
+  its `agents` hook (agents registered by name), `WorkerSetup` for its `configure_worker`
+  hook, `OfflineAnswer` for its `offline_answers`, `CliCommand` for its `cli_commands`
+  (`waystation` subcommands of its own) and `KindDemo` for its `demo` (what `waystation demo
+  --kind` starts). Its `settings` hook takes a pydantic-settings `BaseSettings` class, read
+  with `Settings.of`. The other hooks (`routers`, `migrations`, `worker_deps`,
+  `console_module`, `metrics`, `mcp_tools`) take plain values, and `console_pages` takes
+  `ConsolePage`s: see docs/run-kinds.md.
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
 registered under `waystation.agent_backends`, and `replay_histories` for a plug-in's tests.
 
-Agent side (your own agent for the `agent` kind, registered under `waystation.agents`; see
-docs/agents.md, "Bring the agent you have"): `ConfiguredModel`, the PydanticAI capability that
-makes a run naming no model follow the worker's model configuration and prices each request;
-`MODEL_RETRY`, the bounded retry policy for its model-request activities; `SUMMARY_REQUEST`,
-how the prompt starts by which a run asks the agent for its `context_summary` after each turn;
-`RelatedEntities`, the capability that names the tools whose results hold the ids a run keeps
-(`related_entity_ids`) and re-primes a returning member from; `local_tool`, a PydanticAI
-`Tool` whose calls in a run are Temporal local activities (for fast, idempotent lookups).
-A LangGraph graph imports from `waystation.langgraph` instead (`Approval`,
-`configured_chat_model`), which needs LangGraph.
+The agent kind's own authoring surface (an agent registered under `waystation.agents`:
+`ConfiguredModel`, `MODEL_RETRY`, `SUMMARY_REQUEST`, `RelatedEntities`, `local_tool`, ...) is
+that kind's package: `kinds.agent.sdk`, `kinds.agent.langgraph`, `kinds.agent.openai_agents`
+(docs/agents.md, "Bring the agent you have").
 """
 
 from __future__ import annotations
 
-from activities.agent_entities import RelatedEntities
-from activities.agent_local_tools import local_tool
-from activities.agent_model import MODEL_RETRY, ConfiguredModel
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
+from activities.agents.offline import OfflineAnswer
 from activities.deps import WorkerDeps
 from api.errors import ApiError
-from contracts.agents import SUMMARY_REQUEST
 from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
 from contracts.gate_policy import GatePolicy
 from contracts.kinds import (
+    CliCommand,
     ConsolePage,
     ForkPoint,
     ForkRefused,
     ForkSource,
+    KindAgents,
+    KindDemo,
+    KindMessages,
     KindRetention,
     RunKind,
     RunResource,
     RunStart,
     StartCheck,
     ViewContext,
+    WorkerSetup,
     shorten,
 )
 from contracts.statuses import GateStatus, RunStatus
@@ -71,12 +72,12 @@ from workflows.gate_rules import DecisionInput, GateSpec
 from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
-    "MODEL_RETRY", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED",
-    "SUMMARY_REQUEST", "AgentBackend", "ApiError", "ConfiguredModel", "local_tool",
-    "AgentRequest", "AgentResponse", "ConsolePage",
+    "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED", "AgentBackend", "ApiError",
+    "AgentRequest", "AgentResponse", "CliCommand", "ConsolePage",
     "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
     "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
-    "KindRetention", "ProgressReporter", "RelatedEntities", "RunKind", "RunLife", "RunResource",
-    "RunStart", "RunStatus", "RunWorkflow", "StartCheck", "ViewContext", "WorkerDeps",
+    "KindAgents", "KindDemo", "KindMessages", "KindRetention", "OfflineAnswer", "ProgressReporter",
+    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "StartCheck",
+    "ViewContext", "WorkerDeps", "WorkerSetup",
     "replay_histories", "shorten",
 ]

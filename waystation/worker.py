@@ -15,17 +15,16 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.agent_metering import Accounting, use_accounting
-from activities.agent_model import OpenAIModelConfig, use_openai_model
 from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend, ModelMeter
-from activities.agents.prices import PriceBook
+from activities.agents.offline import use_offline_answers
 from activities.artifacts import LocalArtifactStore
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
+from contracts.kinds import WorkerSetup
 from persistence import events as events_repo
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
@@ -81,6 +80,8 @@ def build_worker(
     if webhook_private_networks is None:
         webhook_private_networks = settings.webhooks_to_private_networks
     registry = registry or load_registry(use_entry_points=False)
+    # The offline backend's typed answers to the kinds' own tasks.
+    use_offline_answers(registry.offline_answers())
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
         r.kind.name: r.kind.worker_deps(settings)
         for r in registry.kinds.values() if r.kind.worker_deps is not None})
@@ -133,16 +134,6 @@ def agent_backend(settings: Settings, registry: Registry | None = None, *,
     return MeteredBackend(backend, meter) if meter is not None else backend
 
 
-def agent_model_config(settings: Settings) -> OpenAIModelConfig | None:
-    """The OpenAI-compatible model agent runs use when their input names none (agents with
-    `ConfiguredModel()`), with the backend `openai`; None keeps each agent's own model."""
-    if settings.agent_backend != "openai":
-        return None
-    return OpenAIModelConfig(base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                             model=settings.openai_model,
-                             timeout_seconds=settings.openai_timeout_seconds)
-
-
 def mail_settings(settings: Settings) -> MailSettings | None:
     """Email to deciders when WAYSTATION_SMTP_URL is set; links point at the API's public
     address and are signed with the API's secret, which checks them."""
@@ -165,8 +156,9 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
         await events_repo.maintain_partitions(conn)
     meter = ModelMeter((runtime or Runtime.default()).metric_meter)
     backend = agent_backend(settings, registry, meter=meter)
-    use_openai_model(agent_model_config(settings))
-    use_accounting(Accounting(PriceBook(settings.model_prices), meter))
+    for registered in registry.kinds.values():
+        if registered.kind.configure_worker is not None:
+            registered.kind.configure_worker(WorkerSetup(settings=settings, meter=meter))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,

@@ -21,7 +21,7 @@ from activities.agents.base import (
 
 class ModelMeter:
     """The `waystation_model_*` counters: every model call a worker makes, the crews' through
-    the backend and the agent runs' through PydanticAI (activities.agent_metering), counted
+    the backend and the agent runs' through PydanticAI (kinds.agent.activities.metering), counted
     here. One per runtime meter."""
 
     def __init__(self, meter: MetricMeter) -> None:

@@ -2,9 +2,10 @@
 
 Output is derived from the request itself (its grounding, feedback, instructions) through a
 seeded generator, so the same request always yields the same answer, a replayed test is
-stable, and a demo reads like a real validation run. Validation crew tasks get typed,
-internally consistent answers (activities.validation.offline_answers); any other task with
-an output schema gets a value matching it, and one without gets a short text answer.
+stable, and a demo reads like a real run. A task a registered kind answers itself
+(`RunKind.offline_answers`, given by the worker: the validation crew's tasks) gets that typed,
+internally consistent answer; any other task with an output schema gets a value matching it,
+and one without gets a short text answer.
 """
 
 from __future__ import annotations
@@ -13,10 +14,38 @@ import asyncio
 import hashlib
 import json
 import random
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
 
 from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
 from activities.agents.schema_example import example_for
-from activities.validation.offline_answers import ANSWERS, keywords
+
+# A kind's typed answer to one of its tasks: (the task's context, a person's feedback, the
+# request's seeded generator) -> the task's output model.
+OfflineAnswer = Callable[[dict[str, Any], str | None, random.Random], BaseModel]
+
+_STOPWORDS = {
+    "a", "an", "and", "the", "for", "to", "of", "in", "on", "with", "that", "who", "is", "are",
+    "it", "by", "from", "at", "as", "be", "or", "we", "our", "their", "they", "this", "app",
+    "helps",
+}
+
+# Every registered kind's answers by task name, given by the worker as it is built
+# (`use_offline_answers`); none until then.
+_answers: Mapping[str, OfflineAnswer] = {}
+
+
+def use_offline_answers(answers: Mapping[str, OfflineAnswer]) -> None:
+    global _answers
+    _answers = answers
+
+
+def keywords(text: str) -> list[str]:
+    words = [w for w in re.findall(r"[a-zA-Z]{3,}", text.lower()) if w not in _STOPWORDS]
+    return list(dict.fromkeys(words)) or ["product"]
 
 
 class OfflineBackend:
@@ -40,7 +69,7 @@ class OfflineBackend:
                     await progress(percent, note)
         seed_text = json.dumps(request.model_dump(), sort_keys=True, default=str)
         rng = random.Random(hashlib.sha256(seed_text.encode()).digest())
-        answer = ANSWERS.get(request.task) if request.crew != "batch" else None
+        answer = _answers.get(request.task)
         words = keywords(request.instructions)
         if answer is not None:
             output = answer(request.context, request.feedback, rng).model_dump(mode="json")

@@ -5,10 +5,9 @@ approval at each gate (seed 000).
   the `ValidationRun` workflow, its models, phases and gates;
 - `activities/`: the crew task activity (`crew_tasks.py`), its typed outputs and prompts;
 - `prompts/validation/<task>.md`: the task prompts (`WAYSTATION_PROMPTS_DIR/validation/`
-  overrides them).
-
-The offline backend's canned answers stay in the core (`activities/validation/
-offline_answers.py`, read by `activities/agents/offline.py`).
+  overrides them);
+- `offline_answers.py`: the offline backend's typed answers to the crew's tasks (the kind's
+  `offline_answers` hook).
 
 Import no submodule here: the worker imports the workflow module in Temporal's sandbox.
 """

@@ -15,6 +15,7 @@ from kinds.validation.models import (
     ValidationRunState,
     ValidationStart,
 )
+from kinds.validation.offline_answers import ANSWERS
 from kinds.validation.phases import PHASES, phase_completed
 from kinds.validation.workflow import ValidationRun
 from workflows.gate_rules import DecisionInput
@@ -60,5 +61,5 @@ def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
 VALIDATION = RunKind(
     name="validation", workflow=ValidationRun, input_model=ValidationInput,
     workflow_id_prefix="validation-", summary=_summary, details=_details,
-    activities=_activities, fork=_fork, demo=DEMO,
+    activities=_activities, fork=_fork, demo=DEMO, offline_answers=ANSWERS,
     description="Five phases of crew work with human gates (seed 000).")

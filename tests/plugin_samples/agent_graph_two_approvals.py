@@ -8,7 +8,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 from pydantic import BaseModel
 
-from waystation.langgraph import Approval
+from kinds.agent.langgraph import Approval
 
 ACTIVITY = {"execute_in": "activity"}
 

@@ -15,11 +15,11 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
+from kinds.agent.models import AgentCarry
 from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from waystation.registry import load_registry
-from workflows.agent_models import AgentCarry
 
 TASK_QUEUE = "record-agent-histories"
 

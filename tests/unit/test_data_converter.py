@@ -12,14 +12,14 @@ import pydantic
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from waystation.temporal_client import DATA_CONVERTER
-from workflows.agent_models import (
+from kinds.agent.models import (
     AgentCarry,
     AgentInput,
     AgentRunInput,
     AgentUsage,
     MessageInput,
 )
+from waystation.temporal_client import DATA_CONVERTER
 
 RUN = AgentRunInput(
     run_id=uuid.UUID("6f1c0a52-3d4e-4b8f-9a51-0c2d9e7b1a33"), owner="priya",

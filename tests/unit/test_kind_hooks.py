@@ -114,3 +114,33 @@ def test_a_bad_kind_setting_stops_the_api_and_worker_naming_it(
         registry.check_settings(Settings())
     with pytest.raises(PluginError, match="is not a pydantic-settings BaseSettings"):
         Registry().add_kind(_kind_with(settings=dict), "test")
+def test_the_agent_kind_brings_its_conversation_and_agents_through_the_hooks() -> None:
+    registry = load_registry(use_entry_points=False)
+    paths = {route.path for router in registry.routers() for route in router.routes}
+    assert "/runs/{run_id}/messages" in paths
+    assert "agent" in registry.console_modules()
+    # Only a kind with the `messages` hook takes follow-up messages.
+    assert [name for name in registry.names if registry.messages(name)] == ["agent"]
+    assert registry.messages("no_such_kind") is None
+    assert "planner" in {agent.name for agent in registry.agents}
+    assert registry.kind("agent").configure_worker is not None
+
+
+async def test_the_offline_backend_answers_the_tasks_the_worker_gives_it() -> None:
+    from activities.agents import AgentRequest, backend_named
+    from activities.agents.offline import use_offline_answers
+    from kinds.validation.activities.outputs import FounderInterview
+
+    registry = load_registry(use_entry_points=False)
+    answers = registry.offline_answers()
+    assert "interview_founder" in answers
+    request = AgentRequest(crew="onboarding", task="interview_founder", agent="a",
+                           instructions="ask the founder", context={"entrepreneur_input": "x"})
+    backend = backend_named("offline")
+    use_offline_answers({})
+    generic = (await backend.run(request)).output
+    use_offline_answers(answers)
+    typed = (await backend.run(request)).output
+    assert generic == {"summary": "interview_founder done: ask founder",
+                       "notes": ["ask", "founder"]}
+    FounderInterview.model_validate(typed)

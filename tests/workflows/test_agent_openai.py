@@ -13,18 +13,23 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.agent_metering import Accounting, use_accounting
-from activities.agent_model import MODEL_RETRY, OpenAIModelConfig, use_openai_model
 from activities.agents import backend_named
 from activities.agents.metered import ModelMeter
 from activities.agents.prices import ModelPrice, PriceBook
+from kinds.agent.activities.metering import Accounting, use_accounting
+from kinds.agent.activities.model import (
+    MODEL_RETRY,
+    OpenAIModelConfig,
+    model_config,
+    use_openai_model,
+)
+from kinds.agent.kind import AGENT
+from kinds.agent.workflow import AgentRun
 from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
 from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
-from waystation.worker import agent_model_config, build_worker
-from workflows.agent import AgentRun
-from workflows.agent_kind import AGENT
+from waystation.worker import build_worker
 
 
 @pytest_asyncio.fixture
@@ -32,7 +37,7 @@ async def worker(time_env: WorkflowEnvironment, pool, task_queue,
                  stub: OpenAIStub) -> AsyncIterator[Worker]:
     settings = Settings(WAYSTATION_AGENT_BACKEND="openai", WAYSTATION_OPENAI_BASE_URL=stub.base_url,
                         WAYSTATION_OPENAI_API_KEY="sk-test", WAYSTATION_OPENAI_MODEL="gpt-4o-mini")
-    use_openai_model(agent_model_config(settings))
+    use_openai_model(model_config(settings))
     try:
         async with build_worker(time_env.client, pool, task_queue=task_queue,
                                 backend=backend_named("offline")) as w:

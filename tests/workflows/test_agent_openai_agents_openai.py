@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from openai_agents_agent.agent import refunds_desk
 
-from activities.agent_registry import register_agent
+from kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
 from tests.openai_stub import CallTool, OpenAIStub, Reply
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker

@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.agents import AgentRequest, backend_named
+from activities.agents.offline import use_offline_answers
 from activities.agents.openai_compatible import OpenAICompatibleBackend
 from kinds.validation.activities.outputs import (
     DesirabilityEvidence,
@@ -24,6 +25,7 @@ from kinds.validation.activities.outputs import (
     FitAssessment,
     ValidationSignal,
 )
+from kinds.validation.kind import VALIDATION
 from kinds.validation.workflow import ValidationRun
 from persistence import events as events_repo
 from persistence import gates as gates_repo
@@ -181,6 +183,8 @@ async def test_raising_the_budget_lets_the_run_go_on(time_env, pool, worker, tas
 
 
 async def test_offline_answers_are_typed_consistent_and_deterministic() -> None:
+    # The validation kind's answers, as a worker gives them to the offline backend.
+    use_offline_answers(VALIDATION.offline_answers)
     backend = backend_named("offline")
     context = {"entrepreneur_input": "An app that helps small clinics cut no-shows."}
     runs = [await backend.run(AgentRequest(crew="onboarding", task="interview_founder",

@@ -9,6 +9,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
+from kinds.agent.models import MessageInput
+from kinds.agent.workflow import AgentRun
 from tests.agent_helpers import (
     BOOK,
     LIKE,
@@ -21,8 +23,6 @@ from tests.agent_helpers import (
     start_agent,
     waiting,
 )
-from workflows.agent import AgentRun
-from workflows.agent_models import MessageInput
 
 
 async def test_approve_reject_with_feedback_and_edit(time_env, pool, worker, task_queue):

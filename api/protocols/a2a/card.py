@@ -22,7 +22,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 
-from api.protocols.a2a.mapping import DEFAULT_KIND, JSON, KIND_KEY, TEXT, struct
+from api.protocols.a2a.mapping import JSON, KIND_KEY, TEXT, default_kind, struct
 from waystation.registry import Registry
 
 CARD_PATH = "/.well-known/agent-card.json"
@@ -44,14 +44,16 @@ SECURITY_SCHEMES = {
 def agent_card(registry: Registry, base_url: str) -> AgentCard:
     """The card for the API at `base_url` (as the caller reached it)."""
     kinds = [registry.kind(name) for name in registry.names]
+    default = default_kind(registry)
     schemas = {kind.name: kind.input_model.model_json_schema() for kind in kinds}
     return AgentCard(
         name="Waystation",
         description="Long-lived AI-agent runs on Temporal that stop at human decisions. A "
                     "task is a run: send a message whose metadata `kind` names a skill (a run "
-                    "kind; `agent` when absent) and whose data part is its input. A task "
-                    "waiting at a gate is `input-required`; answer it with a data part "
-                    "`{\"decision\", \"feedback\"?, \"answer\"?}` on the same task.",
+                    f"kind{f'; `{default}` when absent' if default else ''}) and whose data "
+                    "part is its input. A task waiting at a gate is `input-required`; answer "
+                    "it with a data part `{\"decision\", \"feedback\"?, \"answer\"?}` on "
+                    "the same task.",
         version=VERSION,
         supported_interfaces=[AgentInterface(
             url=base_url.rstrip("/") + RPC_PATH,
@@ -63,7 +65,7 @@ def agent_card(registry: Registry, base_url: str) -> AgentCard:
                 uri=RUN_KINDS_EXTENSION, required=False,
                 description="The input JSON Schema of each skill (run kind), by skill id; "
                             f"a message names its kind in metadata `{KIND_KEY}`.",
-                params=struct({"inputSchemas": schemas, "defaultKind": DEFAULT_KIND}))]),
+                params=struct({"inputSchemas": schemas, "defaultKind": default}))]),
         security_schemes=SECURITY_SCHEMES,
         # Either scheme will do.
         security_requirements=[SecurityRequirement(schemes={name: StringList()})
@@ -75,5 +77,5 @@ def agent_card(registry: Registry, base_url: str) -> AgentCard:
             description=f"{kind.description or f'A {kind.name} run.'} Input: a data part "
                         f"matching the extension's inputSchemas[{kind.name!r}].",
             tags=["waystation", "run-kind", kind.name],
-            input_modes=[JSON, TEXT] if kind.name == DEFAULT_KIND else [JSON],
+            input_modes=[JSON, TEXT] if registry.messages(kind.name) is not None else [JSON],
             output_modes=[JSON, TEXT]) for kind in kinds])

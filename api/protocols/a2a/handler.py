@@ -167,7 +167,8 @@ class WaystationHandler(RequestHandler):
         async with calling(context) as call:
             if not message.task_id:
                 try:
-                    body = self._start_body.validate_python(mapping.start_body(message))
+                    body = self._start_body.validate_python(
+                        mapping.start_body(message, call.registry))
                 except ValidationError as error:
                     raise invalid_request(error.errors()) from error
                 created = await runs.start_run(call.conn, await call.temporal(), call.user,
@@ -194,7 +195,7 @@ class WaystationHandler(RequestHandler):
                 assert content.text is not None, "said() refuses a message with neither"
                 await messages.send_message(call.conn, await call.temporal(), call.user, run,
                                             MessageRequest(text=content.text),
-                                            idempotency_key=once)
+                                            registry=call.registry, idempotency_key=once)
             after = (await runs.visible_run(call.conn, call.user, run.id)).last_seq
             return Acted(run_id=run.id, before=run.last_seq, after=after)
 
@@ -277,13 +278,17 @@ async def _push_to(call: Call, run: RunRow, config: TaskPushNotificationConfig) 
 
 
 async def _waiting(call: Call, size: int) -> list[RunRow]:
-    """Runs waiting for the caller: its inbox's requests' runs, newest first, then its agent
-    runs waiting for a message."""
+    """Runs waiting for the caller: its inbox's requests' runs, newest first, then its runs
+    waiting for a message (of each kind that takes messages)."""
     inbox = await decisions.inbox(call.conn, call.user, InboxQuery(limit=size))
     ids = list(dict.fromkeys(d.run_id for d in inbox.decisions))
-    paused = await runs.list_runs(call.conn, call.user, RunFilter(
-        kind=mapping.DEFAULT_KIND, status="paused", limit=size), registry=call.registry)
-    ids += [v.run_id for v in paused.runs if mapping.waits_for_message(v) and v.run_id not in ids]
+    for kind in call.registry.names:
+        if call.registry.messages(kind) is None:
+            continue
+        paused = await runs.list_runs(call.conn, call.user, RunFilter(
+            kind=kind, status="paused", limit=size), registry=call.registry)
+        ids += [v.run_id for v in paused.runs if v.run_id not in ids
+                and messages.waits_for_message(v, registry=call.registry)]
     return [await runs.visible_run(call.conn, call.user, run_id) for run_id in ids[:size]]
 
 

@@ -52,11 +52,11 @@ from api.errors import ApiError, invalid_request
 from api.schemas import DecisionRequest, DecisionView, EventView, RunView
 from api.webhook_schemas import WebhookCreate, WebhookView
 from contracts.events import WEBHOOK_EVENT_TYPES
-from workflows.agent_kind import AGENT
+from waystation.registry import Registry
 
-# A new task's message names its run kind here; without it the message starts an agent run.
+# A new task's message names its run kind here; without it the message starts a run of the
+# first registered kind whose runs take messages (`default_kind`).
 KIND_KEY = "kind"
-DEFAULT_KIND = AGENT.name
 # What else a new task's message metadata may carry: `POST /runs`'s other fields.
 START_KEYS = ("project_id", "group_id", "gates")
 # The `type` in a data part's metadata that says what the part is.
@@ -75,27 +75,30 @@ _FINISHED = {"completed": TaskState.TASK_STATE_COMPLETED,
 REJECTED = "rejected"
 
 
-def waits_for_message(run: RunView) -> bool:
-    """An agent run between turns: paused with no request open (see workflows/agent.py)."""
-    return run.kind == AGENT.name and run.status == "paused" and run.pending_checkpoint is None
+def default_kind(registry: Registry) -> str | None:
+    """The kind a new task's message starts when it names none: the first registered kind
+    whose runs take messages (`RunKind.messages`), which also takes a text part as its first
+    message."""
+    return next((name for name in registry.names if registry.messages(name) is not None), None)
 
 
-def task_state(run: RunView) -> TaskState:
+def task_state(run: RunView, *, waiting: bool) -> TaskState:
+    """`waiting`: the run waits for its next message (api.services.messages)."""
     if run.status in _FINISHED:
         if run.status == "failed" and run.stop_reason == REJECTED:
             return TaskState.TASK_STATE_REJECTED
         return _FINISHED[run.status]
     if run.status == "pending":
         return TaskState.TASK_STATE_SUBMITTED
-    if run.pending_decision is not None or waits_for_message(run):
+    if run.pending_decision is not None or waiting:
         return TaskState.TASK_STATE_INPUT_REQUIRED
     return TaskState.TASK_STATE_WORKING
 
 
-def task(run: RunView, *, answer: str | None = None) -> Task:
-    """The run as a task; `answer` is an agent run's last answer, shown while it waits."""
+def task(run: RunView, *, waiting: bool, answer: str | None = None) -> Task:
+    """The run as a task; `answer` is its last answer, shown while it waits for a message."""
     found = Task(id=str(run.run_id), context_id=str(run.run_id),
-                 status=task_status(run, answer=answer),
+                 status=task_status(run, waiting=waiting, answer=answer),
                  metadata=struct({"kind": run.kind, "run_status": run.status,
                                    "phase_name": run.phase_name, "last_seq": run.last_seq,
                                    "stop_reason": run.stop_reason}))
@@ -105,10 +108,10 @@ def task(run: RunView, *, answer: str | None = None) -> Task:
     return found
 
 
-def task_status(run: RunView, *, answer: str | None = None) -> TaskStatus:
+def task_status(run: RunView, *, waiting: bool, answer: str | None = None) -> TaskStatus:
     """The state with a message saying what it waits for or why it ended: while a gate
     waits, the request as a data part (with the JSON Schema of an answer) beside its text."""
-    state = task_state(run)
+    state = task_state(run, waiting=waiting)
     parts: list[Part]
     if run.pending_decision is not None:
         parts = decision_parts(run.pending_decision)
@@ -169,19 +172,19 @@ def said(message: Message) -> Said:
     return Said(data=data[0] if data else None, text="\n".join(texts) or None)
 
 
-def start_body(message: Message) -> dict[str, Any]:
+def start_body(message: Message, registry: Registry) -> dict[str, Any]:
     """The `POST /runs` body a message for a new task stands for: the kind from its metadata
-    (the agent kind when absent), the data part as the input; text is an agent run's first
-    message."""
+    (`default_kind` when absent), the data part as the input; text is the first message of a
+    run whose kind takes messages."""
     meta = whole_numbers(json_format.MessageToDict(message.metadata))
-    kind = meta.get(KIND_KEY, DEFAULT_KIND)
+    kind = meta.get(KIND_KEY, default_kind(registry))
     content = said(message)
     run_input = dict(content.data or {})
     if content.text is not None:
-        if kind != AGENT.name:
-            raise ApiError(422, "invalid_request", f"message: text is an agent run's message; "
-                                                   f"a {kind} run takes its input as a data "
-                                                   f"part")
+        if not isinstance(kind, str) or registry.messages(kind) is None:
+            raise ApiError(422, "invalid_request", f"message: text is the message of a run "
+                                                   f"that takes messages; a {kind} run takes "
+                                                   f"its input as a data part")
         if "message" in run_input:
             raise ApiError(422, "invalid_request", "message: the first message as text or as "
                                                    "input.message, not both")

@@ -27,6 +27,7 @@ from api.queries import EventQuery, TranscriptQuery
 from api.schemas import RunView
 from api.services import events, messages, runs
 from api.services.access import claims_of
+from contracts.events import AGENT_ANSWERED
 from persistence.models import RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -107,16 +108,17 @@ async def visible(call: Call, task_id: str) -> RunRow:
 async def task(call: Call, run: RunRow) -> Task:
     """The run as its task, now."""
     view = await runs.run_view(call.conn, run, registry=call.registry)
-    return mapping.task(view, answer=await last_answer(call, run, view))
+    waiting = messages.waits_for_message(view, registry=call.registry)
+    return mapping.task(view, waiting=waiting,
+                        answer=await last_answer(call, run) if waiting else None)
 
 
-async def last_answer(call: Call, run: RunRow, view: RunView) -> str | None:
-    """An agent run's last answer, while it waits for the next message."""
-    if not mapping.waits_for_message(view):
-        return None
+async def last_answer(call: Call, run: RunRow) -> str | None:
+    """The run's last answer, shown while it waits for the next message."""
     page = await messages.transcript(call.conn, run, TranscriptQuery(
-        after_seq=max(0, run.last_seq - ANSWER_LOOKBACK), limit=ANSWER_LOOKBACK))
-    said = [m.text for m in page.messages if m.role == "agent" and m.text]
+        after_seq=max(0, run.last_seq - ANSWER_LOOKBACK), limit=ANSWER_LOOKBACK),
+        registry=call.registry)
+    said = [m.text for m in page.messages if m.type == AGENT_ANSWERED and m.text]
     return said[-1] if said else None
 
 
@@ -145,12 +147,13 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                 # Read after the events: the state sent with them is never older than they.
                 run = await runs.visible_run(call.conn, call.user, run_id)
                 view = await runs.run_view(call.conn, run, registry=call.registry)
-                answer = await last_answer(call, run, view)
-            status = mapping.task_status(view, answer=answer)
+                waiting = messages.waits_for_message(view, registry=call.registry)
+                answer = await last_answer(call, run) if waiting else None
+            status = mapping.task_status(view, waiting=waiting, answer=answer)
             for event in page.events:
                 yield mapping.status_update(run_id, status, event)
             after_seq = page.next_after_seq
-            if after_seq >= view.last_seq and _settled(view, baseline, until_input):
+            if after_seq >= view.last_seq and _settled(view, waiting, baseline, until_input):
                 if not page.events and status.state in mapping.TERMINAL_STATES:
                     # It ended with no event to tell it (a run that never started).
                     yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
@@ -177,14 +180,14 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
             hub.unsubscribe_run(subscription)
 
 
-def _settled(view: RunView, baseline: int, until_input: bool) -> bool:
-    state = mapping.task_state(view)
+def _settled(view: RunView, waiting: bool, baseline: int, until_input: bool) -> bool:
+    state = mapping.task_state(view, waiting=waiting)
     if state in mapping.TERMINAL_STATES:
         return True
     if not until_input or state != TaskState.TASK_STATE_INPUT_REQUIRED:
         return False
     # A pending request is closed in the same write as its decision, so it is never stale.
-    # An agent run's row still says `paused` for a moment after it took a message (recorded
+    # A run's row still says `paused` for a moment after it took a message (recorded
     # before the turn begins): only a pause written after `baseline` waits for the next one.
     return view.pending_decision is not None or view.last_seq > baseline
 

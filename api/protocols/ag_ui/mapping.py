@@ -40,7 +40,7 @@ from ag_ui.core import (
 
 from api.decision_payload import payload_schema
 from api.schemas import DecisionView, EventView, TranscriptEntry
-from contracts.agents import (
+from contracts.events import (
     AGENT_ANSWERED,
     MESSAGE_RECEIVED,
     TOOL_CALLED,

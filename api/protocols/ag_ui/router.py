@@ -77,7 +77,7 @@ async def run_ag_ui(kind: Kind, body: RunAgentInput, request: Request, user: Cur
     # written meanwhile.
     start = Position(0) if created else Position(run.last_seq)
     stream = ThreadStream(pool=request.app.state.pool, claims=claims_of(user), user=user,
-                          run=run, thread_id=body.thread_id, run_id=body.run_id,
+                          registry=registry, run=run, thread_id=body.thread_id, run_id=body.run_id,
                           position=resumed_at or start,
                           may_still_read=lambda: still_reads_run(request, user, run.id))
     # A reconnection only reads on: what its request asked was done by the request it
@@ -85,7 +85,7 @@ async def run_ag_ui(kind: Kind, body: RunAgentInput, request: Request, user: Cur
     if resumed_at is None:
         await stream.open(conn)
         if not created:
-            stream.refusal = await _act(conn, temporal, user, run, body)
+            stream.refusal = await _act(conn, temporal, user, run, body, registry)
     return StreamingResponse(
         stream.frames(request.app.state.event_hub, settings.sse_heartbeat_seconds),
         media_type="text/event-stream", headers=STREAM_HEADERS)
@@ -143,7 +143,7 @@ def _run_create(kind: str, props: dict[str, Any], body: RunAgentInput,
 
 
 async def _act(conn: asyncpg.Connection, temporal: Client, user: User, run: RunRow,
-               body: RunAgentInput) -> ApiError | None:
+               body: RunAgentInput, registry: Registry) -> ApiError | None:
     """Applies the input's `resume` entries, else its new user message; the refusal, as the
     REST API would answer it, if there is one."""
     try:
@@ -153,7 +153,7 @@ async def _act(conn: asyncpg.Connection, temporal: Client, user: User, run: RunR
             message, content = text
             await messages_service.send_message(
                 conn, temporal, user, run, _checked(MessageRequest, {"text": content}),
-                idempotency_key=f"ag-ui-{message}")
+                registry=registry, idempotency_key=f"ag-ui-{message}")
     except ApiError as refusal:
         return refusal
     return None

@@ -51,9 +51,10 @@ from api.services import decisions as decisions_service
 from api.services import events as events_service
 from api.services import messages as messages_service
 from api.services import runs as runs_service
-from contracts.agents import MESSAGE_RECEIVED
+from contracts.events import MESSAGE_RECEIVED
 from persistence.claims import Claims, claimed_connection
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.registry import Registry
 
 CATCH_UP_PAGE = 500
 TRANSCRIPT_PAGE = 500
@@ -76,6 +77,7 @@ class ThreadStream:
     pool: asyncpg.Pool
     claims: Claims
     user: User
+    registry: Registry
     run: RunRow
     thread_id: str
     run_id: str
@@ -100,7 +102,8 @@ class ThreadStream:
         entries, after = [], 0
         while True:
             page = await messages_service.transcript(
-                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE))
+                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE),
+                registry=self.registry)
             entries += [e for e in page.messages if e.seq <= seq]
             if len(page.messages) < TRANSCRIPT_PAGE or page.next_after_seq >= seq:
                 break

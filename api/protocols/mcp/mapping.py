@@ -185,7 +185,8 @@ async def send_message(caller: Caller, args: SendMessageArguments) -> MessageAcc
     async with caller.conn() as conn:
         run = await runs.visible_run(conn, caller.user, args.run_id)
         return await messages.send_message(conn, await caller.temporal(), caller.user, run,
-                                           args, idempotency_key=args.idempotency_key)
+                                           args, registry=caller.registry,
+                                           idempotency_key=args.idempotency_key)
 
 
 async def cancel_run(caller: Caller, args: RunRef) -> CancelAccepted:
@@ -240,7 +241,7 @@ def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
                  "(a stale one is refused). Returns the request, still pending while it waits "
                  "for a quorum.",
                  DecideArguments, DecisionView, decide, read_only=False),
-        ToolSpec("send_message", "The next message of an agent run's conversation (`text`); "
+        ToolSpec("send_message", "The next message of a run's conversation (`text`); "
                  "refused (`not_waiting_for_message`) unless the run waits for one.",
                  SendMessageArguments, MessageAccepted, send_message, read_only=False),
         ToolSpec("cancel_run", "Ask a run to stop; it records `canceled` once its workflow has "

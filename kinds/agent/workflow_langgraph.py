@@ -34,18 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command, Interrupt
 
-    from activities.agent_langgraph import LangGraphAgent
-    from activities.agent_metering import COST_KEY
-    from contracts.agents import (
-        APPROVAL_SCHEMA_MARK,
-        MODEL_RESPONDED,
-        TOOL_CALLED,
-        TOOL_RETRY,
-        TOOL_RETURNED,
-    )
+    from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
     from contracts.writes import EventWrite
-    from workflows.agent_models import AgentUsage
-    from workflows.agent_transcript import MakeEvent
+    from kinds.agent.activities.langgraph import LangGraphAgent
+    from kinds.agent.activities.metering import COST_KEY
+    from kinds.agent.contracts import APPROVAL_SCHEMA_MARK, MODEL_RESPONDED
+    from kinds.agent.models import AgentUsage
+    from kinds.agent.transcript import MakeEvent
 
 # The re-priming instructions travel as a system message with this id at the head of a turn's
 # input; it is not kept in the history (the next turn is re-primed afresh).
@@ -179,7 +174,7 @@ def add_graph_usage(usage: AgentUsage, messages: Sequence[BaseMessage]) -> Agent
 def graph_events(make: MakeEvent, turn: int, first: int,
                  messages: Sequence[BaseMessage]) -> list[EventWrite]:
     """Events of `messages`, the turn's messages from position `first` on, keyed as a
-    PydanticAI turn's are (workflows.agent_transcript), so each is recorded once."""
+    PydanticAI turn's are (kinds.agent.transcript), so each is recorded once."""
     events: list[EventWrite] = []
     for offset, message in enumerate(messages):
         at = f"t{turn}.m{first + offset}"
@@ -208,7 +203,7 @@ def graph_events(make: MakeEvent, turn: int, first: int,
 
 
 def _cost(message: AIMessage) -> float:
-    """What the worker priced the response at (activities.agent_langgraph.PricedResponses);
+    """What the worker priced the response at (kinds.agent.activities.langgraph.PricedResponses);
     0 for a graph's own model, which is not priced."""
     metadata = message.response_metadata or \
         message.additional_kwargs.get("response_metadata") or {}

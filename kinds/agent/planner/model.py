@@ -32,8 +32,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from activities.planner.catalogue import vendors
-from contracts.agents import RETURNING_MEMBER, SUMMARY_REQUEST
+from kinds.agent.contracts import RETURNING_MEMBER, SUMMARY_REQUEST
+from kinds.agent.planner.catalogue import vendors
 
 # Asking to compare makes the model call a tool that does not exist: PydanticAI tells it so,
 # and it carries on (the "a model that calls an unknown tool").

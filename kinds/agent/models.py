@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.agent_registry import agent_names
     from contracts.statuses import ExpiryPolicy, RunStatus
+    from kinds.agent.activities.registry import agent_names
 
 DAY = 24 * 3600
 MessageText = Field(min_length=1, max_length=20_000)
@@ -79,7 +79,7 @@ class AgentCarry(BaseModel):
     recent: list[dict[str, Any]] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
     last_answer: str | None = None
-    # Ids the agent's declared tools returned, by kind (activities.agent_entities).
+    # Ids the agent's declared tools returned, by kind (kinds.agent.activities.entities).
     related_entity_ids: dict[str, list[str]] = Field(default_factory=dict)
     # Turns re-primed for a returning member: from the first on, the summary primes every turn,
     # as after a continuation.

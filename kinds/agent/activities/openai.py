@@ -53,16 +53,16 @@ from temporalio import activity
 from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
-from activities import agent_model
-from activities.agent_metering import count_failed, priced
-from activities.agent_model import MODEL_RETRY
 from contracts.kinds import PluginError
+from kinds.agent.activities import model as agent_model
+from kinds.agent.activities.metering import count_failed, priced
+from kinds.agent.activities.model import MODEL_RETRY
 
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.
 COST_KEY, MODEL_KEY = "waystation_cost_usd", "waystation_model"
-# Each model call: bounded retries (activities.agent_model.MODEL_RETRY), five minutes to answer,
-# and a heartbeat (the integration's activity sends them) so that a dying worker's call is
+# Each model call: bounded retries (kinds.agent.activities.model.MODEL_RETRY), five minutes to
+# answer, and a heartbeat (the integration's activity sends them) so that a dying worker's call is
 # retried within seconds.
 MODEL_ACTIVITY = ModelActivityParameters(start_to_close_timeout=timedelta(minutes=5),
                                          heartbeat_timeout=timedelta(seconds=5),

@@ -4,7 +4,7 @@
 dev server's floor for one is about 50 ms (two round trips and a workflow task). A tool that is
 fast and local (a lookup in memory, a pure computation, a read of a nearby cache) can say so:
 
-    from waystation.sdk import local_tool
+    from kinds.agent.sdk import local_tool
 
     Agent(..., tools=[local_tool(search_vendors), Tool(book_vendor, requires_approval=True)],
           capabilities=[TemporalDurability(...)])
@@ -66,9 +66,12 @@ class _LocalInRuns(dict[str, Any]):
 def local_tool(function: Callable[..., Awaitable[Any]], *,
                start_to_close_timeout: timedelta = LOCAL_TOOL_TIMEOUT,
                retry_policy: RetryPolicy = LOCAL_TOOL_RETRY, name: str | None = None,
-               **tool_options: Any) -> Tool[Any]:
+               activity_name: str | None = None, **tool_options: Any) -> Tool[Any]:
     """A PydanticAI `Tool` of `function` whose calls in a run are local activities.
 
+    `activity_name`: the local activity's name, recorded in each run's history; by default
+    `local_tool__<module>.<qualname>` of `function`. Pin it to the old one when the function
+    moves to another module, so runs recorded before the move still replay.
     `tool_options` are `Tool`'s own (`requires_approval`, `description`, `max_retries`, ...).
     """
     if not inspect.iscoroutinefunction(function):
@@ -81,7 +84,8 @@ def local_tool(function: Callable[..., Awaitable[Any]], *,
     signature = inspect.signature(function)
     checked = validate_call(function)
 
-    @activity.defn(name=f"local_tool__{function.__module__}.{function.__qualname__}")
+    @activity.defn(name=activity_name
+                   or f"local_tool__{function.__module__}.{function.__qualname__}")
     async def run_tool(arguments: dict[str, Any]) -> Any:
         # The arguments come back as JSON: validated again into the function's types.
         return await checked(**arguments)

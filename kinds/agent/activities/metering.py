@@ -55,8 +55,8 @@ def cost_usd(response: ModelResponse) -> float:
 
 
 def priced(model: str, input_tokens: int, output_tokens: int) -> float:
-    """A response of another framework's model call (activities.agent_openai,
-    activities.agent_langgraph): its cost by the worker's price table, counted on the worker's
+    """A response of another framework's model call (kinds.agent.activities.openai,
+    kinds.agent.activities.langgraph): its cost by the worker's price table, counted on the worker's
     model counters."""
     cost = _accounting.prices.cost_usd(model, input_tokens, output_tokens)
     if _accounting.meter is not None:

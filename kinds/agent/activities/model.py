@@ -10,7 +10,7 @@ read are the worker's, and a worker restarted with other settings sends the next
 the new endpoint.
 
 The same capability prices and counts each of the agent's requests by the worker's settings
-(activities.agent_metering).
+(kinds.agent.activities.metering).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
 from temporalio.common import RetryPolicy
 
-from activities.agent_metering import PricedModel
+from kinds.agent.activities.metering import PricedModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -60,9 +60,20 @@ def use_openai_model(config: OpenAIModelConfig | None) -> None:
     _openai = config
 
 
+def model_config(settings: Any) -> OpenAIModelConfig | None:
+    """The OpenAI-compatible model agent runs use when their input names none (agents with
+    `ConfiguredModel()`), from the worker's `Settings`, with the backend `openai`; None keeps
+    each agent's own model."""
+    if settings.agent_backend != "openai":
+        return None
+    return OpenAIModelConfig(base_url=settings.openai_base_url, api_key=settings.openai_api_key,
+                             model=settings.openai_model,
+                             timeout_seconds=settings.openai_timeout_seconds)
+
+
 def configured_openai_model() -> OpenAIModelConfig | None:
     """The worker's configured endpoint, for agents of other frameworks (a LangGraph node's
-    model: activities.agent_langgraph)."""
+    model: kinds.agent.activities.langgraph)."""
     return _openai
 
 
@@ -103,7 +114,7 @@ class ConfiguredModel(AbstractCapability[Any]):
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         # Every request, the agent's own model's too, is priced and counted by the worker's
-        # table and meter (activities.agent_metering).
+        # table and meter (kinds.agent.activities.metering).
         return PricedModel(model)
 
     @classmethod

@@ -1,4 +1,4 @@
-"""The `agent` run kind's vocabulary: its transcript events and the summary request.
+"""The agent kind's vocabulary: its transcript events and the summary request.
 
 The summary request is a contract with the agents it runs: after each turn the run asks the
 agent for its `context_summary` with a prompt that starts with `SUMMARY_REQUEST` (a real
@@ -11,6 +11,14 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from contracts.events import (
+    AGENT_ANSWERED,
+    MESSAGE_RECEIVED,
+    TOOL_CALLED,
+    TOOL_RETRY,
+    TOOL_RETURNED,
+)
+
 SUMMARY_REQUEST = "Summarize the conversation so far"
 SUMMARY_PROMPT = (f"{SUMMARY_REQUEST} in at most 80 words for a member of the group who comes "
                   "back later: what they need, what is shortlisted or booked (with ids), and "
@@ -22,13 +30,9 @@ SUMMARY_PROMPT = (f"{SUMMARY_REQUEST} in at most 80 words for a member of the gr
 RETURNING_MEMBER = "Returning member:"
 MEMBER_RETURNED = "member.returned"
 
-# The event types that make up a conversation's transcript (`GET /runs/{id}/messages`).
-MESSAGE_RECEIVED = "message.received"
+# The event types that make up a conversation's transcript (`GET /runs/{id}/messages`); its
+# messages and answers are the core's (`contracts.events`), which AG-UI and A2A show.
 MODEL_RESPONDED = "model.responded"
-TOOL_CALLED = "tool.called"
-TOOL_RETURNED = "tool.returned"
-TOOL_RETRY = "tool.retry"
-AGENT_ANSWERED = "agent.answered"
 TRANSCRIPT_TYPES = (MESSAGE_RECEIVED, TOOL_CALLED, TOOL_RETURNED, TOOL_RETRY, AGENT_ANSWERED)
 
 

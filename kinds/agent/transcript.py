@@ -21,10 +21,11 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
     )
 
-    from activities.agent_metering import cost_usd
-    from contracts.agents import MODEL_RESPONDED, TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
+    from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
     from contracts.writes import EventWrite
-    from workflows.agent_models import AgentUsage
+    from kinds.agent.activities.metering import cost_usd
+    from kinds.agent.contracts import MODEL_RESPONDED
+    from kinds.agent.models import AgentUsage
 
 MakeEvent = Callable[..., EventWrite]
 

@@ -10,16 +10,18 @@ run that names no model follow WAYSTATION_AGENT_BACKEND (`openai`: the configure
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
-from activities.agent_entities import RelatedEntities
-from activities.agent_local_tools import local_tool
-from activities.agent_model import MODEL_RETRY, ConfiguredModel
-from activities.planner.catalogue import (
+from kinds.agent.activities.entities import RelatedEntities
+from kinds.agent.activities.local_tools import local_tool
+from kinds.agent.activities.model import MODEL_RETRY, ConfiguredModel
+from kinds.agent.planner.catalogue import (
     book_vendor,
     booked_ids,
     check_availability,
@@ -27,7 +29,7 @@ from activities.planner.catalogue import (
     shortlist,
     shortlisted_ids,
 )
-from activities.planner.model import planner_model
+from kinds.agent.planner.model import planner_model
 
 # A model request beats every few seconds while it waits for the model, so a worker that dies
 # mid-request is noticed after 5 s (PydanticAI's default: 30 s) and the request retried, by
@@ -36,12 +38,21 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 INSTRUCTIONS = ("You help a group plan a wedding. Search the vendor catalogue, shortlist what "
                 "they like, check availability and book (a booking needs approval). Be brief.")
 
+
+
+def _local(function: Callable[..., Awaitable[Any]]) -> Tool[Any]:
+    # Its local activity named as when the catalogue was `activities.planner.catalogue`, before
+    # the agent kind moved to kinds/agent/: runs recorded then replay their tool calls.
+    return local_tool(function, activity_name="local_tool__activities.planner.catalogue."
+                                              + function.__qualname__)
+
+
 planner: Agent[None, str | DeferredToolRequests] = Agent(
     planner_model(), name="planner", instructions=INSTRUCTIONS,
     output_type=[str, DeferredToolRequests],
     # The catalogue lookups are fast and local: local activities (no server round trip);
     # the booking, which needs approval, stays a regular activity.
-    tools=[local_tool(search_vendors), local_tool(shortlist), local_tool(check_availability),
+    tools=[_local(search_vendors), _local(shortlist), _local(check_availability),
            Tool(book_vendor, requires_approval=True)],
     capabilities=[TemporalDurability(
         model_activity_config=ActivityConfig(heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,

@@ -1,4 +1,5 @@
-"""An agent run's conversation: send the next message, read the transcript."""
+"""An agent run's conversation: send the next message, read the transcript (the kind's
+`routers` hook; through the core's service for runs that take messages)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
+from api.deps import Conn, CurrentUser, IdempotencyKey, RegistryDep, TemporalClient, VisibleRun
 from api.queries import TranscriptQuery
 from api.schemas import MessageAccepted, MessagePage, MessageRequest
 from api.services import messages
@@ -16,15 +17,15 @@ router = APIRouter(prefix="/runs", tags=["messages"])
 
 @router.post("/{run_id}/messages", status_code=202, response_model=MessageAccepted)
 async def post_message(run: VisibleRun, body: MessageRequest, user: CurrentUser,
-                       conn: Conn, temporal: TemporalClient,
+                       conn: Conn, temporal: TemporalClient, registry: RegistryDep,
                        idempotency_key: IdempotencyKey = None) -> MessageAccepted:
     """The next message of a conversation; 409 unless the run waits for one."""
-    return await messages.send_message(conn, temporal, user, run, body,
+    return await messages.send_message(conn, temporal, user, run, body, registry=registry,
                                        idempotency_key=idempotency_key)
 
 
 @router.get("/{run_id}/messages", response_model=MessagePage)
-async def list_messages(run: VisibleRun, conn: Conn,
+async def list_messages(run: VisibleRun, conn: Conn, registry: RegistryDep,
                         query: Annotated[TranscriptQuery, Query()]) -> MessagePage:
     """The conversation so far: messages, tool calls and their results, the agent's answers."""
-    return await messages.transcript(conn, run, query)
+    return await messages.transcript(conn, run, query, registry=registry)

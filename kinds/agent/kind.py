@@ -1,6 +1,8 @@
 """The `agent` run kind: a registered PydanticAI agent, LangGraph graph or OpenAI Agents SDK
-agent as a durable conversation. Its console section (`agent_console.js`, beside this file
-until the kind moves to `kinds/agent/`) shows the conversation and takes the next message."""
+agent as a durable conversation. Its console section (`console.js`) shows the conversation and
+takes the next message; its hooks give the core its follow-up messages (`messages`), its
+agents registry (`agents`) and a worker's model configuration and accounting
+(`configure_worker`)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from activities.agent_registry import agent_activities
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
-from workflows.agent import AgentRun
-from workflows.agent_demo import DEMO
-from workflows.agent_models import AgentCarry, AgentInput, AgentRunInput, AgentState
+from activities.agents.prices import PriceBook
+from contracts.kinds import (
+    ForkPoint,
+    ForkRefused,
+    KindAgents,
+    KindMessages,
+    RunKind,
+    RunStart,
+    WorkerSetup,
+    shorten,
+)
+from kinds.agent.activities.metering import Accounting, use_accounting
+from kinds.agent.activities.model import model_config, use_openai_model
+from kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
+from kinds.agent.demo import DEMO
+from kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
+from kinds.agent.workflow import AgentRun
 
 
 def _activities(deps: Any) -> Sequence[Callable[..., Any]]:
@@ -53,9 +67,32 @@ def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
                          forked_from=point.forked_from)
 
 
+def _routers() -> Sequence[Any]:
+    from kinds.agent.routes import router
+
+    return [router]
+
+
+def _messages() -> KindMessages:
+    from kinds.agent import service
+
+    return KindMessages(send=service.send_message, transcript=service.transcript,
+                        waiting=service.waits_for_message)
+
+
+def _configure_worker(setup: WorkerSetup) -> None:
+    # Runs naming no model follow the worker's model configuration; every model call is priced
+    # by its price table and counted on its meter.
+    use_openai_model(model_config(setup.settings))
+    use_accounting(Accounting(PriceBook(setup.settings.model_prices), setup.meter))
+
+
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details, activities=_activities,
-    fork=_fork, demo=DEMO, console_module=Path(__file__).with_name("agent_console.js"),
+    fork=_fork, demo=DEMO, console_module=Path(__file__).with_name("console.js"),
+    routers=_routers,
+    messages=_messages, configure_worker=_configure_worker,
+    agents=KindAgents(register=register_agent, registered=registered_agents),
     description="A PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent as a durable "
                 "conversation, with tool-call approvals (issue 12, seed 003, issue 28).")

@@ -1,4 +1,5 @@
-"""The offline backend's answers to the validation crew: typed, consistent, deterministic.
+"""The offline backend's answers to the validation crew (the kind's `offline_answers` hook):
+typed, consistent, deterministic.
 
 Each answer is built from the task's grounding (the state it reads), so the chain holds
 together the way a good crew's would: the value map relieves the profile's pains, fit scores
@@ -9,12 +10,9 @@ pivot recommendation follows the signals. The same request always yields the sam
 from __future__ import annotations
 
 import random
-import re
-from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
-
+from activities.agents.offline import OfflineAnswer, keywords
 from kinds.validation.activities.outputs import (
     CustomerJob,
     CustomerProfile,
@@ -36,21 +34,10 @@ from kinds.validation.activities.outputs import (
     ViabilityEvidence,
 )
 
-_STOPWORDS = {
-    "a", "an", "and", "the", "for", "to", "of", "in", "on", "with", "that", "who", "is", "are",
-    "it", "by", "from", "at", "as", "be", "or", "we", "our", "their", "they", "this", "app",
-    "helps",
-}
 _SEGMENTS = ["busy professionals", "small clinics", "independent retailers", "students",
              "remote teams", "parents of toddlers", "freelance designers", "local restaurants"]
 
 Context = dict[str, Any]
-Answer = Callable[[Context, str | None, random.Random], BaseModel]
-
-
-def keywords(text: str) -> list[str]:
-    words = [w for w in re.findall(r"[a-zA-Z]{3,}", text.lower()) if w not in _STOPWORDS]
-    return list(dict.fromkeys(words)) or ["product"]
 
 
 def _idea(c: Context) -> str:
@@ -160,7 +147,7 @@ def _economics(c: Context, feedback: str | None, rng: random.Random) -> Viabilit
                              sources=["pricing page test", "competitor benchmarks"])
 
 
-def _judge_experiments(field: str) -> Answer:
+def _judge_experiments(field: str) -> OfflineAnswer:
     def judge(c: Context, feedback: str | None, rng: random.Random) -> ValidationSignal:
         experiments = [Experiment.model_validate(e) for e in c[field]["experiments"]]
         passed = [e for e in experiments if e.passed]
@@ -216,7 +203,7 @@ def _pivot(c: Context, feedback: str | None, rng: random.Random) -> PivotRecomme
         alternatives=alternatives)
 
 
-ANSWERS: dict[str, Answer] = {
+ANSWERS: dict[str, OfflineAnswer] = {
     "interview_founder": _interview,
     "draft_founders_brief": _brief,
     "profile_customer_segment": _profile,

@@ -2,7 +2,7 @@
 as a conversation (issue 12, seed 003, issue 28).
 
 A turn is one `agent.run` of the registered agent (a graph's turn:
-workflows.agent_langgraph; an OpenAI agent's: workflows.agent_openai); its
+kinds.agent.workflow_langgraph; an OpenAI agent's: kinds.agent.workflow_openai); its
 `TemporalDurability` capability makes each model request and each tool call an activity,
 so a worker that dies mid-turn loses nothing and no completed tool call runs again. A tool
 that needs approval ends the agent run with `DeferredToolRequests`; each call becomes a
@@ -43,21 +43,14 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_graph import End
 
-    from activities.agent_entities import entity_extractors, merge_entities
-    from activities.agent_model import CONFIGURED_MODEL, follows_configuration
-    from activities.agent_registry import agent_named
-    from contracts.agents import (
-        AGENT_ANSWERED,
-        MEMBER_RETURNED,
-        MESSAGE_RECEIVED,
-        RETURNING_MEMBER,
-        SUMMARY_PROMPT,
-        Approval,
-    )
+    from contracts.events import AGENT_ANSWERED, MESSAGE_RECEIVED
     from contracts.refusals import NOT_WAITING_FOR_MESSAGE
     from contracts.writes import EventWrite, GateOption, RunStateWrite
-    from workflows import search_attributes as sa
-    from workflows.agent_models import (
+    from kinds.agent.activities.entities import entity_extractors, merge_entities
+    from kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
+    from kinds.agent.activities.registry import agent_named
+    from kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER, SUMMARY_PROMPT, Approval
+    from kinds.agent.models import (
         AgentCarry,
         AgentRunInput,
         AgentRunResult,
@@ -65,7 +58,8 @@ with workflow.unsafe.imports_passed_through():
         MessageAccepted,
         MessageInput,
     )
-    from workflows.agent_transcript import add_usage, returned_event, turn_events
+    from kinds.agent.transcript import add_usage, returned_event, turn_events
+    from workflows import search_attributes as sa
     from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
 
@@ -73,9 +67,9 @@ if TYPE_CHECKING:
     from agents import RunResult, ToolApprovalItem
     from langgraph.types import Interrupt
 
-    from activities.agent_registry import RegisteredAgent
-    from workflows.agent_langgraph import GraphConversation
-    from workflows.agent_openai import AgentConversation, Decision
+    from kinds.agent.activities.registry import RegisteredAgent
+    from kinds.agent.workflow_langgraph import GraphConversation
+    from kinds.agent.workflow_openai import AgentConversation, Decision
 
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
@@ -295,7 +289,7 @@ class AgentRun(RunWorkflow):
         self._pending_events = turn_events(self.event, c.turn, start, new, self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
-        """The ids the agent declares in its tools' results (activities.agent_entities)."""
+        """The ids the agent declares in its tools' results (kinds.agent.activities.entities)."""
         extractors = entity_extractors(self._agent)
         for message in messages:
             for part in message.parts:
@@ -313,12 +307,12 @@ class AgentRun(RunWorkflow):
                 return index
         return 0
 
-    # --- a LangGraph graph's turn (workflows.agent_langgraph) ------------------------
+    # --- a LangGraph graph's turn (kinds.agent.workflow_langgraph) ------------------------
 
     async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
         """The graph invoked with the person's message; each interrupt it stops at is a gate,
         and the graph resumes with every decision at once, each to its own interrupt."""
-        from workflows.agent_langgraph import answer, interrupts
+        from kinds.agent.workflow_langgraph import answer, interrupts
 
         c = self._carry
         first = len(graph.history)
@@ -358,33 +352,33 @@ class AgentRun(RunWorkflow):
                                                   graph.history[first:])
 
     def _graph_events(self, start: int, messages: list[Any]) -> list[EventWrite]:
-        from workflows.agent_langgraph import add_graph_usage, graph_events
+        from kinds.agent.workflow_langgraph import add_graph_usage, graph_events
 
         add_graph_usage(self._carry.usage, messages)
         return graph_events(self.event, self._carry.turn, start, messages)
 
     async def _graph_decision(self, interrupt: Interrupt) -> dict[str, Any]:
         """The gate an interrupt raises, and its decision as the `Approval` the graph resumes
-        with (contracts.agents)."""
-        from workflows.agent_langgraph import answer_schema, call_of
+        with (kinds.agent.contracts)."""
+        from kinds.agent.workflow_langgraph import answer_schema, call_of
 
         tool, call_id, arguments = call_of(interrupt)
         schema = answer_schema(interrupt)
         if schema is None:
             await self.fail(f"agent {self._arg.input.agent}: an interrupt's response_schema "
-                            "must be waystation.langgraph.Approval[...] (or none): a gate's "
+                            "must be kinds.agent.langgraph.Approval[...] (or none): a gate's "
                             "decision is an Approval", stop_reason="agent_error")
         assert schema is not None
         verdict = await self._ask_approval(tool, call_id or interrupt.id, arguments, schema)
         return verdict.model_dump()
 
-    # --- an OpenAI Agents SDK agent's turn (workflows.agent_openai) -----------------------
+    # --- an OpenAI Agents SDK agent's turn (kinds.agent.workflow_openai) -----------------------
 
     async def _openai_turn(self, conversation: AgentConversation,
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from workflows.agent_openai import Tripped, answer, tripped_event
+        from kinds.agent.workflow_openai import Tripped, answer, tripped_event
 
         c = self._carry
         seen: dict[str, int] = {}
@@ -416,7 +410,7 @@ class AgentRun(RunWorkflow):
     async def _run_openai(self, run: Any) -> RunResult:
         from agents.exceptions import AgentsException
 
-        from workflows.agent_openai import Tripped
+        from kinds.agent.workflow_openai import Tripped
 
         try:
             return await run
@@ -430,7 +424,7 @@ class AgentRun(RunWorkflow):
 
     def _openai_events(self, result: RunResult, seen: dict[str, int],
                        prefix: str = "") -> list[EventWrite]:
-        from workflows.agent_openai import agent_events
+        from kinds.agent.workflow_openai import agent_events
 
         return agent_events(self.event, self._carry.turn, result, seen, self._carry.usage,
                             prefix)
@@ -439,7 +433,7 @@ class AgentRun(RunWorkflow):
                                item: ToolApprovalItem) -> Decision:
         """The gate a tool call that needs approval raises, and its decision as the SDK
         takes it."""
-        from workflows.agent_openai import call_of
+        from kinds.agent.workflow_openai import call_of
 
         tool, call_id, arguments = call_of(item)
         schema = conversation.agent.schemas.get(tool, {"type": "object"})
@@ -648,7 +642,7 @@ def _graph_conversation(registered: RegisteredAgent,
     Imported here: an installation without LangGraph runs PydanticAI agents only."""
     if registered.framework != "langgraph":
         return None
-    from workflows.agent_langgraph import GraphConversation
+    from kinds.agent.workflow_langgraph import GraphConversation
 
     return GraphConversation(registered.agent, recent)
 
@@ -659,7 +653,7 @@ def _openai_conversation(registered: RegisteredAgent,
     framework's. Imported here: an installation without the SDK never imports it."""
     if registered.framework != "openai_agents":
         return None
-    from workflows.agent_openai import AgentConversation
+    from kinds.agent.workflow_openai import AgentConversation
 
     return AgentConversation(registered.agent, recent)
 

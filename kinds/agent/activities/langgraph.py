@@ -26,13 +26,13 @@ from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
-from activities import agent_model
-from activities.agent_metering import COST_KEY, count_failed, priced
-from activities.agent_model import MODEL_RETRY
 from contracts.kinds import PluginError
+from kinds.agent.activities import model as agent_model
+from kinds.agent.activities.metering import COST_KEY, count_failed, priced
+from kinds.agent.activities.model import MODEL_RETRY
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
-# bounded retries (activities.agent_model.MODEL_RETRY) and time to answer.
+# bounded retries (kinds.agent.activities.model.MODEL_RETRY) and time to answer.
 NODE_ACTIVITY_OPTIONS: dict[str, Any] = {"start_to_close_timeout": timedelta(minutes=5),
                                          "retry_policy": MODEL_RETRY}
 
@@ -99,7 +99,7 @@ class PricedResponses(BaseCallbackHandler):
     the message's `response_metadata` (the node's activity result: in the run's history, so a
     worker restarted with other prices does not reprice the past), and counted on the worker's
     `waystation_model_*` counters, as a PydanticAI agent's requests are
-    (activities.agent_metering)."""
+    (kinds.agent.activities.metering)."""
 
     def __init__(self, model: str) -> None:
         self.model = model

@@ -1,1 +1,0 @@
-"""The validation crew's task outputs, prompts and offline answers (seed 000)."""
