@@ -1,15 +1,17 @@
 """Email to the people who may decide a request, each with a signed, single-use link.
 
-Started like webhook deliveries: the recorder, having written a gate, starts one
-`DecisionMail` workflow for it (workflow id from the request id, so once), whose activity
-is retried by Temporal with backoff. Each person's link row is made once and marked sent after
-the mail went out, so a retry writes only to those not yet written to (a crash between
-sending and marking sends that one mail again, with the same link).
+Started like webhook deliveries: the recorder, having written a gate, sends the mails once
+itself (`first_attempt`) and then starts one `DecisionMail` workflow for it (workflow id from
+the request id, so once), whose activity is retried by Temporal with backoff. Each person's
+link row is made once and marked sent after the mail went out, so a retry writes only to those
+not yet written to (a crash between sending and marking sends that one mail again, with the
+same link).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,7 +29,10 @@ from persistence import decision_mail as mail_repo
 from persistence import gates as gates_repo
 from persistence.models import GateRow
 
+log = logging.getLogger(__name__)
 DECISION_MAIL_WORKFLOW = "DecisionMail"
+# How long the recorder waits for a gate's mails before leaving them to the workflow.
+FIRST_ATTEMPT_WITHIN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,22 @@ class DecisionMailActivities:
     @activity.defn(name="send_decision_mail")
     async def send(self, arg: DecisionMailInput) -> DecisionMailResult:
         """Mail each person who may decide (and has an address) their own link, once."""
+        return await self._send(arg)
+
+    async def first_attempt(self, arg: DecisionMailInput) -> None:
+        """The mails sent now, by the recorder that has just committed the gate (or its
+        reminder), before their workflow starts: a person hears of a gate in the time of one
+        SMTP exchange rather than after a workflow's start and first task (issue 31). What
+        fails, or is not sent within FIRST_ATTEMPT_WITHIN_SECONDS (the run's workflow task
+        waits for it), is left to the workflow; a mail cut short after the server took it
+        goes again from there, with the same link, as after a crash."""
+        try:
+            await asyncio.wait_for(self._send(arg), FIRST_ATTEMPT_WITHIN_SECONDS)
+        except Exception as error:  # noqa: BLE001 - the workflow's attempts send it
+            log.info("first attempt of decision mail %s left to its workflow: %r",
+                     arg.request_id, error)
+
+    async def _send(self, arg: DecisionMailInput) -> DecisionMailResult:
         s, sent = self._settings, 0
         async with self._pool.acquire() as conn:
             gate = await gates_repo.get_gate(conn, arg.request_id)

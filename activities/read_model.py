@@ -1,17 +1,23 @@
 """The recorder: the one activity every run kind uses to write its read model.
 
-It also enqueues, in the same transaction, the webhook deliveries the write calls for, and
-starts them once committed (see activities/webhooks.py), and the email to a new gate's
-deciders (activities/decision_mail.py).
+It also enqueues, in the same transaction, the webhook deliveries the write calls for; once
+committed it makes their first attempts and starts their workflows (activities/webhooks.py),
+and it does the same for the email to a new gate's deciders (activities/decision_mail.py).
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 import asyncpg
 from pydantic import BaseModel
 from temporalio import activity
 
-from activities.decision_mail import start_decision_mail
+from activities.decision_mail import (
+    DecisionMailActivities,
+    DecisionMailInput,
+    start_decision_mail,
+)
 from activities.notifications import may_notify, notifications_of
 from activities.webhooks import WebhookActivities, start_notifications
 from contracts.writes import RunEnd
@@ -29,12 +35,12 @@ class RecordResult(BaseModel):
 
 class ReadModelActivities:
     def __init__(self, pool: asyncpg.Pool, *, webhooks: WebhookActivities | None = None,
-                 mail_deciders: bool = False) -> None:
+                 mail: DecisionMailActivities | None = None) -> None:
         self._pool = pool
         # Sends each delivery's first attempt as soon as it is committed.
         self._webhooks = webhooks
         # With SMTP configured, each gate opened is mailed to those who may decide it.
-        self._mail_deciders = mail_deciders
+        self._mail = mail
 
     @activity.defn(name="record")
     async def record(self, write: ReadModelWrite) -> RecordResult:
@@ -54,12 +60,20 @@ class ReadModelActivities:
                 await self._webhooks.first_attempts(write.run_id, events)
             await start_notifications(activity.client(), activity.info().task_queue,
                                       write.run_id, events)
-        if self._mail_deciders and write.open_gate is not None:
-            await start_decision_mail(activity.client(), activity.info().task_queue,
-                                      write.open_gate.id)
-        if self._mail_deciders and (notice := write.gate_notice) is not None:
+        if self._mail is not None and write.open_gate is not None:
+            await self._mail_now_and_durably(write.open_gate.id)
+        if self._mail is not None and (notice := write.gate_notice) is not None:
             reminder = notice.number if notice.kind == "reminded" else 0
-            await start_decision_mail(
-                activity.client(), activity.info().task_queue, notice.request_id,
-                occasion=f"reminder-{reminder}" if reminder else "escalated", reminder=reminder)
+            await self._mail_now_and_durably(
+                notice.request_id, reminder=reminder,
+                occasion=f"reminder-{reminder}" if reminder else "escalated")
         return RecordResult(seqs=seqs, ended=ended)
+
+    async def _mail_now_and_durably(self, request_id: UUID, *, reminder: int = 0,
+                                    occasion: str = "") -> None:
+        """The mails sent at once, then their workflow started to retry what did not go."""
+        assert self._mail is not None
+        await self._mail.first_attempt(DecisionMailInput(request_id=request_id,
+                                                         reminder=reminder))
+        await start_decision_mail(activity.client(), activity.info().task_queue, request_id,
+                                  occasion=occasion, reminder=reminder)

@@ -91,12 +91,12 @@ def build_worker(
         kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
     webhooks = WebhookActivities(pool, settings.secrets_box,
                                  private_networks=webhook_private_networks)
+    mailer = DecisionMailActivities(pool, mail) if mail is not None else None
     shared: list[Callable[..., Any]] = [
-        ReadModelActivities(pool, webhooks=webhooks, mail_deciders=mail is not None).record,
-        webhooks.pending,
+        ReadModelActivities(pool, webhooks=webhooks, mail=mailer).record, webhooks.pending,
         webhooks.deliver, webhooks.give_up, retention.purge_batch]
-    if mail is not None:
-        shared.append(DecisionMailActivities(pool, mail).send)
+    if mailer is not None:
+        shared.append(mailer.send)
     activities: dict[str, Callable[..., Any]] = {}
     for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:

@@ -14,7 +14,7 @@ import httpx
 import pytest_asyncio
 
 from activities.agents import backend_named
-from activities.decision_mail import MailSettings
+from activities.decision_mail import DecisionMailResult, MailSettings
 from api.auth import issue_token
 from tests.helpers import IDEA, eventually
 from waystation.settings import Settings
@@ -53,7 +53,7 @@ def link_in(message: Message) -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
-async def test_mailed_link_decides_the_request_once(http, pool, mailbox):
+async def test_mailed_link_decides_the_request_once(http, pool, mailbox, dev_env):
     box = mailbox[0]
     tag = uuid.uuid4().hex[:6]
     alice, bob, carol = (f"{n}-{tag}" for n in ("alice", "bob", "carol"))
@@ -78,6 +78,14 @@ async def test_mailed_link_decides_the_request_once(http, pool, mailbox):
     await asyncio.sleep(0.5)
     assert sorted(m["To"] for m in box.messages) == sorted(
         [f"{alice}@example.com", f"{bob}@example.com"])
+    # Both went from the recorder that wrote the gate, at once (issue 31); the mail's
+    # workflow, started after them, found no one left to write to.
+    async with pool.acquire() as conn:
+        request_id = await conn.fetchval("SELECT id FROM hitl_requests WHERE run_id = $1",
+                                         uuid.UUID(run_id))
+    mailing = dev_env.client.get_workflow_handle(f"decision-mail-{request_id}",
+                                                 result_type=DecisionMailResult)
+    assert (await mailing.result()).sent == 0
     mail = box.to(f"{bob}@example.com")[0]
     assert mail["Subject"].startswith("Decision needed")
     url, token = link_in(mail)
