@@ -113,6 +113,10 @@ class CrewTaskActivities:
 
     @activity.defn(name="run_crew_task")
     async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
+        if activity.info().is_local:
+            # Run in place: a local activity has no heartbeat; the worker keeps its workflow
+            # task alive instead, and a dead worker's task times out and is run again.
+            return await self._run(task)
         async with _heartbeating():
             return await self._run(task)
 
