@@ -1,5 +1,6 @@
 """The toy as a Waystation run kind (bench.peer_toy) and the built-in validation kind (noop
-backend), started as the API starts runs, decided by the `decide` Update; the built-in agent
+backend; its tasks in place, and as regular activities), started as the API starts runs,
+decided by the `decide` Update; the built-in agent
 kind (the planner, offline model) taking the conversation's messages by `post_message`; and
 the raw-Temporal baseline of the toy's and the validation's shapes on the same server (one
 no-op activity per step, writing nothing). Run by bench.bench_peers."""
