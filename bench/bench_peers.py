@@ -8,7 +8,9 @@ validation kind and an agent conversation.
 The toy: five phases, each one no-op step that writes one progress event and a state
 snapshot, and one human approval after phase 2. The validation kind: Waystation's built-in
 kind with the noop backend (five phases of 2, 3, 2, 2, 3 tasks, its first gate after phase
-0); the peers run the same shape, twelve steps and the approval after the second. The agent
+0), its tasks in place as the API settles `tasks: auto` for that backend, and again as
+regular activities (`tasks: activity`, as every run ran them before issue 31); the peers run
+the same shape, twelve steps and the approval after the second. The agent
 conversation: three messages (bench.peer_agent), each a turn of the built-in planner with its
 offline model (model request, tool call, model request, summary request): Waystation's agent
 kind; LangGraph's `create_react_agent`-shaped graph and a DBOS workflow over the same model

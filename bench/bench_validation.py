@@ -204,7 +204,8 @@ class Bench:
 
     async def new_run(self, gates: list[str]) -> ValidationRunInput:
         run_id = uuid.uuid4()
-        run_input = ValidationInput(entrepreneur_input=IDEA, gates=gates)
+        # In place: what the API settles `tasks: auto` to for the noop backend.
+        run_input = ValidationInput(entrepreneur_input=IDEA, gates=gates, tasks="in_place")
         async with self.pool.acquire() as conn:
             await create_run(conn, run_id=run_id, kind="validation", owner="bench",
                              group_id=None, workflow_id=VALIDATION.workflow_id(run_id),

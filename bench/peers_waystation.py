@@ -1,5 +1,6 @@
 """The toy as a Waystation run kind (bench.peer_toy) and the built-in validation kind (noop
-backend), started as the API starts runs, decided by the `decide` Update; the built-in agent
+backend; its tasks in place, and as regular activities), started as the API starts runs,
+decided by the `decide` Update; the built-in agent
 kind (the planner, offline model) taking the conversation's messages by `post_message`; and
 the raw-Temporal baseline of the toy's and the validation's shapes on the same server (one
 no-op activity per step, writing nothing). Run by bench.bench_peers."""
@@ -41,11 +42,13 @@ from bench.peers_common import (
     throughput,
     wait_for_row,
 )
-from kinds.validation.models import ValidationInput
+from contracts.kinds import StartCheck
+from kinds.validation.models import TasksMode, ValidationInput
 from persistence.db import create_pool
 from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from waystation.registry import load_registry
+from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import DEV_SERVER_ARGS, installed_binary
 from waystation.worker import build_worker
@@ -59,14 +62,23 @@ TASK_TIMES = ("SELECT created_at FROM run_events WHERE run_id = $1::uuid "
               "AND type = 'task.completed' ORDER BY seq")
 
 
-class KindCase:
-    """How one gated kind is started, decided and timed: the toy or the validation kind."""
+# What the API's settings would say: the worker's backend (the kinds' start-time hooks read it).
+SETTINGS = Settings(agent_backend="noop")
 
-    def __init__(self, shape: Shape) -> None:
+
+class KindCase:
+    """How one gated kind is started, decided and timed: the toy or the validation kind; for
+    the latter, its crew tasks as the API settles `auto` for the noop backend (in place), or
+    as regular activities (`tasks: activity`, how every run ran them before issue 31)."""
+
+    def __init__(self, shape: Shape, tasks: TasksMode = "auto") -> None:
         self.shape = shape
+        self.tasks = tasks
         toy = shape.kind == "toy"
         self.kind_name = "peer_toy" if toy else "validation"
-        self.system = "Waystation (toy run kind)" if toy else "Waystation (validation, noop)"
+        self.system = ("Waystation (toy run kind)" if toy else
+                       "Waystation (validation, noop)" if tasks == "auto" else
+                       "Waystation (validation, noop, tasks as regular activities)")
         self.gate = GATE if toy else VALIDATION_GATE
         self.step_sql = STEP_TIMES if toy else TASK_TIMES
         # The event of the step after the approval.
@@ -76,8 +88,8 @@ class KindCase:
         if self.shape.kind == "toy":
             return ToyInput(approve_after=self.shape.approve_after if gated else None
                             ).model_dump(mode="json")
-        return ValidationInput(entrepreneur_input=IDEA, gates=[self.gate] if gated else []
-                               ).model_dump(mode="json")
+        return ValidationInput(entrepreneur_input=IDEA, gates=[self.gate] if gated else [],
+                               tasks=self.tasks).model_dump(mode="json")
 
 
 async def measure(plan: Plan) -> list[Figures]:
@@ -94,6 +106,9 @@ async def measure(plan: Plan) -> list[Figures]:
             if shape.kind in plan.kinds:
                 results += [await _waystation(plan, env.client, pool, conn, KindCase(shape)),
                             await _raw(plan, env.client, shape)]
+                if shape.kind == "validation":
+                    results.append(await _waystation(plan, env.client, pool, conn,
+                                                     KindCase(shape, tasks="activity")))
         if "agent" in plan.kinds:
             results.append(await _agent(plan, env.client, pool))
         return results
@@ -111,11 +126,15 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
 
     async def start(gated: bool) -> tuple[UUID, WorkflowHandle]:
         run_id = uuid.uuid4()
+        run_input = kind.input_model.model_validate(case.input(gated))
         async with pool.acquire() as c:  # the runs row first, as the API writes it
+            if kind.start_check is not None:
+                await kind.start_check(StartCheck(input=run_input, user=None,
+                                                  settings=SETTINGS, conn=c))
             run, _ = await create_run(
                 c, run_id=run_id, kind=kind.name, owner="bench", group_id=None,
                 workflow_id=kind.workflow_id(run_id), idempotency_key=None,
-                input=case.input(gated))
+                input=run_input.model_dump(mode="json"))
         await start_run(client, queue, kind, run)
         return run_id, client.get_workflow_handle(run.workflow_id)
 

@@ -102,9 +102,11 @@ class GatedWorkflow:
         With `record_with_next`, a decision is written with the kind's next recorder write
         (`record`, `complete`, `fail`) instead of on its own: one local activity and one
         round trip fewer between a click and the next step, for kinds whose next step is a
-        recorder write. The Update still answers only once that write is done. A kind whose
-        next step is another activity must not use it: its decision would stay unwritten
-        (and the request pending in the read model) until that activity took the write.
+        recorder write, or a local activity run through `RunRecorder.hand_over` (which applies
+        the write with its own first). The Update still answers only once that write is done.
+        A kind whose next step is a regular activity must not use it: its decision would stay
+        unwritten (and the request pending in the read model) until that activity took the
+        write.
 
         `decided` is a decision taken before the gate opened (a fork's, `POST /runs/{id}/fork`
         with `decision`): it is applied to the first request as soon as it is open, through

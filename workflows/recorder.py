@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from temporalio import workflow
@@ -40,6 +40,7 @@ RECORD_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200),
                            maximum_interval=timedelta(seconds=10))
 
 Snapshot = tuple[str, int | None, dict[str, Any]]
+T = TypeVar("T")
 
 
 class RunRecorder:
@@ -96,6 +97,34 @@ class RunRecorder:
             written()
         return staged
 
+    async def hand_over(self, local: Callable[[ReadModelWrite | None], Awaitable[T]]) -> T:
+        """Run `local`, a local activity given what is staged to apply with its own first
+        write (a validation crew task run in place), as `write` runs its own: after
+        `before_write`, and whoever waits for the staged write is told once `local` has
+        returned. Unlike `take_staged`'s regular activity, which a worker may start much
+        later, this one is done within the workflow task, so a decision staged with
+        `ask_human(record_with_next=True)` may wait for it."""
+        if self.before_write is not None:
+            await self.before_write()
+        staged, callbacks = self._take()
+        try:
+            result = await local(staged)
+        except BaseException:
+            self._restage(staged, callbacks)
+            raise
+        for written in callbacks:
+            written()
+        return result
+
+    def _restage(self, staged: ReadModelWrite | None,
+                 callbacks: list[Callable[[], None]]) -> None:
+        """Stage again a write that is not known to be done, when something waits for it
+        (the run was canceled meanwhile, or the task in place failed): it goes out again with
+        the next write (the task_failed gate's, or the run's last)."""
+        if staged is not None and callbacks:
+            self._staged = merge_writes(staged, self._staged) if self._staged else staged
+            self._on_written = callbacks + self._on_written
+
     def _take(self) -> tuple[ReadModelWrite | None, list[Callable[[], None]]]:
         """What is staged, and who waits for it; both left empty."""
         taken = self._staged, self._on_written
@@ -130,11 +159,7 @@ class RunRecorder:
                 start_to_close_timeout=RECORD_TIMEOUT, retry_policy=RECORD_RETRY,
                 summary=_summary(write))
         except BaseException:
-            if staged is not None and callbacks:
-                # A decision waits on this write, which is not known to be done (the run was
-                # canceled meanwhile): it goes out again with the next (the run's last).
-                self._staged = merge_writes(staged, self._staged) if self._staged else staged
-                self._on_written = callbacks + self._on_written
+            self._restage(staged, callbacks)
             raise
         for written in callbacks:
             written()

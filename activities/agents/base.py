@@ -102,6 +102,10 @@ ProgressReporter = Callable[[int, str], Awaitable[None]]
 
 
 class AgentBackend(Protocol):
+    """A backend may also declare `in_place = True`: its calls are short and local (no
+    network, no waiting), so work calling it may run as a local activity, in its workflow's
+    own task (see `answers_in_place`)."""
+
     name: str
 
     async def run(self, request: AgentRequest,
@@ -109,3 +113,9 @@ class AgentBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections (called when the worker stops)."""
+
+
+def answers_in_place(backend: object) -> bool:
+    """Whether `backend` declares its calls short and local; one that does not say is not
+    (a plug-in's, an HTTP provider's), and its calls run as regular activities."""
+    return getattr(backend, "in_place", False) is True

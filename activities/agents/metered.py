@@ -15,6 +15,7 @@ from activities.agents.base import (
     AgentResponse,
     ProgressReporter,
     Usage,
+    answers_in_place,
     usage_of,
 )
 
@@ -45,6 +46,10 @@ class MeteredBackend:
         self.name = backend.name
         self._backend = backend
         self._meter = meter
+
+    @property
+    def in_place(self) -> bool:
+        return answers_in_place(self._backend)
 
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:

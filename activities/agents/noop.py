@@ -13,6 +13,8 @@ from activities.agents.schema_example import example_for
 
 class NoopBackend:
     name = "noop"
+    # Its calls are short and local: work calling it may run as a local activity.
+    in_place = True
 
     async def run(self, request: AgentRequest,
                   progress: ProgressReporter | None = None) -> AgentResponse:

@@ -56,6 +56,11 @@ class OfflineBackend:
         # a test can kill the worker mid-task.
         self.delay_ms = delay_ms
 
+    @property
+    def in_place(self) -> bool:
+        """Short and local unless told to pause (see `AgentBackend`)."""
+        return self.delay_ms == 0
+
     async def aclose(self) -> None:
         return None
 

@@ -53,6 +53,8 @@ class _SchemaRefused(Exception):
 
 class OpenAICompatibleBackend:
     name = "openai"
+    # A call goes over the network and may take minutes: a regular, heartbeating activity.
+    in_place = False
 
     def __init__(self, *, base_url: str, api_key: str | None, model: str,
                  prices: PriceBook | None = None, timeout_seconds: float = 120.0,

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from activities.agents import backend_named
+from activities.agents.base import answers_in_place
 from activities.deps import WorkerDeps
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, shorten
+from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, StartCheck, shorten
 from kinds.validation.activities.crew_tasks import CrewTaskActivities
 from kinds.validation.demo import DEMO
 from kinds.validation.models import (
@@ -32,6 +34,25 @@ def _summary(run: RunStart) -> str:
 def _details(run: RunStart) -> str:
     return (f"run {run.run_id} · gates: {', '.join(run.input.gates) or 'none'} · "
             f"expiry policy: {run.input.expiry_policy}")
+
+
+async def _start_check(start: StartCheck) -> None:
+    """Settle `tasks: auto` before the run is written, so its stored input (which its workflow,
+    its replays and its forks read) says how its tasks run: in place when the backend the
+    settings name answers at once. The API and the workers read the same settings
+    (WAYSTATION_AGENT_BACKEND, WAYSTATION_OFFLINE_DELAY_MS); were they to differ, the tasks
+    would still run, only on the other path."""
+    if start.input.tasks == "auto":
+        start.input.tasks = "in_place" if _backend_in_place(start.settings) else "activity"
+
+
+def _backend_in_place(settings: Any) -> bool:
+    # Only the built-in noop and offline backends are cheap to build here and may answer at
+    # once; an HTTP provider or a plug-in's backend does not.
+    if settings.agent_backend not in ("noop", "offline"):
+        return False
+    return answers_in_place(backend_named(settings.agent_backend,
+                                          delay_ms=settings.offline_delay_ms))
 
 
 def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
@@ -61,5 +82,6 @@ def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
 VALIDATION = RunKind(
     name="validation", workflow=ValidationRun, input_model=ValidationInput,
     workflow_id_prefix="validation-", summary=_summary, details=_details,
-    activities=_activities, fork=_fork, demo=DEMO, offline_answers=ANSWERS,
+    activities=_activities, fork=_fork, start_check=_start_check, demo=DEMO,
+    offline_answers=ANSWERS,
     description="Five phases of crew work with human gates (seed 000).")

@@ -23,6 +23,7 @@ from kinds.validation.phases import CHECKPOINTS
 from workflows.gate_rules import DecisionInput
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
+TasksMode = Literal["auto", "in_place", "activity"]
 
 
 class ValidationInput(BaseModel):
@@ -45,6 +46,12 @@ class ValidationInput(BaseModel):
     max_cost_usd: float | None = Field(
         None, gt=0, le=1_000_000,
         description="Stop at the gate raise_budget before a model call would pass this spend.")
+    tasks: TasksMode = Field(
+        "auto", description="How the crew tasks run: `in_place` (local activities, in the "
+                            "workflow's own task: for a backend that answers at once), "
+                            "`activity` (regular activities that heartbeat: for model calls "
+                            "that take seconds), or `auto`, settled when the run starts by "
+                            "whether the configured backend answers at once.")
 
 
 class ValidationRunInput(BaseModel):

@@ -6,6 +6,7 @@ timer and a condition, so a run that waits a week for a human holds no worker an
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from contracts.statuses import GateStatus
+    from contracts.writes import ReadModelWrite
     from kinds.validation.activities.crew_tasks import (
         CrewTaskActivities,
         CrewTaskInput,
@@ -52,6 +54,10 @@ TASK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coeffici
                          maximum_interval=timedelta(seconds=60), maximum_attempts=0)
 
 NextStep = Literal["next", "rerun", "end"]
+# Runs whose input says `tasks: in_place` run each crew task as a local activity, and write a
+# phase gate's decision with the next phase's first task; runs from before always ran them as
+# regular activities.
+TASKS_IN_PLACE = "crew-tasks-in-place"
 
 
 @workflow.defn(name="ValidationRun", sandboxed=False)  # see waystation/sandboxing.py
@@ -142,27 +148,32 @@ class ValidationRun(RunWorkflow):
             tries += 1
             # A task retried at the task_failed gate writes fresh events under a new key.
             key = f"{prefix}.{task.task}" + (f".t{tries}" if tries > 1 else "")
+            arg = CrewTaskInput(
+                run_id=s.run_id, event_key=key, phase=phase.number, crew=task.crew,
+                task=task.task, agent=task.agent, instructions=task.instructions,
+                context=self._context(task), feedback=s.feedback.get(phase.number),
+                model=task.model, temperature=task.temperature,
+                progress_pct_started=self._pct(phase, index),
+                progress_pct_done=self._pct(phase, index + 1))
+            summary = f"{task.crew} · {task.task}"
             try:
+                if self._tasks_in_place():
+                    return await self._recorder.hand_over(
+                        functools.partial(_run_in_place, arg, summary))
+                arg.prelude = self._recorder.take_staged()
                 return await workflow.execute_activity_method(
-                    CrewTaskActivities.run_crew_task,
-                    CrewTaskInput(
-                        run_id=s.run_id, event_key=key, phase=phase.number,
-                        crew=task.crew, task=task.task, agent=task.agent,
-                        instructions=task.instructions, context=self._context(task),
-                        feedback=s.feedback.get(phase.number), model=task.model,
-                        temperature=task.temperature,
-                        progress_pct_started=self._pct(phase, index),
-                        progress_pct_done=self._pct(phase, index + 1),
-                        prelude=self._recorder.take_staged()),
+                    CrewTaskActivities.run_crew_task, arg,
                     start_to_close_timeout=TASK_TIMEOUT,
                     heartbeat_timeout=TASK_HEARTBEAT_TIMEOUT, retry_policy=TASK_RETRY,
-                    summary=f"{task.crew} · {task.task}")
-            except ActivityError as error:
+                    summary=summary)
+            except (ActivityError, ApplicationError) as error:
+                # A regular activity's failure comes wrapped in an ActivityError, a local
+                # activity's (in place) as the error the task raised.
+                cause = error.cause if isinstance(error, ActivityError) else error
                 # Histories from before the gate existed ended the run here.
-                if (isinstance(error.cause, CancelledError)
+                if (isinstance(cause, CancelledError)
                         or not workflow.patched("task-failed-gate")):
                     raise
-                cause = error.cause
                 message = cause.message if isinstance(cause, ApplicationError) else str(error)
                 if isinstance(cause, ApplicationError) and cause.details:
                     spent = cause.details[0]
@@ -171,6 +182,14 @@ class ValidationRun(RunWorkflow):
                 if decision == "skip":
                     self._record_skip(phase, task, index, prefix, message)
                     return None
+
+    def _tasks_in_place(self) -> bool:
+        """Whether crew tasks run in place: a local activity each, a few milliseconds on the
+        worker instead of a regular activity's round trips through the server (tens of
+        milliseconds). Settled when the run started (`ValidationInput.tasks`), as a replay
+        must see the same; `auto` left unsettled (a run started straight through Temporal, not
+        by the API) keeps the regular activity."""
+        return self._arg.input.tasks == "in_place" and workflow.patched(TASKS_IN_PLACE)
 
     def _record_skip(self, phase: PhaseDef, task: TaskDef, index: int, prefix: str,
                      error: str) -> None:
@@ -221,9 +240,12 @@ class ValidationRun(RunWorkflow):
     # --- gates ---------------------------------------------------------------------------
 
     async def _ask(self, phase: PhaseDef, *, decided: DecisionInput | None = None) -> NextStep:
+        # In place, the next write after a phase gate (the next phase's first task, or the
+        # run's end) is done within the workflow task: the decision goes with it.
         outcome = await self.ask_human(
             lambda: gate_spec(phase, self._state, self._arg.input),
-            where=f"phase {phase.number} · {phase.name}", decided=decided)
+            where=f"phase {phase.number} · {phase.name}", decided=decided,
+            record_with_next=self._tasks_in_place())
         if outcome.decision is None:
             self._ending = ("gate_expired",
                             f"checkpoint {phase.checkpoint} expired with no decision")
@@ -301,6 +323,17 @@ class ValidationRun(RunWorkflow):
 
     def _pct(self, phase: PhaseDef, tasks_done: int) -> int:
         return int(100 * (phase.number + tasks_done / len(phase.tasks)) / PHASE_COUNT)
+
+
+async def _run_in_place(arg: CrewTaskInput, summary: str,
+                        prelude: ReadModelWrite | None) -> CrewTaskResult:
+    """The crew task as a local activity, given the staged write to apply with its first.
+    The same policy as the regular activity's: a worker dying in it fails its workflow task,
+    which the next worker replays, running the task again (its writes are keyed, so nothing is
+    doubled); there is no heartbeat, the workflow task's liveness is the task's."""
+    return await workflow.execute_local_activity_method(
+        CrewTaskActivities.run_crew_task, arg.model_copy(update={"prelude": prelude}),
+        start_to_close_timeout=TASK_TIMEOUT, retry_policy=TASK_RETRY, summary=summary)
 
 
 def _json(value: object) -> object:

@@ -196,10 +196,15 @@ async def cleanup_handles() -> AsyncIterator[list[WorkflowHandle]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("tasks", ["activity", "in_place"])
 async def test_sigkill_mid_task_then_new_worker_completes_run(
-        dev_env: WorkflowEnvironment, pool, task_queue, worker_processes, cleanup_handles):
+        dev_env: WorkflowEnvironment, pool, task_queue, worker_processes, cleanup_handles,
+        tasks):
+    """A regular activity's task is retried once its heartbeat stops; a task run in place (a
+    local activity, here with a backend that takes 300 ms) once its workflow task times out:
+    either way it runs again on the new worker and is written once."""
     client = dev_env.client
-    arg = await new_validation_run(pool, gates=[])
+    arg = await new_validation_run(pool, gates=[], tasks=tasks)
     first = worker_processes.start()
     handle = await start(client, arg, task_queue)
     cleanup_handles.append(handle)
@@ -244,11 +249,19 @@ async def test_sigkill_mid_task_then_new_worker_completes_run(
     assert len(snapshots) == len(PHASES) + 1  # one per phase and the final one; no gates
     assert run is not None and run.status == "completed"
 
-    # The killed task really was re-run: the history shows a second attempt of it.
-    retried = [e.activity_task_started_event_attributes.attempt
-               for e in (await handle.fetch_history()).events
-               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
-    assert max(retried) >= 2, f"no retried attempt; in flight at kill: {in_flight}"
+    history = (await handle.fetch_history()).events
+    if tasks == "activity":
+        # The killed task really was re-run: the history shows a second attempt of it.
+        retried = [e.activity_task_started_event_attributes.attempt for e in history
+                   if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+        assert max(retried) >= 2, f"no retried attempt; in flight at kill: {in_flight}"
+    else:
+        # In place: no regular activity at all, and the killed worker's workflow task (the
+        # task in flight, and any done since the last completed one) timed out and ran again.
+        types = {e.event_type for e in history}
+        assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in types
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT in types, \
+            f"no workflow task timed out; in flight at kill: {in_flight}"
 
 
 async def _result_if_done(handle: WorkflowHandle):

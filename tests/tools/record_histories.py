@@ -159,6 +159,20 @@ async def fork_reject_past_decision(env: WorkflowEnvironment, pool: asyncpg.Pool
     return handle
 
 
+async def tasks_in_place(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """Crew tasks run in place (local activities): each gate's decision is written with the
+    next phase's first task; a task fails for good and is retried at task_failed."""
+    BACKEND.failing = {"assess_fit"}
+    handle, run_id = await _start(env, pool, gates=list(GATES[:2]), tasks="in_place")
+    await wait_gate(pool, run_id, GATES[0])
+    await _decide(handle, GATES[0], feedback="fine")
+    await wait_gate(pool, run_id, "task_failed")
+    await _decide(handle, "task_failed", "retry")
+    await wait_gate(pool, run_id, GATES[1])
+    await _decide(handle, GATES[1])
+    return handle
+
+
 async def _wait_until_attempt(handle: WorkflowHandle, phase: int, attempt: int) -> None:
     async def reached() -> bool:
         state = await handle.query(ValidationRun.state)
@@ -173,6 +187,7 @@ CASES: dict[str, Case] = {
     "people_quorum_reminders": people_quorum_reminders,
     "task_failed_skip": task_failed_skip,
     "fork_reject_past_decision": fork_reject_past_decision,
+    "tasks_in_place": tasks_in_place,
 }
 
 

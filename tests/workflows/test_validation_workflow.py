@@ -6,6 +6,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -38,14 +39,20 @@ async def decide(handle: WorkflowHandle, checkpoint: str, decision: str = "appro
         DecisionInput(checkpoint_name=checkpoint, decision=decision, decided_by=who, **kw))
 
 
-async def test_approved_run_completes_with_full_read_model(time_env, pool, worker, task_queue):
-    arg = await new_validation_run(pool)
+@pytest.mark.parametrize("tasks", ["activity", "in_place"])
+async def test_approved_run_completes_with_full_read_model(time_env, pool, worker, task_queue,
+                                                          tasks):
+    arg = await new_validation_run(pool, tasks=tasks)
     handle = await start(time_env.client, arg, task_queue)
     for checkpoint in ("approve_founders_brief", "approve_vpc_completion",
                        "approve_desirability_gate"):
         await wait_gate(pool, arg.run_id, checkpoint)
         view = await decide(handle, checkpoint, feedback="fine")
         assert view.status == "approved" and view.decided_by == "alice"
+        # Written by the time the Update answers, also when it travels with the next task.
+        async with pool.acquire() as conn:
+            gate = await gates_repo.latest_gate_for_checkpoint(conn, arg.run_id, checkpoint)
+        assert gate is not None and gate.status == "approved"
     result: ValidationRunResult = await handle.result()
     assert result.status == "completed" and result.final_decision in ("proceed", "pivot", "kill")
 
@@ -69,6 +76,9 @@ async def test_approved_run_completes_with_full_read_model(time_env, pool, worke
     # One snapshot after each of the five phases, one at each of the three gates, one at the end.
     assert len(snapshots) == 5 + 3 + 1
     assert snapshot is not None and snapshot.state["final_decision"] == result.final_decision
+    scheduled = [e for e in (await handle.fetch_history()).events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert len(scheduled) == (12 if tasks == "activity" else 0)
 
 
 async def test_validator_refuses_bad_decisions_and_writes_nothing(time_env, pool, worker,

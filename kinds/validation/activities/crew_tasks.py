@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -113,6 +115,10 @@ class CrewTaskActivities:
 
     @activity.defn(name="run_crew_task")
     async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
+        if activity.info().is_local:
+            # Run in place: a local activity has no heartbeat; the worker keeps its workflow
+            # task alive instead, and a dead worker's task times out and is run again.
+            return await self._run(task)
         async with _heartbeating():
             return await self._run(task)
 
@@ -139,7 +145,7 @@ class CrewTaskActivities:
                 crew=task.crew, task=task.task, agent=task.agent,
                 instructions=task.instructions, system=task_prompt(task.task),
                 context=task.context, feedback=task.feedback,
-                output_schema=output_model.model_json_schema() if output_model else None,
+                output_schema=_output_schema(output_model) if output_model else None,
                 schema_name=task.task, model=task.model, temperature=task.temperature),
                 report)
             output = _typed(task.task, output_model, response.output, response.usage)
@@ -179,6 +185,18 @@ class CrewTaskActivities:
         return ApplicationError(
             f"{info.attempt} attempts over {int(retrying.total_seconds())} s; last error: "
             f"{message}", type=RETRIES_EXHAUSTED, non_retryable=True)
+
+
+@functools.cache
+def _schema_text(model: type[BaseModel]) -> str:
+    # pydantic builds a model's JSON Schema afresh on every call: about a millisecond, as
+    # much as the rest of a task run in place with a backend that answers at once.
+    return json.dumps(model.model_json_schema())
+
+
+def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """`model`'s JSON Schema, a fresh copy for each request (a backend may change its own)."""
+    return json.loads(_schema_text(model))
 
 
 def _typed(task: str, model: type[BaseModel] | None, output: dict[str, Any] | None,
