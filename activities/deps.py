@@ -21,6 +21,9 @@ class WorkerDeps:
     # Each kind's own dependencies, by kind name (`RunKind.worker_deps`, built from the
     # worker's settings).
     kinds: Mapping[str, Any] = field(default_factory=dict)
+    # The recorder (activities/read_model.py `ReadModelActivities`): an activity applying a
+    # run's staged write that may notify applies it through this one.
+    read_model: Any = None
 
     def of(self, kind: str) -> Any:
         """The kind's own dependencies (None when it has no `worker_deps` hook)."""

@@ -44,6 +44,12 @@ class ReadModelActivities:
 
     @activity.defn(name="record")
     async def record(self, write: ReadModelWrite) -> RecordResult:
+        return await self.apply(write)
+
+    async def apply(self, write: ReadModelWrite) -> RecordResult:
+        """The write, with the notifications it calls for; also for another activity that
+        applies a run's staged write with its own first one (a decision written with the next
+        step, `ask_human(record_with_next=True)`), so a gate's `gate.decided` is told too."""
         if not may_notify(write):
             async with self._pool.acquire() as conn:
                 # Atomic on its own (apply_write): BEGIN and COMMIT would be two more trips.

@@ -82,9 +82,6 @@ def build_worker(
     registry = registry or load_registry(use_entry_points=False)
     # The offline backend's typed answers to the kinds' own tasks.
     use_offline_answers(registry.offline_answers())
-    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
-        r.kind.name: r.kind.worker_deps(settings)
-        for r in registry.kinds.values() if r.kind.worker_deps is not None})
     retention = RetentionActivities(
         pool, client, archive_dir=retention_archive_dir,
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
@@ -92,8 +89,12 @@ def build_worker(
     webhooks = WebhookActivities(pool, settings.secrets_box,
                                  private_networks=webhook_private_networks)
     mailer = DecisionMailActivities(pool, mail) if mail is not None else None
-    shared: list[Callable[..., Any]] = [
-        ReadModelActivities(pool, webhooks=webhooks, mail=mailer).record, webhooks.pending,
+    read_model = ReadModelActivities(pool, webhooks=webhooks, mail=mailer)
+    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
+        r.kind.name: r.kind.worker_deps(settings)
+        for r in registry.kinds.values() if r.kind.worker_deps is not None},
+        read_model=read_model)
+    shared: list[Callable[..., Any]] = [read_model.record, webhooks.pending,
         webhooks.deliver, webhooks.give_up, retention.purge_batch]
     if mailer is not None:
         shared.append(mailer.send)

@@ -24,7 +24,7 @@ from workflows.gate_rules import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
-    return [CrewTaskActivities(deps.pool, deps.backend).run_crew_task]
+    return [CrewTaskActivities(deps.pool, deps.backend, deps.read_model).run_crew_task]
 
 
 def _summary(run: RunStart) -> str:

@@ -32,6 +32,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentBackend, AgentRequest
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
+from activities.notifications import may_notify
+from activities.read_model import ReadModelActivities
 from kinds.validation.activities.outputs import TASK_OUTPUTS
 from kinds.validation.activities.prompts import task_prompt
 from persistence.db import retry_while_unavailable
@@ -92,9 +94,13 @@ class CrewTaskResult(BaseModel):
 
 
 class CrewTaskActivities:
-    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend) -> None:
+    def __init__(self, pool: asyncpg.Pool, backend: AgentBackend,
+                 read_model: ReadModelActivities | None = None) -> None:
         self._pool = pool
         self._backend = backend
+        # Applies a staged write that tells people something (a gate's decision written with
+        # this task's first write) with its webhooks and mails, as the recorder does.
+        self._read_model = read_model
 
     def _event(self, task: CrewTaskInput, suffix: str, status: str, **fields: Any) -> EventWrite:
         return EventWrite(event_key=f"{task.event_key}:{suffix}", type=f"task.{status}",
@@ -109,6 +115,9 @@ class CrewTaskActivities:
 
     async def _apply(self, write: ReadModelWrite) -> None:
         async def apply() -> None:
+            if self._read_model is not None and may_notify(write):
+                await self._read_model.apply(write)
+                return
             async with self._pool.acquire() as conn:
                 await apply_write(conn, write)
         await retry_while_unavailable(apply)
