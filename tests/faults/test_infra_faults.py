@@ -225,8 +225,10 @@ async def test_postgres_restarted_under_activities_and_streams_then_listener_kil
     workers = WorkerProcesses(worker_env(url, address, task_queue, tmp_path / "data",
                                          delay_ms=600), tmp_path)
     # Heartbeats far apart: a stream that recovers does so through the listener, not by
-    # polling the table on its heartbeat.
-    api = InProcessApi(api_settings(url, address, task_queue, sse_heartbeat_seconds=30.0))
+    # polling the table on its heartbeat. The workers' delay too, as a deployment's API and
+    # workers share settings: the runs' tasks are regular activities, whose attempts show.
+    api = InProcessApi(api_settings(url, address, task_queue, sse_heartbeat_seconds=30.0,
+                                    offline_delay_ms=600))
     pool = await create_pool(url, max_size=4)
     try:
         await _postgres_faults(dev_env.client, server, pool, api, workers, tmp_path)
