@@ -4,6 +4,7 @@ gate, and print how to decide it (a kind says what its demo starts: `RunKind.dem
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ class DemoSession:
         """The command a person pastes to make this request with the demo's token."""
         line = f'curl -X {method} {self.api}{path} -H "Authorization: Bearer {self.token}"'
         if body is not None:
-            line += f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
+            # Quoted for the shell: a value may hold a quote (an agent's arguments).
+            line += f" -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body))}"
         return line
 
     def follow(self, run_id: str, *, until: tuple[str, ...] = ("gate.opened", "end"),
