@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from activities.agents.base import AgentBackend
+from activities.read_model import ReadModelActivities
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class WorkerDeps:
     # Each kind's own dependencies, by kind name (`RunKind.worker_deps`, built from the
     # worker's settings).
     kinds: Mapping[str, Any] = field(default_factory=dict)
-    # The recorder (activities/read_model.py `ReadModelActivities`): an activity applying a
-    # run's staged write that may notify applies it through this one.
-    read_model: Any = None
+    # The recorder: an activity applying a run's staged write with its own (a decision
+    # written with the next step) applies it through `read_model.apply`, notifications and all.
+    read_model: ReadModelActivities | None = None
 
     def of(self, kind: str) -> Any:
         """The kind's own dependencies (None when it has no `worker_deps` hook)."""

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.agents.prices import ModelPrice
@@ -136,6 +136,7 @@ class Settings(BaseSettings):
     # The run kinds' own settings given in code (tests, `waystation.testing.local_stack`); a
     # kind's settings not given here are read from the environment (`of`).
     kind_settings: tuple[BaseSettings, ...] = ()
+    _kinds_read: dict[type, BaseSettings] = PrivateAttr(default_factory=dict)
     offline_delay_ms: int = Field(0, ge=0, validation_alias="WAYSTATION_OFFLINE_DELAY_MS")
     # Run the built-in workflows in Temporal's sandbox too (slower; what the tests do).
     sandbox_every_workflow: bool = Field(False,
@@ -218,12 +219,15 @@ class Settings(BaseSettings):
 
     def of(self, model: type[KindSettings]) -> KindSettings:
         """A run kind's own settings (`RunKind.settings`): as given in `kind_settings`, else
-        read from the environment now (a few microseconds; no cache, so a process sees what it
-        was started with and a test what it set)."""
+        read from the environment once for these settings (a start check asks on every
+        `POST /runs`)."""
         for given in self.kind_settings:
             if isinstance(given, model):
                 return given
-        return model()
+        read = self._kinds_read.get(model)
+        if read is None:
+            read = self._kinds_read[model] = model()
+        return read  # type: ignore[return-value]
 
     @property
     def temporal_ui_base(self) -> str:

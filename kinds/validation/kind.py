@@ -24,6 +24,7 @@ from workflows.gate_rules import DecisionInput
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
+    assert deps.read_model is not None  # build_worker gives every kind the recorder
     return [CrewTaskActivities(deps.pool, deps.backend, deps.read_model).run_crew_task]
 
 

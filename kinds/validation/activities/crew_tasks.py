@@ -32,13 +32,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.agents import AgentBackend, AgentRequest
 from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
-from activities.notifications import may_notify
 from activities.read_model import ReadModelActivities
 from kinds.validation.activities.outputs import TASK_OUTPUTS
 from kinds.validation.activities.prompts import task_prompt
 from persistence.db import retry_while_unavailable
 from persistence.events import append_events
-from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
+from persistence.writes import EventWrite, ReadModelWrite, merge_writes
 
 # How often a running crew task tells Temporal it is alive. The workflow sets a heartbeat
 # timeout a few times longer, so a task whose worker died is retried within seconds rather
@@ -95,11 +94,11 @@ class CrewTaskResult(BaseModel):
 
 class CrewTaskActivities:
     def __init__(self, pool: asyncpg.Pool, backend: AgentBackend,
-                 read_model: ReadModelActivities | None = None) -> None:
+                 read_model: ReadModelActivities) -> None:
         self._pool = pool
         self._backend = backend
-        # Applies a staged write that tells people something (a gate's decision written with
-        # this task's first write) with its webhooks and mails, as the recorder does.
+        # Every write goes through the recorder's: a staged write that tells people something
+        # (a gate's decision written with this task's first) gets its webhooks and mails.
         self._read_model = read_model
 
     def _event(self, task: CrewTaskInput, suffix: str, status: str, **fields: Any) -> EventWrite:
@@ -114,13 +113,7 @@ class CrewTaskActivities:
         await retry_while_unavailable(append)
 
     async def _apply(self, write: ReadModelWrite) -> None:
-        async def apply() -> None:
-            if self._read_model is not None and may_notify(write):
-                await self._read_model.apply(write)
-                return
-            async with self._pool.acquire() as conn:
-                await apply_write(conn, write)
-        await retry_while_unavailable(apply)
+        await retry_while_unavailable(lambda: self._read_model.apply(write))
 
     @activity.defn(name="run_crew_task")
     async def run_crew_task(self, task: CrewTaskInput) -> CrewTaskResult:
