@@ -170,7 +170,7 @@ class CrewTaskActivities:
         attempt = activity.info().attempt
         message = error.message if isinstance(error, ApplicationError) else str(error)
         await self._append(task, self._event(
-            task, f"failed:{attempt}", "failed",
+            task, _failure_key(activity.info()), "failed",
             error_message=f"{type(error).__name__}: {message}",
             output={"attempt": attempt, "usage": usage_of(error).model_dump()},
             duration_ms=int((time.monotonic() - started) * 1000)))
@@ -187,6 +187,17 @@ class CrewTaskActivities:
         return ApplicationError(
             f"{info.attempt} attempts over {int(retrying.total_seconds())} s; last error: "
             f"{message}", type=RETRIES_EXHAUSTED, non_retryable=True)
+
+
+def _failure_key(info: activity.Info) -> str:
+    """The failed event's key: its attempt's. A local activity's attempts reach the history
+    only with its workflow task, so after a worker dies in one the next worker counts them
+    from 1 again: its key also carries when the attempt was scheduled, so a second failure
+    with the same number is written beside the first (with its usage), not taken for it."""
+    if not info.is_local:
+        return f"failed:{info.attempt}"
+    scheduled_ms = int(info.current_attempt_scheduled_time.timestamp() * 1000)
+    return f"failed:{info.attempt}:{scheduled_ms}"
 
 
 @functools.cache
