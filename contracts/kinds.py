@@ -307,8 +307,9 @@ class RunKind:
     - `configure_worker`: `(WorkerSetup) -> None`, called once in a worker process before it
       starts (its model configuration, its model calls' accounting), not in the API.
     - `offline_answers`: task name -> `(context, feedback, rng) -> pydantic model`, the
-      offline agent backend's typed answers to the kind's tasks (a request for another task
-      gets a value matching its output schema, or a short text).
+      offline agent backend's typed answers to the kind's tasks, each annotated with the model
+      it returns and given only to a request asking for that model's schema (any other request
+      gets a value matching its own output schema, or a short text).
     """
 
     name: str

@@ -4,17 +4,19 @@ Output is derived from the request itself (its grounding, feedback, instructions
 seeded generator, so the same request always yields the same answer, a replayed test is
 stable, and a demo reads like a real run. A task a registered kind answers itself
 (`RunKind.offline_answers`, given by the worker: the validation crew's tasks) gets that typed,
-internally consistent answer; any other task with an output schema gets a value matching it,
-and one without gets a short text answer.
+internally consistent answer when it asks for that answer's schema; any other task with an
+output schema gets a value matching it, and one without gets a short text answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import random
 import re
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -33,14 +35,30 @@ _STOPWORDS = {
     "helps",
 }
 
-# Every registered kind's answers by task name, given by the worker as it is built
-# (`use_offline_answers`); none until then.
-_answers: Mapping[str, OfflineAnswer] = {}
+# Every registered kind's answers by task name, with the output model each returns, given by
+# the worker as it is built (`use_offline_answers`); none until then.
+_answers: Mapping[str, tuple[type[BaseModel], OfflineAnswer]] = {}
 
 
 def use_offline_answers(answers: Mapping[str, OfflineAnswer]) -> None:
     global _answers
-    _answers = answers
+    _answers = {task: (_output_model(task, answer), answer) for task, answer in answers.items()}
+
+
+def _output_model(task: str, answer: OfflineAnswer) -> type[BaseModel]:
+    """The model `answer` is annotated to return: it answers only a request asking for that
+    model's schema, so a batch step that merely shares a crew task's name (and reads another
+    context) gets a value of its own schema instead."""
+    model = typing.get_type_hints(answer).get("return")
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"the offline answer to {task!r} must be annotated with the pydantic "
+                        "model it returns")
+    return model
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
 
 
 def keywords(text: str) -> list[str]:
@@ -74,10 +92,11 @@ class OfflineBackend:
                     await progress(percent, note)
         seed_text = json.dumps(request.model_dump(), sort_keys=True, default=str)
         rng = random.Random(hashlib.sha256(seed_text.encode()).digest())
-        answer = _answers.get(request.task)
+        typed = _answers.get(request.task)
         words = keywords(request.instructions)
-        if answer is not None:
-            output = answer(request.context, request.feedback, rng).model_dump(mode="json")
+        if typed is not None and request.output_schema == _schema_of(typed[0]):
+            answer = typed[1](request.context, request.feedback, rng)
+            output = answer.model_dump(mode="json")
             text = json.dumps(output)
         elif request.output_schema is not None:
             output = example_for(request.output_schema, words=words)

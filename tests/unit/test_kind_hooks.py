@@ -135,12 +135,40 @@ async def test_the_offline_backend_answers_the_tasks_the_worker_gives_it() -> No
     answers = registry.offline_answers()
     assert "interview_founder" in answers
     request = AgentRequest(crew="onboarding", task="interview_founder", agent="a",
-                           instructions="ask the founder", context={"entrepreneur_input": "x"})
+                           instructions="ask the founder", context={"entrepreneur_input": "x"},
+                           output_schema=FounderInterview.model_json_schema())
     backend = backend_named("offline")
     use_offline_answers({})
     generic = (await backend.run(request)).output
     use_offline_answers(answers)
     typed = (await backend.run(request)).output
-    assert generic == {"summary": "interview_founder done: ask founder",
-                       "notes": ["ask", "founder"]}
+    # Only the kind's answer reads the context (an idea too short for a keyword: "product").
+    assert generic is not None and generic["themes"] == ["themes ask founder"]
+    assert typed is not None and typed["themes"] == ["product pain"]
     FounderInterview.model_validate(typed)
+
+
+async def test_a_step_that_shares_a_tasks_name_gets_its_own_schema_answered() -> None:
+    """A batch step named like a crew task, with a schema and a context of its own: the crew
+    task's typed answer (which reads the crew's context) is not given to it."""
+    from activities.agents import AgentRequest, backend_named
+    from activities.agents.offline import use_offline_answers
+
+    use_offline_answers(load_registry(use_entry_points=False).offline_answers())
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}},
+              "required": ["colour"]}
+    for task in ("design_value_map", "draft_founders_brief"):
+        request = AgentRequest(crew="batch", task=task, agent="a", instructions="name a colour",
+                               output_schema=schema)
+        output = (await backend_named("offline").run(request)).output
+        assert output is not None and set(output) == {"colour"}
+        free = (await backend_named("offline").run(
+            request.model_copy(update={"output_schema": None}))).output
+        assert free is not None and set(free) == {"summary", "notes"}
+
+
+def test_an_offline_answer_names_the_model_it_returns() -> None:
+    from activities.agents.offline import use_offline_answers
+
+    with pytest.raises(TypeError, match="'guess'.*annotated"):
+        use_offline_answers({"guess": lambda context, feedback, rng: None})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -19,6 +20,7 @@ from temporalio.worker import Worker
 from activities.agents import AgentRequest, backend_named
 from activities.agents.offline import use_offline_answers
 from activities.agents.openai_compatible import OpenAICompatibleBackend
+from kinds.validation.activities.crew_tasks import TASK_OUTPUTS
 from kinds.validation.activities.outputs import (
     DesirabilityEvidence,
     Experiment,
@@ -183,23 +185,26 @@ async def test_raising_the_budget_lets_the_run_go_on(time_env, pool, worker, tas
 
 
 async def test_offline_answers_are_typed_consistent_and_deterministic() -> None:
-    # The validation kind's answers, as a worker gives them to the offline backend.
+    # The validation kind's answers, as a worker gives them to the offline backend, to
+    # requests as its crew task sends them (each asking for its task's output schema).
     use_offline_answers(VALIDATION.offline_answers)
     backend = backend_named("offline")
+
+    async def ask(task: str, context: dict[str, Any]) -> dict[str, Any]:
+        output = (await backend.run(AgentRequest(
+            crew="d", task=task, agent="a", instructions="i", context=context,
+            output_schema=TASK_OUTPUTS[task].model_json_schema()))).output
+        assert output is not None
+        return output
+
     context = {"entrepreneur_input": "An app that helps small clinics cut no-shows."}
-    runs = [await backend.run(AgentRequest(crew="onboarding", task="interview_founder",
-                                           agent="a", instructions="i", context=context))
-            for _ in range(2)]
+    runs = [await ask("interview_founder", context) for _ in range(2)]
     assert runs[0] == runs[1]
-    profile = (await backend.run(AgentRequest(
-        crew="d", task="profile_customer_segment", agent="a", instructions="i",
-        context={"founders_brief": None, "target_segment": "dentists"}))).output
-    value_map = (await backend.run(AgentRequest(
-        crew="d", task="design_value_map", agent="a", instructions="i",
-        context={"founders_brief": None, "customer_profile": profile}))).output
-    fit = FitAssessment.model_validate((await backend.run(AgentRequest(
-        crew="d", task="assess_fit", agent="a", instructions="i",
-        context={"customer_profile": profile, "value_map": value_map}))).output)
+    profile = await ask("profile_customer_segment",
+                        {"founders_brief": None, "target_segment": "dentists"})
+    value_map = await ask("design_value_map", {"founders_brief": None, "customer_profile": profile})
+    fit = FitAssessment.model_validate(
+        await ask("assess_fit", {"customer_profile": profile, "value_map": value_map}))
     relieved = {r["relieves"] for r in value_map["pain_relievers"]}
     assert fit.segment == "dentists"
     assert set(fit.gaps) >= {p["description"] for p in profile["pains"]} - relieved
