@@ -4,6 +4,7 @@ else's run (issue 25, item 2)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
 
@@ -142,3 +143,36 @@ async def test_the_reproduction_fails_its_item_and_another_users_run_is_not_slow
     gaps = [(later - earlier).total_seconds() for earlier, later in zip(
         times, times[1:], strict=False)]
     assert max(gaps) < 1, gaps
+
+
+async def test_checking_long_templates_never_holds_up_the_event_loop(api) -> None:  # noqa: F811
+    # Twenty steps of templates as long as a step may have are over a second of parsing; the
+    # request body limit (256 KiB) lets five through.
+    long = "{{ item.a }}{% if item.b %}x{% endif %}" * 1280
+    steps = [{"name": f"s{n}", "template": long} for n in range(5)]
+    lags: list[float] = []
+
+    async def watch() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - before - 0.01)
+    watcher = asyncio.create_task(watch())
+    try:
+        job = await submit(api, items=[{"a": 1}], steps=steps)
+    finally:
+        watcher.cancel()
+    assert job.status_code == 201, job.text
+    assert len(lags) > 10 and max(lags) < 0.1, max(lags)
+
+
+async def test_a_template_nested_past_the_parser_is_refused_naming_it(api) -> None:  # noqa: F811
+    deep = "{{ " + "(" * 2000 + "item.a" + ")" * 2000 + " }}"
+    response = await submit(api, items=[{"a": 1}],
+                            steps=[{"name": "s", "template": "ok"},
+                                   {"name": "t", "template": deep}])
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["message"] == ("input.steps.1.template: step 't': template: expressions "
+                                "nested too deeply")
+    assert error["details"][0]["loc"] == ["body", "input", "steps", 1, "template"]

@@ -238,22 +238,30 @@ def evaluate(condition: str, item: Mapping[str, Any], outputs: Mapping[str, Any]
 
 # --- submit-time checks ----------------------------------------------------------------------
 
+# Parsing and walking a template recurse once per level of brackets or operators.
+_TOO_DEEP = "expressions nested too deeply"
+
+
 def check_template(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
     """Refuse a template that could never render correctly; the message names the problem."""
     try:
         tree = _ENV.parse(source)
+        _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
+        _check_loops(tree)
     except TemplateSyntaxError as error:
         raise TemplateProblem(f"syntax error on line {error.lineno}: {error.message}") from error
-    _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
-    _check_loops(tree)
+    except RecursionError:
+        raise TemplateProblem(_TOO_DEEP) from None
 
 
 def check_condition(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
     try:
         tree = _ENV.parse(f"{{{{ {source} }}}}")
+        _check_names(tree, BRANCH_NAMES, earlier_steps, all_steps)
     except TemplateSyntaxError as error:
         raise TemplateProblem(f"syntax error in condition: {error.message}") from error
-    _check_names(tree, BRANCH_NAMES, earlier_steps, all_steps)
+    except RecursionError:
+        raise TemplateProblem(_TOO_DEEP) from None
 
 
 def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[str],
