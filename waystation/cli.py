@@ -391,10 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as refused:
         # A refusal to start (a dev secret outside dev, a bad value) is the operator's to
         # fix: what is wrong, on stderr, without a traceback.
-        for error in refused.errors():
-            where = ".".join(str(part) for part in error["loc"])
+        for problem in refused.errors():
+            where = ".".join(str(part) for part in problem["loc"])
             print(f"waystation: refusing to start: {where + ': ' if where else ''}"
-                  f"{error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+                  f"{problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
         return 2
     configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     try:
