@@ -39,8 +39,12 @@ class TargetRefused(Exception):
 
 def refusal(address: IpAddress, *, private_networks: bool) -> str | None:
     """Why a webhook may not be sent to `address`, or None."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # An IPv4 address inside an IPv6 one (mapped, or 6to4's, which a relay delivers to
+        # that IPv4 address) is judged as that address. (Teredo's 2001::/32 is private.)
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:
+            address = embedded
     if address.is_link_local or address in METADATA_ADDRESSES:
         return f"{address} is link-local or a cloud metadata service"
     if address.is_unspecified or address.is_multicast:

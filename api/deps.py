@@ -24,6 +24,7 @@ from api.auth import (
 )
 from api.errors import ApiError, unavailable
 from api.identity import IdentityProvider, is_provider_token
+from api.rate_limits import settle_charge
 from api.services.access import claims_of
 from api.services.runs import visible_run
 from api.temporal_gateway import TemporalGateway
@@ -92,12 +93,15 @@ async def authenticate_request(request: Request) -> User:
     async with pooled_connection(request, AUTHENTICATOR) as conn:
         if user is not None:  # a signed token: unless its user's access has ended since
             await require_not_cut_off(conn, user)
-            return user
-        if token is not None:
-            return await authenticate_api_key(conn, token)
-        assert session_id is not None, "no token: the session cookie"
-        return await authenticate_session(conn, session_id, method=request.method,
-                                          csrf_token=request.headers.get(CSRF_HEADER))
+        elif token is not None:
+            user = await authenticate_api_key(conn, token)
+        else:
+            assert session_id is not None, "no token: the session cookie"
+            user = await authenticate_session(conn, session_id, method=request.method,
+                                              csrf_token=request.headers.get(CSRF_HEADER))
+    # The limits counted a key, provider token or session as itself until now.
+    settle_charge(request.scope, user.name)
+    return user
 
 
 async def get_user(

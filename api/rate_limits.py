@@ -4,7 +4,9 @@ A stream holds a connection and a subscription for as long as the client likes, 
 starts work on Temporal, so one user (or one leaked token) must not take them all. Over a
 limit the answer is a 429 with Retry-After in the one error shape, before any route runs, so
 nothing is written. The caller is the bearer token's user, or the API key, provider token or
-console session cookie itself; a request with none passes through: the route answers 401.
+console session cookie itself until the request is authenticated; then it is counted as its
+user's as well (`Charge.settle`), so a user's keys and sessions share one user's limits. A
+request with no credential passes through: the route answers 401.
 """
 
 from __future__ import annotations
@@ -69,6 +71,46 @@ class WriteRate:
                 del self._buckets[user]
 
 
+CHARGE_STATE = "user_limits_charge"
+
+
+class Charge:
+    """What a request was counted as before its credential was checked. An API key, a
+    provider token or a session is counted as itself until then; `settle` (called once the
+    request is authenticated, `api.deps.authenticate_request`) counts it as its user too, so
+    a user's keys and sessions share the user's limits instead of multiplying them."""
+
+    def __init__(self, limits: UserLimits, caller: str, *, write: bool, stream: bool) -> None:
+        self.limits, self.caller, self.write, self.stream = limits, caller, write, stream
+
+    def settle(self, user: str) -> None:
+        """Count the request as `user`'s: 429 `rate_limited` when that is over a limit."""
+        if user == self.caller:
+            return
+        limits = self.limits
+        if self.write and limits.writes is not None:
+            wait = limits.writes.take(user, time.monotonic())
+            if wait > 0:
+                raise ApiError(429, "rate_limited", "too many writes; slow down",
+                               headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        if self.stream:
+            if limits.open_streams[user] >= limits.max_streams:
+                raise ApiError(429, "rate_limited", limits.streams_message,
+                               headers={"Retry-After": str(STREAM_RETRY_AFTER_SECONDS)})
+            limits.open_streams[self.caller] -= 1
+            if not limits.open_streams[self.caller]:
+                del limits.open_streams[self.caller]
+            limits.open_streams[user] += 1
+        self.caller = user
+
+
+def settle_charge(scope: Scope, user: str) -> None:
+    """Count an authenticated request as `user`'s (see Charge); nothing when uncounted."""
+    charge = scope.get("state", {}).get(CHARGE_STATE)
+    if isinstance(charge, Charge):
+        charge.settle(user)
+
+
 class UserLimits:
     """ASGI middleware; a limit of 0 turns that limit off."""
 
@@ -87,30 +129,36 @@ class UserLimits:
         is_stream = (scope["method"] == "GET" and scope["path"].endswith(STREAM_SUFFIX)) or (
             scope["method"] == "POST" and scope["path"].startswith(AG_UI_PREFIX))
         is_write = scope["method"] in WRITE_METHODS
-        user = self._user(scope) if (is_stream and self.max_streams) or is_write else None
-        if user is None:
+        caller = self._user(scope) if (is_stream and self.max_streams) or is_write else None
+        if caller is None:
             await self.app(scope, receive, send)
             return
         if is_write and self.writes is not None:
-            wait = self.writes.take(user, time.monotonic())
+            wait = self.writes.take(caller, time.monotonic())
             if wait > 0:
                 await _too_many(scope, receive, send, math.ceil(wait),
                                 "too many writes; slow down")
                 return
-        if not (is_stream and self.max_streams):
-            await self.app(scope, receive, send)
-            return
-        if self.open_streams[user] >= self.max_streams:
+        stream = is_stream and self.max_streams > 0
+        if stream and self.open_streams[caller] >= self.max_streams:
             await _too_many(scope, receive, send, STREAM_RETRY_AFTER_SECONDS,
-                            f"at most {self.max_streams} open streams per user")
+                            self.streams_message)
             return
-        self.open_streams[user] += 1
+        charge = Charge(self, caller, write=is_write, stream=stream)
+        scope.setdefault("state", {})[CHARGE_STATE] = charge
+        if stream:
+            self.open_streams[caller] += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self.open_streams[user] -= 1
-            if not self.open_streams[user]:
-                del self.open_streams[user]
+            if stream:
+                self.open_streams[charge.caller] -= 1
+                if not self.open_streams[charge.caller]:
+                    del self.open_streams[charge.caller]
+
+    @property
+    def streams_message(self) -> str:
+        return f"at most {self.max_streams} open streams per user"
 
     def _user(self, scope: Scope) -> str | None:
         header = next((v for k, v in scope["headers"] if k == b"authorization"), None)

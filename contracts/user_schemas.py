@@ -11,22 +11,35 @@ built by `user_schema_validator`:
   schema that slipped past the check (an older run's memo) can cause no I/O;
 - patterns compile with Rust's `regex` engine (finite automata, linear time, no backtracking);
   a pattern it cannot express (lookaround, backreferences) is refused at submit;
-- the serialized schema is at most `MAX_SCHEMA_BYTES` and nests at most `MAX_SCHEMA_DEPTH`, so
-  checking one is a bounded, sub-millisecond piece of CPU work with no I/O: it stays on the
-  event loop without stalling it.
+- the serialized schema is at most `MAX_SCHEMA_BYTES` and nests at most `MAX_SCHEMA_DEPTH`;
+  it has at most `MAX_SCHEMA_PATTERNS` patterns, each compiling to at most
+  `MAX_PATTERN_BYTES` (compiling a thousand patterns took a second, and checking a 200 KB
+  answer against them as long), so checking one is a bounded piece of CPU work (a few
+  milliseconds) with no I/O: it stays on the event loop without stalling it;
+- local references cannot multiply the work: a schema whose references, followed, would
+  make it over `MAX_EXPANDED_NODES` nodes (thirty definitions each naming the next twice in
+  an `anyOf` are 2 ** 30 checks of one answer, in workflow code or on the worker's event
+  loop) is refused. A reference back to a schema it is inside of (a tree's node naming
+  itself) counts once: the validator follows it only as deep as the answer goes.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import unquote
 
 import jsonschema_rs
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
-# Compiled-program caps: a pattern like `a{1000}{1000}` is refused instead of using memory.
-_PATTERNS = jsonschema_rs.RegexOptions(size_limit=1 << 20, dfa_size_limit=1 << 20)
+MAX_SCHEMA_PATTERNS = 64
+MAX_PATTERN_BYTES = 64 * 1024
+MAX_EXPANDED_NODES = 20_000
+# Compiled-program caps: a pattern like `\w{1,1000}` is refused instead of using memory
+# and time on every answer.
+_PATTERNS = jsonschema_rs.RegexOptions(size_limit=MAX_PATTERN_BYTES,
+                                       dfa_size_limit=MAX_PATTERN_BYTES)
 _REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 _DRAFTS = frozenset({
     "http://json-schema.org/draft-04/schema", "http://json-schema.org/draft-06/schema",
@@ -57,6 +70,7 @@ def check_user_schema(schema: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"schema too large: {size} bytes serialized, at most "
                          f"{MAX_SCHEMA_BYTES}")
     _check_nodes(schema)
+    _check_expansion(schema)
     try:
         # Building the validator also checks the schema against its meta-schema and every
         # pattern and local reference in it, so nothing is first discovered on an answer.
@@ -68,8 +82,15 @@ def check_user_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _check_nodes(schema: Any) -> None:
     pending: list[tuple[Any, int]] = [(schema, 1)]
+    patterns = 0
     while pending:
         node, depth = pending.pop()
+        if isinstance(node, dict):
+            # Over-counted where a property is named "pattern": refused only past the cap.
+            patterns += isinstance(node.get("pattern"), str) + len(
+                p if isinstance(p := node.get("patternProperties"), dict) else ())
+            if patterns > MAX_SCHEMA_PATTERNS:
+                raise ValueError(f"schema has more than {MAX_SCHEMA_PATTERNS} patterns")
         if isinstance(node, dict | list) and depth > MAX_SCHEMA_DEPTH:
             raise ValueError(f"schema nested too deeply: at most {MAX_SCHEMA_DEPTH} levels")
         if isinstance(node, dict):
@@ -86,3 +107,63 @@ def _check_nodes(schema: Any) -> None:
             pending.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
             pending.extend((value, depth + 1) for value in node)
+
+
+def _check_expansion(schema: dict[str, Any]) -> None:
+    """Refuse a schema that its local references expand past MAX_EXPANDED_NODES nodes."""
+    anchors: dict[str, Any] = {}
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    anchors[node[key]] = node
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    sizes: dict[int, int] = {}
+    inside: set[int] = set()
+
+    def size(node: Any, base: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in inside:  # a reference back up: followed only as deep as the answer
+            return 1
+        if id(node) in sizes:
+            return sizes[id(node)]
+        inside.add(id(node))
+        if isinstance(node, dict):
+            base = node if "$id" in node else base
+            total = 1 + sum(size(value, base) for value in node.values())
+            for key in _REFERENCE_KEYS:
+                target = node.get(key)
+                if isinstance(target, str):
+                    total += size(_target(target, base, anchors), base)
+        else:
+            total = 1 + sum(size(value, base) for value in node)
+        inside.discard(id(node))
+        if total > MAX_EXPANDED_NODES:
+            raise ValueError(f"schema too large once its references are followed: over "
+                             f"{MAX_EXPANDED_NODES} nodes")
+        sizes[id(node)] = total
+        return total
+
+    size(schema, schema)
+
+
+def _target(reference: str, base: Any, anchors: dict[str, Any]) -> Any:
+    """What a local reference (`#`, `#/json/pointer`, `#anchor`) names, or None."""
+    fragment = unquote(reference.removeprefix("#"))
+    if not fragment.startswith("/"):
+        return anchors.get(fragment, base) if fragment else base
+    node = base
+    for part in fragment[1:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node

@@ -9,6 +9,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from contracts.kinds import PluginError
 from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
@@ -384,7 +386,16 @@ def main(argv: list[str] | None = None) -> int:
     apply_flags_to_env(args)
     if args.command == "secrets-key":  # needed before the settings can load outside dev
         return cmd_secrets_key()
-    settings = load_settings()
+    try:
+        settings = load_settings()
+    except ValidationError as refused:
+        # A refusal to start (a dev secret outside dev, a bad value) is the operator's to
+        # fix: what is wrong, on stderr, without a traceback.
+        for problem in refused.errors():
+            where = ".".join(str(part) for part in problem["loc"])
+            print(f"waystation: refusing to start: {where + ': ' if where else ''}"
+                  f"{problem['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
     configure_logging(verbose=vars(args).get("verbose", False), log_format=settings.log_format)
     try:
         return _run_command(args, settings)

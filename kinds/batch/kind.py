@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
@@ -26,6 +27,7 @@ from contracts.statuses import TERMINAL_RUN_STATUSES
 from kinds.batch import repository as jobs_repo
 from kinds.batch.activities.items import BatchActivities
 from kinds.batch.activities.items_source import ItemsSources, items_sources
+from kinds.batch.activities.spec import StepTemplateRefused, check_templates
 from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
 from kinds.batch.rerun import RerunRefused, rerun_input
 from kinds.batch.settings import BatchSettings
@@ -56,9 +58,18 @@ def _mcp_tools() -> list[Any]:
 
 
 async def _start_check(start: StartCheck) -> None:
-    from kinds.batch.items_policy import check_items_source  # the API's, never the worker's
+    from api.errors import ApiError  # the API's, never the worker's
+    from kinds.batch.items_policy import check_items_source
 
     check_items_source(start.input, start.settings)
+    try:
+        # Off the event loop: parsing long templates is CPU work (spec.py).
+        await asyncio.to_thread(check_templates, start.input)
+    except StepTemplateRefused as refused:
+        where = ".".join(str(part) for part in ["input", *refused.loc])
+        raise ApiError(422, "invalid_request", f"{where}: {refused}",
+                       details=[{"loc": ["body", "input", *refused.loc], "msg": str(refused),
+                                 "type": "template_refused"}]) from None
 
 
 async def _view(view: ViewContext) -> dict[str, Any]:

@@ -103,3 +103,38 @@ async def test_a_console_session_is_held_to_the_same_caps(migrated_url, pool):
             assert answers == [403, 403, 429]
     finally:
         await api.stop()
+
+
+async def test_a_users_api_keys_share_the_users_caps(migrated_url, pool):
+    """Keys (and sessions, provider tokens) are counted as themselves only until they are
+    checked; then as their user, so minting keys does not multiply a user's caps (issue 25)."""
+    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
+                            max_streams_per_user=2, writes_per_minute=4)
+    api = InProcessApi(settings)
+    await api.start()
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    try:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            keys = []
+            for name in ("one", "two"):  # two of alice's four writes
+                made = await http.post("/api-keys", headers=auth(alice), json={"name": name})
+                assert made.status_code == 201, made.text
+                keys.append({"Authorization": f"Bearer {made.json()['key']}"})
+            async with contextlib.AsyncExitStack() as streams:
+                held = await _open_stream(http, alice, streams)
+                by_key = await streams.enter_async_context(
+                    http.stream("GET", "/decisions/stream", headers=keys[0]))
+                assert (held.status_code, by_key.status_code) == (200, 200)
+                lines = by_key.aiter_lines()
+                streams.push_async_callback(lines.aclose)
+                await anext(lines)
+                third = await http.get("/decisions/stream", headers=keys[1])
+                assert third.status_code == 429, third.text
+                assert third.json()["error"] == {
+                    "code": "rate_limited", "message": "at most 2 open streams per user"}
+            stop = f"/api-keys/{uuid.uuid4()}"
+            answers = [(await http.delete(stop, headers=key)).status_code
+                       for key in (keys[0], keys[1], keys[0])]
+            assert 429 not in answers[:2] and answers[2] == 429, answers
+    finally:
+        await api.stop()

@@ -4,7 +4,11 @@ to anybody and not an aggregate per scrape."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -34,6 +38,19 @@ def test_production_refuses_to_start_with_a_dev_secret(overrides, refused) -> No
         Settings(env="production", **overrides)
     assert Settings(env="production", jwt_secret="p" * 40, secrets_key=new_key())
     assert Settings(env="dev").jwt_secret == DEV_JWT_SECRET
+
+
+@pytest.mark.parametrize("command", ["api", "worker", "up"])
+def test_the_processes_refuse_to_start_with_the_dev_secret_saying_why(command) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WAYSTATION_")}
+    env.update(WAYSTATION_ENV="production", WAYSTATION_JWT_SECRET=DEV_JWT_SECRET,
+               WAYSTATION_SECRETS_KEY=new_key())
+    done = subprocess.run([str(Path(sys.executable).parent / "waystation"), command],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    refusal = "waystation: refusing to start: WAYSTATION_JWT_SECRET must be set outside"
+    assert refusal in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 async def _served(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:

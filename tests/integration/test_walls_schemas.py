@@ -17,6 +17,7 @@ from activities.agents.structured import AnswerProblem, validate_answer
 from contracts.user_schemas import (
     MAX_SCHEMA_BYTES,
     MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_PATTERNS,
     check_user_schema,
     user_schema_validator,
 )
@@ -97,6 +98,23 @@ def test_local_references_and_known_drafts_are_kept() -> None:
     assert user_schema_validator(schema).is_valid({"n": 1, "$ref": "a property"})
 
 
+def _doubling(levels: int) -> dict:
+    defs: dict = {f"d{n}": {"anyOf": [{"$ref": f"#/$defs/d{n + 1}"},
+                                      {"$ref": f"#/$defs/d{n + 1}"}]} for n in range(levels)}
+    defs[f"d{levels}"] = {"type": "string"}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
+def test_references_back_up_and_shared_definitions_are_kept() -> None:
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "left": {"$ref": "#/$defs/node"}, "right": {"$ref": "#/$defs/node"},
+        "label": {"$ref": "#/$defs/label"}}}, "label": {"type": "string"}},
+        "$ref": "#/$defs/node"}
+    assert check_user_schema(tree) is tree
+    assert user_schema_validator(tree).is_valid({"left": {"label": "a"}, "right": {}})
+    assert check_user_schema(_doubling(8))
+
+
 def _nested(levels: int) -> dict:
     schema: dict = {"type": "string"}
     for _ in range(levels - 1):
@@ -110,7 +128,16 @@ def _nested(levels: int) -> dict:
     (_nested(MAX_SCHEMA_DEPTH + 1), "nested too deeply"),
     # Lookaround and backreferences need a backtracking engine: refused, never run.
     ({"type": "string", "pattern": "(a)\\1"}, "not a valid JSON Schema"),
-], ids=["remote-meta-schema", "size", "depth", "backreference"])
+    # Compiling a thousand patterns was a second of the event loop, and checking an answer
+    # against them as long; one pattern could compile to a megabyte.
+    ({"type": "object", "properties": {f"p{n}": {"type": "string", "pattern": f"^a{n}"}
+                                       for n in range(MAX_SCHEMA_PATTERNS + 1)}},
+     f"more than {MAX_SCHEMA_PATTERNS} patterns"),
+    ({"type": "string", "pattern": "\\w{1,1000}"}, "not a valid JSON Schema"),
+    # Each definition names the next twice: 2 ** 24 checks of one answer.
+    (_doubling(24), "once its references are followed"),
+], ids=["remote-meta-schema", "size", "depth", "backreference", "pattern-count",
+        "pattern-size", "doubling-references"])
 def test_what_cannot_be_checked_in_bounded_time_is_refused(schema, refusal) -> None:
     with pytest.raises(ValueError, match=refusal):
         check_user_schema(schema)

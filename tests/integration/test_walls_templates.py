@@ -4,11 +4,17 @@ else's run (issue 25, item 2)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
 
 import pytest
 
+from kinds.batch.activities.render_process import (
+    KILL_AFTER_SECONDS,
+    evaluate_bounded,
+    render_bounded,
+)
 from kinds.batch.activities.templates import (
     MAX_LOOP_NESTING,
     MAX_OUTPUT_CHARS,
@@ -24,6 +30,18 @@ from tests.integration.test_batch_api import api, submit, wait_status  # noqa: F
 
 REPRODUCTION = ('{% for a in "x" * 20000 %}{% for b in "x" * 20000 %}{{ b }}{% endfor %}'
                 '{% endfor %}')
+# The same loops over an item's data: only the render can find them over budget.
+OVER_DATA = "{% for a in item.text %}{% for b in item.text %}{{ b }}{% endfor %}{% endfor %}"
+# One call each, which no check inside the render reaches: the render process's memory cap
+# or its kill stops them.
+SINGLE_CALLS = {
+    "padding": '{{ "x"|center(1000000000) }}',
+    "percent-width": '{{ "%01000000000d" % 1 }}',
+    "nested-list": "{% set a = [item.text, item.text] %}" + "".join(
+        f"{{% set {b} = [{a}, {a}] %}}" for a, b in zip("abcdefghijklmnop", "bcdefghijklmnopq",
+                                                        strict=True)) + "{{ q }}",
+    "power-tower": "{{ ((2 ** 4096) ** 4096) ** 4096 }}",
+}
 
 
 @pytest.mark.parametrize(("source", "budget"), [
@@ -52,7 +70,37 @@ def test_deep_and_recursive_loops_are_refused_at_submit() -> None:
     with pytest.raises(TemplateProblem, match="recursive loops"):
         check_template("{% for a in item.x recursive %}{{ a }}{% endfor %}",
                        earlier_steps=[], all_steps=["s"])
-    check_template(REPRODUCTION, earlier_steps=[], all_steps=["s"])
+    check_template(OVER_DATA, earlier_steps=[], all_steps=["s"])
+
+
+def test_loops_over_written_values_past_the_budget_are_refused_at_submit() -> None:
+    with pytest.raises(TemplateProblem, match="would turn 400000000 times"):
+        check_template(REPRODUCTION, earlier_steps=[], all_steps=["s"])
+    with pytest.raises(TemplateProblem, match="would turn 200000 times"):
+        check_template('{% for a in "ab" * 100000 %}{% endfor %}', earlier_steps=[],
+                       all_steps=["s"])
+    # Within the budget, or over data (which the render counts): kept.
+    check_template('{% for a in [1, 2, 3] %}{% for b in "ab" * 10 %}{{ b }}{% endfor %}'
+                   '{% endfor %}', earlier_steps=[], all_steps=["s"])
+
+
+@pytest.mark.parametrize("source", SINGLE_CALLS.values(), ids=SINGLE_CALLS.keys())
+async def test_a_single_huge_call_fails_the_render_not_the_worker(source) -> None:
+    started = time.monotonic()
+    with pytest.raises(OverBudget, match="template over budget: (more than 512 MiB of memory|"
+                                         "rendering took over)"):
+        await render_bounded(source, {"text": "x" * 20000}, {})
+    assert time.monotonic() - started < KILL_AFTER_SECONDS + 1
+    # The next render gets a working process.
+    assert await render_bounded("{{ item.text }}!", {"text": "ok"}, {}) == "ok!"
+
+
+async def test_any_failure_of_a_render_or_condition_is_a_template_problem() -> None:
+    with pytest.raises(TemplateProblem, match="template failed: ZeroDivisionError"):
+        await render_bounded("{{ 1 / 0 }}", {}, {})
+    with pytest.raises(OverBudget, match="a value over"):
+        await evaluate_bounded(f"output * {MAX_OUTPUT_CHARS}", {}, {}, "ab")
+    assert await evaluate_bounded("'b' in output", {}, {}, "ab") is True
 
 
 def test_loops_within_the_budget_render_as_before() -> None:
@@ -61,9 +109,16 @@ def test_loops_within_the_budget_render_as_before() -> None:
 
 
 async def test_the_reproduction_fails_its_item_and_another_users_run_is_not_slowed(
-        api) -> None:  # noqa: F811
-    job = await submit(api, items=[{"text": "x"}, {"text": "y"}],
-                       steps=[{"name": "s", "template": REPRODUCTION}])
+        api, pool) -> None:  # noqa: F811
+    jobs_before = await pool.fetchval("SELECT count(*) FROM jobs")
+    refused = await submit(api, items=[{"text": "x"}],
+                           steps=[{"name": "s", "template": REPRODUCTION}])
+    assert refused.status_code == 422, refused.text
+    assert "step 's': template: line 1: loops over values written in the template" in (
+        refused.json()["error"]["message"])
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == jobs_before
+    job = await submit(api, items=[{"text": "x" * 20000}, {"text": "y" * 20000}],
+                       steps=[{"name": "s", "template": OVER_DATA}])
     assert job.status_code == 201, job.text
     job_id = job.json()["run_id"]
     run = await api.post("/runs", headers=auth("bob"), json={
@@ -88,3 +143,36 @@ async def test_the_reproduction_fails_its_item_and_another_users_run_is_not_slow
     gaps = [(later - earlier).total_seconds() for earlier, later in zip(
         times, times[1:], strict=False)]
     assert max(gaps) < 1, gaps
+
+
+async def test_checking_long_templates_never_holds_up_the_event_loop(api) -> None:  # noqa: F811
+    # Twenty steps of templates as long as a step may have are over a second of parsing; the
+    # request body limit (256 KiB) lets five through.
+    long = "{{ item.a }}{% if item.b %}x{% endif %}" * 1280
+    steps = [{"name": f"s{n}", "template": long} for n in range(5)]
+    lags: list[float] = []
+
+    async def watch() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - before - 0.01)
+    watcher = asyncio.create_task(watch())
+    try:
+        job = await submit(api, items=[{"a": 1}], steps=steps)
+    finally:
+        watcher.cancel()
+    assert job.status_code == 201, job.text
+    assert len(lags) > 10 and max(lags) < 0.1, max(lags)
+
+
+async def test_a_template_nested_past_the_parser_is_refused_naming_it(api) -> None:  # noqa: F811
+    deep = "{{ " + "(" * 2000 + "item.a" + ")" * 2000 + " }}"
+    response = await submit(api, items=[{"a": 1}],
+                            steps=[{"name": "s", "template": "ok"},
+                                   {"name": "t", "template": deep}])
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["message"] == ("input.steps.1.template: step 't': template: expressions "
+                                "nested too deeply")
+    assert error["details"][0]["loc"] == ["body", "input", "steps", 1, "template"]

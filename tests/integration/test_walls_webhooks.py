@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -20,7 +22,8 @@ from tests.webhook_receiver import Receiver
 from waystation.settings import Settings
 
 NEIGHBOURS = ["127.0.0.1", "10.1.2.3", "172.16.0.5", "192.168.1.1", "100.64.0.1",
-              "100.127.255.254", "fc00::1", "fd12:3456::1", "::1", "::ffff:127.0.0.1"]
+              "100.127.255.254", "fc00::1", "fd12:3456::1", "::1", "::ffff:127.0.0.1",
+              "2002:7f00:1::", "2002:a01:203::1"]  # 6to4 of 127.0.0.1 and 10.1.2.3
 NEVER = ["169.254.169.254", "fe80::1", "0.0.0.0", "::", "224.0.0.1", "ff02::1"]
 
 
@@ -83,3 +86,42 @@ async def test_the_delivery_log_keeps_the_status_not_the_answers_body(http, pool
     assert error == "HTTP 400 Bad Request"
     log = (await http.get(f"/webhooks/{webhook_id}/deliveries", headers=auth(user))).json()
     assert "csrf" not in json.dumps(log) and "s3cr3t" not in json.dumps(log)
+
+
+async def test_a_redirect_is_not_followed(http, pool):  # noqa: F811
+    """A public receiver's 3xx cannot send the worker on to an address it never checked."""
+    user = f"hooks-{uuid.uuid4().hex[:6]}"
+    with Receiver() as inside:
+        class Redirect(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.send_response(307)
+                self.send_header("location", inside.url)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            created = await http.post("/webhooks", headers=auth(user), json={
+                "url": f"http://127.0.0.1:{server.server_port}/hook",
+                "events": ["gate.opened"]})
+            assert created.status_code == 201, created.text
+            webhook_id = uuid.UUID(created.json()["webhook_id"])
+            started = await http.post("/runs", headers=auth(user), json={
+                "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+            assert started.status_code == 201, started.text
+
+            async def first_attempt() -> str | None:
+                async with pool.acquire() as conn:
+                    return await conn.fetchval(
+                        "SELECT a.error FROM webhook_attempts a JOIN webhook_deliveries d "
+                        "ON d.id = a.delivery_id WHERE d.webhook_id = $1 AND a.attempt = 1",
+                        webhook_id)
+            assert await eventually(first_attempt, timeout=30) == "HTTP 307 Temporary Redirect"
+        finally:
+            server.shutdown()
+            server.server_close()
+    assert inside.received == []

@@ -39,8 +39,9 @@ from kinds.batch.activities.checks import output_flags
 from kinds.batch.activities.items_source import ItemsSources
 from kinds.batch.activities.lease import ConnectionLease
 from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
+from kinds.batch.activities.render_process import evaluate_bounded, render_bounded
 from kinds.batch.activities.spec import END, BatchJobSpec
-from kinds.batch.activities.templates import TemplateProblem, evaluate, render
+from kinds.batch.activities.templates import TemplateProblem
 from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
 from persistence.writes import ReadModelWrite, apply_write
 
@@ -349,11 +350,11 @@ class BatchActivities:
                 if step_name == END:
                     await jobs_repo.finish_unit(await lease.conn(), unit.id)
                 continue
-            # In a thread: a render is CPU work (up to its budget, see templates.py) that
-            # must not hold up this worker's event loop, and so every other job's items.
+            # In a render process: a render is CPU work (up to its budget, see
+            # templates.py) that must not hold up this worker's event loop, and so every
+            # other job's items, nor take its memory (render_process.py).
             at.step, at.prompt = step.name, None
-            prompt = at.prompt = await asyncio.to_thread(render, step.template, payload,
-                                                         outputs)
+            prompt = at.prompt = await render_bounded(step.template, payload, outputs)
             started = time.monotonic()
             response = await lease.wait(self._backend.run(AgentRequest(
                 crew="batch", task=step.name, agent=spec.name, instructions=prompt,
@@ -385,8 +386,7 @@ class BatchActivities:
                     outputs: dict[str, Any]) -> str:
         step = spec.steps[index]
         for rule in step.branches:
-            if await asyncio.to_thread(evaluate, rule.when, payload, outputs,
-                                       outputs[step.name]):
+            if await evaluate_bounded(rule.when, payload, outputs, outputs[step.name]):
                 return rule.goto
         return spec.default_next(index)
 

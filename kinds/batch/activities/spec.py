@@ -1,7 +1,10 @@
 """A batch job's pipeline and settings: what the API validates and the activities run.
 
-Validators refuse, at submit time, every template or branching rule that could never work
-(the API turns that into a 422 naming the step), so nothing is discovered on item 5,000.
+Validators refuse, at submit time, every branching rule that could never work (the API turns
+that into a 422 naming the step), so nothing is discovered on item 5,000. Templates and branch
+conditions are checked by `check_templates`, which the batch kind's start check runs in a
+thread: parsing 20 templates of 50,000 characters is over a second of Python, which on the
+API's event loop would stall every other request (issue 25).
 """
 
 from __future__ import annotations
@@ -74,18 +77,7 @@ class BatchJobSpec(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("steps: step names must be unique")
         for index, step in enumerate(self.steps):
-            earlier = names[:index]
-            try:
-                check_template(step.template, earlier_steps=earlier, all_steps=names)
-            except TemplateProblem as problem:
-                raise ValueError(f"step {step.name!r}: template: {problem}") from None
             later = names[index + 1:] + [END]
-            for rule in step.branches:
-                try:
-                    check_condition(rule.when, earlier_steps=earlier + [step.name],
-                                    all_steps=names)
-                except TemplateProblem as problem:
-                    raise ValueError(f"step {step.name!r}: branch: {problem}") from None
             # Only forward jumps: an item runs each step at most once, so no loops.
             for target in [r.goto for r in step.branches] + ([step.next] if step.next else []):
                 if target not in later:
@@ -104,3 +96,32 @@ class BatchJobSpec(BaseModel):
         if step.next:
             return step.next
         return self.steps[index + 1].name if index + 1 < len(self.steps) else END
+
+
+class StepTemplateRefused(ValueError):
+    """A step's template or branch condition that can never work; `loc` is where in the
+    job's input (`["steps", 0, "template"]`)."""
+
+    def __init__(self, loc: list[str | int], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def check_templates(spec: BatchJobSpec) -> None:
+    """Refuse the first template or branch condition of `spec` that could never render
+    (StepTemplateRefused naming the step). CPU work: the API runs it in a thread."""
+    names = [s.name for s in spec.steps]
+    for index, step in enumerate(spec.steps):
+        earlier = names[:index]
+        try:
+            check_template(step.template, earlier_steps=earlier, all_steps=names)
+        except TemplateProblem as problem:
+            raise StepTemplateRefused(["steps", index, "template"],
+                                      f"step {step.name!r}: template: {problem}") from None
+        for number, rule in enumerate(step.branches):
+            try:
+                check_condition(rule.when, earlier_steps=earlier + [step.name],
+                                all_steps=names)
+            except TemplateProblem as problem:
+                raise StepTemplateRefused(["steps", index, "branches", number, "when"],
+                                          f"step {step.name!r}: branch: {problem}") from None

@@ -9,14 +9,13 @@ may use (`item`, `outputs`), and that every `outputs.X` names an earlier step.
 Templates also run on a budget (issue 25): one render may turn its loops `MAX_LOOP_TURNS`
 times, produce `MAX_OUTPUT_CHARS` and take `RENDER_SECONDS`; past any of these the item fails
 with `OverBudget`. Every loop's iterable is wrapped (at compile time) in a counter that checks
-the budget, and `*`/`**` are intercepted so one expression cannot build a huge value. The
-budget is cooperative because the worker renders in a thread (so its event loop keeps
-heartbeating and running other jobs' items), and a thread cannot be killed: a check inside
-the render is what stops it. A process per render would be killable but costs a spawn and
-pickling per step, on every item of every job; what a template can do without looping or
-multiplying is bounded by the template's own length. Loops nested deeper than
-`MAX_LOOP_NESTING`, and recursive loops (whose inner turns bypass the counter), are refused
-at submit.
+the budget, and `*`/`**` are intercepted so one expression cannot build a huge value. These
+checks run inside the render, between Python steps; a single call such as
+`"x"|center(10 ** 9)` or printing a list nested on itself is out of their reach, so the worker
+renders in a render process whose memory is capped and which it kills past the time budget
+(render_process.py). Loops nested deeper than `MAX_LOOP_NESTING`, recursive loops (whose
+inner turns bypass the counter), and loops over values written in the template that would
+turn past `MAX_LOOP_TURNS` are refused at submit.
 
 A step's output is its answer's text (`{{ outputs.summarize }}`, `'poor' in output`), whose
 parsed fields read as attributes (`outputs.grade.score`); `| tojson` gives the fields as JSON
@@ -239,22 +238,30 @@ def evaluate(condition: str, item: Mapping[str, Any], outputs: Mapping[str, Any]
 
 # --- submit-time checks ----------------------------------------------------------------------
 
+# Parsing and walking a template recurse once per level of brackets or operators.
+_TOO_DEEP = "expressions nested too deeply"
+
+
 def check_template(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
     """Refuse a template that could never render correctly; the message names the problem."""
     try:
         tree = _ENV.parse(source)
+        _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
+        _check_loops(tree)
     except TemplateSyntaxError as error:
         raise TemplateProblem(f"syntax error on line {error.lineno}: {error.message}") from error
-    _check_names(tree, ALLOWED_NAMES, earlier_steps, all_steps)
-    _check_loops(tree)
+    except RecursionError:
+        raise TemplateProblem(_TOO_DEEP) from None
 
 
 def check_condition(source: str, *, earlier_steps: list[str], all_steps: list[str]) -> None:
     try:
         tree = _ENV.parse(f"{{{{ {source} }}}}")
+        _check_names(tree, BRANCH_NAMES, earlier_steps, all_steps)
     except TemplateSyntaxError as error:
         raise TemplateProblem(f"syntax error in condition: {error.message}") from error
-    _check_names(tree, BRANCH_NAMES, earlier_steps, all_steps)
+    except RecursionError:
+        raise TemplateProblem(_TOO_DEEP) from None
 
 
 def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[str],
@@ -272,9 +279,12 @@ def _check_names(tree: nodes.Template, allowed: frozenset[str], earlier: list[st
             raise TemplateProblem(f"outputs.{step} is not an earlier step's output")
 
 
-def _check_loops(tree: nodes.Node, depth: int = 0) -> None:
+def _check_loops(tree: nodes.Node, depth: int = 0, turns: int | None = 1) -> None:
+    """Refuse recursive loops, loops nested too deep, and loops over values written in the
+    template (`"x" * 20000`) that would turn past MAX_LOOP_TURNS: `turns` is how often the
+    enclosing loops certainly turn (None once one of them runs over data)."""
     for loop in tree.iter_child_nodes():
-        inner = depth
+        inner, inner_turns = depth, turns
         if isinstance(loop, nodes.For):
             if loop.recursive:
                 raise TemplateProblem(f"line {loop.lineno}: recursive loops are not allowed")
@@ -282,7 +292,33 @@ def _check_loops(tree: nodes.Node, depth: int = 0) -> None:
             if inner > MAX_LOOP_NESTING:
                 raise TemplateProblem(f"line {loop.lineno}: loops nested over "
                                       f"{MAX_LOOP_NESTING} deep")
-        _check_loops(loop, inner)
+            length = _written_length(loop.iter)
+            inner_turns = None if turns is None or length is None else turns * length
+            if inner_turns is not None and inner_turns > MAX_LOOP_TURNS:
+                raise TemplateProblem(
+                    f"line {loop.lineno}: loops over values written in the template would "
+                    f"turn {inner_turns} times, over the budget of {MAX_LOOP_TURNS}")
+        _check_loops(loop, inner, inner_turns)
+
+
+def _written_length(node: nodes.Node) -> int | None:
+    """The length of a value written in the template (a literal, literals joined or
+    multiplied), found without evaluating anything; None when it depends on data."""
+    if isinstance(node, nodes.Const):
+        value = node.value
+        return len(value) if isinstance(value, str | list | tuple | dict) else None
+    if isinstance(node, nodes.List | nodes.Tuple | nodes.Dict):
+        return len(node.items)
+    if isinstance(node, nodes.Add):
+        left, right = _written_length(node.left), _written_length(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, nodes.Mul):
+        for sequence, times in ((node.left, node.right), (node.right, node.left)):
+            length = _written_length(sequence)
+            if length is not None and isinstance(times, nodes.Const) and isinstance(
+                    times.value, int) and not isinstance(times.value, bool):
+                return length * max(times.value, 0)
+    return None
 
 
 def _referenced_outputs(tree: nodes.Template) -> list[str]:
