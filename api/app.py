@@ -42,6 +42,7 @@ from api.temporal_gateway import TemporalGateway
 from persistence.claims import API_ROLE
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
+from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
@@ -73,7 +74,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
             async with mcp.serving(mcp_sessions):
-                yield
+                with startup_heap_frozen():
+                    yield
         finally:
             await app.state.event_hub.stop()
             await app.state.pool.close()

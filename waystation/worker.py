@@ -28,6 +28,7 @@ from contracts.kinds import WorkerSetup
 from persistence import events as events_repo
 from persistence.db import create_pool
 from waystation.database import resolve_database_url
+from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
 from waystation.sandboxing import SandboxEveryWorkflow
@@ -176,7 +177,8 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker polling task queue %s", settings.temporal_task_queue)
-    async with worker:
-        await stop.wait()
+    with startup_heap_frozen():
+        async with worker:
+            await stop.wait()
     await backend.aclose()
     await pool.close()
