@@ -40,7 +40,9 @@ async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCrea
     why = await registration_refusal(str(body.url),
                                      private_networks=settings.webhooks_to_private_networks)
     if why is not None:
-        raise ApiError(422, "webhook_url_refused", f"url: {why}")
+        raise ApiError(422, "webhook_url_refused", f"url: {why}",
+                       details=[{"loc": ["body", "url"], "msg": why,
+                                 "type": "webhook_url_refused"}])
     if body.group_id is not None:
         await require_member(conn, user, body.group_id)
     secret = body.secret or "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()

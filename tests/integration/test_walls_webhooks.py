@@ -60,6 +60,8 @@ async def test_production_refuses_a_webhook_to_the_temporal_web_ui_naming_the_ur
                 error = refused.json()["error"]
                 assert error["code"] == "webhook_url_refused"
                 assert error["message"].startswith("url: ")
+                [detail] = error["details"]
+                assert detail["loc"] == ["body", "url"] and detail["msg"] in error["message"]
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM webhooks WHERE owner = $1", user) == 0
 
