@@ -242,11 +242,12 @@ class CreatedTask(TaskState):
 
 
 async def task_request(client: Any, method: str, task_id: str, **params: Any) -> Any:
-    """tasks/get's task, or the empty acknowledgement of tasks/update and tasks/cancel."""
+    """tasks/get's task, tasks/result's `CallToolResult`, or the empty acknowledgement of
+    tasks/update and tasks/cancel."""
     session = client if not isinstance(client, Client) else client.session
     request = TaskRequest(method=method, params=TaskParams(task_id=task_id, **params))
-    return await session.send_request(request, TaskState if method == "tasks/get"
-                                      else EmptyResult)
+    answer = {"tasks/get": TaskState, "tasks/result": CallToolResult}.get(method, EmptyResult)
+    return await session.send_request(request, answer)
 
 
 async def until_finished(task: CreatedTask, ctx: ClaimContext) -> CallToolResult:
@@ -287,8 +288,18 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
         await task_request(client, "tasks/update", task_id,
                            input_responses={key: {"action": "accept"}})
         assert (await task_request(client, "tasks/get", task_id)).status == "input_required"
+        # No result while the gate waits: refused (after a short wait), naming the status.
+        with pytest.raises(MCPError) as unfinished:
+            await task_request(client, "tasks/result", task_id)
+        assert unfinished.value.error.code == -32600
+        assert unfinished.value.error.data == {"taskId": task_id, "status": "input_required"}
         await call(client, "decide", run_id=task_id, checkpoint="approve_founders_brief",
                    decision="approve")
+        # tasks/result waits for the rest of the run and answers the finished run.
+        answered = await task_request(client, "tasks/result", task_id)
+        assert answered.structured_content["status"] == "completed"
+        assert answered.structured_content["run_id"] == task_id
+        assert answered.meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
 
         async def done() -> TaskState | None:
             state = await task_request(client, "tasks/get", task_id)
@@ -315,11 +326,16 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
             state = await task_request(client, "tasks/get", waiting.task_id)
             return state.status == "cancelled"
         await eventually(cancelled, timeout=40)
+        with pytest.raises(MCPError) as no_result:
+            await task_request(client, "tasks/result", waiting.task_id)
+        assert no_result.value.error.data["status"] == "cancelled"  # type: ignore[index]
 
     async with mcp(api, "mallory", extensions=[Tasks()]) as other:
-        with pytest.raises(MCPError) as hidden:
-            await task_request(other, "tasks/get", task_id)
-        assert hidden.value.error.code == -32602
+        for method in ("tasks/get", "tasks/result"):
+            with pytest.raises(MCPError) as hidden:
+                await task_request(other, method, task_id)
+            assert hidden.value.error.code == -32602
+            assert hidden.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
     # A client that did not declare the extension gets plain results, and no task methods.
     async with mcp(api, "alice") as plain:
         started = await call(plain, "start_run", kind="validation",
@@ -410,6 +426,10 @@ async def test_a_failed_run_is_a_failed_task(api):
         error = state.model_extra["error"]  # type: ignore[index]
         assert error["code"] == -32603 and error["data"]["run_id"] == created.task_id
         assert error["data"]["stop_reason"] == "failure_threshold"
+        # tasks/result answers the same error.
+        with pytest.raises(MCPError) as failed:
+            await task_request(client, "tasks/result", created.task_id)
+        assert (failed.value.error.code, failed.value.error.data) == (-32603, error["data"])
 
 
 async def test_a_mobile_run_s_screen_graph_is_a_resource(api):

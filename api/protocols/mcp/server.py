@@ -91,6 +91,7 @@ def build_server(registry: Registry) -> Server[Any]:
     server.add_request_handler("tasks/get", tasks.TaskParams, tasks.get_task)
     server.add_request_handler("tasks/update", tasks.TaskUpdateParams, tasks.update_task)
     server.add_request_handler("tasks/cancel", tasks.TaskParams, tasks.cancel_task)
+    server.add_request_handler("tasks/result", tasks.TaskParams, tasks.task_result)
     server.extensions[tasks.TASKS_EXTENSION] = {}
     return server
 
