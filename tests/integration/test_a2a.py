@@ -4,6 +4,7 @@ uvicorn, the dev server, real Postgres and an in-process worker with the offline
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,10 +43,12 @@ from a2a.utils.errors import (
 from google.protobuf import json_format, struct_pb2
 from standardwebhooks import Webhook
 
+from api.app import create_app
 from api.auth import issue_token
 from tests.agent_helpers import BOOK, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
+from waystation.settings import Settings
 from waystation.testing import InProcessApi
 
 SECRET = "a2a-test-secret-0123456789-0123456789-abcd"
@@ -128,9 +131,26 @@ async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(
     schemas = json_format.MessageToDict(extension.params)["inputSchemas"]
     assert schemas["validation"]["required"] == ["entrepreneur_input"]
     assert schemas.keys() == {s.id for s in card.skills}
+    # The skill itself carries its input schema, where a model choosing a skill reads.
+    skill = next(s for s in card.skills if s.id == "validation")
+    assert json.loads(skill.description.split("): ", 1)[1]) == schemas["validation"]
     schemes = {name: s.http_auth_security_scheme for name, s in card.security_schemes.items()}
     assert {(s.scheme, s.bearer_format) for s in schemes.values()} == {("Bearer", "JWT"),
                                                                        ("Bearer", "wsk_")}
+
+
+async def test_with_an_identity_provider_the_card_names_its_discovery_document(
+        migrated_url, task_queue):
+    app = create_app(Settings(database_url=migrated_url, jwt_secret=SECRET,
+                              temporal_task_queue=task_queue, jwks_url="https://id.example/jwks",
+                              jwt_audience="waystation", jwt_issuer="https://id.example/"))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+        card = await A2ACardResolver(http, "http://api").get_agent_card()
+    oidc = card.security_schemes["openIdConnect"].open_id_connect_security_scheme
+    assert oidc.open_id_connect_url == "https://id.example/.well-known/openid-configuration"
+    assert {name for r in card.security_requirements for name in r.schemes} == {
+        "bearer", "apiKey", "openIdConnect"}
 
 
 async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api, people):
