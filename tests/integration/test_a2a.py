@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import textwrap
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -137,6 +140,27 @@ async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(
     schemes = {name: s.http_auth_security_scheme for name, s in card.security_schemes.items()}
     assert {(s.scheme, s.bearer_format) for s in schemes.values()} == {("Bearer", "JWT"),
                                                                        ("Bearer", "wsk_")}
+
+
+async def test_the_readme_s_discovery_finds_the_agent(api, people):
+    """The README's card URL and client lines, on this API's address for the default one."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "`http://127.0.0.1:8000/.well-known/agent-card.json`" in readme
+    snippet = re.search(r"```python\n(import httpx\nfrom a2a\.client.*?)```", readme, re.DOTALL)
+    assert snippet is not None, "README shows how an A2A client finds Waystation"
+    code = snippet[1].replace("http://127.0.0.1:8000", api.url)
+    found: dict[str, Any] = {"token": issue_token(SECRET, people["alice"])}
+    exec(compile(f"async def _find():\n{textwrap.indent(code, '    ')}\n    return client, http",
+                 "README.md", "exec"), found)
+    client, http = await found["_find"]()
+    try:
+        updates = await send(client, validation(gates=["approve_founders_brief"]))  # streamed
+        assert updates[-1].status_update.status.state == INPUT_REQUIRED
+        canceled = await client.cancel_task(CancelTaskRequest(id=updates[0].task.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        await client.close()
+        await http.aclose()
 
 
 async def test_with_an_identity_provider_the_card_names_its_discovery_document(

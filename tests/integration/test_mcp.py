@@ -4,8 +4,10 @@ app under uvicorn, a worker with the offline backend on the dev server, real Pos
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -162,6 +164,26 @@ async def test_tools_start_wait_decide_and_read_events(api):
         assert (await other.list_resources()).resources == []
         hidden = await _resource_error(other, f"waystation://runs/{run_id}")
         assert hidden["code"] == "run_not_found"
+
+
+async def test_the_readme_s_client_configuration_works_as_shown(api):
+    """The README's `mcpServers` block, with this API's address for the default one and a real
+    key made as the README shows, in place of its placeholder."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = re.search(r"```json\n(\{\"mcpServers\".*?)```", readme, re.DOTALL)
+    assert block is not None, "README shows an MCP client configuration"
+    server = json.loads(block[1])["mcpServers"]["waystation"]
+    assert server["type"] == "http" and server["url"] == "http://127.0.0.1:8000/mcp"
+    async with httpx.AsyncClient(base_url=api.url, headers=auth("alice")) as http:
+        made = await http.post("/api-keys", json={"name": "my assistant"})
+        assert made.status_code == 201, made.text
+    headers = {name: value.replace("wsk_...", made.json()["key"])
+               for name, value in server["headers"].items()}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http2, Client(
+            streamable_http_client(server["url"].replace("http://127.0.0.1:8000", api.url),
+                                   http_client=http2)) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        assert (await call(client, "list_runs", limit=1))["runs"] is not None
 
 
 async def _resource_error(client: Client, uri: str) -> dict[str, Any]:
