@@ -87,6 +87,7 @@ async def start_validation(client: Client, **input_fields: Any) -> str:
 
 async def test_tools_start_wait_decide_and_read_events(api):
     async with mcp(api, "alice") as client:
+        assert (client.server_info.name, client.server_info.version) == ("waystation", "0.1.0")
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == TOOLS
         assert all(t.description and t.output_schema for t in tools.values())
