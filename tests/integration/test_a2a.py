@@ -337,7 +337,9 @@ async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
             a2a(api, people["carol"]) as approver:
         task = await sent_task(alice, message(
             data={"entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]},
-            kind="validation", group_id=group_id))
+            kind="validation", group_id=group_id,
+            gates={"approve_founders_brief": {"quorum": 2}}))  # as POST /runs takes them
+        assert request_part(task)["quorum"] == 2
         assert (await viewer.get_task(GetTaskRequest(id=task.id))).status.state == INPUT_REQUIRED
         with pytest.raises(InvalidRequestError) as refused:
             await send(viewer, message(task_id=task.id, data={"decision": "approve"}))
@@ -347,7 +349,14 @@ async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
         assert task.id not in [t.id for t in waiting.tasks]  # not in a viewer's inbox
         inbox = await approver.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
         assert task.id in [t.id for t in inbox.tasks]
-        done = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
+        # One approval of the two the quorum takes: a vote, and the task still waits.
+        voted = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
+        assert voted.status.state == INPUT_REQUIRED
+        assert [v["voter"] for v in request_part(voted)["votes"]] == [people["carol"]]
+        with pytest.raises(UnsupportedOperationError) as twice:
+            await send(approver, message(task_id=task.id, data={"decision": "approve"}))
+        assert twice.value.data["code"] == "already_voted"
+        done = await sent_task(alice, message(task_id=task.id, data={"decision": "approve"}))
         assert done.status.state == COMPLETED
 
     # A member removed while subscribed hears nothing more of the group's task.
