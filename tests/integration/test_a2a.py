@@ -4,9 +4,13 @@ uvicorn, the dev server, real Postgres and an in-process worker with the offline
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import textwrap
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,10 +46,12 @@ from a2a.utils.errors import (
 from google.protobuf import json_format, struct_pb2
 from standardwebhooks import Webhook
 
+from api.app import create_app
 from api.auth import issue_token
 from tests.agent_helpers import BOOK, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
+from waystation.settings import Settings
 from waystation.testing import InProcessApi
 
 SECRET = "a2a-test-secret-0123456789-0123456789-abcd"
@@ -128,9 +134,47 @@ async def test_the_card_names_each_kind_with_its_input_schema_and_the_apis_auth(
     schemas = json_format.MessageToDict(extension.params)["inputSchemas"]
     assert schemas["validation"]["required"] == ["entrepreneur_input"]
     assert schemas.keys() == {s.id for s in card.skills}
+    # The skill itself carries its input schema, where a model choosing a skill reads.
+    skill = next(s for s in card.skills if s.id == "validation")
+    assert json.loads(skill.description.split("): ", 1)[1]) == schemas["validation"]
     schemes = {name: s.http_auth_security_scheme for name, s in card.security_schemes.items()}
     assert {(s.scheme, s.bearer_format) for s in schemes.values()} == {("Bearer", "JWT"),
                                                                        ("Bearer", "wsk_")}
+
+
+async def test_the_readme_s_discovery_finds_the_agent(api, people):
+    """The README's card URL and client lines, on this API's address for the default one."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "`http://127.0.0.1:8000/.well-known/agent-card.json`" in readme
+    snippet = re.search(r"```python\n(import httpx\nfrom a2a\.client.*?)```", readme, re.DOTALL)
+    assert snippet is not None, "README shows how an A2A client finds Waystation"
+    code = snippet[1].replace("http://127.0.0.1:8000", api.url)
+    found: dict[str, Any] = {"token": issue_token(SECRET, people["alice"])}
+    exec(compile(f"async def _find():\n{textwrap.indent(code, '    ')}\n    return client, http",
+                 "README.md", "exec"), found)
+    client, http = await found["_find"]()
+    try:
+        updates = await send(client, validation(gates=["approve_founders_brief"]))  # streamed
+        assert updates[-1].status_update.status.state == INPUT_REQUIRED
+        canceled = await client.cancel_task(CancelTaskRequest(id=updates[0].task.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        await client.close()
+        await http.aclose()
+
+
+async def test_with_an_identity_provider_the_card_names_its_discovery_document(
+        migrated_url, task_queue):
+    app = create_app(Settings(database_url=migrated_url, jwt_secret=SECRET,
+                              temporal_task_queue=task_queue, jwks_url="https://id.example/jwks",
+                              jwt_audience="waystation", jwt_issuer="https://id.example/"))
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+        card = await A2ACardResolver(http, "http://api").get_agent_card()
+    oidc = card.security_schemes["openIdConnect"].open_id_connect_security_scheme
+    assert oidc.open_id_connect_url == "https://id.example/.well-known/openid-configuration"
+    assert {name for r in card.security_requirements for name in r.schemes} == {
+        "bearer", "apiKey", "openIdConnect"}
 
 
 async def test_a_validation_task_waits_is_answered_and_streams_to_completed(api, people):
@@ -293,7 +337,9 @@ async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
             a2a(api, people["carol"]) as approver:
         task = await sent_task(alice, message(
             data={"entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]},
-            kind="validation", group_id=group_id))
+            kind="validation", group_id=group_id,
+            gates={"approve_founders_brief": {"quorum": 2}}))  # as POST /runs takes them
+        assert request_part(task)["quorum"] == 2
         assert (await viewer.get_task(GetTaskRequest(id=task.id))).status.state == INPUT_REQUIRED
         with pytest.raises(InvalidRequestError) as refused:
             await send(viewer, message(task_id=task.id, data={"decision": "approve"}))
@@ -303,7 +349,14 @@ async def test_a_group_task_is_decided_by_the_roles_its_gate_names(api, people):
         assert task.id not in [t.id for t in waiting.tasks]  # not in a viewer's inbox
         inbox = await approver.list_tasks(ListTasksRequest(status=INPUT_REQUIRED))
         assert task.id in [t.id for t in inbox.tasks]
-        done = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
+        # One approval of the two the quorum takes: a vote, and the task still waits.
+        voted = await sent_task(approver, message(task_id=task.id, data={"decision": "approve"}))
+        assert voted.status.state == INPUT_REQUIRED
+        assert [v["voter"] for v in request_part(voted)["votes"]] == [people["carol"]]
+        with pytest.raises(UnsupportedOperationError) as twice:
+            await send(approver, message(task_id=task.id, data={"decision": "approve"}))
+        assert twice.value.data["code"] == "already_voted"
+        done = await sent_task(alice, message(task_id=task.id, data={"decision": "approve"}))
         assert done.status.state == COMPLETED
 
     # A member removed while subscribed hears nothing more of the group's task.

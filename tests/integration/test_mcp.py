@@ -4,8 +4,10 @@ app under uvicorn, a worker with the offline backend on the dev server, real Pos
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -85,6 +87,7 @@ async def start_validation(client: Client, **input_fields: Any) -> str:
 
 async def test_tools_start_wait_decide_and_read_events(api):
     async with mcp(api, "alice") as client:
+        assert (client.server_info.name, client.server_info.version) == ("waystation", "0.1.0")
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == TOOLS
         assert all(t.description and t.output_schema for t in tools.values())
@@ -162,6 +165,26 @@ async def test_tools_start_wait_decide_and_read_events(api):
         assert (await other.list_resources()).resources == []
         hidden = await _resource_error(other, f"waystation://runs/{run_id}")
         assert hidden["code"] == "run_not_found"
+
+
+async def test_the_readme_s_client_configuration_works_as_shown(api):
+    """The README's `mcpServers` block, with this API's address for the default one and a real
+    key made as the README shows, in place of its placeholder."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = re.search(r"```json\n(\{\"mcpServers\".*?)```", readme, re.DOTALL)
+    assert block is not None, "README shows an MCP client configuration"
+    server = json.loads(block[1])["mcpServers"]["waystation"]
+    assert server["type"] == "http" and server["url"] == "http://127.0.0.1:8000/mcp"
+    async with httpx.AsyncClient(base_url=api.url, headers=auth("alice")) as http:
+        made = await http.post("/api-keys", json={"name": "my assistant"})
+        assert made.status_code == 201, made.text
+    headers = {name: value.replace("wsk_...", made.json()["key"])
+               for name, value in server["headers"].items()}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http2, Client(
+            streamable_http_client(server["url"].replace("http://127.0.0.1:8000", api.url),
+                                   http_client=http2)) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        assert (await call(client, "list_runs", limit=1))["runs"] is not None
 
 
 async def _resource_error(client: Client, uri: str) -> dict[str, Any]:
@@ -242,11 +265,12 @@ class CreatedTask(TaskState):
 
 
 async def task_request(client: Any, method: str, task_id: str, **params: Any) -> Any:
-    """tasks/get's task, or the empty acknowledgement of tasks/update and tasks/cancel."""
+    """tasks/get's task, tasks/result's `CallToolResult`, or the empty acknowledgement of
+    tasks/update and tasks/cancel."""
     session = client if not isinstance(client, Client) else client.session
     request = TaskRequest(method=method, params=TaskParams(task_id=task_id, **params))
-    return await session.send_request(request, TaskState if method == "tasks/get"
-                                      else EmptyResult)
+    answer = {"tasks/get": TaskState, "tasks/result": CallToolResult}.get(method, EmptyResult)
+    return await session.send_request(request, answer)
 
 
 async def until_finished(task: CreatedTask, ctx: ClaimContext) -> CallToolResult:
@@ -287,8 +311,18 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
         await task_request(client, "tasks/update", task_id,
                            input_responses={key: {"action": "accept"}})
         assert (await task_request(client, "tasks/get", task_id)).status == "input_required"
+        # No result while the gate waits: refused (after a short wait), naming the status.
+        with pytest.raises(MCPError) as unfinished:
+            await task_request(client, "tasks/result", task_id)
+        assert unfinished.value.error.code == -32600
+        assert unfinished.value.error.data == {"taskId": task_id, "status": "input_required"}
         await call(client, "decide", run_id=task_id, checkpoint="approve_founders_brief",
                    decision="approve")
+        # tasks/result waits for the rest of the run and answers the finished run.
+        answered = await task_request(client, "tasks/result", task_id)
+        assert answered.structured_content["status"] == "completed"
+        assert answered.structured_content["run_id"] == task_id
+        assert answered.meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
 
         async def done() -> TaskState | None:
             state = await task_request(client, "tasks/get", task_id)
@@ -315,11 +349,16 @@ async def test_a_run_as_a_task_through_its_gate_to_completed(api):
             state = await task_request(client, "tasks/get", waiting.task_id)
             return state.status == "cancelled"
         await eventually(cancelled, timeout=40)
+        with pytest.raises(MCPError) as no_result:
+            await task_request(client, "tasks/result", waiting.task_id)
+        assert no_result.value.error.data["status"] == "cancelled"  # type: ignore[index]
 
     async with mcp(api, "mallory", extensions=[Tasks()]) as other:
-        with pytest.raises(MCPError) as hidden:
-            await task_request(other, "tasks/get", task_id)
-        assert hidden.value.error.code == -32602
+        for method in ("tasks/get", "tasks/result"):
+            with pytest.raises(MCPError) as hidden:
+                await task_request(other, method, task_id)
+            assert hidden.value.error.code == -32602
+            assert hidden.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
     # A client that did not declare the extension gets plain results, and no task methods.
     async with mcp(api, "alice") as plain:
         started = await call(plain, "start_run", kind="validation",
@@ -410,6 +449,10 @@ async def test_a_failed_run_is_a_failed_task(api):
         error = state.model_extra["error"]  # type: ignore[index]
         assert error["code"] == -32603 and error["data"]["run_id"] == created.task_id
         assert error["data"]["stop_reason"] == "failure_threshold"
+        # tasks/result answers the same error.
+        with pytest.raises(MCPError) as failed:
+            await task_request(client, "tasks/result", created.task_id)
+        assert (failed.value.error.code, failed.value.error.data) == (-32603, error["data"])
 
 
 async def test_a_mobile_run_s_screen_graph_is_a_resource(api):

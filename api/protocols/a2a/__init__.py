@@ -30,7 +30,8 @@ def create_router(registry: Registry) -> APIRouter:
     @router.get(CARD_PATH)
     async def get_agent_card(request: Request) -> JSONResponse:
         """The agent card, its interface URL on the address the caller used."""
-        card = agent_card_to_dict(agent_card(registry, str(request.base_url)))
+        card = agent_card_to_dict(agent_card(registry, str(request.base_url),
+                                             request.app.state.settings))
         return JSONResponse(whole_numbers(card))
 
     @router.post(RPC_PATH)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 from mcp.server.context import HandlerResult, ServerRequestContext
@@ -83,7 +84,8 @@ def build_server(registry: Registry) -> Server[Any]:
         return await mapping.read_resource(mapping.Caller.of(ctx.request), params.uri)
 
     server: Server[Any] = Server(
-        "waystation", title="Waystation", instructions=INSTRUCTIONS,
+        "waystation", version=version("waystation"), title="Waystation",
+        instructions=INSTRUCTIONS,
         get_tool_input_schema=tools.input_schemas.get,
         on_list_tools=list_tools, on_list_resources=list_resources,
         on_list_resource_templates=list_templates, on_read_resource=read_resource)
@@ -91,6 +93,7 @@ def build_server(registry: Registry) -> Server[Any]:
     server.add_request_handler("tasks/get", tasks.TaskParams, tasks.get_task)
     server.add_request_handler("tasks/update", tasks.TaskUpdateParams, tasks.update_task)
     server.add_request_handler("tasks/cancel", tasks.TaskParams, tasks.cancel_task)
+    server.add_request_handler("tasks/result", tasks.TaskParams, tasks.task_result)
     server.extensions[tasks.TASKS_EXTENSION] = {}
     return server
 

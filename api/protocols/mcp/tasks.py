@@ -1,5 +1,6 @@
 """Long runs as MCP tasks: the `io.modelcontextprotocol/tasks` extension of the 2026-07-28
-revision (`tasks/get`, `tasks/update`, `tasks/cancel`, `resultType: "task"`).
+revision (`tasks/get`, `tasks/update`, `tasks/cancel`, `resultType: "task"`), and `tasks/result`
+of the 2025-11-25 tasks, which clients written for them still call.
 
 The task is the run: its id is the run's id and its state is read from the run on every
 `tasks/get`, so a task outlives any API process and needs no store of its own, and whoever may
@@ -15,13 +16,17 @@ acknowledged.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 from uuid import UUID
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver.server import require_client_extension
+from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
+    INVALID_REQUEST,
     ElicitRequest,
     ElicitRequestURLParams,
     RequestParams,
@@ -30,14 +35,20 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from api.decision_payload import payload_schema
 from api.errors import ApiError
+from api.event_hub import EventHub
 from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
 from api.schemas import DecisionView, RunView
 from api.services import runs
+from contracts.statuses import TERMINAL_RUN_STATUSES
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DECIDE_META = "waystation/decide"
 # What a client should wait between polls: a gate waits minutes to weeks, a phase seconds.
 POLL_INTERVAL_MS = 2000
+# How long `tasks/result` waits for a run to end: under the 5 s an HTTP client waits by default
+# (httpx's, as the SDK's examples create it), so a call that finds the run still going is
+# answered, not dropped by the client.
+RESULT_WAIT_SECONDS = 4.0
 
 
 class TaskParams(RequestParams):
@@ -77,6 +88,46 @@ async def update_task(ctx: ServerRequestContext[Any, Any],
     return {}
 
 
+async def task_result(ctx: ServerRequestContext[Any, Any],
+                      params: TaskParams) -> dict[str, Any]:
+    """The run's result once it has ended (waiting up to `RESULT_WAIT_SECONDS` for it): a
+    completed run's `CallToolResult` (as `tasks/get`'s `result`), a failed run's error (as
+    `tasks/get`'s `error`); a canceled run has none. A run still going is refused, naming its
+    status: the client polls `tasks/get` and asks again once it has ended."""
+    require_client_extension(ctx, TASKS_EXTENSION)
+    caller = Caller.of(ctx.request)
+    task = await _ended_task(caller, params.task_id)
+    related = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}
+    if task["status"] == "completed":
+        return {**task["result"], "_meta": related}
+    if task["status"] == "failed":
+        raise MCPError(**task["error"])
+    data = {"taskId": params.task_id, "status": task["status"]}
+    if task["status"] == "cancelled":
+        raise MCPError(INVALID_REQUEST, "the run was canceled: it has no result", data=data)
+    raise MCPError(INVALID_REQUEST, f"the run has not ended (task {task['status']}: "
+                                    f"{task['statusMessage']}); poll tasks/get until it has",
+                   data=data)
+
+
+async def _ended_task(caller: Caller, task_id: str) -> dict[str, Any]:
+    """The task once its run has ended, or as it is after `RESULT_WAIT_SECONDS`; the event
+    hub wakes the wait when the run writes an event."""
+    hub: EventHub = caller.request.app.state.event_hub
+    view = await _view(caller, task_id)
+    subscription = hub.subscribe_run(view.run_id, from_seq=view.last_seq,
+                                     caller=caller.user.name)
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RESULT_WAIT_SECONDS):
+                while view.status not in TERMINAL_RUN_STATUSES and not subscription.closed:
+                    await subscription.queue.get()
+                    view = await _view(caller, task_id)  # read again: visible, and ended?
+    finally:
+        hub.unsubscribe_run(subscription)
+    return detailed_task(view, console_base=caller.settings.console_base)
+
+
 async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
     """Cancels the run (as cancel_run); a run already finished keeps its status, as the
     extension allows."""
@@ -94,11 +145,15 @@ async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -
 
 
 async def _task(caller: Caller, task_id: str) -> dict[str, Any]:
+    return detailed_task(await _view(caller, task_id), console_base=caller.settings.console_base)
+
+
+async def _view(caller: Caller, task_id: str) -> RunView:
+    """The run a task id names, if the caller may see it (else -32602, "not found")."""
     with protocol_errors("MCP tasks", taskId=task_id):
         async with caller.conn() as conn:
             run = await runs.visible_run(conn, caller.user, _run_id(task_id))
-            view = await runs.run_view(conn, run, registry=caller.registry)
-    return detailed_task(view, console_base=caller.settings.console_base)
+            return await runs.run_view(conn, run, registry=caller.registry)
 
 
 def _run_id(task_id: str) -> UUID:
