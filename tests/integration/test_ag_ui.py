@@ -134,6 +134,19 @@ async def test_validation_thread_to_an_interrupt_resumed_to_the_next(http):
         assert [same(s) for s in run_events(rest, body[cut].id)] == \
             [same(s) for s in body[cut + 1:]]
 
+    # `cancelled` rejects, through the same decide path (the feedback goes with it): the phase
+    # runs again and asks anew.
+    rejected = await ag_ui(http, "validation", run_input(thread, resume=[{
+        "interruptId": after["id"], "status": "cancelled",
+        "payload": {"feedback": "aim at dentists"}}]))
+    [again] = interrupts(rejected)
+    assert again["id"] != after["id"]
+    assert again["metadata"]["checkpoint"] == "approve_vpc_completion"
+    request = next(d for d in (await http.get(f"/runs/{thread}/decisions")).json()["decisions"]
+                   if d["request_id"] == after["id"])
+    assert (request["status"], request["decision"], request["feedback"],
+            request["decided_by"]) == ("rejected", "reject", "aim at dentists", "ana")
+
 
 def run_events(sent: list[Sent], start: str) -> list[Sent]:
     """What a stream sent for run events: not the framing that keeps one AG-UI run
@@ -151,6 +164,40 @@ def same(sent: Sent) -> tuple[str, Any]:
     if sent.event["type"] in ("STATE_SNAPSHOT", "STATE_DELTA"):
         return sent.id, "STATE"
     return sent.id, sent.event
+
+
+async def test_batch_and_mobile_kinds_run_over_ag_ui(http):
+    """A new thread of the built-in kinds the other tests do not take (validation and agent
+    are above and below; the content_review plug-in's gate is in its example's tests): a batch
+    job's failed item is a step and its failure a RUN_ERROR; a mobile exploration's steps are
+    steps."""
+    job = await ag_ui(http, "batch", run_input(str(uuid.uuid4()), forwardedProps={"input": {
+        "name": "one fails", "items": [{"text": "a"}, {"other": "b"}], "test_first": False,
+        "steps": [{"name": "s", "template": "Summarize: {{ item.text }}"}]}}))
+    steps = [(s.event["type"], s.event["stepName"]) for s in job
+             if s.event["type"].startswith("STEP_")]
+    assert steps == [("STEP_STARTED", "item 1"), ("STEP_FINISHED", "item 1")]
+    assert finished(job)["code"] == "run_failed"
+
+    explored = await ag_ui(http, "mobile_agent", run_input(str(uuid.uuid4()), forwardedProps={
+        "input": {"app_package": "com.waystation.sample.shop", "max_steps": 4}}))
+    started = [s.event["stepName"] for s in explored if s.event["type"] == "STEP_STARTED"]
+    assert started and all(name.startswith("step ") for name in started), started
+    assert finished(explored)["outcome"]["type"] == "success"
+
+
+async def test_malformed_input_is_a_422_in_the_one_error_shape(http):
+    for body in ({}, {"threadId": 1}, {**run_input(str(uuid.uuid4())),
+                                       "messages": [{"role": "robot"}]}):
+        response = await http.post("/ag-ui/validation", json=body)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "invalid_request"
+    not_json = await http.post("/ag-ui/validation", content=b"{",
+                               headers={"Content-Type": "application/json"})
+    assert not_json.status_code == 422 and not_json.json()["error"]["code"] == "invalid_request"
+    bad_id = await http.post("/ag-ui/validation", json=run_input(str(uuid.uuid4())),
+                             headers={"Last-Event-ID": "seven"})
+    assert bad_id.status_code == 422 and bad_id.json()["error"]["code"] == "invalid_request"
 
 
 async def test_refusals_are_run_errors_with_the_api_codes_and_write_nothing(http, pool):

@@ -90,6 +90,9 @@ class ThreadStream:
     # The ordinal and state of the newest snapshot the client has.
     state: tuple[int, dict[str, Any]] | None = None
     heads: list[SnapshotHead] = field(default_factory=list)
+    # The heads hold every snapshot of the writes of run events up to this seq (they were read
+    # after those events were): a page reaching past it reads them again.
+    heads_through: int = 0
     last_type: str | None = None
     # Run events up to this seq may be sent: handed over by the hub, or committed before the
     # caller's last access check.
@@ -114,6 +117,7 @@ class ThreadStream:
             return
         self.last_type = last.type
         self.heads = (await events_service.list_snapshots(conn, self.run)).snapshots
+        self.heads_through = seq
         written = [h.step_ordinal for h in self.heads if h.created_at <= last.created_at]
         if written:
             self.prelude.append(await self._state_event(conn, max(written)))
@@ -213,8 +217,10 @@ class ThreadStream:
             held = [e for e in page if e.created_at != rest_of_write]
             if held or cut:
                 page = held
-        if page and (not self.heads or self.heads[-1].created_at < page[-1].created_at):
+        # By seq, not by time: a transaction's time is when it began, not when it committed.
+        if page and page[-1].seq > self.heads_through:
             self.heads = (await events_service.list_snapshots(conn, self.run)).snapshots
+            self.heads_through = read[-1].seq
         for number, event in enumerate(page):
             last_of_write = number + 1 == len(page) \
                 or page[number + 1].created_at != event.created_at
@@ -256,7 +262,16 @@ class ThreadStream:
                       subscription: RunSubscription) -> BaseEvent | None:
         """How this AG-UI run ends now that every run event has been sent, if it does: the
         run has ended, waits for a decision (its open requests as interrupts), or waits for a
-        message (paused with nothing to decide)."""
+        message (paused with nothing to decide).
+
+        The run and its requests are read in one snapshot: read apart, a write committed
+        between the two reads (a gate opened with the phase's last events) showed its request
+        to a stream that had not seen its events, which then ended without them."""
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            return await self._ending_in(conn, subscription)
+
+    async def _ending_in(self, conn: asyncpg.Connection,
+                         subscription: RunSubscription) -> BaseEvent | None:
         run = await runs_service.visible_run(conn, self.user, self.run.id)
         if run.last_seq > self.position.seq:
             if self.readable_through < run.last_seq:

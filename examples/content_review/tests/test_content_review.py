@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from pathlib import Path
 
 import pytest
+from ag_ui.core import Event
 from content_review.workflow import ContentReview
+from pydantic import TypeAdapter
 
 from waystation.sdk import replay_histories
 from waystation.testing import LocalStack, eventually, local_stack, sse_events
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
+EVENT: TypeAdapter[Event] = TypeAdapter(Event)
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +91,35 @@ async def test_review_decided_from_the_inbox_and_followed_to_the_end(stack: Loca
             history = await stack.temporal.get_workflow_handle(
                 f"content-review-{run_id}").fetch_history()
             (HISTORIES / "review_reject_then_publish.json").write_text(history.to_json())
+
+
+async def test_a_plug_in_kind_runs_over_ag_ui(stack: LocalStack):
+    """`POST /ag-ui/content_review`: a plug-in's kind gets the AG-UI endpoint too; its gate is
+    an interrupt, answered by a resume entry (docs/ag-ui.md)."""
+    thread = str(uuid.uuid4())
+
+    async def ag_ui(http, **fields) -> list[dict]:
+        body = {"threadId": thread, "runId": str(uuid.uuid4()), "messages": [], "state": {},
+                "tools": [], "context": [], **fields}
+        async with http.stream("POST", "/ag-ui/content_review", json=body) as response:
+            assert response.status_code == 200, await response.aread()
+            return [EVENT.validate_json(line[6:]).model_dump(mode="json", by_alias=True)
+                    async for line in response.aiter_lines() if line.startswith("data: ")]
+
+    async with stack.client("editor") as http:
+        first = await ag_ui(http, forwardedProps={
+            "input": {"topic": "durable agents", "audience": "platform teams"}})
+        assert first[-1]["type"] == "RUN_FINISHED", first[-1]
+        [draft] = first[-1]["outcome"]["interrupts"]
+        assert draft["metadata"]["checkpoint"] == "approve_draft"
+        assert any(e["type"] == "STATE_SNAPSHOT" for e in first)
+        second = await ag_ui(http, resume=[{
+            "interruptId": draft["id"], "status": "resolved",
+            "payload": {"decision": "approve", "digest": draft["metadata"]["digest"]}}])
+        [publish] = second[-1]["outcome"]["interrupts"]
+        assert publish["metadata"]["checkpoint"] == "confirm_publish"
+        decided = (await http.get(f"/runs/{thread}/decisions")).json()["decisions"][0]
+        assert (decided["decision"], decided["decided_by"]) == ("approve", "editor")
 
 
 async def test_bad_input_is_refused_naming_the_kinds(stack: LocalStack):
