@@ -11,6 +11,7 @@ import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import asyncpg
 import httpx
 import pytest
 
@@ -66,25 +67,32 @@ async def test_production_refuses_a_webhook_to_the_temporal_web_ui_naming_the_ur
         assert await conn.fetchval("SELECT count(*) FROM webhooks WHERE owner = $1", user) == 0
 
 
+async def _first_attempt_at(client: httpx.AsyncClient, pool: asyncpg.Pool, user: str,
+                            url: str) -> tuple[uuid.UUID, str | None]:
+    """`user`'s webhook to `url` and a gated run of theirs: the webhook, and the error its
+    delivery's first attempt logged."""
+    created = await client.post("/webhooks", headers=auth(user),
+                                json={"url": url, "events": ["gate.opened"]})
+    assert created.status_code == 201, created.text
+    webhook_id = uuid.UUID(created.json()["webhook_id"])
+    started = await client.post("/runs", headers=auth(user), json={
+        "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
+    assert started.status_code == 201, started.text
+
+    async def first_attempt() -> str | None:
+        async with pool.acquire() as conn:
+            return await conn.fetchval(
+                "SELECT a.error FROM webhook_attempts a JOIN webhook_deliveries d "
+                "ON d.id = a.delivery_id WHERE d.webhook_id = $1 AND a.attempt = 1",
+                webhook_id)
+    return webhook_id, await eventually(first_attempt, timeout=30)
+
+
 async def test_the_delivery_log_keeps_the_status_not_the_answers_body(http, pool):  # noqa: F811
     user = f"hooks-{uuid.uuid4().hex[:6]}"
     body = json.dumps({"message": "missing csrf token", "internal": "s3cr3t"}).encode()
     with Receiver(fail_first=1, fail_status=400, fail_body=body) as receiver:
-        created = await http.post("/webhooks", headers=auth(user),
-                                  json={"url": receiver.url, "events": ["gate.opened"]})
-        assert created.status_code == 201, created.text
-        webhook_id = uuid.UUID(created.json()["webhook_id"])
-        started = await http.post("/runs", headers=auth(user), json={
-            "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
-        assert started.status_code == 201, started.text
-
-        async def first_attempt() -> str | None:
-            async with pool.acquire() as conn:
-                return await conn.fetchval(
-                    "SELECT a.error FROM webhook_attempts a JOIN webhook_deliveries d "
-                    "ON d.id = a.delivery_id WHERE d.webhook_id = $1 AND a.attempt = 1",
-                    webhook_id)
-        error = await eventually(first_attempt, timeout=30)
+        webhook_id, error = await _first_attempt_at(http, pool, user, receiver.url)
     assert error == "HTTP 400 Bad Request"
     log = (await http.get(f"/webhooks/{webhook_id}/deliveries", headers=auth(user))).json()
     assert "csrf" not in json.dumps(log) and "s3cr3t" not in json.dumps(log)
@@ -107,22 +115,9 @@ async def test_a_redirect_is_not_followed(http, pool):  # noqa: F811
         server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            created = await http.post("/webhooks", headers=auth(user), json={
-                "url": f"http://127.0.0.1:{server.server_port}/hook",
-                "events": ["gate.opened"]})
-            assert created.status_code == 201, created.text
-            webhook_id = uuid.UUID(created.json()["webhook_id"])
-            started = await http.post("/runs", headers=auth(user), json={
-                "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
-            assert started.status_code == 201, started.text
-
-            async def first_attempt() -> str | None:
-                async with pool.acquire() as conn:
-                    return await conn.fetchval(
-                        "SELECT a.error FROM webhook_attempts a JOIN webhook_deliveries d "
-                        "ON d.id = a.delivery_id WHERE d.webhook_id = $1 AND a.attempt = 1",
-                        webhook_id)
-            assert await eventually(first_attempt, timeout=30) == "HTTP 307 Temporary Redirect"
+            _, error = await _first_attempt_at(
+                http, pool, user, f"http://127.0.0.1:{server.server_port}/hook")
+            assert error == "HTTP 307 Temporary Redirect"
         finally:
             server.shutdown()
             server.server_close()
