@@ -19,9 +19,10 @@ from contextlib import contextmanager
 
 @contextmanager
 def startup_heap_frozen() -> Iterator[None]:
-    """While serving: what start-up left alive kept out of every collection. Unfrozen when
-    serving ends, so a process that serves again (a test's next app) can collect it."""
-    gc.collect()
+    """While serving: what start-up left kept out of every collection. Unfrozen when serving
+    ends, so a process that serves again (a test's next app) can collect it. No collection
+    first: it would walk the whole heap each time (0.3 s an app in the test suite); what little
+    garbage start-up left is kept until then."""
     gc.freeze()
     try:
         yield
