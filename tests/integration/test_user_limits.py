@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -38,13 +39,21 @@ async def _open_stream(http: httpx.AsyncClient, user: str,
     return response
 
 
-async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_url, pool):
-    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
-                            max_streams_per_user=2, writes_per_minute=3)
-    api = InProcessApi(settings)
+@contextlib.asynccontextmanager
+async def limited_api(migrated_url: str, **limits: int) -> AsyncIterator[InProcessApi]:
+    """An API serving with these per-user limits."""
+    api = InProcessApi(api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
+                                    **limits))
     await api.start()
-    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
     try:
+        yield api
+    finally:
+        await api.stop()
+
+
+async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_url, pool):
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    async with limited_api(migrated_url, max_streams_per_user=2, writes_per_minute=3) as api:
         async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
             async with contextlib.AsyncExitStack() as streams:
                 first = [await _open_stream(http, alice, streams) for _ in range(2)]
@@ -72,8 +81,6 @@ async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_ur
             assert (await http.get("/runs", headers=auth(alice))).status_code == 200  # reads
             unauthenticated = await http.post("/runs", json={})
             assert unauthenticated.status_code == 401
-    finally:
-        await api.stop()
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM runs WHERE owner = $1", alice) == 0
 
@@ -81,12 +88,8 @@ async def test_stream_cap_and_write_rate_answer_429_with_retry_after(migrated_ur
 async def test_a_console_session_is_held_to_the_same_caps(migrated_url, pool):
     """A console user signs in by cookie, not a bearer token: their streams and writes count
     too (the cookie is the caller until the route checks it)."""
-    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
-                            max_streams_per_user=1, writes_per_minute=2)
-    api = InProcessApi(settings)
-    await api.start()
     user = f"carol-{uuid.uuid4().hex[:6]}"
-    try:
+    async with limited_api(migrated_url, max_streams_per_user=1, writes_per_minute=2) as api:
         async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
             signed_in = await http.get(await login_path(pool, user))
             assert signed_in.status_code == 303 and SESSION_COOKIE in http.cookies
@@ -101,19 +104,13 @@ async def test_a_console_session_is_held_to_the_same_caps(migrated_url, pool):
             # Within the rate the routes answer (403: no CSRF token); then 429 before them.
             answers = [(await http.post("/runs", json={})).status_code for _ in range(3)]
             assert answers == [403, 403, 429]
-    finally:
-        await api.stop()
 
 
 async def test_a_users_api_keys_share_the_users_caps(migrated_url, pool):
     """Keys (and sessions, provider tokens) are counted as themselves only until they are
     checked; then as their user, so minting keys does not multiply a user's caps (issue 25)."""
-    settings = api_settings(migrated_url, f"127.0.0.1:{free_port()}", "tq-limits",
-                            max_streams_per_user=2, writes_per_minute=4)
-    api = InProcessApi(settings)
-    await api.start()
     alice = f"alice-{uuid.uuid4().hex[:6]}"
-    try:
+    async with limited_api(migrated_url, max_streams_per_user=2, writes_per_minute=4) as api:
         async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
             keys = []
             for name in ("one", "two"):  # two of alice's four writes
@@ -136,5 +133,3 @@ async def test_a_users_api_keys_share_the_users_caps(migrated_url, pool):
             answers = [(await http.delete(stop, headers=key)).status_code
                        for key in (keys[0], keys[1], keys[0])]
             assert 429 not in answers[:2] and answers[2] == 429, answers
-    finally:
-        await api.stop()
