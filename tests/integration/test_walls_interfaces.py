@@ -15,11 +15,12 @@ import pytest_asyncio
 from a2a.client.errors import A2AClientError
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest
 from a2a.utils.errors import TaskNotFoundError
+from mcp.shared.exceptions import MCPError
 
 from tests.helpers import live_api
 from tests.integration.test_a2a import a2a, message, send
 from tests.integration.test_ag_ui import run_input
-from tests.integration.test_mcp import call, mcp, refused
+from tests.integration.test_mcp import Tasks, call, mcp, refused, task_request
 from tests.integration.test_walls_access import GATE, SECRET, auth, group_of, people, run_at_gate
 from waystation.testing import InProcessApi
 
@@ -78,6 +79,11 @@ async def test_a_removed_member_reaches_the_run_through_no_interface(api, http):
         assert run_id not in [r["run_id"] for r in listed["runs"]]
         inbox = await call(client, "list_pending_decisions")
         assert run_id not in [d["run_id"] for d in inbox["decisions"]]
+    async with mcp(api, p["bob"], headers=auth(p["bob"]), extensions=[Tasks()]) as client:
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            with pytest.raises(MCPError) as hidden_task:
+                await task_request(client, method, run_id)
+            assert hidden_task.value.error.data["error"]["code"] == "run_not_found", method  # type: ignore[index]
     async with a2a(api, p["bob"], headers=auth(p["bob"])) as client:
         for refused_call in (client.get_task(GetTaskRequest(id=run_id)),
                              client.cancel_task(CancelTaskRequest(id=run_id)),
