@@ -190,9 +190,9 @@ def cmd_worker(settings: Settings) -> int:
 
 
 def cmd_api(settings: Settings) -> int:
-    import uvicorn
 
     from api.app import create_app
+    from api.serving import server_config
     from api.shutdown import ApiServer
     from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
@@ -204,8 +204,9 @@ def cmd_api(settings: Settings) -> int:
     app = create_app(settings, tracer_provider=provider, registry=registry)
     # log_config None: uvicorn's records go through the process's logging (JSON or text)
     # instead of formats of its own.
-    config = uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_config=None,
-                            timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
+    config = server_config(app, host=settings.api_host, port=settings.api_port,
+                           log_config=None,
+                           timeout_graceful_shutdown=settings.graceful_shutdown_timeout)
     ApiServer(config, app.state.shutdown).run()
     return 0
 

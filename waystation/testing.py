@@ -43,6 +43,7 @@ from temporalio.testing import WorkflowEnvironment
 from activities.agents import backend_named
 from api.app import create_app
 from api.auth import issue_token
+from api.serving import server_config
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
@@ -86,9 +87,8 @@ class InProcessApi:
 
     async def start(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109
         self.app = create_app(self.settings, **self._app_options)
-        config = uvicorn.Config(self.app,
-                                host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on")
+        config = server_config(self.app, host="127.0.0.1", port=self.port,
+                               log_level="warning", lifespan="on")
         self._server = server = uvicorn.Server(config)
         self._task = asyncio.create_task(server.serve())
         deadline = asyncio.get_running_loop().time() + timeout
