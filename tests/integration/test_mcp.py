@@ -433,6 +433,65 @@ async def test_an_agent_run_takes_the_next_message(api):
         assert refusal["code"] == "not_waiting_for_message"
 
 
+async def test_an_agent_run_as_a_task_asks_for_its_next_message(api):
+    """A conversation waiting for its next message is `input_required` with a form asking
+    for it; the accepted form, through tasks/update, is the message (sent once)."""
+    async with mcp(api, "priya", extensions=[Tasks()]) as client:
+        created = await client.session.call_tool("start_run", {
+            "kind": "agent", "input": {"message": SEARCH}}, allow_claimed=True)
+        assert isinstance(created, CreatedTask)
+        task_id = created.task_id
+
+        async def asking() -> TaskState | None:
+            state = await task_request(client, "tasks/get", task_id)
+            return state if state.status == "input_required" else None
+        state = await eventually(asking, timeout=40)
+        assert state.model_extra["statusMessage"] == "waiting for the next message"  # type: ignore[index]
+        (key, ask), = state.model_extra["inputRequests"].items()  # type: ignore[index]
+        assert key.startswith("message-")
+        assert ask["method"] == "elicitation/create" and ask["params"]["mode"] == "form"
+        form = ask["params"]["requestedSchema"]
+        assert form["required"] == ["text"] and form["properties"]["text"]["type"] == "string"
+
+        # Bad answers are refused, naming where, and send nothing.
+        for key_sent, response, where in [
+                (key, {"action": "accept", "content": {"text": ""}}, f"inputResponses.{key}.text"),
+                (key, {"action": "maybe"}, f"inputResponses.{key}.action"),
+                ("vote-1", {"action": "accept"}, "inputResponses.vote-1")]:
+            with pytest.raises(MCPError) as bad:
+                await task_request(client, "tasks/update", task_id,
+                                   input_responses={key_sent: response})
+            assert bad.value.error.code == -32602
+            assert bad.value.error.data["error"]["message"].startswith(where)  # type: ignore[index]
+        # A dismissed form sends nothing either.
+        await task_request(client, "tasks/update", task_id,
+                           input_responses={key: {"action": "cancel"}})
+        run = await call(client, "get_run", run_id=task_id)
+        assert run["status"] == "paused"
+
+        answer = {key: {"action": "accept", "content": {"text": LIKE}}}
+        await task_request(client, "tasks/update", task_id, input_responses=answer)
+
+        async def next_wait() -> TaskState | None:
+            state = await task_request(client, "tasks/get", task_id)
+            keys = set((state.model_extra or {}).get("inputRequests", {}))
+            return state if state.status == "input_required" and keys != {key} else None
+        await eventually(next_wait, timeout=40)
+        # The answer again, to a request no longer open: refused; the message went once.
+        with pytest.raises(MCPError) as closed:
+            await task_request(client, "tasks/update", task_id, input_responses=answer)
+        assert closed.value.error.data["error"]["code"] == "not_waiting_for_message"  # type: ignore[index]
+        async with httpx.AsyncClient(base_url=api.url, headers=auth("priya")) as http:
+            transcript = (await http.get(f"/runs/{task_id}/messages")).json()["messages"]
+        sent = [m for m in transcript if m["type"] == "message.received"]
+        assert [m["text"] for m in sent] == [SEARCH, LIKE]
+
+    async with mcp(api, "mallory", extensions=[Tasks()]) as other:
+        with pytest.raises(MCPError) as hidden:
+            await task_request(other, "tasks/update", task_id, input_responses=answer)
+        assert hidden.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
+
+
 async def test_a_failed_run_is_a_failed_task(api):
     async with mcp(api, "alice", extensions=[Tasks()]) as client:
         created = await client.session.call_tool("start_run", {"kind": "batch", "input": {

@@ -80,9 +80,11 @@ async def test_a_removed_member_reaches_the_run_through_no_interface(api, http):
         inbox = await call(client, "list_pending_decisions")
         assert run_id not in [d["run_id"] for d in inbox["decisions"]]
     async with mcp(api, p["bob"], headers=auth(p["bob"]), extensions=[Tasks()]) as client:
-        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        answer = {"message-1": {"action": "accept", "content": {"text": "hello"}}}
+        for method, params in [("tasks/get", {}), ("tasks/result", {}), ("tasks/cancel", {}),
+                               ("tasks/update", {"input_responses": answer})]:
             with pytest.raises(MCPError) as hidden_task:
-                await task_request(client, method, run_id)
+                await task_request(client, method, run_id, **params)
             assert hidden_task.value.error.data["error"]["code"] == "run_not_found", method  # type: ignore[index]
     async with a2a(api, p["bob"], headers=auth(p["bob"])) as client:
         for refused_call in (client.get_task(GetTaskRequest(id=run_id)),

@@ -5,13 +5,15 @@ of the 2025-11-25 tasks, which clients written for them still call.
 The task is the run: its id is the run's id and its state is read from the run on every
 `tasks/get`, so a task outlives any API process and needs no store of its own, and whoever may
 not see the run gets "task not found" exactly as `get_run` answers `run_not_found`. Its status
-follows the run: `working`, `input_required` while a gate waits, then `completed` (the result
-is `get_run`'s view of the finished run), `failed` or `cancelled`.
+follows the run: `working`, `input_required` while a gate or a conversation waits, then
+`completed` (the result is `get_run`'s view of the finished run), `failed` or `cancelled`.
 
 While a gate waits the task asks, in URL mode, for the person to decide on the run's page in
 the console (the page itself signs them in; the URL carries no token). The decision is made
-there, or with the `decide` tool, never by the elicitation's answer: `tasks/update` is only
-acknowledged.
+there, or with the `decide` tool, never by the elicitation's answer: `tasks/update` only
+acknowledges it. While a conversation (an agent run) waits for its next message the task asks
+for it in form mode, and `tasks/update`'s accepted answer is that message, sent as
+`send_message` sends it.
 """
 
 from __future__ import annotations
@@ -28,17 +30,20 @@ from mcp_types import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     ElicitRequest,
+    ElicitRequestFormParams,
     ElicitRequestURLParams,
+    ElicitResult,
     RequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from api.decision_payload import payload_schema
-from api.errors import ApiError
+from api.errors import ApiError, invalid_request
 from api.event_hub import EventHub
 from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
-from api.schemas import DecisionView, RunView
-from api.services import runs
+from api.schemas import DecisionView, MessageRequest, RunView
+from api.services import messages, runs
 from contracts.statuses import TERMINAL_RUN_STATUSES
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -49,6 +54,13 @@ POLL_INTERVAL_MS = 2000
 # (httpx's, as the SDK's examples create it), so a call that finds the run still going is
 # answered, not dropped by the client.
 RESULT_WAIT_SECONDS = 4.0
+# The keys of a task's input requests: a gate's decision, a conversation's next message.
+DECISION_INPUT = "decision-"
+MESSAGE_INPUT = "message-"
+# The next message's form: `send_message`'s text, with its bounds (a form's schema is flat).
+_MESSAGE = MessageRequest.model_json_schema()
+MESSAGE_FORM: dict[str, Any] = {"type": "object", "required": _MESSAGE["required"],
+                                "properties": _MESSAGE["properties"]}
 
 
 class TaskParams(RequestParams):
@@ -81,11 +93,48 @@ async def get_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> d
 
 async def update_task(ctx: ServerRequestContext[Any, Any],
                       params: TaskUpdateParams) -> dict[str, Any]:
-    """Acknowledged: the only input a task asks for is a visit to the console, whose answer
-    (accept, decline) decides nothing."""
+    """The answers to the task's input requests. An accepted message form is the run's next
+    message, sent as `send_message` sends it (the same answer sent again is applied once); it
+    must answer the request open now, or it is refused as `not_waiting_for_message`. A
+    decision's visit to the console decides nothing: acknowledged. Other keys are refused."""
     require_client_extension(ctx, TASKS_EXTENSION)
-    await _task(Caller.of(ctx.request), params.task_id)
+    caller = Caller.of(ctx.request)
+    with protocol_errors("MCP tasks/update", taskId=params.task_id):
+        answers = {key: _answer(key, response)
+                   for key, response in params.input_responses.items()}
+        async with caller.conn() as conn:
+            run = await runs.visible_run(conn, caller.user, _run_id(params.task_id))
+            view = await runs.run_view(conn, run, registry=caller.registry)
+            for key, text in answers.items():
+                if text is None:
+                    continue
+                if key != _message_key(view) or not _waits_for_message(caller, view):
+                    raise ApiError(409, "not_waiting_for_message",
+                                   f"input request {key} of run {run.id} is not open: the "
+                                   "run is not waiting for that message")
+                await messages.send_message(
+                    conn, await caller.temporal(), caller.user, run, MessageRequest(text=text),
+                    registry=caller.registry, idempotency_key=f"mcp-task {run.id} {key}")
     return {}
+
+
+def _answer(key: str, response: Any) -> str | None:
+    """The message an input response carries: None for a decision's or for a form declined
+    or dismissed; a malformed response is refused (422, naming where)."""
+    if key.startswith(DECISION_INPUT):
+        return None
+    if not key.startswith(MESSAGE_INPUT):
+        raise ApiError(422, "invalid_request",
+                       f"inputResponses.{key}: no such input request (the task's keys start "
+                       f"with {DECISION_INPUT!r} or {MESSAGE_INPUT!r})")
+    try:
+        answer = ElicitResult.model_validate(response)
+        if answer.action != "accept":
+            return None
+        return MessageRequest.model_validate(answer.content or {}).text
+    except ValidationError as error:
+        raise invalid_request([{**e, "loc": ("inputResponses", key, *e["loc"])}
+                               for e in error.errors()]) from error
 
 
 async def task_result(ctx: ServerRequestContext[Any, Any],
@@ -125,7 +174,8 @@ async def _ended_task(caller: Caller, task_id: str) -> dict[str, Any]:
                     view = await _view(caller, task_id)  # read again: visible, and ended?
     finally:
         hub.unsubscribe_run(subscription)
-    return detailed_task(view, console_base=caller.settings.console_base)
+    return detailed_task(view, console_base=caller.settings.console_base,
+                         waits_for_message=_waits_for_message(caller, view))
 
 
 async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
@@ -145,7 +195,13 @@ async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -
 
 
 async def _task(caller: Caller, task_id: str) -> dict[str, Any]:
-    return detailed_task(await _view(caller, task_id), console_base=caller.settings.console_base)
+    view = await _view(caller, task_id)
+    return detailed_task(view, console_base=caller.settings.console_base,
+                         waits_for_message=_waits_for_message(caller, view))
+
+
+def _waits_for_message(caller: Caller, view: RunView) -> bool:
+    return messages.waits_for_message(view, registry=caller.registry)
 
 
 async def _view(caller: Caller, task_id: str) -> RunView:
@@ -163,8 +219,10 @@ def _run_id(task_id: str) -> UUID:
         raise ApiError(404, "run_not_found", f"run {task_id} not found") from error
 
 
-def detailed_task(view: RunView, *, console_base: str) -> dict[str, Any]:
-    """The task a run is now (the extension's `DetailedTask`)."""
+def detailed_task(view: RunView, *, console_base: str,
+                  waits_for_message: bool) -> dict[str, Any]:
+    """The task a run is now (the extension's `DetailedTask`); `waits_for_message`: the run's
+    conversation waits for its next message."""
     task: dict[str, Any] = {
         "taskId": str(view.run_id), "createdAt": view.created_at.isoformat(),
         "lastUpdatedAt": view.updated_at.isoformat(), "ttlMs": None,
@@ -188,9 +246,27 @@ def detailed_task(view: RunView, *, console_base: str) -> dict[str, Any]:
                 # One key per request: a gate asked again (reopened) is a new request.
                 "inputRequests": {f"decision-{gate.request_id}": _visit_console(
                     view.run_id, gate, console_base)}}
+    if waits_for_message:
+        return {**task, "status": "input_required",
+                "statusMessage": "waiting for the next message",
+                # One key per wait: the run's events move on with each message.
+                "inputRequests": {_message_key(view): _ask_message(view)}}
     phase = f" · {view.phase_name}" if view.phase_name else ""
     return {**task, "status": "working",
             "statusMessage": f"run {view.status}, phase {view.current_phase}{phase}"}
+
+
+def _message_key(view: RunView) -> str:
+    return f"{MESSAGE_INPUT}{view.last_seq}"
+
+
+def _ask_message(view: RunView) -> dict[str, Any]:
+    """The elicitation (form mode) asking for the conversation's next message."""
+    ask = ElicitRequest(params=ElicitRequestFormParams(
+        requested_schema=MESSAGE_FORM,
+        message=f"Waystation run {view.run_id} ({view.kind}) waits for the next message of its "
+                "conversation: answer with it, or send it with the send_message tool."))
+    return ask.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _visit_console(run_id: UUID, gate: DecisionView, console_base: str) -> dict[str, Any]:
