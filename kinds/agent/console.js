@@ -1,20 +1,27 @@
 // The conversation of an agent run: what each person wrote and what the agent answered, the
 // tool calls between, and a box to write the next message (POST /runs/{id}/messages). A run
 // waiting at a tool's approval takes its decision in the page's "Waiting for" section; a
-// message sent then is refused with the API's reason, shown under the box.
+// message sent then is refused with the API's reason, shown under the box. The conversation
+// follows the run's event stream (the page's own): each new line of the transcript is read
+// when its event arrives, not polled for.
 
 import { api } from "../api.js";
-import { h, replace, timeTag } from "../dom.js";
+import { debounce, h, replace, timeTag } from "../dom.js";
 
 const FINAL = new Set(["completed", "failed", "canceled"]);
-const POLL_MS = 1500;
+// The events of the transcript (kinds/agent/contracts.py, TRANSCRIPT_TYPES) and of its end.
+const TRANSCRIPT = new Set(["message.received", "tool.called", "tool.returned", "tool.retry",
+                            "agent.answered"]);
+const ENDED = new Set(["run.completed", "run.failed", "run.canceled"]);
 
-export function mount(slot, run, { onChange }) {
+export function mount(slot, run, { onChange, onEvents }) {
   const runId = run.run_id;
   const agentName = (run.input && run.input.agent) || "agent";
   let afterSeq = 0;
-  let timer = null;
   let stopped = false;
+  // One read at a time, again if events came during it: no line twice, none missed.
+  let reading = null;
+  let again = false;
 
   const list = h("ol", { class: "conversation", id: "conversation", "aria-live": "polite" });
   const empty = h("p", { class: "muted" }, "No messages yet.");
@@ -51,22 +58,32 @@ export function mount(slot, run, { onChange }) {
     return h("li", { class: "turn tool" }, shown);
   }
 
-  async function poll() {
-    if (stopped) return;
-    try {
-      const page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
-      for (const m of page.messages) {
-        empty.hidden = true;
-        list.append(entry(m));
-      }
-      afterSeq = page.next_after_seq;
-      const now = await api(`/runs/${runId}`);
-      setOpen(!FINAL.has(now.status));
-    } catch (error) {
-      status.textContent = error.message;
+  async function read() {
+    if (reading) {
+      again = true;
+      return;
     }
-    if (!stopped) timer = setTimeout(poll, POLL_MS);
+    reading = (async () => {
+      do {
+        again = false;
+        try {
+          const page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
+          if (stopped) return;
+          for (const m of page.messages) {
+            empty.hidden = true;
+            list.append(entry(m));
+          }
+          afterSeq = page.next_after_seq;
+          if (page.messages.length === 500) again = true;  // a full page: there is more
+        } catch (error) {
+          status.textContent = error.message;
+        }
+      } while (again && !stopped);
+    })();
+    await reading;
+    reading = null;
   }
+  const readSoon = debounce(read, 50);
 
   async function submit(event) {
     event.preventDefault();
@@ -89,9 +106,13 @@ export function mount(slot, run, { onChange }) {
     }
   }
 
-  poll();
+  const unsubscribe = onEvents((events) => {
+    if (events.some((e) => TRANSCRIPT.has(e.type))) readSoon();
+    if (events.some((e) => ENDED.has(e.type))) setOpen(false);
+  });
+  read();
   return () => {
     stopped = true;
-    clearTimeout(timer);
+    unsubscribe();
   };
 }

@@ -43,6 +43,19 @@ async def test_a_person_converses_with_an_agent_run_from_its_page(browser, live,
     assert (await conversation.locator("li.agent p").inner_text()).strip()
     await shot(page, "agent-conversation")
 
+    # The conversation follows the page's event stream, not a poll: idle, it reads nothing;
+    # a message sent elsewhere (the API) shows with its answer.
+    reads: list[str] = []
+    page.on("request", lambda r: reads.append(r.url) if "/messages" in r.url else None)
+    await page.wait_for_timeout(3000)
+    assert reads == []
+    async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
+        sent = await http.post(f"/runs/{run_id}/messages", headers=bearer(user),
+                               json={"text": "Find rustic venues in Bangalore"})
+    assert sent.status_code == 202, sent.text
+    await expect(conversation.locator("li.person")).to_have_count(2)
+    await expect(conversation.locator("li.agent")).to_have_count(2)
+
     # An empty message is not sent; a run that has ended takes none.
     await page.get_by_role("button", name="Send").click()
     await expect(page.locator("#agent-message-status")).to_have_text("Write a message first.")

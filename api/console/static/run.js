@@ -1,7 +1,9 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
 // snapshot history and every decision. A kind with more to show adds its own section: a module
 // of its package (RunKind.console_module) served as kinds/<kind>.js and loaded here, whose
-// `mount(slot, run, { onChange })` may return a cleanup; any other kind gets this page as it is. Its owner may hide a
+// `mount(slot, run, { onChange, onEvents })` may return a cleanup (`onEvents(fn)` calls `fn` with
+// each batch of the run's live events, and returns its unsubscribe); any other kind gets this
+// page as it is. Its owner may hide a
 // finished run and restore it. A fork links to the run it was forked from.
 
 import { api } from "./api.js";
@@ -196,8 +198,16 @@ export function mountRun(main, session, runId) {
     }
   }, 150);
 
+  // The kind's section follows the same stream: one connection a page.
+  const kindListeners = new Set();
+  const onEvents = (fn) => {
+    kindListeners.add(fn);
+    return () => kindListeners.delete(fn);
+  };
+
   const apply = frameBatcher((events) => {
     timeline.add(events);
+    kindListeners.forEach((fn) => fn(events));
     if (events.some((e) => !e.type.startsWith("task.") && !e.type.startsWith("agent.node"))) refreshSoon();
     for (const event of events) {
       if (event.type === "phase.started") announce(`Phase ${event.phase} started`);
@@ -210,7 +220,7 @@ export function mountRun(main, session, runId) {
     loadDecisions();
     snapshots.refresh().then(showCost);
     kindSection(session, run.kind).then((mount) => {
-      if (mount && !closed) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon }));
+      if (mount && !closed) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon, onEvents }));
     }, (error) => console.error(`the ${run.kind} section did not load`, error));
     // Every event not seen yet, then live ones, resuming after a drop where it was.
     cleanups.push(followStream(`/runs/${runId}/events/stream`, (events) => events.forEach(apply),
