@@ -1,7 +1,7 @@
 """The two latencies a person feels, through the whole stack, with many runs waiting.
 
     python -m bench.bench_human [--waiting 1000] [--people 20] [--clicks 100]
-                                [--agent-clicks 40] [--notices 50]
+                                [--agent-clicks 40] [--warm 15] [--notices 50]
 
 One local stack as `waystation up` runs it (`waystation.testing.local_stack(processes=True)`:
 embedded PostgreSQL, a Temporal dev server, `waystation worker` with the noop backend and
@@ -12,8 +12,11 @@ First `--waiting` validation runs are started through the API and wait at their 
 with `--clicks` more validation runs and `--agent-clicks` agent runs (the planner asked to
 book a vendor: its booking waits for approval) besides.
 
-(a) Click → next step: first one person (`--solo` clicks, one at a time), then `--people`
-people at once, each taking the next gated run: open the
+(a) Click → next step: first one person (`--solo` clicks, one at a time), then the same
+person on `--warm` validation runs started last (still in the worker's cache of 1,000
+workflows, where the runs started first, with 1,000 runs waiting, are not: their Update first
+replays the run's history), then `--people` people at once, each taking the next gated run:
+open the
 run's SSE stream (`/runs/{id}/events/stream`), read it up to its `gate.opened`, then all click
 at once (`POST /runs/{id}/decisions/{checkpoint}`), in bursts (the next once the work the
 clicks set off is done); timed from the click to the first event of the
@@ -287,19 +290,22 @@ async def run(args: argparse.Namespace) -> None:
                      for n in range(CROWD)}
             owner = await clients.enter_async_context(stack.client(OWNER))
             kinds = (["validation"] * (args.waiting + args.clicks)
-                     + ["agent"] * args.agent_clicks)
+                     + ["agent"] * args.agent_clicks + ["validation"] * args.warm)
             log(f"starting {len(kinds)} runs, all to wait at a gate")
             runs = await fill(stack, crowd, kinds)
             validation = [r for r in runs if r.kind == "validation"][:args.clicks]
             agents = [r for r in runs if r.kind == "agent"]
+            warm = runs[len(runs) - args.warm:]
             # Both kinds in every burst, in proportion.
             to_click = sorted(validation + agents, key=lambda r: (
                 (validation.index(r) / len(validation)) if r.kind == "validation"
                 else (agents.index(r) / len(agents))))
             solo, rest = to_click[:args.solo], to_click[args.solo:]
-            log(f"(a) {len(solo)} clicks by one person, then {len(rest)} by {args.people} "
-                f"people at once, {args.waiting} other runs waiting")
+            log(f"(a) {len(solo)} clicks by one person, {len(warm)} more on runs in the "
+                f"worker's cache, then {len(rest)} by {args.people} people at once, "
+                f"{args.waiting} other runs waiting")
             alone = await people(stack, crowd, solo, 1)
+            cached = await people(stack, crowd, warm, 1)
             clicked = await people(stack, crowd, rest, args.people)
             log("(a) baselines: DBOS in-process resume, raw Temporal Update → activity")
             dbos = await dbos_baseline(stack, args.baseline)
@@ -311,7 +317,8 @@ async def run(args: argparse.Namespace) -> None:
     finally:
         smtp.stop()
         await receiver.stop()
-    print(report(args, {"one person": alone, f"{args.people} at once": clicked}, dbos, raw,
+    print(report(args, {"one person": alone, "one person, the run in the worker's cache": cached,
+                        f"{args.people} at once": clicked}, dbos, raw,
                  hooks, mails, raw_hooks, raw_smtp, load_before))
 
 
@@ -359,6 +366,9 @@ def main() -> None:
     parser.add_argument("--solo", type=int, default=15,
                         help="of the clicked runs, how many one person decides first, one at "
                              "a time (default 15)")
+    parser.add_argument("--warm", type=int, default=15,
+                        help="validation runs started last, still in the worker's cache, one "
+                             "person decides after the first ones (default 15)")
     parser.add_argument("--notices", type=int, default=50,
                         help="gates opened one after another for the webhook and mail")
     parser.add_argument("--in-process", action="store_true",
