@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentRequest, AgentResponse, backend_named
@@ -90,3 +92,17 @@ async def live_api(migrated_url: str, dev_env: WorkflowEnvironment, pool: asyncp
             yield api
     finally:
         await api.stop()
+
+
+async def started_workflow(handle: WorkflowHandle[Any, Any], timeout: float = 30) -> None:  # noqa: ASYNC109
+    """Wait until the workflow exists: one the recorder starts after a write the test saw
+    (a notification's, once its first attempt is recorded) may not exist yet."""
+    async def started() -> bool:
+        try:
+            await handle.describe()
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
+    await eventually(started, timeout=timeout)

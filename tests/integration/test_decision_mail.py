@@ -16,7 +16,7 @@ import pytest_asyncio
 from activities.agents import backend_named
 from activities.decision_mail import DecisionMailResult, MailSettings
 from api.auth import issue_token
-from tests.helpers import IDEA, eventually
+from tests.helpers import IDEA, eventually, started_workflow
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
@@ -85,6 +85,7 @@ async def test_mailed_link_decides_the_request_once(http, pool, mailbox, dev_env
                                          uuid.UUID(run_id))
     mailing = dev_env.client.get_workflow_handle(f"decision-mail-{request_id}",
                                                  result_type=DecisionMailResult)
+    await started_workflow(mailing)
     assert (await mailing.result()).sent == 0
     mail = box.to(f"{bob}@example.com")[0]
     assert mail["Subject"].startswith("Decision needed")

@@ -21,7 +21,7 @@ from activities.webhooks import NotificationResult
 from api.auth import issue_token
 from persistence import webhooks as webhooks_repo
 from persistence.sealing import PREFIX, SecretsBox, SecretUnreadable, new_key
-from tests.helpers import IDEA, eventually, live_api
+from tests.helpers import IDEA, eventually, live_api, started_workflow
 from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY, Settings
 
@@ -343,6 +343,7 @@ async def test_the_recorder_sends_first_and_the_workflow_finds_it_delivered(http
         assert delivery["attempts"] == 1
         handle = dev_env.client.get_workflow_handle(f"webhooks-{run_id}-{delivery['event_key']}",
                                                      result_type=NotificationResult)
+        await started_workflow(handle)
         assert (await handle.result()).statuses == {}  # nothing left to deliver
         history = await handle.fetch_history()
         # One local activity: the pending deliveries' lookup, which found none; no send.
