@@ -339,7 +339,10 @@ async def test_history_budget_continues_as_new_with_queued_work(time_env, pool, 
     await run_with(time_env, pool, task_queue, backend)
     items = [{"id": f"bad{i}" if i % 3 == 0 else f"n{i}"} for i in range(24)]
     arg = await new_batch_run(pool, items=items, steps=[{"name": "w", "template": "{{ item.id }}"}],
-                              max_workers=2, max_retries=1, retry_initial_seconds=0.05,
+                              # Retries 2 s out (skipped by the test server's clock): some
+                              # are surely queued when the budget ends a run, where 0.05 s
+                              # let them all run first now and then (a CI failure).
+                              max_workers=2, max_retries=1, retry_initial_seconds=2,
                               history_budget=40)
     handle = await start(time_env.client, arg, task_queue)
     result = await handle.result()
