@@ -19,9 +19,7 @@ export function mount(slot, run, { onChange, onEvents }) {
   const agentName = (run.input && run.input.agent) || "agent";
   let afterSeq = 0;
   let stopped = false;
-  // One read at a time, again if events came during it: no line twice, none missed.
-  let reading = null;
-  let again = false;
+  let reads = Promise.resolve();
 
   const list = h("ol", { class: "conversation", id: "conversation", "aria-live": "polite" });
   const empty = h("p", { class: "muted" }, "No messages yet.");
@@ -58,30 +56,26 @@ export function mount(slot, run, { onChange, onEvents }) {
     return h("li", { class: "turn tool" }, shown);
   }
 
-  async function read() {
-    if (reading) {
-      again = true;
-      return;
-    }
-    reading = (async () => {
+  // Each read waits for the one before and starts where it ended: no line twice, none missed.
+  function read() {
+    reads = reads.then(readNew);
+  }
+
+  async function readNew() {
+    try {
+      let page;
       do {
-        again = false;
-        try {
-          const page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
-          if (stopped) return;
-          for (const m of page.messages) {
-            empty.hidden = true;
-            list.append(entry(m));
-          }
-          afterSeq = page.next_after_seq;
-          if (page.messages.length === 500) again = true;  // a full page: there is more
-        } catch (error) {
-          status.textContent = error.message;
+        if (stopped) return;
+        page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
+        for (const m of page.messages) {
+          empty.hidden = true;
+          list.append(entry(m));
         }
-      } while (again && !stopped);
-    })();
-    await reading;
-    reading = null;
+        afterSeq = page.next_after_seq;
+      } while (page.messages.length === 500);  // a full page: there is more
+    } catch (error) {
+      status.textContent = error.message;
+    }
   }
   const readSoon = debounce(read, 50);
 

@@ -108,7 +108,8 @@ async def update_task(ctx: ServerRequestContext[Any, Any],
             for key, text in answers.items():
                 if text is None:
                     continue
-                if key != _message_key(view) or not _waits_for_message(caller, view):
+                if key != _message_key(view) or not messages.waits_for_message(
+                        view, registry=caller.registry):
                     raise ApiError(409, "not_waiting_for_message",
                                    f"input request {key} of run {run.id} is not open: the "
                                    "run is not waiting for that message")
@@ -174,8 +175,7 @@ async def _ended_task(caller: Caller, task_id: str) -> dict[str, Any]:
                     view = await _view(caller, task_id)  # read again: visible, and ended?
     finally:
         hub.unsubscribe_run(subscription)
-    return detailed_task(view, console_base=caller.settings.console_base,
-                         waits_for_message=_waits_for_message(caller, view))
+    return _task_of(caller, view)
 
 
 async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
@@ -195,13 +195,13 @@ async def cancel_task(ctx: ServerRequestContext[Any, Any], params: TaskParams) -
 
 
 async def _task(caller: Caller, task_id: str) -> dict[str, Any]:
-    view = await _view(caller, task_id)
+    return _task_of(caller, await _view(caller, task_id))
+
+
+def _task_of(caller: Caller, view: RunView) -> dict[str, Any]:
     return detailed_task(view, console_base=caller.settings.console_base,
-                         waits_for_message=_waits_for_message(caller, view))
-
-
-def _waits_for_message(caller: Caller, view: RunView) -> bool:
-    return messages.waits_for_message(view, registry=caller.registry)
+                         waits_for_message=messages.waits_for_message(
+                             view, registry=caller.registry))
 
 
 async def _view(caller: Caller, task_id: str) -> RunView:
