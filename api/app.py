@@ -32,6 +32,7 @@ from api.routes import (
     groups,
     health,
     metrics,
+    policies,
     runs,
     streams,
     webhooks,
@@ -48,7 +49,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, policies)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

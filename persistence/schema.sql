@@ -642,6 +642,47 @@ ALTER TABLE ONLY public.decision_links FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: decision_policies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policies (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    owner text NOT NULL,
+    group_id uuid,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT decision_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,79}$'::text))
+);
+
+ALTER TABLE ONLY public.decision_policies FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_policy_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policy_versions (
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    kind text NOT NULL,
+    checkpoint_name text,
+    project_id text,
+    condition text NOT NULL,
+    decision jsonb NOT NULL,
+    mode text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT decision_policy_versions_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT decision_policy_versions_version_check CHECK ((version >= 1))
+);
+
+ALTER TABLE ONLY public.decision_policy_versions FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: edges; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -846,6 +887,28 @@ CREATE TABLE public.jobs (
 );
 
 ALTER TABLE ONLY public.jobs FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: policy_evaluations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.policy_evaluations (
+    request_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    mode text NOT NULL,
+    outcome text NOT NULL,
+    decision text,
+    error text,
+    evaluated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT policy_evaluations_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT policy_evaluations_outcome_check CHECK ((outcome = ANY (ARRAY['decide'::text, 'route'::text, 'quorum'::text, 'people'::text, 'none'::text, 'error'::text])))
+);
+
+ALTER TABLE ONLY public.policy_evaluations FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1261,6 +1324,22 @@ ALTER TABLE ONLY public.decision_links
 
 
 --
+-- Name: decision_policies decision_policies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_pkey PRIMARY KEY (policy_id, version);
+
+
+--
 -- Name: edges edges_from_screen_id_action_id_to_screen_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1346,6 +1425,14 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_key UNIQUE (run_id);
+
+
+--
+-- Name: policy_evaluations policy_evaluations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_pkey PRIMARY KEY (request_id, policy_id);
 
 
 --
@@ -1509,6 +1596,13 @@ ALTER TABLE ONLY public.work_units
 
 
 --
+-- Name: decision_policies_one_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX decision_policies_one_name ON public.decision_policies USING btree (COALESCE((group_id)::text, ('owner:'::text || owner)), name) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: idx_api_keys_owner; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1527,6 +1621,13 @@ CREATE INDEX idx_console_login_codes_expires_at ON public.console_login_codes US
 --
 
 CREATE INDEX idx_console_sessions_expires_at ON public.console_sessions USING btree (expires_at);
+
+
+--
+-- Name: idx_decision_policy_versions_kind; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_policy_versions_kind ON public.decision_policy_versions USING btree (kind, policy_id);
 
 
 --
@@ -1597,6 +1698,20 @@ CREATE INDEX idx_outcomes_app ON public.graph_persistence_outcomes USING btree (
 --
 
 CREATE INDEX idx_outcomes_screen ON public.graph_persistence_outcomes USING btree (screen_id);
+
+
+--
+-- Name: idx_policy_evaluations_policy; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_policy ON public.policy_evaluations USING btree (policy_id, evaluated_at DESC);
+
+
+--
+-- Name: idx_policy_evaluations_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_run ON public.policy_evaluations USING btree (run_id);
 
 
 --
@@ -1869,6 +1984,22 @@ ALTER TABLE ONLY public.decision_links
 
 
 --
+-- Name: decision_policies decision_policies_group_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id) ON DELETE CASCADE;
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
+
+
+--
 -- Name: edges edges_action_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1978,6 +2109,22 @@ ALTER TABLE ONLY public.item_outputs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: policy_evaluations policy_evaluations_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
+
+
+--
+-- Name: policy_evaluations policy_evaluations_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 
 --
@@ -2119,6 +2266,22 @@ CREATE POLICY api_visible ON public.decision_links TO waystation_api USING (((pu
 
 
 --
+-- Name: decision_policies api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policies TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
+-- Name: decision_policy_versions api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policy_versions TO waystation_api USING ((EXISTS ( SELECT 1
+   FROM public.decision_policies p
+  WHERE (p.id = decision_policy_versions.policy_id))));
+
+
+--
 -- Name: edges api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2187,6 +2350,13 @@ CREATE POLICY api_visible ON public.item_outputs TO waystation_api USING (((publ
 --
 
 CREATE POLICY api_visible ON public.jobs TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
+
+
+--
+-- Name: policy_evaluations api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.policy_evaluations TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
 
 
 --
@@ -2306,6 +2476,18 @@ ALTER TABLE public.console_sessions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.decision_links ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: decision_policies; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: decision_policy_versions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policy_versions ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: edges; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2358,6 +2540,12 @@ ALTER TABLE public.item_outputs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: policy_evaluations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.policy_evaluations ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: run_artifacts; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2474,6 +2662,20 @@ CREATE POLICY worker_all ON public.decision_links TO waystation_worker USING (tr
 
 
 --
+-- Name: decision_policies worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policies TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_policy_versions worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policy_versions TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: edges worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2534,6 +2736,13 @@ CREATE POLICY worker_all ON public.item_outputs TO waystation_worker USING (true
 --
 
 CREATE POLICY worker_all ON public.jobs TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: policy_evaluations worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.policy_evaluations TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

@@ -20,6 +20,7 @@ from activities.agents.metered import MeteredBackend, ModelMeter
 from activities.agents.offline import use_offline_answers
 from activities.artifacts import LocalArtifactStore
 from activities.decision_mail import DecisionMailActivities, MailSettings
+from activities.decision_policies import DecisionPolicyActivities
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
@@ -96,7 +97,8 @@ def build_worker(
         for r in registry.kinds.values() if r.kind.worker_deps is not None},
         read_model=read_model)
     shared: list[Callable[..., Any]] = [read_model.record, webhooks.pending,
-        webhooks.deliver, webhooks.give_up, retention.purge_batch]
+        webhooks.deliver, webhooks.give_up, retention.purge_batch,
+        DecisionPolicyActivities(pool).evaluate]
     if mailer is not None:
         shared.append(mailer.send)
     activities: dict[str, Callable[..., Any]] = {}
