@@ -24,6 +24,7 @@ from api.protocols.mcp import server as mcp
 from api.rate_limits import UserLimits
 from api.routes import (
     admin,
+    analytics,
     api_keys,
     console,
     contacts,
@@ -49,7 +50,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui, policies)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, policies, analytics)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

@@ -177,6 +177,140 @@ $_$;
 
 
 --
+-- Name: decision_bucket(double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_bucket(seconds double precision) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT CASE WHEN seconds < 1 THEN 1
+                      ELSE least(49, 2 + floor(log(2, seconds::numeric) * 2)::int) END $$;
+
+
+--
+-- Name: decision_gate(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_gate(checkpoint_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$ SELECT regexp_replace(checkpoint_name, '_[0-9]+$', '') $_$;
+
+
+--
+-- Name: decision_rollup_add(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_add() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM public.decision_rollup_count(NEW);
+    RETURN NULL;
+END
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.hitl_requests (
+    id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    checkpoint_name text NOT NULL,
+    phase integer NOT NULL,
+    title text NOT NULL,
+    description text NOT NULL,
+    context jsonb DEFAULT '{}'::jsonb NOT NULL,
+    options jsonb DEFAULT '[]'::jsonb NOT NULL,
+    recommended_option text,
+    digest text NOT NULL,
+    expiry_policy text DEFAULT 'pause'::text NOT NULL,
+    default_option text,
+    status text DEFAULT 'pending'::text NOT NULL,
+    decision text,
+    feedback text,
+    decision_at timestamp with time zone,
+    decision_by text,
+    expires_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    answer jsonb,
+    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
+    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
+    quorum integer DEFAULT 1 NOT NULL,
+    answer_schema jsonb,
+    answer_initial jsonb,
+    reminders_sent integer DEFAULT 0 NOT NULL,
+    escalated_at timestamp with time zone,
+    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
+    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
+    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
+);
+
+ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_rollup_count(public.hitl_requests); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_count(h public.hitl_requests) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    r record;
+    decided boolean := h.status IN ('approved', 'rejected');
+    took double precision := CASE WHEN h.status IN ('approved', 'rejected')
+                                       AND h.decision_at IS NOT NULL
+                                  THEN greatest(0, extract(epoch FROM h.decision_at
+                                                                      - h.created_at))
+                                  ELSE NULL END;
+    b int;
+BEGIN
+    SELECT kind, owner, group_id, project_id INTO r FROM public.runs WHERE id = h.run_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    b := CASE WHEN took IS NULL THEN NULL ELSE public.decision_bucket(took) END;
+    INSERT INTO public.decision_rollups AS d
+           (day, kind, gate, scope, group_id, owner, project_id, approved, rejected, expired,
+            superseded, policy_decided, recommended, overruled, reminders, seconds, hist)
+    VALUES ((coalesce(h.decision_at, h.updated_at, now()) AT TIME ZONE 'UTC')::date, r.kind,
+            public.decision_gate(h.checkpoint_name),
+            coalesce(r.group_id::text, 'owner:' || r.owner), r.group_id,
+            CASE WHEN r.group_id IS NULL THEN r.owner END, coalesce(r.project_id, ''),
+            (h.status = 'approved')::int, (h.status = 'rejected')::int,
+            (h.status = 'expired')::int, (h.status = 'superseded')::int,
+            (decided AND h.decision_by LIKE 'policy:%')::int,
+            (decided AND h.recommended_option IS NOT NULL)::int,
+            (decided AND h.recommended_option IS NOT NULL
+                     AND h.decision IS DISTINCT FROM h.recommended_option)::int,
+            CASE WHEN decided THEN h.reminders_sent ELSE 0 END, coalesce(took, 0),
+            CASE WHEN b IS NULL THEN array_fill(0, ARRAY[49])
+                 ELSE array_fill(0, ARRAY[b - 1]) || 1 || array_fill(0, ARRAY[49 - b]) END)
+    ON CONFLICT (day, kind, gate, scope, project_id) DO UPDATE
+       SET approved = d.approved + EXCLUDED.approved,
+           rejected = d.rejected + EXCLUDED.rejected,
+           expired = d.expired + EXCLUDED.expired,
+           superseded = d.superseded + EXCLUDED.superseded,
+           policy_decided = d.policy_decided + EXCLUDED.policy_decided,
+           recommended = d.recommended + EXCLUDED.recommended,
+           overruled = d.overruled + EXCLUDED.overruled,
+           reminders = d.reminders + EXCLUDED.reminders,
+           seconds = d.seconds + EXCLUDED.seconds,
+           hist = CASE WHEN b IS NULL THEN d.hist
+                       ELSE d.hist[1:b - 1] || (d.hist[b] + 1) || d.hist[b + 1:49] END;
+END
+$$;
+
+
+--
 -- Name: drop_empty_run_events_partitions(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -519,10 +653,6 @@ SELECT u.worker_id,
 $$;
 
 
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
 --
 -- Name: actions; Type: TABLE; Schema: public; Owner: -
 --
@@ -683,6 +813,33 @@ ALTER TABLE ONLY public.decision_policy_versions FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: decision_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_rollups (
+    day date NOT NULL,
+    kind text NOT NULL,
+    gate text NOT NULL,
+    scope text NOT NULL,
+    group_id uuid,
+    owner text,
+    project_id text DEFAULT ''::text NOT NULL,
+    approved integer DEFAULT 0 NOT NULL,
+    rejected integer DEFAULT 0 NOT NULL,
+    expired integer DEFAULT 0 NOT NULL,
+    superseded integer DEFAULT 0 NOT NULL,
+    policy_decided integer DEFAULT 0 NOT NULL,
+    recommended integer DEFAULT 0 NOT NULL,
+    overruled integer DEFAULT 0 NOT NULL,
+    reminders integer DEFAULT 0 NOT NULL,
+    seconds double precision DEFAULT 0 NOT NULL,
+    hist integer[] DEFAULT array_fill(0, ARRAY[49]) NOT NULL
+);
+
+ALTER TABLE ONLY public.decision_rollups FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: edges; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -798,47 +955,6 @@ CREATE TABLE public.groups (
 );
 
 ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
-
-
---
--- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.hitl_requests (
-    id uuid NOT NULL,
-    run_id uuid NOT NULL,
-    checkpoint_name text NOT NULL,
-    phase integer NOT NULL,
-    title text NOT NULL,
-    description text NOT NULL,
-    context jsonb DEFAULT '{}'::jsonb NOT NULL,
-    options jsonb DEFAULT '[]'::jsonb NOT NULL,
-    recommended_option text,
-    digest text NOT NULL,
-    expiry_policy text DEFAULT 'pause'::text NOT NULL,
-    default_option text,
-    status text DEFAULT 'pending'::text NOT NULL,
-    decision text,
-    feedback text,
-    decision_at timestamp with time zone,
-    decision_by text,
-    expires_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    answer jsonb,
-    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
-    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
-    quorum integer DEFAULT 1 NOT NULL,
-    answer_schema jsonb,
-    answer_initial jsonb,
-    reminders_sent integer DEFAULT 0 NOT NULL,
-    escalated_at timestamp with time zone,
-    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
-    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
-    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
-);
-
-ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1340,6 +1456,14 @@ ALTER TABLE ONLY public.decision_policy_versions
 
 
 --
+-- Name: decision_rollups decision_rollups_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_rollups
+    ADD CONSTRAINT decision_rollups_pkey PRIMARY KEY (day, kind, gate, scope, project_id);
+
+
+--
 -- Name: edges edges_from_screen_id_action_id_to_screen_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1631,6 +1755,20 @@ CREATE INDEX idx_decision_policy_versions_kind ON public.decision_policy_version
 
 
 --
+-- Name: idx_decision_rollups_group; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_rollups_group ON public.decision_rollups USING btree (group_id, day) WHERE (group_id IS NOT NULL);
+
+
+--
+-- Name: idx_decision_rollups_owner; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_rollups_owner ON public.decision_rollups USING btree (owner, day) WHERE (group_id IS NULL);
+
+
+--
 -- Name: idx_edges_action; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1670,6 +1808,20 @@ CREATE INDEX idx_group_members_user ON public.group_members USING btree (user_na
 --
 
 CREATE INDEX idx_hitl_requests_checkpoint ON public.hitl_requests USING btree (checkpoint_name);
+
+
+--
+-- Name: idx_hitl_requests_decided_by; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_decided_by ON public.hitl_requests USING btree (decision_by, decision_at) WHERE (decision_by IS NOT NULL);
+
+
+--
+-- Name: idx_hitl_requests_pending_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_pending_expiry ON public.hitl_requests USING btree (expires_at) WHERE (status = 'pending'::text);
 
 
 --
@@ -1929,6 +2081,13 @@ CREATE TRIGGER group_members_notify_access AFTER INSERT OR DELETE OR UPDATE ON p
 --
 
 CREATE TRIGGER hitl_requests_notify AFTER INSERT OR UPDATE OF status, decider_roles, updated_at ON public.hitl_requests FOR EACH ROW EXECUTE FUNCTION public.notify_gate_change();
+
+
+--
+-- Name: hitl_requests hitl_requests_rollup; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER hitl_requests_rollup AFTER UPDATE OF status ON public.hitl_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status <> 'pending'::text))) EXECUTE FUNCTION public.decision_rollup_add();
 
 
 --
@@ -2282,6 +2441,13 @@ CREATE POLICY api_visible ON public.decision_policy_versions TO waystation_api U
 
 
 --
+-- Name: decision_rollups api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_rollups TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
 -- Name: edges api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2488,6 +2654,12 @@ ALTER TABLE public.decision_policies ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.decision_policy_versions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: decision_rollups; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_rollups ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: edges; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2673,6 +2845,13 @@ CREATE POLICY worker_all ON public.decision_policies TO waystation_worker USING 
 --
 
 CREATE POLICY worker_all ON public.decision_policy_versions TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_rollups worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_rollups TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --
