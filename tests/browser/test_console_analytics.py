@@ -59,8 +59,8 @@ async def decided_bookings(http: httpx.AsyncClient, user: str) -> None:
         assert decided.status_code == 200, decided.text
 
 
-async def test_decisions_analytics_and_policies_pages(browser: Browser, live: InProcessApi,
-                                                      pool) -> None:
+async def test_decisions_analytics_and_policies_pages(
+        browser: Browser, live: InProcessApi, pool) -> None:  # noqa: F811
     user = f"ana-{uuid.uuid4().hex[:6]}"
     async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
         await decided_bookings(http, user)
