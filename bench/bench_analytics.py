@@ -2,11 +2,12 @@
 
     python -m bench.bench_analytics [--requests 1000000] [--calls 20]
 
-A private embedded PostgreSQL holds `--requests` decided requests (approved, rejected, a few
-expired) spread over 365 days, 3 kinds and 4 gates each, on runs of the reader's own and of
-the 5 groups the reader is in (plus as many of other people's, which the reader must not
-count). Times to decide run from seconds to weeks. The roll-ups are filled by the migration's
-own function (`decision_rollup_count`, what the trigger calls as each request closes), timed.
+A private embedded PostgreSQL holds `--requests` closed requests the reader may read
+(approved, rejected, a few expired) spread over 365 days, 3 kinds and 4 gates each, on runs of
+the reader's own and of the 5 groups the reader is in, and a tenth as many of other people's,
+which the reader must not count. Times to decide run from seconds to weeks. The roll-ups are
+filled by the migration's own function (`decision_rollup_count`, what the trigger calls as
+each request closes), timed.
 
 Timed, as the reader (role `waystation_api`, row-level security on), each call on one pooled
 connection, as `GET /analytics/decisions` makes it (the service function, without HTTP):
@@ -46,8 +47,9 @@ READER = "reader"
 GOAL_MS = 200.0
 PER_RUN = 50
 
-# $1: requests. Runs of 50 requests each: even ones the reader's own or its groups', odd
-# ones someone else's. One in 50 expires, one in 7 is rejected. A request's time to decide is
+# $1: requests the reader may read. Runs of 50 requests each: of every 11, five are the
+# reader's own, five are in its groups, and one is someone else's (which the reader must not
+# count). One request in 50 expires, one in 7 is rejected. A request's time to decide is
 # log-uniform from 2 s to ~4 weeks.
 FILL = [
     """INSERT INTO groups (id, name, created_by)
@@ -57,11 +59,13 @@ FILL = [
                        THEN 'reader' ELSE 'someone' END, 'approver', 'someone' FROM groups""",
     """INSERT INTO runs (id, kind, owner, group_id, workflow_id, status)
        SELECT gen_random_uuid(), (ARRAY['validation', 'agent', 'batch'])[1 + g % 3],
-              CASE WHEN g % 2 = 0 AND g % 4 <> 0 THEN 'reader' ELSE 'other' || g % 7 END,
-              CASE WHEN g % 4 = 0 THEN (SELECT id FROM groups
-                                         WHERE name = 'group ' || (1 + (g / 4) % 10)) END,
+              CASE WHEN g % 11 < 5 THEN 'reader' ELSE 'other' || g % 7 END,
+              CASE WHEN g % 11 BETWEEN 5 AND 9
+                   THEN (SELECT id FROM groups WHERE name = 'group ' || (1 + g % 5))
+                   WHEN g % 22 = 10
+                   THEN (SELECT id FROM groups WHERE name = 'group ' || (6 + g % 5)) END,
               'run-' || g, 'completed'
-         FROM generate_series(1, ($1::int + 49) / 50) g""",
+         FROM generate_series(0, ($1::int * 11 / 10 + 49) / 50 - 1) g""",
     """INSERT INTO hitl_requests (id, run_id, checkpoint_name, phase, title, description,
                                  digest, recommended_option, status, decision, decision_by,
                                  created_at, decision_at, reminders_sent)
@@ -79,8 +83,7 @@ FILL = [
                                    ELSE 'approved' END AS status,
                               now() - random() * interval '365 days' AS opened,
                               exp(ln(2) + random() * ln(1200000.0)) * interval '1 second'
-                                  AS took) x
-        WHERE (r.n - 1) * 50 + s <= $1::int""",
+                                  AS took) x""",
 ]
 
 
@@ -153,7 +156,8 @@ async def main(args: argparse.Namespace) -> None:
                 raw = await repo.raw_figures(conn, repo.Filters(
                     since=now - timedelta(days=365)))
             total = next(r for r in raw if r.level == 7)
-            print(f"the reader sees {answer.totals.decided:,} decided of {args.requests:,} "
+            print(f"the reader sees {answer.totals.decided:,} decided, "
+                  f"{answer.totals.expired:,} expired "
                   f"(raw: {total.approved + total.rejected:,}); p50/p90/p99 seconds: "
                   f"roll-ups {_p(answer.totals)}, raw "
                   + "/".join(f"{v:,.0f}" for v in (total.percentiles or [])), flush=True)

@@ -4,13 +4,11 @@ decisions and as a baseline, the requests themselves."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from datetime import date, datetime
-from typing import Any
 from uuid import UUID
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from persistence.models import Row
 from persistence.queries import sql
@@ -60,8 +58,10 @@ class Filters(BaseModel):
 
 class FigureRow(Row):
     """Counts per day (level 3), per kind and gate (level 4) or in all (level 7): the
-    GROUPING() of (day, kind, gate)."""
+    GROUPING() of (day, kind, gate); with its time-to-decide histogram (roll-ups) or its
+    exact percentiles (requests)."""
 
+    model_config = ConfigDict(extra="ignore")
     level: int
     day: date | None
     kind: str | None
@@ -74,25 +74,25 @@ class FigureRow(Row):
     recommended: int
     overruled: int
     reminders: int
+    histogram: dict[int, int] = {}
     percentiles: list[float] | None = None
 
-
-class BucketRow(Row):
-    level: int
-    day: date | None
-    kind: str | None
-    gate: str | None
-    bucket: int
-    n: int
+    @classmethod
+    def from_record(cls, record: asyncpg.Record) -> FigureRow:
+        return cls.model_validate({**dict(record), "histogram": _histogram(record)})
 
 
-async def rollup_figures(conn: asyncpg.Connection,
-                         f: Filters) -> tuple[list[FigureRow], list[BucketRow]]:
-    args = (f.since.date(), f.kind, f.gate, f.group_id, f.project_id)
-    figures = await conn.fetch(sql("rollup_figures"), *args)
-    buckets = await conn.fetch(sql("rollup_histograms"), *args)
-    return ([FigureRow.from_record(r) for r in figures],
-            [BucketRow.from_record(r) for r in buckets])
+def _histogram(record: asyncpg.Record) -> dict[int, int]:
+    """The h1..h49 columns of a roll-up row, as bucket -> count (none for the requests')."""
+    if "h1" not in record:
+        return {}
+    return {i: n for i in range(1, BUCKETS + 1) if (n := record[f"h{i}"] or 0)}
+
+
+async def rollup_figures(conn: asyncpg.Connection, f: Filters) -> list[FigureRow]:
+    records = await conn.fetch(sql("rollup_figures"), f.since.date(), f.kind, f.gate,
+                               f.group_id, f.project_id)
+    return [FigureRow.from_record(r) for r in records]
 
 
 async def raw_figures(conn: asyncpg.Connection, f: Filters) -> list[FigureRow]:
@@ -122,18 +122,6 @@ class GateHistogram(BaseModel):
 
 async def time_to_decide(conn: asyncpg.Connection) -> list[GateHistogram]:
     """Every gate's histogram over all time (GET /metrics)."""
-    gates: dict[tuple[str, str], GateHistogram] = {}
-    for r in await conn.fetch(sql("time_to_decide_histograms")):
-        gate = gates.setdefault((r["kind"], r["gate"]), GateHistogram(
-            kind=r["kind"], gate=r["gate"], buckets={}, seconds=r["seconds"]))
-        gate.buckets[r["bucket"]] = r["n"]
-    return list(gates.values())
-
-
-def histograms(rows: Sequence[BucketRow]) -> dict[Any, dict[int, int]]:
-    """The bucket rows as histograms keyed by day, by (kind, gate), and None for all."""
-    found: dict[Any, dict[int, int]] = {}
-    for r in rows:
-        key = r.day if r.day is not None else (r.kind, r.gate) if r.kind is not None else None
-        found.setdefault(key, {})[r.bucket] = r.n
-    return found
+    return [GateHistogram(kind=r["kind"], gate=r["gate"], buckets=_histogram(r),
+                          seconds=r["seconds"])
+            for r in await conn.fetch(sql("time_to_decide_histograms"))]

@@ -36,9 +36,8 @@ async def decisions(conn: asyncpg.Connection, query: AnalyticsQuery, *,
                       group_id=query.group_id, project_id=query.project_id,
                       person=query.person)
     if query.person is None:
-        rows, buckets = await repo.rollup_figures(conn, filters)
-        spread = repo.histograms(buckets)
-        times = {_key(r): repo.percentiles(spread.get(_key(r), {})) for r in rows}
+        rows = await repo.rollup_figures(conn, filters)
+        times = {_key(r): repo.percentiles(r.histogram) for r in rows}
         source = "rollup"
     else:
         rows = await repo.raw_figures(conn, filters)

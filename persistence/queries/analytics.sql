@@ -1,6 +1,7 @@
 -- name: rollup_figures
--- Decision counts from the daily roll-ups the caller may read (row-level security), per day,
--- per gate and in all ($1 first day, then kind, gate, group, project; NULL: any).
+-- Decision counts and time-to-decide histograms from the daily roll-ups the caller may read
+-- (row-level security), per day, per gate and in all ($1 first day, then kind, gate, group,
+-- project; NULL: any).
 SELECT GROUPING(day, kind, gate) AS level, day, kind, gate,
        coalesce(sum(approved), 0)::int AS approved,
        coalesce(sum(rejected), 0)::int AS rejected,
@@ -9,22 +10,24 @@ SELECT GROUPING(day, kind, gate) AS level, day, kind, gate,
        coalesce(sum(policy_decided), 0)::int AS policy_decided,
        coalesce(sum(recommended), 0)::int AS recommended,
        coalesce(sum(overruled), 0)::int AS overruled,
-       coalesce(sum(reminders), 0)::int AS reminders
+       coalesce(sum(reminders), 0)::int AS reminders,
+       sum(h1)::int AS h1, sum(h2)::int AS h2, sum(h3)::int AS h3, sum(h4)::int AS h4,
+       sum(h5)::int AS h5, sum(h6)::int AS h6, sum(h7)::int AS h7, sum(h8)::int AS h8,
+       sum(h9)::int AS h9, sum(h10)::int AS h10, sum(h11)::int AS h11, sum(h12)::int AS h12,
+       sum(h13)::int AS h13, sum(h14)::int AS h14, sum(h15)::int AS h15, sum(h16)::int AS h16,
+       sum(h17)::int AS h17, sum(h18)::int AS h18, sum(h19)::int AS h19, sum(h20)::int AS h20,
+       sum(h21)::int AS h21, sum(h22)::int AS h22, sum(h23)::int AS h23, sum(h24)::int AS h24,
+       sum(h25)::int AS h25, sum(h26)::int AS h26, sum(h27)::int AS h27, sum(h28)::int AS h28,
+       sum(h29)::int AS h29, sum(h30)::int AS h30, sum(h31)::int AS h31, sum(h32)::int AS h32,
+       sum(h33)::int AS h33, sum(h34)::int AS h34, sum(h35)::int AS h35, sum(h36)::int AS h36,
+       sum(h37)::int AS h37, sum(h38)::int AS h38, sum(h39)::int AS h39, sum(h40)::int AS h40,
+       sum(h41)::int AS h41, sum(h42)::int AS h42, sum(h43)::int AS h43, sum(h44)::int AS h44,
+       sum(h45)::int AS h45, sum(h46)::int AS h46, sum(h47)::int AS h47, sum(h48)::int AS h48,
+       sum(h49)::int AS h49
   FROM decision_rollups
  WHERE day >= $1 AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR gate = $3)
    AND ($4::uuid IS NULL OR group_id = $4) AND ($5::text IS NULL OR project_id = $5)
  GROUP BY GROUPING SETS ((day), (kind, gate), ());
-
--- name: rollup_histograms
--- The time-to-decide histograms of the same roll-ups, summed per day, per gate and in all:
--- one row per non-empty bucket.
-SELECT GROUPING(d.day, d.kind, d.gate) AS level, d.day, d.kind, d.gate, u.bucket::int,
-       sum(u.n)::int AS n
-  FROM decision_rollups d CROSS JOIN LATERAL unnest(d.hist) WITH ORDINALITY AS u(n, bucket)
- WHERE d.day >= $1 AND ($2::text IS NULL OR d.kind = $2) AND ($3::text IS NULL OR d.gate = $3)
-   AND ($4::uuid IS NULL OR d.group_id = $4) AND ($5::text IS NULL OR d.project_id = $5)
-   AND u.n > 0
- GROUP BY GROUPING SETS ((d.day, u.bucket), (d.kind, d.gate, u.bucket), (u.bucket));
 
 -- name: raw_figures
 -- The same figures read from the requests themselves, with exact percentiles: for a person's
@@ -93,13 +96,20 @@ SELECT count(*)::int AS compared,
 -- name: time_to_decide_histograms
 -- Every decided request's time to decide, by kind and gate (GET /metrics; the service's
 -- claims): the roll-ups' histograms and seconds summed over all days.
-WITH buckets AS (
-    SELECT d.kind, d.gate, u.bucket::int AS bucket, sum(u.n)::int AS n
-      FROM decision_rollups d CROSS JOIN LATERAL unnest(d.hist) WITH ORDINALITY AS u(n, bucket)
-     WHERE u.n > 0
-     GROUP BY d.kind, d.gate, u.bucket),
-sums AS (SELECT kind, gate, sum(seconds)::float8 AS seconds FROM decision_rollups
-          GROUP BY kind, gate)
-SELECT b.kind, b.gate, b.bucket, b.n, s.seconds
-  FROM buckets b JOIN sums s USING (kind, gate)
- ORDER BY b.kind, b.gate, b.bucket;
+SELECT kind, gate, sum(seconds)::float8 AS seconds,
+       sum(h1)::int AS h1, sum(h2)::int AS h2, sum(h3)::int AS h3, sum(h4)::int AS h4,
+       sum(h5)::int AS h5, sum(h6)::int AS h6, sum(h7)::int AS h7, sum(h8)::int AS h8,
+       sum(h9)::int AS h9, sum(h10)::int AS h10, sum(h11)::int AS h11, sum(h12)::int AS h12,
+       sum(h13)::int AS h13, sum(h14)::int AS h14, sum(h15)::int AS h15, sum(h16)::int AS h16,
+       sum(h17)::int AS h17, sum(h18)::int AS h18, sum(h19)::int AS h19, sum(h20)::int AS h20,
+       sum(h21)::int AS h21, sum(h22)::int AS h22, sum(h23)::int AS h23, sum(h24)::int AS h24,
+       sum(h25)::int AS h25, sum(h26)::int AS h26, sum(h27)::int AS h27, sum(h28)::int AS h28,
+       sum(h29)::int AS h29, sum(h30)::int AS h30, sum(h31)::int AS h31, sum(h32)::int AS h32,
+       sum(h33)::int AS h33, sum(h34)::int AS h34, sum(h35)::int AS h35, sum(h36)::int AS h36,
+       sum(h37)::int AS h37, sum(h38)::int AS h38, sum(h39)::int AS h39, sum(h40)::int AS h40,
+       sum(h41)::int AS h41, sum(h42)::int AS h42, sum(h43)::int AS h43, sum(h44)::int AS h44,
+       sum(h45)::int AS h45, sum(h46)::int AS h46, sum(h47)::int AS h47, sum(h48)::int AS h48,
+       sum(h49)::int AS h49
+  FROM decision_rollups
+ GROUP BY kind, gate
+ ORDER BY kind, gate;

@@ -241,12 +241,18 @@ async def test_group_policies_are_written_by_deciders_and_read_by_members_only(h
                           json=policy("venues", condition="false")),
                  http.delete(f"/policies/{policy_id}", headers=auth(bob))):
         assert (await call).status_code == 404
-    # An erased user gets nothing (with a token from before the erasure).
+    # An erased user gets nothing (with a token from before the erasure), and her own
+    # policies judge no gate from then on.
     hers = auth(alice)
+    own = await http.post("/policies", json=policy("mine"), headers=hers)
+    assert own.status_code == 201, own.text
     erased = await http.post("/admin/erasure", json={"user": alice},
                              headers=auth("ops", "service"))
     assert erased.status_code == 202, erased.text
     assert (await http.get("/policies", headers=hers)).status_code == 401
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT deleted_at IS NOT NULL FROM decision_policies "
+                                   "WHERE id = $1", uuid.UUID(own.json()["policy_id"]))
     deleted = await http.delete(f"/policies/{policy_id}", headers=auth(carol))
     assert deleted.status_code == 403
     async with pool.acquire() as conn:
