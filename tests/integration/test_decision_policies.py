@@ -258,3 +258,22 @@ async def test_group_policies_are_written_by_deciders_and_read_by_members_only(h
     async with pool.acquire() as conn:
         assert await conn.fetchval("SELECT version FROM decision_policies WHERE id = $1",
                                    uuid.UUID(policy_id)) == 1
+
+
+async def test_policy_writes_count_against_the_callers_limit_and_a_refusal_writes_nothing(
+        migrated_url, dev_env, pool, task_queue):
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        writes_per_minute=2) as api, \
+            httpx.AsyncClient(base_url=api.url, timeout=30) as http:
+        rita = person("rita")
+        for name in ("one", "two"):
+            made = await http.post("/policies", json=policy(name), headers=auth(rita))
+            assert made.status_code == 201, made.text
+        refused = await http.post("/policies", json=policy("three"), headers=auth(rita))
+        assert refused.status_code == 429, refused.text
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM decision_policies "
+                                       "WHERE owner = $1", rita) == 2
+        # Another caller's limit is its own.
+        assert (await http.post("/policies", json=policy("one"),
+                                headers=auth(person("sam")))).status_code == 201
