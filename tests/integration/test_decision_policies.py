@@ -277,3 +277,29 @@ async def test_policy_writes_count_against_the_callers_limit_and_a_refusal_write
         # Another caller's limit is its own.
         assert (await http.post("/policies", json=policy("one"),
                                 headers=auth(person("sam")))).status_code == 201
+
+
+async def test_policies_route_a_gate_ask_a_larger_quorum_or_leave_it_to_people(http, pool):
+    zoe = person("zoe")
+    bodies = [policy("a-route", decision={"route_to_roles": ["planner"],
+                                          "route_to_users": ["lee"]}),
+              policy("b-quorum", decision={"quorum": 2}),
+              policy("c-people", decision={}),
+              policy("d-decide")]
+    for body in bodies:
+        made = await http.post("/policies", json=body, headers=auth(zoe))
+        assert made.status_code == 201, made.text
+    run_id = await book(http, zoe, SMALL)
+    request = await approval(http, zoe, run_id)
+    await asyncio.sleep(0.5)
+    assert (await approval(http, zoe, run_id))["status"] == "pending"  # c-people holds d back
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow("SELECT decider_roles, decider_users, quorum FROM "
+                                  "hitl_requests WHERE id = $1",
+                                  uuid.UUID(request["request_id"]))
+    assert (row["decider_roles"], row["decider_users"], row["quorum"]) == (
+        ["planner"], ["lee"], 2)
+    assert await verdicts(pool, run_id) == [
+        ("a-route", 1, "decide", "route", None), ("b-quorum", 1, "decide", "quorum", None),
+        ("c-people", 1, "decide", "people", None),
+        ("d-decide", 1, "decide", "decide", "approve")]
