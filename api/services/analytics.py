@@ -22,7 +22,6 @@ from persistence import analytics as repo
 from persistence.analytics import FigureRow, Filters
 
 DEFAULT_WINDOW = timedelta(days=30)
-_GATE_NUMBER = "_"
 
 
 async def decisions(conn: asyncpg.Connection, query: AnalyticsQuery, *,
@@ -46,10 +45,10 @@ async def decisions(conn: asyncpg.Connection, query: AnalyticsQuery, *,
         source = "requests"
     pending, overdue = await repo.waiting(conn, filters)
     compared, agreed = await repo.shadow_agreement(conn, filters)
-    total = next((r for r in rows if r.level == 7), None)
+    # The grand total's grouping set answers one row even over nothing.
+    total = next(r for r in rows if r.level == 7)
     return DecisionAnalytics(
-        since=since, source=source,
-        totals=_counts(total, times.get(None, [None] * 3)) if total else _counts(None, []),
+        since=since, source=source, totals=_counts(total, times[None]),
         pending_now=pending, overdue_now=overdue,
         shadow=ShadowFigures(compared=compared, agreed=agreed,
                              rate=agreed / compared if compared else None),
@@ -65,7 +64,7 @@ def _gate(checkpoint: str | None) -> str | None:
     """The gate a checkpoint belongs to (the roll-ups' `decision_gate`)."""
     if checkpoint is None:
         return None
-    head, _, tail = checkpoint.rpartition(_GATE_NUMBER)
+    head, _, tail = checkpoint.rpartition("_")
     return head if head and tail.isdigit() else checkpoint
 
 
@@ -75,12 +74,7 @@ def _key(row: FigureRow) -> Any:
     return (row.kind, row.gate) if row.level == 4 else None
 
 
-def _counts(row: FigureRow | None, times: list[float | None]) -> Counts:
-    if row is None:
-        return Counts(decided=0, approved=0, rejected=0, expired=0, superseded=0,
-                      policy_decisions=0, overruled=0, overruled_rate=None,
-                      reminders_before_decision=0,
-                      time_to_decide=TimeToDecide(p50=None, p90=None, p99=None))
+def _counts(row: FigureRow, times: list[float | None]) -> Counts:
     p50, p90, p99 = times
     return Counts(decided=row.approved + row.rejected, approved=row.approved,
                   rejected=row.rejected, expired=row.expired, superseded=row.superseded,
