@@ -17,15 +17,15 @@ class AnalyticsQuery(BaseModel):
                                                      "whole UTC days: from its day).")
     window: int | None = Field(None, ge=1, le=3660, description="Or the last this many days "
                                                                 "(30 when neither is given).")
-    kind: str | None = Field(None, min_length=1, max_length=100)
+    kind: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[^\x00]+$")
     checkpoint: str | None = Field(None, min_length=1, max_length=200,
                                    pattern=r"^[a-z0-9_]+$",
                                    description="A gate (a trailing request number, as in "
                                                "`approve_book_vendor_2`, is dropped).")
     group_id: UUID | None = None
-    person: str | None = Field(None, min_length=1, max_length=200,
+    person: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]+$",
                                description="Only what this person decided.")
-    project_id: str | None = Field(None, min_length=1, max_length=200)
+    project_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]+$")
 
     @model_validator(mode="after")
     def _one_start(self) -> AnalyticsQuery:

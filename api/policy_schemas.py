@@ -85,7 +85,7 @@ class PolicyList(BaseModel):
 
 class PolicyQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    kind: str | None = Field(None, min_length=1, max_length=100)
+    kind: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[^\x00]+$")
     limit: int = Field(100, ge=1, le=500)
 
 
