@@ -909,7 +909,8 @@ CREATE TABLE public.decision_rollups (
     h47 integer DEFAULT 0 NOT NULL,
     h48 integer DEFAULT 0 NOT NULL,
     h49 integer DEFAULT 0 NOT NULL
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0.02');
 
 ALTER TABLE ONLY public.decision_rollups FORCE ROW LEVEL SECURITY;
 
