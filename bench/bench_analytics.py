@@ -35,6 +35,7 @@ from typing import Any
 import asyncpg
 
 from api.analytics_schemas import AnalyticsQuery
+from api.auth import User
 from api.services import analytics
 from bench.common import percentile
 from persistence import analytics as repo
@@ -44,6 +45,7 @@ from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
 
 READER = "reader"
+READER_USER = User(name=READER, role="user")
 GOAL_MS = 200.0
 # Runs (of 50 requests each) whose requests are counted in one transaction.
 ROLLUP_RUNS = 40
@@ -149,16 +151,17 @@ async def main(args: argparse.Namespace) -> None:
             year = AnalyticsQuery(window=365)
             month = AnalyticsQuery(window=30, kind="agent", checkpoint="gate_1")
             cases: dict[str, Call] = {
-                "year, roll-ups": lambda c: analytics.decisions(c, year, now=now),
+                "year, roll-ups": lambda c: analytics.decisions(c, READER_USER, year, now=now),
                 "year, raw": lambda c: repo.raw_figures(c, repo.Filters(
                     since=now - timedelta(days=365))),
-                "30 days, one gate, roll-ups": lambda c: analytics.decisions(c, month, now=now),
+                "30 days, one gate, roll-ups": lambda c: analytics.decisions(
+                    c, READER_USER, month, now=now),
                 "30 days, one gate, raw": lambda c: repo.raw_figures(c, repo.Filters(
                     since=now - timedelta(days=30), kind="agent", gate="gate_1")),
             }
             async with pool.acquire() as conn:
                 await set_claims(conn, Claims(user=READER))
-                answer = await analytics.decisions(conn, year, now=now)
+                answer = await analytics.decisions(conn, READER_USER, year, now=now)
                 raw = await repo.raw_figures(conn, repo.Filters(
                     since=now - timedelta(days=365)))
             total = next(r for r in raw if r.level == 7)

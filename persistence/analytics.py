@@ -89,9 +89,17 @@ def _histogram(record: asyncpg.Record) -> dict[int, int]:
     return {i: n for i in range(1, BUCKETS + 1) if (n := record[f"h{i}"] or 0)}
 
 
-async def rollup_figures(conn: asyncpg.Connection, f: Filters) -> list[FigureRow]:
+def scopes_of(user: str, groups: list[UUID]) -> list[str]:
+    """The roll-up scopes a person reads: their own runs' and their groups' (migration 075)."""
+    return [f"owner:{user}", *(str(g) for g in groups)]
+
+
+async def rollup_figures(conn: asyncpg.Connection, f: Filters,
+                         scopes: list[str] | None) -> list[FigureRow]:
+    """`scopes`: the caller's (`scopes_of`), None for the service role; row-level security
+    applies either way."""
     records = await conn.fetch(sql("rollup_figures"), f.since.date(), f.kind, f.gate,
-                               f.group_id, f.project_id)
+                               f.group_id, f.project_id, scopes)
     return [FigureRow.from_record(r) for r in records]
 
 

@@ -1831,17 +1831,10 @@ CREATE INDEX idx_decision_policy_versions_kind ON public.decision_policy_version
 
 
 --
--- Name: idx_decision_rollups_group; Type: INDEX; Schema: public; Owner: -
+-- Name: idx_decision_rollups_scope; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX idx_decision_rollups_group ON public.decision_rollups USING btree (group_id, day) WHERE (group_id IS NOT NULL);
-
-
---
--- Name: idx_decision_rollups_owner; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX idx_decision_rollups_owner ON public.decision_rollups USING btree (owner, day) WHERE (group_id IS NULL);
+CREATE INDEX idx_decision_rollups_scope ON public.decision_rollups USING btree (scope, day);
 
 
 --

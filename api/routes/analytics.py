@@ -18,4 +18,4 @@ async def decisions(conn: Conn, user: CurrentUser,
                     query: Annotated[AnalyticsQuery, Query()]) -> DecisionAnalytics:
     """Time to decide, outcomes, overruled recommendations, policy decisions and shadow
     agreement, in all, per gate and per day, over the runs the caller may read."""
-    return await analytics.decisions(conn, query)
+    return await analytics.decisions(conn, user, query)

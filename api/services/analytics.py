@@ -18,13 +18,15 @@ from api.analytics_schemas import (
     ShadowFigures,
     TimeToDecide,
 )
+from api.auth import User
 from persistence import analytics as repo
+from persistence import groups as groups_repo
 from persistence.analytics import FigureRow, Filters
 
 DEFAULT_WINDOW = timedelta(days=30)
 
 
-async def decisions(conn: asyncpg.Connection, query: AnalyticsQuery, *,
+async def decisions(conn: asyncpg.Connection, user: User, query: AnalyticsQuery, *,
                     now: datetime | None = None) -> DecisionAnalytics:
     """The figures over the window; from the roll-ups, or from the requests themselves when
     they are a person's (the roll-ups do not keep who decided)."""
@@ -35,7 +37,9 @@ async def decisions(conn: asyncpg.Connection, query: AnalyticsQuery, *,
                       group_id=query.group_id, project_id=query.project_id,
                       person=query.person)
     if query.person is None:
-        rows = await repo.rollup_figures(conn, filters)
+        scopes = None if user.is_service else repo.scopes_of(
+            user.name, list(await groups_repo.member_roles(conn, user.name)))
+        rows = await repo.rollup_figures(conn, filters, scopes)
         times = {_key(r): repo.percentiles(r.histogram) for r in rows}
         source = "rollup"
     else:

@@ -92,9 +92,8 @@ CREATE TABLE decision_rollups (
 -- Every closed request updates its row, leaving a dead version behind: vacuumed after 2% of
 -- the rows changed (not the default 20%), so that a read of a year stays a read of its rows.
 WITH (autovacuum_vacuum_scale_factor = 0.02);
-CREATE INDEX idx_decision_rollups_group ON decision_rollups (group_id, day)
-    WHERE group_id IS NOT NULL;
-CREATE INDEX idx_decision_rollups_owner ON decision_rollups (owner, day) WHERE group_id IS NULL;
+-- A reader's rows: its own scope and its groups', each a range of days.
+CREATE INDEX idx_decision_rollups_scope ON decision_rollups (scope, day);
 
 -- Counts one closed request in its day's roll-up (the trigger below; the backfill).
 CREATE FUNCTION decision_rollup_count(h hitl_requests) RETURNS void

@@ -1,7 +1,8 @@
 -- name: rollup_figures
 -- Decision counts and time-to-decide histograms from the daily roll-ups the caller may read
 -- (row-level security), per day, per gate and in all ($1 first day, then kind, gate, group,
--- project; NULL: any).
+-- project; NULL: any). $6: the caller's scopes (its own, its groups'; NULL for the service
+-- role), so that only its rows are read, by the scope index, not everyone's.
 SELECT GROUPING(day, kind, gate) AS level, day, kind, gate,
        coalesce(sum(approved), 0)::int AS approved,
        coalesce(sum(rejected), 0)::int AS rejected,
@@ -27,6 +28,7 @@ SELECT GROUPING(day, kind, gate) AS level, day, kind, gate,
   FROM decision_rollups
  WHERE day >= $1 AND ($2::text IS NULL OR kind = $2) AND ($3::text IS NULL OR gate = $3)
    AND ($4::uuid IS NULL OR group_id = $4) AND ($5::text IS NULL OR project_id = $5)
+   AND ($6::text[] IS NULL OR scope = ANY ($6::text[]))
  GROUP BY GROUPING SETS ((day), (kind, gate), ());
 
 -- name: raw_figures
