@@ -303,3 +303,42 @@ async def test_policies_route_a_gate_ask_a_larger_quorum_or_leave_it_to_people(h
         ("a-route", 1, "decide", "route", None), ("b-quorum", 1, "decide", "quorum", None),
         ("c-people", 1, "decide", "people", None),
         ("d-decide", 1, "decide", "decide", "approve")]
+
+
+async def test_a_policy_s_decision_is_amended_by_a_fork_like_any_other(http, pool):
+    """The issue's own example: a policy approves every founders' brief of a coffee idea; a
+    fork from that gate with another decision is decided by the person who forked."""
+    vera = person("vera")
+    made = await http.post("/policies", headers=auth(vera), json={
+        "name": "coffee", "kind": "validation", "checkpoint": "approve_founders_brief",
+        "condition": 'run.input.entrepreneur_input.contains("coffee")',
+        "decision": {"decision": "approve", "feedback": "we know coffee"}})
+    assert made.status_code == 201, made.text
+    started = await http.post("/runs", headers=auth(vera), json={
+        "kind": "validation", "input": {"entrepreneur_input": "Cold brew coffee for offices"}})
+    assert started.status_code == 201, started.text
+    source = started.json()["run_id"]
+
+    async def decided() -> dict[str, Any] | None:
+        listed = (await http.get(f"/runs/{source}/decisions", headers=auth(vera))).json()
+        found = [d for d in listed["decisions"]
+                 if d["checkpoint_name"] == "approve_founders_brief"]
+        return found[0] if found and found[0]["status"] == "approved" else None
+    brief = await eventually(decided, timeout=60)
+    assert (brief["decided_by"], brief["feedback"]) == ("policy:coffee@1", "we know coffee")
+    forked = await http.post(f"/runs/{source}/fork", headers=auth(vera), json={
+        "from": {"checkpoint": "approve_founders_brief"},
+        "decision": {"decision": "reject", "feedback": "not coffee after all"}})
+    assert forked.status_code == 201, forked.text
+    fork = forked.json()["run_id"]
+
+    async def amended() -> dict[str, Any] | None:
+        listed = (await http.get(f"/runs/{fork}/decisions", headers=auth(vera))).json()
+        found = [d for d in listed["decisions"]
+                 if d["checkpoint_name"] == "approve_founders_brief" and d["decision"]]
+        return found[0] if found else None
+    again = await eventually(amended, timeout=60)
+    # The fork's decision is applied first, by its person; the policy did not decide it.
+    assert (again["decision"], again["decided_by"]) == ("reject", vera)
+    for run_id in (source, fork):
+        await http.post(f"/runs/{run_id}/cancel", headers=auth(vera))
