@@ -49,11 +49,11 @@ RETURNING true;
 -- name: lock_run_slack_messages
 -- One sender at a time brings a run's messages up to date (held by the session until
 -- unlocked, or until its connection ends): two would post the same message twice.
-SELECT pg_advisory_lock(hashtextextended('slack:' || $1::text, 0));
+SELECT pg_advisory_lock(hashtextextended('slack:' || $1::uuid::text, 0));
 
 -- name: unlock_run_slack_messages
 -- The run's messages are up to date (or left to a retry).
-SELECT pg_advisory_unlock(hashtextextended('slack:' || $1::text, 0));
+SELECT pg_advisory_unlock(hashtextextended('slack:' || $1::uuid::text, 0));
 
 -- name: run_gates_for_slack
 -- A run's requests that have a message or should have one: the pending ones, and those that
