@@ -5,6 +5,7 @@ signed as Slack signs them (tests/slack_client.py)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from activities.agents import backend_named
 from api.auth import issue_token
 from tests.agent_helpers import BOOK
 from tests.helpers import IDEA
-from tests.slack_client import SlackPerson, buttons, signed, text_of
+from tests.slack_client import SIGNING_SECRET, SlackPerson, buttons, signed, text_of
 from tests.slack_stub import TOKEN, Message, SlackStub
 from waystation.settings import Settings
 from waystation.testing import InProcessApi, eventually
@@ -85,9 +86,6 @@ async def slack(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[Stack]
             await api.stop()
 
 
-from tests.slack_client import SIGNING_SECRET  # noqa: E402
-
-
 async def pending(http: httpx.AsyncClient, run_id: str, user: str) -> dict:
     async def check() -> dict | None:
         run = (await http.get(f"/runs/{run_id}", headers=auth(user))).json()
@@ -141,3 +139,144 @@ async def test_a_validation_gate_is_decided_from_slack(slack: Stack):
 
 async def _nth(items: list, n: int):
     return items[n] if len(items) > n else None
+
+
+async def test_a_tool_call_is_approved_from_slack_with_an_edited_argument(slack: Stack):
+    http, stub = slack.http, slack.stub
+    priya = f"priya-{uuid.uuid4().hex[:6]}"
+    me = slack.person("UPRIYA")
+    assert (await me.link_to(auth(priya))).status_code == 200
+    started = await http.post("/runs", headers=auth(priya),
+                              json={"kind": "agent", "input": {"message": BOOK}})
+    run_id = started.json()["run_id"]
+    gate = await pending(http, run_id, priya)
+    message = await slack.message_for(gate["request_id"])
+    # The tool and its arguments are shown.
+    assert "book_vendor" in text_of(message) and "v-venue-03" in text_of(message)
+
+    assert (await me.click(message, "edit")).status_code == 200
+    modal = await eventually(lambda: _nth(stub.views, 0))
+    inputs = {b["block_id"]: b for b in modal["blocks"] if b["type"] == "input"}
+    assert {"answer.vendor_id", "answer.date", "answer.guests", "feedback"} <= set(inputs)
+    assert inputs["answer.guests"]["element"]["initial_value"] == "200"
+    typed = {"answer.vendor_id": "v-venue-03", "answer.date": "2027-02-14"}
+
+    # A wrong type is shown in the modal, on its input; nothing is written.
+    wrong = await me.submit(modal, typed | {"answer.guests": "many"})
+    assert wrong.status_code == 200 and wrong.json()["response_action"] == "errors"
+    assert set(wrong.json()["errors"]) == {"answer.guests"}
+    missing = await me.submit(modal, {"answer.vendor_id": "v-venue-03"})
+    assert set(missing.json()["errors"]) == {"answer.date", "answer.guests"}, missing.text
+    assert await slack.written(gate["request_id"]) == ("pending", 0)
+
+    done = await me.submit(modal, typed | {"answer.guests": "150", "feedback": "fewer"})
+    assert done.status_code == 200 and not done.content, done.text
+    decided = await slack.updated(message, "approved")
+    assert buttons(decided) == []
+    audit = (await http.get(f"/runs/{run_id}/decisions", headers=auth(priya))).json()
+    assert audit["decisions"][0]["answer"]["guests"] == 150
+    assert audit["decisions"][0]["decided_by"] == priya
+    await http.post(f"/runs/{run_id}/cancel", headers=auth(priya))
+
+
+async def test_a_typed_answer_through_the_modal_and_a_two_vote_quorum(slack: Stack):
+    http, stub = slack.http, slack.stub
+    p = {n: f"{n}-{uuid.uuid4().hex[:6]}" for n in ("alice", "bob", "dave")}
+    group = (await http.post("/groups", json={"name": "Board"},
+                             headers=auth(p["alice"]))).json()["group_id"]
+    for who in ("bob", "dave"):
+        await http.post(f"/groups/{group}/members", headers=auth(p["alice"]),
+                        json={"user": p[who], "role": "approver"})
+    schema = {"type": "object", "properties": {"budget": {"type": "number", "minimum": 1}},
+              "required": ["budget"]}
+    run_id = await start_validation(http, p["alice"], group_id=group, gates={
+        "*": {"quorum": 2, "answer_schema": schema}})
+    gate = await pending(http, run_id, p["alice"])
+    message = await slack.message_for(gate["request_id"])
+    assert "Votes 0 of 2" in text_of(message)
+    bob, dave = slack.person("UBOB"), slack.person("UDAVE")
+    for person, user in ((bob, p["bob"]), (dave, p["dave"])):
+        assert (await person.link_to(auth(user))).status_code == 200
+
+    # Approving takes the typed answer: a modal built from the schema.
+    assert (await bob.click(message, "approve")).status_code == 200
+    modal = await eventually(lambda: _nth(stub.views, 0))
+    assert [b["block_id"] for b in modal["blocks"] if b["type"] == "input"] == [
+        "answer.budget", "feedback"]
+    low = await bob.submit(modal, {"answer.budget": "0"})
+    assert "minimum" in low.json()["errors"]["answer.budget"], low.text
+    assert await slack.written(gate["request_id"]) == ("pending", 0)
+    assert (await bob.submit(modal, {"answer.budget": "2.5"})).status_code == 200
+    voted = await slack.updated(message, "Votes 1 of 2")
+    assert p["bob"] in text_of(voted) and buttons(voted)  # still open: one more vote needed
+
+    assert (await dave.click(voted, "approve")).status_code == 200
+    second = await eventually(lambda: _nth(stub.views, 1))
+    assert (await dave.submit(second, {"answer.budget": "3"})).status_code == 200
+    decided = await slack.updated(message, "approved by")
+    assert buttons(decided) == []
+    assert await slack.written(gate["request_id"]) == ("approved", 2)
+
+
+async def test_a_decision_in_the_console_updates_the_message(slack: Stack):
+    http = slack.http
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    run_id = await start_validation(http, alice)
+    gate = await pending(http, run_id, alice)
+    message = await slack.message_for(gate["request_id"])
+    decided = await http.post(f"/runs/{run_id}/decisions/{GATE}", headers=auth(alice),
+                              json={"decision": "reject", "feedback": "not now",
+                                    "digest": gate["digest"]})
+    assert decided.status_code == 200, decided.text
+    shown = await slack.updated(message, f"rejected by {alice}")
+    assert "not now" in text_of(shown) and buttons(shown) == []
+
+
+async def test_who_may_not_decide_is_refused_in_slack_and_nothing_is_written(slack: Stack):
+    http, stub = slack.http, slack.stub
+    p = {n: f"{n}-{uuid.uuid4().hex[:6]}" for n in ("alice", "bob", "carol")}
+    group = (await http.post("/groups", json={"name": "Board"},
+                             headers=auth(p["alice"]))).json()["group_id"]
+    for who, role in (("bob", "approver"), ("carol", "viewer")):
+        await http.post(f"/groups/{group}/members", headers=auth(p["alice"]),
+                        json={"user": p[who], "role": role})
+    bob, carol, stranger = slack.person("UBOB"), slack.person("UCAROL"), slack.person("UNONE")
+    assert (await bob.link_to(auth(p["bob"]))).status_code == 200
+    assert (await carol.link_to(auth(p["carol"]))).status_code == 200
+    run_id = await start_validation(http, p["alice"], group_id=group)
+    gate = await pending(http, run_id, p["alice"])
+    request_id = gate["request_id"]
+    message = await slack.message_for(request_id)
+    removed = await http.delete(f"/groups/{group}/members/{p['bob']}", headers=auth(p["alice"]))
+    assert removed.status_code in (200, 204), removed.text
+
+    # Not linked; a viewer; a member removed since the message was sent.
+    for person, why in ((stranger, "not linked"), (carol, "role 'viewer' may not decide"),
+                        (bob, "not one you can see")):
+        before = len(stub.ephemerals)
+        assert (await person.click(message, "approve")).status_code == 200
+        told = await eventually(lambda before=before: _nth(stub.ephemerals, before))
+        assert told["user"] == person.slack_id and why in told["text"], told
+    assert await slack.written(request_id) == ("pending", 0)
+
+    # Unsigned, wrongly signed, stale and replayed requests: 401, nothing done.
+    click = carol.click_body(message, "approve")
+    unsigned = await http.post("/slack/interactions", content=click,
+                               headers={"content-type": "application/x-www-form-urlencoded"})
+    assert unsigned.status_code == 401
+    forged = await http.post("/slack/interactions", content=click,
+                             headers=signed(click, secret="not-the-signing-secret"))
+    assert forged.status_code == 401
+    stale = await http.post("/slack/interactions", content=click,
+                            headers=signed(click, timestamp=int(time.time()) - 600))
+    assert stale.status_code == 401
+    owner = slack.person("UALICE")
+    assert (await owner.link_to(auth(p["alice"]))).status_code == 200
+    approve = owner.click_body(message, "approve")
+    headers = signed(approve)
+    first = await http.post("/slack/interactions", content=approve, headers=headers)
+    replayed = await http.post("/slack/interactions", content=approve, headers=headers)
+    assert first.status_code == 200 and replayed.status_code == 401
+    assert replayed.json()["error"]["code"] == "replayed_request"
+    await slack.updated(message, f"approved by {p['alice']}")
+    assert await slack.written(request_id) == ("approved", 1)

@@ -166,6 +166,11 @@ def read_submission(gate: GateRow, option: str, values: dict[str, Any]) -> Submi
                 errors[FIELD_PREFIX + name] = f"must be a {spec.get('type')}"
         if not answer and mode == "optional":
             answer = None
+        elif answer is not None:
+            # Slack asks for required inputs itself; said here too, on each input left empty.
+            required = (gate.answer_schema or {}).get("required") or []
+            errors |= {FIELD_PREFIX + n: "required" for n in required
+                       if n in fields and n not in answer and FIELD_PREFIX + n not in errors}
     if answer is None and mode == "required":
         errors.setdefault(_first_block(fields), "an answer is required with this option")
     if answer is not None and not errors and gate.answer_schema is not None:
