@@ -280,3 +280,36 @@ async def test_who_may_not_decide_is_refused_in_slack_and_nothing_is_written(sla
     assert replayed.json()["error"]["code"] == "replayed_request"
     await slack.updated(message, f"approved by {p['alice']}")
     assert await slack.written(request_id) == ("approved", 1)
+
+
+async def test_a_slack_outage_loses_no_message(slack: Stack):
+    """Slack answering 500, then 429 with Retry-After, for a window (the stand-in's setting;
+    a few seconds here for a minute's outage): the messages arrive once it is over, once."""
+    http, stub = slack.http, slack.stub
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    stub.outage(4, status=500)
+    run_id = await start_validation(http, alice)
+    gate = await pending(http, run_id, alice)
+    message = await eventually(lambda: _posted(slack, gate["request_id"]), timeout=60)
+    assert ("chat.postMessage", 500) in stub.calls
+
+    stub.retry_after = 2
+    stub.outage(3, status=429)
+    refused_at = len(stub.calls)
+    decided = await http.post(f"/runs/{run_id}/decisions/{GATE}", headers=auth(alice),
+                              json={"decision": "approve", "digest": gate["digest"]})
+    assert decided.status_code == 200, decided.text
+    await eventually(lambda: slack.updated(message, f"approved by {alice}"), timeout=60)
+    limited = [s for _, s in stub.calls[refused_at:]]
+    assert 429 in limited and limited[-1] == 200
+    # One message for the request however many attempts it took; its log says they were made.
+    assert len([m for m in stub.top_level() if m.ts == message.ts]) == 1
+    assert len(stub.top_level()) == 1
+    async with slack.pool.acquire() as conn:
+        log = await conn.fetchrow("SELECT attempts, last_error FROM slack_messages "
+                                  "WHERE request_id = $1", uuid.UUID(gate["request_id"]))
+    assert log["attempts"] >= 2 and log["last_error"] is None
+
+
+async def _posted(slack: Stack, request_id: str) -> Message | None:
+    return next((m for m in slack.stub.top_level() if request_id in json.dumps(m.blocks)), None)
