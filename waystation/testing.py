@@ -50,7 +50,7 @@ from persistence.migrate import apply_migrations
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
-from waystation.worker import build_worker, mail_settings
+from waystation.worker import build_worker, mail_settings, slack_config
 from workflows import search_attributes
 
 TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
@@ -200,10 +200,11 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
             registry = load_registry(config.plugin_modules)
             api = InProcessApi(config, registry=registry)
             await api.start()
-            # Email to deciders too when the caller gives an smtp_url (bench.bench_human).
+            # Email to deciders too when the caller gives an smtp_url (bench.bench_human),
+            # and Slack when it gives a slack_bot_token.
             worker = build_worker(env.client, pool, task_queue=config.temporal_task_queue,
                                   backend=backend_named(backend), registry=registry,
-                                  mail=mail_settings(config))
+                                  mail=mail_settings(config), slack=slack_config(config))
             try:
                 async with worker:
                     yield LocalStack(url=api.url, temporal=env.client, pool=pool,
