@@ -86,6 +86,11 @@ async def messages_of(conn: asyncpg.Connection, request_id: UUID) -> list[SlackM
             for r in await conn.fetch(sql("slack_messages_of"), request_id)]
 
 
+async def messages_of_run(conn: asyncpg.Connection, run_id: UUID) -> list[SlackMessageRow]:
+    return [SlackMessageRow.from_record(r)
+            for r in await conn.fetch(sql("slack_messages_of_run"), run_id)]
+
+
 async def deciders_of(conn: asyncpg.Connection, request_id: UUID) -> list[str]:
     return [r["user_name"] for r in await conn.fetch(sql("slack_deciders_of"), request_id)]
 

@@ -143,6 +143,12 @@ def _temporal_url(run: RunRow, config: SlackConfig) -> str:
             f"/workflows/{quote(run.workflow_id)}")
 
 
+def gone_message() -> SlackMessage:
+    """What a message shows once its run is erased: nothing of the run, no button."""
+    text = "This request is no longer asked: its run was removed."
+    return SlackMessage(text=text, blocks=[_section(text)])
+
+
 def notice_text(gate: GateRow, kind: str, number: int) -> str:
     """A reminder's or an escalation's thread reply."""
     if kind == "escalated":

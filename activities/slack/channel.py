@@ -28,7 +28,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.slack.blocks import SlackMessage, gate_message, notice_text
+from activities.slack.blocks import SlackMessage, gate_message, gone_message, notice_text
 from activities.slack.web_api import (
     SlackConfig,
     SlackError,
@@ -117,7 +117,15 @@ class SlackActivities:
         failed: SlackError | None = None
         async with self._pool.acquire() as conn, slack_repo.run_locked(conn, run_id):
             run = await runs_repo.get_run(conn, run_id)
-            if run is None:
+            if run is None:  # erased (or deleted): its messages keep nothing of it
+                gone = gone_message()
+                for row in await slack_repo.messages_of_run(conn, run_id):
+                    if row.ts is not None and row.shown != gone.shown:
+                        await self._api.call("chat.update", channel=row.channel, ts=row.ts,
+                                             text=gone.text, blocks=gone.blocks)
+                        await slack_repo.message_sent(
+                            conn, row.model_copy(update={"shown": gone.shown}))
+                        result.updated += 1
                 return result
             gates = await slack_repo.gates_to_show(conn, run_id)
             audits = await gates_repo.list_audits(conn, [g.id for g in gates]) if gates else {}

@@ -99,3 +99,9 @@ UPDATE slack_messages
 -- A send that failed, for the log; the workflow's retries send it again.
 UPDATE slack_messages SET attempts = attempts + 1, last_error = $3, updated_at = now()
  WHERE request_id = $1 AND audience = $2;
+
+-- name: slack_messages_of_run
+-- The messages showing any request of a run, erased or not (an erased run's messages are
+-- emptied of what they showed).
+SELECT m.* FROM slack_messages m JOIN hitl_requests g ON g.id = m.request_id
+ WHERE g.run_id = $1 ORDER BY m.request_id, m.audience;

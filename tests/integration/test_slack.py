@@ -15,6 +15,8 @@ import httpx
 import pytest_asyncio
 
 from activities.agents import backend_named
+from activities.slack.channel import SlackActivities, SlackSyncInput
+from activities.slack.web_api import SlackConfig
 from api.auth import issue_token
 from tests.agent_helpers import BOOK
 from tests.helpers import IDEA
@@ -313,3 +315,79 @@ async def test_a_slack_outage_loses_no_message(slack: Stack):
 
 async def _posted(slack: Stack, request_id: str) -> Message | None:
     return next((m for m in slack.stub.top_level() if request_id in json.dumps(m.blocks)), None)
+
+
+async def test_a_link_ends_with_key_revocation_and_erasure(slack: Stack):
+    http, stub = slack.http, slack.stub
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    key = (await http.post("/api-keys", headers=auth(alice), json={"name": "slack"})).json()
+    me = slack.person("UALICE")
+    linked = await me.link_to({"Authorization": f"Bearer {key['key']}"})
+    assert linked.status_code == 200 and linked.json()["user"] == alice, linked.text
+    # A code works once.
+    code_used = await me.link_to(auth(alice))
+    assert code_used.status_code == 200
+    again = await http.get(f"/slack/link/{code_used.url.path.rsplit('/', 1)[-1]}",
+                           headers=auth(alice))
+    assert again.status_code == 403 and again.json()["error"]["code"] == "invalid_link"
+    assert (await me.link_to({"Authorization": f"Bearer {key['key']}"})).status_code == 200
+
+    run_id = await start_validation(http, alice)
+    gate = await pending(http, run_id, alice)
+    message = await slack.message_for(gate["request_id"])
+    revoked = await http.delete(f"/api-keys/{key['key_id']}", headers=auth(alice))
+    assert revoked.status_code == 204, revoked.text
+    await _refused(slack, me, message, "not linked")
+
+    assert (await me.link_to(auth(alice))).status_code == 200
+    # The click as the message offered it before the erasure (which cancels the run, and so
+    # updates the message to say the request is gone).
+    click = me.click_body(message, "approve")
+    erased = await http.post("/admin/erasure", headers=auth_service(), json={"user": alice})
+    assert erased.status_code == 202, erased.text
+    await slack.updated(message, "no longer asked")
+    before = len(stub.ephemerals)
+    assert (await me.post(click)).status_code == 200
+    told = await eventually(lambda: _nth(stub.ephemerals, before))
+    assert "not linked" in told["text"], told
+    async with slack.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM slack_users WHERE user_name = $1",
+                                   alice) == 0
+    assert await slack.written(gate["request_id"]) != ("approved", 1)
+    assert not [e for e in stub.ephemerals if "approved" in e["text"]]
+
+
+def auth_service() -> dict[str, str]:
+    return {"Authorization": f"Bearer {issue_token(SECRET, 'ops', role='service')}"}
+
+
+async def _refused(slack: Stack, person: SlackPerson, message: Message, why: str) -> None:
+    before = len(slack.stub.ephemerals)
+    assert (await person.click(message, "approve")).status_code == 200
+    told = await eventually(lambda: _nth(slack.stub.ephemerals, before))
+    assert told["user"] == person.slack_id and why in told["text"], told
+
+
+async def test_reminders_are_thread_replies_and_deciders_get_dms(slack: Stack, pool):
+    """The channel's own sync (as the worker runs it) on a gate whose reminder and escalation
+    the workflow recorded: one thread reply each, once; a DM to each linked decider."""
+    http, stub = slack.http, slack.stub
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    me = slack.person("UALICE")
+    assert (await me.link_to(auth(alice))).status_code == 200
+    run_id = await start_validation(http, alice)
+    gate = await pending(http, run_id, alice)
+    message = await slack.message_for(gate["request_id"])
+    async with pool.acquire() as conn:
+        await conn.execute("UPDATE hitl_requests SET reminders_sent = 2, escalated_at = now() "
+                           "WHERE id = $1", uuid.UUID(gate["request_id"]))
+    channel = SlackActivities(pool, SlackConfig(bot_token=TOKEN, api_url=stub.url,
+                                                channel=CHANNEL, dm_deciders=True))
+    done = await channel.sync(SlackSyncInput(run_id=uuid.UUID(run_id)))
+    assert done.replies == 2 + 1 + 0 and done.posted == 1  # the DM's own thread starts now
+    replies = [m.text for m in stub.replies(message.ts)]
+    assert [r.split(":")[0] for r in replies] == ["Reminder 1", "Reminder 2", "Escalated"]
+    dm = [m for m in stub.top_level() if m.channel == "DUALICE"]
+    assert len(dm) == 1 and buttons(dm[0])
+    again = await channel.sync(SlackSyncInput(run_id=uuid.UUID(run_id)))
+    assert again.posted == again.updated == again.replies == 0
