@@ -163,7 +163,7 @@ def read_submission(gate: GateRow, option: str, values: dict[str, Any]) -> Submi
             try:
                 answer[name] = _typed(value, spec)
             except ValueError:
-                errors[FIELD_PREFIX + name] = f"must be a {spec.get('type')}"
+                errors[FIELD_PREFIX + name] = f"must be of type {spec.get('type')}"
         if not answer and mode == "optional":
             answer = None
         elif answer is not None:
