@@ -331,6 +331,15 @@ async def test_a_link_ends_with_key_revocation_and_erasure(slack: Stack):
                            headers=auth(alice))
     assert again.status_code == 403 and again.json()["error"]["code"] == "invalid_link"
     assert (await me.link_to({"Authorization": f"Bearer {key['key']}"})).status_code == 200
+    # Opening a link takes a credential; a bad code links nobody.
+    stranger = slack.person("USTRANGER")
+    assert (await stranger.link_to({})).status_code == 401
+    for bad in ("x" * 16, "y" * 43):
+        refused = await http.get(f"/slack/link/{bad}", headers=auth(alice))
+        assert refused.status_code == 403, refused.text
+    async with slack.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM slack_users WHERE slack_user = $1",
+                                   "USTRANGER") == 0
 
     run_id = await start_validation(http, alice)
     gate = await pending(http, run_id, alice)
@@ -353,6 +362,8 @@ async def test_a_link_ends_with_key_revocation_and_erasure(slack: Stack):
     async with slack.pool.acquire() as conn:
         assert await conn.fetchval("SELECT count(*) FROM slack_users WHERE user_name = $1",
                                    alice) == 0
+    # An erased user's token links nothing any more.
+    assert (await me.link_to(auth(alice))).status_code == 401
     assert await slack.written(gate["request_id"]) != ("approved", 1)
     assert not [e for e in stub.ephemerals if "approved" in e["text"]]
 

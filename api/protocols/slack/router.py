@@ -25,7 +25,7 @@ from activities.slack.web_api import SlackConfig, SlackError, SlackWebApi
 from api.api_keys import api_key_id
 from api.auth import bearer_token
 from api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
-from api.errors import ApiError
+from api.errors import ERROR_RESPONSES, ApiError
 from api.protocols.slack.modals import (
     CALLBACK_ID,
     FEEDBACK_BLOCK,
@@ -109,7 +109,8 @@ async def slack_command(request: Request, settings: SettingsDep, conn: Authentic
     return Response(status_code=200)
 
 
-@router.get("/link/{code}", response_model=SlackLinkView)
+@router.get("/link/{code}", response_model=SlackLinkView,
+            responses={403: ERROR_RESPONSES[403]})
 async def link_slack_user(code: Code, request: Request, user: CurrentUser,
                           conn: AuthenticatorConn) -> SlackLinkView:
     """Link the Slack user the code was made for to the caller (the code is spent)."""
