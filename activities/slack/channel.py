@@ -87,6 +87,8 @@ class SlackActivities:
         self._pool = pool
         self._config = config
         self._api = SlackWebApi(config)
+        # First attempts that outlived the recorder's wait, referenced until they end.
+        self._finishing: set[asyncio.Future[SlackSyncResult]] = set()
 
     @activity.defn(name="sync_slack_messages")
     async def sync(self, arg: SlackSyncInput) -> SlackSyncResult:
@@ -103,14 +105,27 @@ class SlackActivities:
 
     async def first_attempt(self, run_id: UUID) -> bool:
         """One attempt now, by the recorder that has just committed the write: whether it
-        left nothing to do. Bounded by FIRST_ATTEMPT_WITHIN_SECONDS (the run's workflow task
-        waits for it); what it did not finish is the workflow's."""
-        try:
-            await asyncio.wait_for(self._sync(run_id), FIRST_ATTEMPT_WITHIN_SECONDS)
-        except Exception as error:  # noqa: BLE001 - the workflow's attempts finish it
+        left nothing to do. The recorder waits FIRST_ATTEMPT_WITHIN_SECONDS for it (the run's
+        workflow task waits for the recorder); what it did not finish is the workflow's. An
+        attempt still running then is left to finish, not cut short: a post cut short may
+        have reached Slack unrecorded, and would be posted twice. It holds the run's lock, so
+        the workflow's attempt starts from what it recorded."""
+        attempt = asyncio.ensure_future(self._sync(run_id))
+        done, _ = await asyncio.wait({attempt}, timeout=FIRST_ATTEMPT_WITHIN_SECONDS)
+        if not done:
+            self._finishing.add(attempt)
+            attempt.add_done_callback(self._finished)
+            log.info("first Slack attempt for run %s is slow: its workflow takes over", run_id)
+            return False
+        if (error := attempt.exception()) is not None:
             log.info("first Slack attempt for run %s left to its workflow: %r", run_id, error)
             return False
         return True
+
+    def _finished(self, attempt: asyncio.Future[SlackSyncResult]) -> None:
+        self._finishing.discard(attempt)
+        if not attempt.cancelled() and attempt.exception() is not None:
+            log.info("slow first Slack attempt failed: %r", attempt.exception())
 
     async def _sync(self, run_id: UUID) -> SlackSyncResult:
         result = SlackSyncResult()

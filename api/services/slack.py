@@ -112,6 +112,12 @@ async def decide_from_slack(conn: asyncpg.Connection, temporal: Client, actor: S
                             choice: SlackChoice) -> DecisionView:
     """Vote as the linked user on the request the message showed."""
     user, gate, run = await request_for(conn, actor, choice.request_id)
+    return await vote(conn, temporal, user, gate, run, choice)
+
+
+async def vote(conn: asyncpg.Connection, temporal: Client, user: User, gate: GateRow,
+               run: RunRow, choice: SlackChoice) -> DecisionView:
+    """Vote as `user` on `gate`, found by `request_for` on this connection."""
     try:
         request = DecisionRequest(decision=choice.option, feedback=choice.feedback or None,
                                   request_id=gate.id, digest=choice.digest,

@@ -157,12 +157,12 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
                          digest=button.digest)
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
-            _, gate, _ = await slack_service.request_for(conn, actor, choice.request_id)
+            user, gate, run = await slack_service.request_for(conn, actor, choice.request_id)
             if needs_modal(gate, button.option):
                 await api.call("views.open", trigger_id=trigger_id, view=decision_modal(
                     gate, button.option, ModalContext(button=button, channel=channel)))
                 return
-            await slack_service.decide_from_slack(conn, await _temporal(request), actor, choice)
+            await slack_service.vote(conn, await _temporal(request), user, gate, run, choice)
     except ApiError as refused:
         await _tell(api, channel, actor.slack_user, _refusal(refused))
     except SlackError as error:
