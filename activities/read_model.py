@@ -8,6 +8,8 @@ durable workflow.
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 from pydantic import BaseModel
 from temporalio import activity
@@ -51,7 +53,8 @@ class ReadModelActivities:
             ended = await run_end(conn, write.run_id) if write.ends_run and not seqs else None
             keys = [await c.enqueue(conn, write) for c in concerned]
         # After the commit: the workflows must find their rows. A crash before these lines
-        # retries the whole activity, which finds the same pending deliveries and gate.
-        for channel, channel_keys in zip(concerned, keys, strict=True):
-            await channel.send(write, channel_keys)
+        # retries the whole activity, which finds the same pending deliveries and gate. The
+        # channels at once: each person hears in the time of their own channel's request.
+        await asyncio.gather(*(channel.send(write, channel_keys)
+                               for channel, channel_keys in zip(concerned, keys, strict=True)))
         return RecordResult(seqs=seqs, ended=ended)

@@ -30,6 +30,8 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str | None = None
     edits: int = 0
+    # When it was posted (wall time): bench_human's "gate opened → Slack message posted".
+    at: float = field(default_factory=time.time)
 
 
 @dataclass

@@ -36,7 +36,8 @@ import asyncpg
 import httpx
 import uvicorn
 from fastapi import FastAPI
-from pydantic import AliasChoices
+from pydantic import AliasChoices, SecretStr
+from pydantic_core import to_json
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -229,6 +230,10 @@ def settings_env(config: Settings) -> dict[str, str]:
             value = getattr(given, name)
             if isinstance(alias, AliasChoices):
                 alias = alias.choices[0]
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, (dict, list)):
+                value = to_json(value).decode()  # as pydantic-settings reads a complex field
             if isinstance(alias, str) and value is not None:
                 env[alias] = str(value).lower() if isinstance(value, bool) else str(value)
     return env
