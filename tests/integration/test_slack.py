@@ -380,8 +380,9 @@ async def _refused(slack: Stack, person: SlackPerson, message: Message, why: str
 
 
 async def test_reminders_are_thread_replies_and_deciders_get_dms(slack: Stack, pool):
-    """The channel's own sync (as the worker runs it) on a gate whose reminder and escalation
-    the workflow recorded: one thread reply each, once; a DM to each linked decider."""
+    """The channel's own sync (as the worker runs it) on a gate whose reminders and escalation
+    the workflow recorded: one thread reply each, once; a DM to each linked decider; the
+    kind's own channel."""
     http, stub = slack.http, slack.stub
     alice = f"alice-{uuid.uuid4().hex[:6]}"
     me = slack.person("UALICE")
@@ -392,13 +393,17 @@ async def test_reminders_are_thread_replies_and_deciders_get_dms(slack: Stack, p
     async with pool.acquire() as conn:
         await conn.execute("UPDATE hitl_requests SET reminders_sent = 2, escalated_at = now() "
                            "WHERE id = $1", uuid.UUID(gate["request_id"]))
-    channel = SlackActivities(pool, SlackConfig(bot_token=TOKEN, api_url=stub.url,
-                                                channel=CHANNEL, dm_deciders=True))
+    # Now with a channel for the kind, and DMs: both posted, their threads starting now.
+    channel = SlackActivities(pool, SlackConfig(
+        bot_token=TOKEN, api_url=stub.url, channel=CHANNEL,
+        channels={"kind:validation": "CKIND", "kind:agent": "CAGENT"}, dm_deciders=True))
     done = await channel.sync(SlackSyncInput(run_id=uuid.UUID(run_id)))
-    assert done.replies == 2 + 1 + 0 and done.posted == 1  # the DM's own thread starts now
+    assert done.replies == 2 + 1 and done.posted == 2
     replies = [m.text for m in stub.replies(message.ts)]
     assert [r.split(":")[0] for r in replies] == ["Reminder 1", "Reminder 2", "Escalated"]
-    dm = [m for m in stub.top_level() if m.channel == "DUALICE"]
-    assert len(dm) == 1 and buttons(dm[0])
+    for where in ("DUALICE", "CKIND"):
+        shown = [m for m in stub.top_level() if m.channel == where]
+        assert len(shown) == 1 and buttons(shown[0]) and not stub.replies(shown[0].ts)
+    assert not [m for m in stub.top_level() if m.channel == "CAGENT"]
     again = await channel.sync(SlackSyncInput(run_id=uuid.UUID(run_id)))
     assert again.posted == again.updated == again.replies == 0
