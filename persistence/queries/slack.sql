@@ -13,7 +13,10 @@ SELECT s.slack_user
  ORDER BY s.linked_at DESC;
 
 -- name: insert_slack_link_code
--- A one-time link code for a Slack user (its hash).
+-- A one-time link code for a Slack user (its hash); codes expired a day ago are forgotten.
+WITH forgotten AS (
+    DELETE FROM slack_link_codes WHERE expires_at < now() - interval '1 day'
+)
 INSERT INTO slack_link_codes (code_hash, team_id, slack_user, expires_at)
 VALUES ($1, $2, $3, $4);
 
