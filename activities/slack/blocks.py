@@ -11,6 +11,7 @@ import hashlib
 import json
 from typing import Any
 from urllib.parse import quote
+from uuid import UUID
 
 from pydantic import BaseModel
 
@@ -32,7 +33,7 @@ class ButtonValue(BaseModel):
     """What a button carries back in Slack's interaction: the request it decides, the option,
     and the digest of what the message showed (the decision is bound to it)."""
 
-    request_id: str
+    request_id: UUID
     option: str
     digest: str
 
@@ -108,7 +109,7 @@ def gate_message(gate: GateRow, run: RunRow, audit: GateAudit | None,
 def _buttons(gate: GateRow) -> list[dict[str, Any]]:
     buttons = []
     for option in gate.options:
-        value = ButtonValue(request_id=str(gate.id), option=option.value, digest=gate.digest)
+        value = ButtonValue(request_id=gate.id, option=option.value, digest=gate.digest)
         button: dict[str, Any] = {
             "type": "button", "action_id": f"{DECIDE_ACTION}:{option.value}"[:255],
             "text": {"type": "plain_text", "text": cut(option.label, BUTTON_TEXT_LIMIT)},

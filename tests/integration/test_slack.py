@@ -280,6 +280,10 @@ async def test_who_may_not_decide_is_refused_in_slack_and_nothing_is_written(sla
     replayed = await http.post("/slack/interactions", content=approve, headers=headers)
     assert first.status_code == 200 and replayed.status_code == 401
     assert replayed.json()["error"]["code"] == "replayed_request"
+    # Slack's own retry of it (marked so) is acknowledged, and not acted on again.
+    retried = await http.post("/slack/interactions", content=approve,
+                              headers=headers | {"x-slack-retry-num": "1"})
+    assert retried.status_code == 200
     await slack.updated(message, f"approved by {p['alice']}")
     assert await slack.written(request_id) == ("approved", 1)
 

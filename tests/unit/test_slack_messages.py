@@ -115,7 +115,7 @@ async def test_slack_answers_are_sorted_for_retries(stub: SlackStub):
 
 def test_the_modal_is_the_answer_schema_and_shows_its_errors():
     request = gate()
-    button = ButtonValue(request_id=str(request.id), option="edit", digest=request.digest)
+    button = ButtonValue(request_id=request.id, option="edit", digest=request.digest)
     modal = decision_modal(request, "edit", ModalContext(button=button, channel="C1"))
     inputs = {b["block_id"]: b for b in modal["blocks"] if b["type"] == "input"}
     assert list(inputs) == ["answer.guests", "answer.date", "feedback"]

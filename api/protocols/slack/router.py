@@ -13,7 +13,6 @@ import logging
 from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import parse_qs
-from uuid import UUID
 
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import JSONResponse, Response
@@ -25,7 +24,7 @@ from activities.slack.web_api import SlackConfig, SlackError, SlackWebApi
 from api.api_keys import api_key_id
 from api.auth import bearer_token
 from api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
-from api.errors import ERROR_RESPONSES, ApiError
+from api.errors import ERROR_RESPONSES, ApiError, as_api_error
 from api.protocols.slack.modals import (
     CALLBACK_ID,
     FEEDBACK_BLOCK,
@@ -153,7 +152,7 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
     except ValidationError:
         await _tell(api, channel, actor.slack_user, "Not done: that button is not Waystation's")
         return
-    choice = SlackChoice(request_id=UUID(button.request_id), option=button.option,
+    choice = SlackChoice(request_id=button.request_id, option=button.option,
                          digest=button.digest)
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
@@ -163,12 +162,12 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
                     gate, button.option, ModalContext(button=button, channel=channel)))
                 return
             await slack_service.vote(conn, await _temporal(request), user, gate, run, choice)
-    except ApiError as refused:
-        await _tell(api, channel, actor.slack_user, _refusal(refused))
     except SlackError as error:
         log.warning("modal for %s not opened: %s", actor.slack_user, error)
         await _tell(api, channel, actor.slack_user,
                     "Not done: Slack did not open the form; click again")
+    except Exception as error:  # noqa: BLE001 - a refusal, or a bug (_mapped raises it)
+        await _tell(api, channel, actor.slack_user, _refusal(_mapped(error)))
 
 
 async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
@@ -183,9 +182,9 @@ async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
     button = context.button
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
-            _, gate, _ = await slack_service.request_for(conn, actor, UUID(button.request_id))
-    except ApiError as refused:
-        return _modal_errors({FEEDBACK_BLOCK: _refusal(refused)})
+            _, gate, _ = await slack_service.request_for(conn, actor, button.request_id)
+    except ApiError as not_allowed:
+        return _modal_errors({FEEDBACK_BLOCK: _refusal(not_allowed)})
     submission = read_submission(gate, button.option, values)
     if submission.errors:
         return _modal_errors(submission.errors)
@@ -197,9 +196,10 @@ async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
     except TimeoutError:
         background.add_task(_told_after, deciding, api, context.channel, actor.slack_user)
         return Response(status_code=200)
-    except ApiError as refused:
-        block = _answer_block(values) if refused.code == "invalid_answer" else FEEDBACK_BLOCK
-        return _modal_errors({block: refused.message})
+    except Exception as error:  # noqa: BLE001 - a refusal, or a bug (_mapped raises it)
+        said = _mapped(error)
+        block = _answer_block(values) if said.code == "invalid_answer" else FEEDBACK_BLOCK
+        return _modal_errors({block: said.message})
     return Response(status_code=200)
 
 
@@ -216,8 +216,17 @@ async def _told_after(deciding: asyncio.Future[None], api: SlackWebApi, channel:
                       user: str) -> None:
     try:
         await deciding
-    except ApiError as refused:
-        await _tell(api, channel, user, _refusal(refused))
+    except Exception as error:  # noqa: BLE001 - a refusal, or a bug (_mapped raises it)
+        await _tell(api, channel, user, _refusal(_mapped(error)))
+
+
+def _mapped(error: Exception) -> ApiError:
+    """What to tell the person: the service's refusal, or Temporal or the database being
+    unreachable (503, "retry shortly"); anything else is a bug, raised (and logged)."""
+    refused = as_api_error(error)
+    if refused is None:
+        raise error
+    return refused
 
 
 def _modal_errors(errors: dict[str, str]) -> JSONResponse:
