@@ -35,11 +35,13 @@ $$;
 
 -- The worker kept run_events' monthly partitions as the owner: creating and dropping a
 -- partition is DDL on the partitioned table, which only its owner may do. The two functions
--- now run as their owner, for the worker alone.
+-- now run as their owner, for the worker alone. `public` first: their CREATE TABLE names no
+-- schema and must land there (pg_catalog first would be the system catalog); nobody but the
+-- owner creates in `public` (above), so nothing there can stand in for a catalog function.
 ALTER FUNCTION create_run_events_partitions(timestamptz, timestamptz)
-    SECURITY DEFINER SET search_path = pg_catalog, public;
+    SECURITY DEFINER SET search_path = public, pg_catalog;
 ALTER FUNCTION drop_empty_run_events_partitions(timestamptz)
-    SECURITY DEFINER SET search_path = pg_catalog, public;
+    SECURITY DEFINER SET search_path = public, pg_catalog;
 REVOKE ALL ON FUNCTION create_run_events_partitions(timestamptz, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION drop_empty_run_events_partitions(timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION create_run_events_partitions(timestamptz, timestamptz)

@@ -88,9 +88,15 @@ async def test_the_worker_role_keeps_partitions_but_changes_no_schema(migrated_u
             # The worker writes every run's rows, whatever the claims (policy worker_all).
             assert await conn.fetchval("SELECT count(*) FROM runs WHERE id = ANY($1::uuid[])",
                                        [alices, bobs]) == 2
-            # Partition upkeep is DDL it may do only through the owner's two functions.
-            created, dropped = await maintain_partitions(conn)
-            assert created >= 0 and dropped >= 0
+            # Partition upkeep is DDL it may do only through the owner's two functions: a
+            # month three years ahead is created, in `public`, owned by the owner.
+            await maintain_partitions(conn, months_ahead=36)
+            far = await conn.fetchrow(
+                "SELECT n.nspname, r.rolname FROM pg_class c JOIN pg_roles r ON r.oid = "
+                "c.relowner JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = "
+                "'run_events_' || to_char(now() AT TIME ZONE 'UTC' + interval '36 months', "
+                "'YYYY_MM')")
+            assert far is not None and tuple(far) == ("public", owner)
             await _refused_everything(conn, owner)
     finally:
         await worker.close()
