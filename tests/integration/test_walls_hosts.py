@@ -136,3 +136,26 @@ async def test_get_mcp_is_405_on_a_stateless_server(migrated_url):
         assert streamed.status_code == 405, streamed.text
         assert set(streamed.headers["allow"].replace(" ", "").split(",")) == {"POST", "DELETE"}
         assert streamed.json()["error"]["code"] == "method_not_allowed"
+
+
+
+async def test_the_streamable_http_transport_s_musts(migrated_url):
+    """The 2025-11-25 transport's server MUSTs that docs/mcp.md lists, over raw HTTP."""
+    async with serving(migrated_url) as api, \
+            httpx.AsyncClient(base_url=api.url, headers={**auth(), **MCP_HEADERS}) as http:
+        answered = await http.post("/mcp", json=INITIALIZE)
+        assert answered.status_code == 200
+        assert answered.headers["content-type"].startswith("application/json")
+        assert "mcp-session-id" not in answered.headers  # stateless: no session to manage
+        for message in ({"jsonrpc": "2.0", "method": "notifications/initialized"},
+                        {"jsonrpc": "2.0", "id": 5, "result": {}}):
+            accepted = await http.post("/mcp", json=message)
+            assert accepted.status_code == 202 and accepted.content == b"", message
+        unsupported = await http.post("/mcp", json=INITIALIZE,
+                                      headers={"MCP-Protocol-Version": "1999-01-01"})
+        assert unsupported.status_code == 400
+        not_json = await http.post("/mcp", content=b"\xff\xfe{", headers={
+            "Content-Type": "application/json"})
+        assert 400 <= not_json.status_code < 500
+        ended = await http.delete("/mcp")
+        assert ended.status_code == 405
