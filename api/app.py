@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
+from api.hosts import TrustedHosts
 from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
@@ -41,7 +42,7 @@ from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.claims import API_ROLE
 from persistence.db import create_pool
-from waystation.database import resolve_database_url
+from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
@@ -64,7 +65,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        url = resolve_database_url(settings)
+        # As `waystation_api` itself, not the owner: no `RESET ROLE` leaves row-level security.
+        url = login_url(settings, API_ROLE)
         app.state.settings = settings
         app.state.pool = await create_pool(url, min_size=1, max_size=20, role=API_ROLE)
         app.state.temporal = TemporalGateway(lambda: connect_temporal(settings))
@@ -116,6 +118,9 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
                                           "Idempotency-Key"])
+    # Before credentials, limits and routes (the MCP endpoint and the A2A card included): a
+    # request for a name this server is not served under is a DNS-rebinding attempt.
+    app.add_middleware(TrustedHosts, allowed=settings.allowed_host_list)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)

@@ -143,7 +143,8 @@ $$;
 --
 
 CREATE FUNCTION public.create_run_events_partitions(p_from timestamp with time zone, p_through timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_month   timestamp := date_trunc('month', p_from AT TIME ZONE 'UTC');
@@ -181,7 +182,8 @@ $_$;
 --
 
 CREATE FUNCTION public.drop_empty_run_events_partitions(p_before timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_empty   regclass[] := '{}';

@@ -168,12 +168,15 @@ def cmd_up(settings: Settings) -> int:
 
 def _migrated(settings: Settings) -> Settings:
     """Apply pending migrations before serving, so workers and APIs may be started in any
-    order on an empty database; the advisory lock lets exactly one of them do it."""
+    order on an empty database; the advisory lock lets exactly one of them do it. Not with
+    WAYSTATION_MIGRATE_ON_START=false: the process logs in as a role that may not migrate."""
     from waystation.database import migrate
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    applied = asyncio.run(migrate(settings.database_url))
+    if not settings.migrate_on_start:
+        return settings
+    applied = asyncio.run(migrate(settings.database_url, settings=settings))
     if applied:
         log.info("applied migrations: %s", applied)
     return settings
@@ -216,7 +219,7 @@ def cmd_migrate(settings: Settings) -> int:
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    applied = asyncio.run(migrate(settings.database_url))
+    applied = asyncio.run(migrate(settings.database_url, settings=settings))
     print(f"applied migrations: {applied}" if applied else "database is up to date")
     return 0
 

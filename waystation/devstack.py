@@ -314,7 +314,7 @@ async def prepare_database(settings: Settings) -> str:
 
     # Blocking (initdb on first run takes seconds): keep the event loop free for signals.
     url = await asyncio.to_thread(resolve_database_url, settings)
-    applied = await migrate(url)
+    applied = await migrate(url, settings=settings)
     if applied:
         log.info("applied migrations %s", applied)
     return url

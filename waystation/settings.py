@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +19,8 @@ from persistence.sealing import SecretsBox, parse_keys
 
 KindSettings = TypeVar("KindSettings", bound=BaseSettings)
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
+# The names of this machine's loopback interface: the Host a local browser or client sends.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 # Seals webhook secrets on a dev stack only (persistence/sealing.py); refused elsewhere.
 DEV_SECRETS_KEY = "sHvqCDLXJXUqiXJhJFgdXxIAfEzsQUjGsDUTbFQhj1k="
 
@@ -40,6 +43,18 @@ class Settings(BaseSettings):
 
     # Postgres: unset means the embedded server under the data folder.
     database_url: str | None = Field(None, validation_alias="DATABASE_URL")
+    # The API and the workers log in as roles `waystation_api` and `waystation_worker`: as
+    # DATABASE_URL's server and database, that user, these passwords (unset: none, as the
+    # embedded server's local sign-in needs). `waystation migrate`, run as the owner, sets
+    # them. A DATABASE_URL that names one of the two roles is used as it is.
+    api_database_password: str | None = Field(
+        None, validation_alias="WAYSTATION_API_DATABASE_PASSWORD")
+    worker_database_password: str | None = Field(
+        None, validation_alias="WAYSTATION_WORKER_DATABASE_PASSWORD")
+    # `waystation api` and `worker` apply pending migrations first (as DATABASE_URL's user:
+    # the owner on a dev stack). Off where a separate `waystation migrate` runs as the owner
+    # and the processes log in as roles that may not change the schema (docker-compose).
+    migrate_on_start: bool = Field(True, validation_alias="WAYSTATION_MIGRATE_ON_START")
 
     # API
     api_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_API_HOST")
@@ -57,6 +72,14 @@ class Settings(BaseSettings):
     # Browser frontends on other origins (an AG-UI app): comma-separated origins such as
     # `http://localhost:5173`, or `*`. Empty: same-origin only (no CORS headers).
     cors_origins: str = Field("", validation_alias="WAYSTATION_CORS_ORIGINS")
+    # The names this API answers to (the Host header), comma-separated: `api.example.com`,
+    # `api.example.com:8443` (that port only), `.example.com` (it and its subdomains), `*`.
+    # Unset: the loopback names and WAYSTATION_CONSOLE_URL's host. Any other Host is a 421, so
+    # a page whose name an attacker rebinds to this machine's address reaches nothing.
+    allowed_hosts: str = Field("", validation_alias="WAYSTATION_ALLOWED_HOSTS")
+    # Browser origins besides the console's own and WAYSTATION_CORS_ORIGINS whose requests
+    # `/mcp` serves (comma-separated); a request with another `Origin` is a 403.
+    allowed_origins: str = Field("", validation_alias="WAYSTATION_ALLOWED_ORIGINS")
     # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
     max_api_keys_per_user: int = Field(50, ge=1,
                                        validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
@@ -214,6 +237,20 @@ class Settings(BaseSettings):
         return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
 
     @property
+    def allowed_host_list(self) -> list[str]:
+        if self.allowed_hosts.strip():
+            return _items(self.allowed_hosts)
+        return [*LOOPBACK_HOSTS, urlsplit(self.console_base).netloc]
+
+    @property
+    def allowed_origin_list(self) -> list[str]:
+        """The console's origin, WAYSTATION_ALLOWED_ORIGINS and WAYSTATION_CORS_ORIGINS: one
+        list of the browser origins trusted to call the API."""
+        console = urlsplit(self.console_base)
+        return [f"{console.scheme}://{console.netloc}", *_items(self.allowed_origins),
+                *self.cors_origin_list]
+
+    @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
@@ -256,6 +293,10 @@ class Settings(BaseSettings):
     @property
     def temporal_db_file(self) -> Path:
         return self.data_path / "temporal.sqlite"
+
+
+def _items(listed: str) -> list[str]:
+    return [item.strip().rstrip("/") for item in listed.split(",") if item.strip()]
 
 
 def load_settings() -> Settings:

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User, can_access, may_decide
+from api.auth import User, can_access, is_decider, may_decide
 from api.errors import ApiError
 from persistence import groups as groups_repo
 from persistence.claims import SERVICE, Claims, set_claims
@@ -41,6 +41,12 @@ async def group_role(conn: asyncpg.Connection, user: User, run: RunRow) -> str |
 
 async def may_read(conn: asyncpg.Connection, user: User, run: RunRow) -> bool:
     return can_access(user, run, await group_role(conn, user, run))
+
+
+async def may_act(conn: asyncpg.Connection, user: User, run: RunRow,
+                  decider_roles: list[str]) -> bool:
+    """Whether the caller may act on the run as a decider would (see `require_decider`)."""
+    return is_decider(user, run, await group_role(conn, user, run), decider_roles)
 
 
 async def require_decider(conn: asyncpg.Connection, user: User, run: RunRow,

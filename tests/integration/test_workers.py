@@ -80,7 +80,7 @@ async def stack(settings: Settings, dev_env, pool,  # noqa: F811
                           backend=backend)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield Stack(http, worker_id, backend)
 
 

@@ -28,7 +28,12 @@ APP_SERVICES = ("migrate", "api", "worker")
 REQUIRED_APP_ENV = ("TEMPORAL_ADDRESS", "DATABASE_URL", "WAYSTATION_JWT_SECRET",
                     "WAYSTATION_SECRETS_KEY")
 # Secrets that must be supplied by the operator: `${VAR:?message}`, never a default.
-SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET", "WAYSTATION_SECRETS_KEY")
+SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET", "WAYSTATION_SECRETS_KEY",
+           "WAYSTATION_API_DATABASE_PASSWORD", "WAYSTATION_WORKER_DATABASE_PASSWORD")
+# Who each service logs in to the read model as, and with which password (issue 38 item 7).
+DATABASE_LOGINS = {"migrate": ("waystation", "POSTGRES_PASSWORD"),
+                   "api": ("waystation_api", "WAYSTATION_API_DATABASE_PASSWORD"),
+                   "worker": ("waystation_worker", "WAYSTATION_WORKER_DATABASE_PASSWORD")}
 VALID_CONDITIONS = {
     "service_started",
     "service_healthy",
@@ -218,7 +223,8 @@ def test_app_env_has_required_settings(services: dict[str, Any]) -> None:
             f"{name} must run WAYSTATION_ENV=production"
         )
         assert env["WAYSTATION_JWT_SECRET"].startswith("${WAYSTATION_JWT_SECRET:?"), name
-        assert "${POSTGRES_PASSWORD:?" in env["DATABASE_URL"], name
+        user, password = DATABASE_LOGINS[name]
+        assert env["DATABASE_URL"].startswith(f"postgresql://{user}:${{{password}:?"), name
         host = env["DATABASE_URL"].rsplit("@", 1)[-1].split("/", 1)[0].split(":", 1)[0]
         assert host == "db", f"{name} DATABASE_URL should point at the db service, not {host!r}"
         assert env["TEMPORAL_ADDRESS"].split(":", 1)[0] == "temporal", name
@@ -420,3 +426,24 @@ def test_dockerignore_keeps_what_pip_install_needs() -> None:
         assert needed not in patterns, f".dockerignore excludes {needed}"
     assert ".git" in patterns
     assert ".env" in patterns, "local secrets must stay out of the build context"
+
+
+def test_only_migrate_logs_in_as_the_owner(services: dict[str, Any]) -> None:
+    """The API and workers log in as roles that cannot leave row-level security, and do not
+    migrate (they could not); `migrate` sets those roles' passwords."""
+    for name in ("api", "worker"):
+        assert env_mapping(services[name])["WAYSTATION_MIGRATE_ON_START"] == "false", name
+    migrate = env_mapping(services["migrate"])
+    for _, password in (DATABASE_LOGINS["api"], DATABASE_LOGINS["worker"]):
+        assert migrate[password].startswith(f"${{{password}:?"), password
+
+
+def test_temporal_grpc_is_not_published(services: dict[str, Any]) -> None:
+    """Temporal's frontend has no sign-in: nothing outside the stack's network may reach it."""
+    assert not services["temporal"].get("ports"), services["temporal"].get("ports")
+
+
+def test_api_answers_to_its_service_name(services: dict[str, Any]) -> None:
+    hosts = env_mapping(services["api"])["WAYSTATION_ALLOWED_HOSTS"]
+    assert {"api", "localhost", "127.0.0.1"} <= set(hosts.split(":-", 1)[1].rstrip("}")
+                                                    .split(","))

@@ -40,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import authenticate_request
 from api.errors import ApiError
+from api.hosts import origin_allowed
 from api.protocols.mcp import mapping, tasks
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -102,12 +103,20 @@ class McpEndpoint:
     """`/mcp`: the caller authenticated as by every route, then the SDK's transport."""
 
     def __init__(self, sessions: StreamableHTTPSessionManager, *,
-                 metadata_url: str | None) -> None:
+                 metadata_url: str | None, allowed_origins: list[str]) -> None:
         self.sessions = sessions
         self.metadata_url = metadata_url
+        self.allowed_origins = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        # The transport's MUST: a browser page of another origin is refused before its
+        # credentials are even read (the Host was checked by the app, api.hosts).
+        origin = request.headers.get("origin")
+        if not origin_allowed(origin, request.headers.get("host"), self.allowed_origins):
+            raise ApiError(403, "origin_not_allowed",
+                           f"origin {origin!r} may not call {PATH}",
+                           details=[{"origin": origin}])
         try:
             scope[mapping.USER_SCOPE_KEY] = await authenticate_request(request)
         except ApiError as error:
@@ -136,15 +145,18 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings
     app; the session manager returned must run in the app's lifespan."""
     sessions = StreamableHTTPSessionManager(
         app=build_server(registry), stateless=True, json_response=True,
-        # Every request must carry the caller's credentials, which a page rebinding its own
-        # host name to this server cannot attach (a bearer token it does not know; the console
-        # cookie belongs to the real host name): the SDK's Host/Origin allow-list adds nothing
-        # and would refuse the real host name behind a proxy.
+        # Replaced by ours, not dropped: the app answers only to WAYSTATION_ALLOWED_HOSTS on
+        # every route (api.hosts.TrustedHosts) and McpEndpoint checks `Origin` against the
+        # same allowed origins as the rest of the API; the SDK's own lists would be a second
+        # copy of both settings to keep in step.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     metadata = protected_resource(settings)
     metadata_url = f"{settings.console_base}{METADATA_PATH}{PATH}" if metadata else None
-    routes = [Route(PATH, McpEndpoint(sessions, metadata_url=metadata_url),
-                    methods=["GET", "POST", "DELETE"])]
+    # No GET: a stateless server has nothing to send on a stream of its own, and the
+    # transport lets it answer 405 (Starlette does, with `Allow`).
+    routes = [Route(PATH, McpEndpoint(sessions, metadata_url=metadata_url,
+                                      allowed_origins=settings.allowed_origin_list),
+                    methods=["POST", "DELETE"])]
     if metadata is not None:
         document = metadata.model_dump(mode="json", exclude_none=True)
 
