@@ -7,7 +7,7 @@ reader's burst is spent, each such task waits for the next slot: about 50 ms bet
 `WORKFLOW_TASK_SCHEDULED` and `WORKFLOW_TASK_STARTED`, where an unthrottled server takes a
 millisecond or two. `run_chain` runs a chain of empty activities (workflows/engine_probe.py)
 on a task queue of its own and reads those two timestamps from its history;
-`waystation doctor` and bench/bench_engine.py report them.
+`waystation doctor` (`engine_report`) and bench/bench_engine.py report them.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from temporalio.worker import Worker
 from activities.engine_probe import probe_step
 from workflows.engine_probe import EngineProbe, ProbeChain
 
-# Enough activities in a row to spend a default reader's burst (20 polls) and then show
-# its steady rate.
-DOCTOR_CHAIN = 40
+# Enough activities in a row to spend a default reader's burst of polls (the first 25 or so
+# activities of a chain are not held up) and then show its steady rate in the second half.
+DOCTOR_CHAIN = 60
 # Unthrottled, a workflow task waits 1–5 ms after an activity even on a busy laptop;
 # throttled at the default 20 polls a second, about 50 ms.
 STALL_MS = 20.0
@@ -47,8 +47,13 @@ class ChainTiming(BaseModel):
         return max(self.waits_ms)
 
     @property
+    def steady_wait_ms(self) -> float:
+        """The median wait over the chain's second half, once any burst is spent."""
+        return statistics.median(self.waits_ms[len(self.waits_ms) // 2:])
+
+    @property
     def stalled(self) -> bool:
-        return self.median_wait_ms > STALL_MS
+        return self.steady_wait_ms > STALL_MS
 
 
 def chain_timing(history: WorkflowHistory) -> ChainTiming:
@@ -85,3 +90,22 @@ async def run_chain(client: Client, activities: int) -> ChainTiming:
                                              id=name, task_queue=name)
         await handle.result()
         return chain_timing(await handle.fetch_history())
+
+
+def engine_report(chain: ChainTiming, where: str) -> tuple[str, int]:
+    """What `waystation doctor` prints of a chain run on `where`, and its exit status."""
+    lines = [
+        f"engine ({where}): {chain.activities} empty activities in a row, "
+        f"{chain.ms_per_activity:.1f} ms each",
+        f"a workflow task's wait after an activity: {chain.steady_wait_ms:.1f} ms over the "
+        f"chain's second half (median; {chain.median_wait_ms:.1f} over all, max "
+        f"{chain.max_wait_ms:.1f})",
+    ]
+    if not chain.stalled:
+        ok = "ok: the history service does not hold workflow tasks up"
+        return "\n".join([*lines, ok]), 0
+    lines.append(
+        f"stalled: above {STALL_MS:.0f} ms, the history service's transfer queue is "
+        "throttled (history.transferProcessorMaxPollRPS, per shard): see docs/operations.md, "
+        "\"The engine's throttle\"")
+    return "\n".join(lines), 1
