@@ -23,9 +23,9 @@ from temporalio.worker import Worker
 from activities.engine_probe import probe_step
 from workflows.engine_probe import EngineProbe, ProbeChain
 
-# Enough activities in a row to spend a default reader's burst of polls (the first 25 or so
-# activities of a chain are not held up) and then show its steady rate in the second half.
-DOCTOR_CHAIN = 60
+# Enough activities in a row to spend a default reader's burst of polls (the first 40 or so
+# of a chain were not held up, on a busy machine) and show its steady rate in the second half.
+DOCTOR_CHAIN = 100
 # Unthrottled, a workflow task waits 1–5 ms after an activity even on a busy laptop;
 # throttled at the default 20 polls a second, about 50 ms.
 STALL_MS = 20.0
