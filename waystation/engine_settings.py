@@ -29,7 +29,7 @@ SQLITE_PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 ENGINE_SETTINGS = {
     # The workflow task after an activity, a signal or an Update is handed to matching by the
     # transfer queue: throttled, a chain of empty activities took 50 ms an activity instead
-    # of 8, its workflow tasks waiting 40 ms each. Costs reads (see above).
+    # of 8–13, its workflow tasks waiting 40 ms each. Costs reads (see above).
     "history.transferProcessorMaxPollRPS": "10000",
     # A timer within this much of now is pushed out to it (1 s by default): a 1 ms timer
     # fired a second late (and so would a short retry backoff), 2 ms late with it. Costs: the
@@ -37,7 +37,7 @@ ENGINE_SETTINGS = {
     # instead of 1 s.
     "history.timerProcessorMaxTimeShift": '"1ms"',
     # With the shift short, each timer is a read of the timer queue: throttled, timers of
-    # 1 ms in a row fired 90–140 ms late instead of 2 ms. Alone it moves nothing.
+    # 100 ms in a row fired 90–140 ms late instead of 2 ms. Alone it moves nothing.
     "history.timerProcessorMaxPollRPS": "10000",
     # Runs' visibility records (the Web UI's list, `waystation runs`, search attributes):
     # throttled, a run finished was listed as completed 8–40 ms later instead of 1–2 ms.
