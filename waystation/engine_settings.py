@@ -4,6 +4,8 @@
 raw-Temporal baselines included (`waystation.testing.DEV_SERVER_ARGS`), start the dev server
 with these flags, so Waystation and its baselines always run on the same engine; a test reads
 them back from the running servers' command lines (tests/faults/test_engine_settings.py).
+docker-compose.yml's server reads the same values from deploy/temporal/dynamicconfig.yaml
+(tests/unit/test_compose.py keeps the two equal).
 
 The dynamic config values take out the history service's throttles (issue 39). Each queue
 reader of a history shard polls at most `…MaxPollRPS` times a second (20 by default; the dev
