@@ -15,6 +15,7 @@ import pytest
 import yaml
 from pydantic import AliasChoices, AliasPath
 
+from waystation.engine_settings import ENGINE_SETTINGS
 from waystation.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -279,6 +280,16 @@ def test_temporal_uses_postgres(services: dict[str, Any]) -> None:
     assert env.get("DB") == "postgres12"
     assert env.get("POSTGRES_SEEDS") == "temporal-db"
     assert str(env.get("POSTGRES_PWD", "")).startswith("${"), "Temporal DB password is hardcoded"
+
+
+def test_temporal_runs_with_the_engine_settings(services: dict[str, Any]) -> None:
+    """The compose server's dynamic config is the dev server's engine settings."""
+    temporal = services["temporal"]
+    path = env_mapping(temporal)["DYNAMIC_CONFIG_FILE_PATH"]
+    mounts = dict(reversed(str(volume).rsplit(":", 2)[:2]) for volume in temporal["volumes"])
+    dynamic = yaml.safe_load((ROOT / mounts[path]).read_text())
+    assert {key: values[0]["value"] for key, values in dynamic.items()} == {
+        key: yaml.safe_load(value) for key, value in ENGINE_SETTINGS.items()}
 
 
 def test_temporal_schema_is_set_up_before_the_server(services: dict[str, Any]) -> None:
