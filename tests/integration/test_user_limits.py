@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -9,20 +10,22 @@ from collections.abc import AsyncIterator
 import httpx
 
 from api.auth import SESSION_COOKIE
-from api.rate_limits import WriteRate
+from persistence import user_limits
 from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
 from waystation.testing import InProcessApi, eventually, free_port
 
 
-def test_write_rate_refills_continuously() -> None:
-    rate = WriteRate(per_minute=60)
-    assert [rate.take("a", 0.0) for _ in range(60)] == [0.0] * 60
-    assert rate.take("a", 0.0) == 1.0  # one token a second
-    assert rate.take("b", 0.0) == 0.0  # another user has their own bucket
-    assert rate.take("a", 0.5) == 0.5
-    assert rate.take("a", 1.0) == 0.0
+async def test_write_bucket_refills_continuously(pool):
+    """The shared bucket (migration 067): `per_minute` writes at once, then one a second."""
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    async with pool.acquire() as conn:
+        assert [await user_limits.take_write(conn, alice, 60) for _ in range(60)] == [0.0] * 60
+        assert 0.9 < await user_limits.take_write(conn, alice, 60) <= 1.0  # one a second
+        assert await user_limits.take_write(conn, bob, 60) == 0.0  # bob has his own
+        await asyncio.sleep(1.05)
+        assert await user_limits.take_write(conn, alice, 60) == 0.0
 
 
 async def _open_stream(http: httpx.AsyncClient, user: str,
