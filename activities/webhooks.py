@@ -43,6 +43,9 @@ NOTIFICATION_WORKFLOW = "WebhookNotification"
 SEND_TIMEOUT_SECONDS = 10.0
 # How long the recorder waits for a delivery's first attempt before leaving it to the workflow.
 FIRST_ATTEMPT_WITHIN_SECONDS = 2.0
+# First attempts in flight at once: an event that fans out to hundreds of webhooks must not
+# open hundreds of connections (and pooled database connections) from the recorder.
+FIRST_ATTEMPTS_AT_ONCE = 16
 # The receiver's answer, shortened, for the delivery log.
 ERROR_TEXT_LIMIT = 500
 
@@ -122,12 +125,20 @@ class WebhookActivities:
         async with self._pool.acquire() as conn:
             ids = await webhooks_repo.pending_deliveries(conn, run_id, event_keys)
 
+        # At most FIRST_ATTEMPTS_AT_ONCE at a time, all within FIRST_ATTEMPT_WITHIN_SECONDS of
+        # now: one not begun by then is left to the workflow, so a large fan-out holds the
+        # run's workflow task no longer than a small one.
+        at_once = asyncio.Semaphore(FIRST_ATTEMPTS_AT_ONCE)
+        deadline = time.monotonic() + FIRST_ATTEMPT_WITHIN_SECONDS
+
         async def attempt(delivery_id: UUID) -> None:
-            try:
-                await asyncio.wait_for(self._send(delivery_id), FIRST_ATTEMPT_WITHIN_SECONDS)
-            except Exception as error:  # noqa: BLE001 - the workflow's attempts deliver it
-                log.info("first attempt of delivery %s left to its workflow: %r",
-                         delivery_id, error)
+            async with at_once:
+                try:
+                    await asyncio.wait_for(self._send(delivery_id),
+                                           max(0.0, deadline - time.monotonic()))
+                except Exception as error:  # noqa: BLE001 - the workflow's attempts deliver it
+                    log.info("first attempt of delivery %s left to its workflow: %r",
+                             delivery_id, error)
 
         await asyncio.gather(*(attempt(i) for i in ids))
 
