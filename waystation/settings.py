@@ -71,6 +71,10 @@ class Settings(BaseSettings):
                                        validation_alias="WAYSTATION_MAX_WEBHOOKS_PER_USER")
     max_push_configs_per_user: int = Field(
         200, ge=1, validation_alias="WAYSTATION_MAX_PUSH_CONFIGS_PER_USER")
+    # The most deliveries of one event one notification workflow sends; a larger fan-out is
+    # shared among child workflows, so no history nears Temporal's limit.
+    webhook_deliveries_per_workflow: int = Field(
+        500, ge=1, le=2000, validation_alias="WAYSTATION_WEBHOOK_DELIVERIES_PER_WORKFLOW")
 
     # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
     # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
