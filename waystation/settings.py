@@ -177,6 +177,11 @@ class Settings(BaseSettings):
                                       validation_alias="WAYSTATION_METRICS_TOKEN")
     metrics_cache_seconds: float = Field(15.0, ge=0,
                                          validation_alias="WAYSTATION_METRICS_CACHE_SECONDS")
+    # GET /workers: how old its pollers and totals (two Temporal calls and a count over every
+    # item) may be, per API process; the console's poll, so any number of open consoles cost
+    # one read per interval. 0 reads them on every request.
+    workers_cache_seconds: float = Field(2.0, ge=0, le=60,
+                                         validation_alias="WAYSTATION_WORKERS_CACHE_SECONDS")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
