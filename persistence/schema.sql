@@ -1132,7 +1132,7 @@ ALTER TABLE public.screens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 -- Name: stream_leases; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE TABLE public.stream_leases (
+CREATE UNLOGGED TABLE public.stream_leases (
     id uuid NOT NULL,
     caller text NOT NULL,
     expires_at timestamp with time zone NOT NULL
@@ -1184,7 +1184,7 @@ ALTER TABLE ONLY public.user_erasures FORCE ROW LEVEL SECURITY;
 -- Name: user_write_buckets; Type: TABLE; Schema: public; Owner: -
 --
 
-CREATE TABLE public.user_write_buckets (
+CREATE UNLOGGED TABLE public.user_write_buckets (
     caller text NOT NULL,
     tokens double precision NOT NULL,
     at timestamp with time zone NOT NULL

@@ -3,17 +3,22 @@
 -- lasts: a stream closed on one replica frees its slot everywhere, and the leases of a replica
 -- that died (kill -9) lapse after their time to live instead of holding slots forever.
 --
--- A caller is a user's name, or an API key, provider token or session (by hash) until the
--- request is authenticated; see api/rate_limits.py. The API reaches these tables only through
+-- A caller is the SHA-256 of a user's name, or of an API key, provider token or session until
+-- the request is authenticated (see api/rate_limits.py): no row names a person. The API reaches these tables only through
 -- the functions below (SECURITY DEFINER, owned by the migration runner, which reads every
 -- row: see migration 022), so one user's connection cannot read who else is counted.
-CREATE TABLE user_write_buckets (
+--
+-- UNLOGGED: a count is written on every write and stream, and waiting for the WAL to reach the
+-- disk cost 2.3 ms a write where it costs 0.14 unlogged (docs/operations.md, "Limits"). A
+-- crash of the database empties them: every bucket is then full and every stream uncounted
+-- until it is opened again, which is what a restart of a replica did before.
+CREATE UNLOGGED TABLE user_write_buckets (
     caller  text PRIMARY KEY,
     tokens  double precision NOT NULL,
     at      timestamptz NOT NULL
 );
 
-CREATE TABLE stream_leases (
+CREATE UNLOGGED TABLE stream_leases (
     id          uuid PRIMARY KEY,
     caller      text NOT NULL,
     expires_at  timestamptz NOT NULL
