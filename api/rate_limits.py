@@ -107,13 +107,14 @@ class Limiter:
         self.held.add(lease)
 
     async def release_stream(self, lease: UUID) -> None:
-        """Frees the slot everywhere; should the database be unreachable now, the lease is no
-        longer renewed and lapses."""
+        """Frees the slot everywhere; should the database be unreachable now (or the pool
+        closed, at shutdown), the lease is no longer renewed and lapses."""
         self.held.discard(lease)
         try:
             async with self._connection() as conn:
                 await user_limits.release_stream(conn, lease)
-        except (ApiError, *UNAVAILABLE_ERRORS) as error:  # type: ignore[misc]
+        except (ApiError, asyncpg.InterfaceError,
+                *UNAVAILABLE_ERRORS) as error:
             log.warning("stream lease %s left to lapse: %s", lease, error)
 
     async def renew(self) -> None:
