@@ -136,3 +136,23 @@ async def test_a_users_api_keys_share_the_users_caps(migrated_url, pool):
             answers = [(await http.delete(stop, headers=key)).status_code
                        for key in (keys[0], keys[1], keys[0])]
             assert 429 not in answers[:2] and answers[2] == 429, answers
+
+
+async def test_a_group_key_counts_toward_its_maker(migrated_url, pool):
+    """A group key acts as a member of its own (`apikey:<id>`) but gets no limits beyond its
+    maker's: its writes are the maker's writes (issue 38)."""
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    async with limited_api(migrated_url, writes_per_minute=4) as api:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            group = await http.post("/groups", headers=auth(alice), json={"name": "Ops"})
+            assert group.status_code == 201, group.text
+            made = await http.post("/api-keys", headers=auth(alice), json={
+                "name": "ci", "group_id": group.json()["group_id"], "role": "member"})
+            assert made.status_code == 201, made.text
+            key = {"Authorization": f"Bearer {made.json()['key']}"}
+            assert made.json()["acts_as"].startswith("apikey:")
+            stop = f"/api-keys/{uuid.uuid4()}"
+            # alice has two of her four writes left, whoever makes them.
+            answers = [(await http.delete(stop, headers=headers)).status_code
+                       for headers in (key, auth(alice), key)]
+            assert 429 not in answers[:2] and answers[2] == 429, answers
