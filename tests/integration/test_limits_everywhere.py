@@ -147,6 +147,12 @@ async def test_a_1800_entry_resume_is_a_422_and_decides_nothing(api, pool):
         error = response.json()["error"]
         assert error["code"] == "invalid_request"
         assert error["details"][0]["loc"] == ["body", "resume"]
+        # Within the bound, an interrupt named twice is refused too: each is answered once.
+        twice = await http.post("/ag-ui/validation", headers=auth(owner), json={
+            "threadId": run_id, "runId": str(uuid.uuid4()), "messages": [],
+            "resume": [entry] * 2})
+        assert twice.status_code == 422, twice.text
+        assert "interruptId repeats" in twice.text
         after = (await http.get(f"/runs/{run_id}", headers=auth(owner))).json()
         assert after["last_seq"] == before["last_seq"]
         assert after["pending_decision"]["votes"] == []

@@ -15,7 +15,7 @@ import asyncpg
 from ag_ui.core import Context, Message, ResumeEntry, RunAgentInput, TextPart, Tool, UserMessage
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio.client import Client
 
 from api.auth import User
@@ -71,6 +71,15 @@ class BoundedRunAgentInput(RunAgentInput):
     tools: list[Tool] | None = Field(None, max_length=MAX_TOOLS)
     context: list[Context] | None = Field(None, max_length=MAX_CONTEXT_ENTRIES)
     resume: list[ResumeEntry] | None = Field(None, max_length=MAX_RESUME_ENTRIES)
+
+    @field_validator("resume")
+    @classmethod
+    def _each_interrupt_once(cls, resume: list[ResumeEntry] | None
+                             ) -> list[ResumeEntry] | None:
+        ids = [entry.interrupt_id for entry in resume or ()]
+        if len(set(ids)) != len(ids):
+            raise ValueError("each interrupt may be answered once: an interruptId repeats")
+        return resume
 
 
 Kind = Annotated[str, Path(min_length=1, max_length=50)]
