@@ -20,9 +20,10 @@ from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
 from api.protocols import a2a
+from api.protocols.a2a.card import RPC_PATH
 from api.protocols.ag_ui import router as ag_ui
 from api.protocols.mcp import server as mcp
-from api.rate_limits import UserLimits
+from api.rate_limits import Limiter, UserLimits
 from api.routes import (
     admin,
     api_keys,
@@ -73,12 +74,14 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
                                        subscriber_capacity=settings.sse_client_buffer)
         await app.state.event_hub.start()
+        await limiter.start(app.state.pool)
         app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
             async with mcp.serving(mcp_sessions):
                 with startup_heap_frozen():
                     yield
         finally:
+            await limiter.stop()
             await app.state.event_hub.stop()
             await app.state.pool.close()
 
@@ -107,9 +110,11 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         settings.metrics_cache_seconds,
         [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
-    app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
-                       max_streams=settings.max_streams_per_user,
-                       writes_per_minute=settings.writes_per_minute)
+    limiter = app.state.limiter = Limiter(max_streams=settings.max_streams_per_user,
+                                          writes_per_minute=settings.writes_per_minute,
+                                          lease_seconds=settings.stream_lease_seconds)
+    app.add_middleware(UserLimits, limiter=limiter, jwt_secret=settings.jwt_secret,
+                       dispatched=frozenset({RPC_PATH, mcp.PATH}))
     if settings.cors_origin_list:
         # Outside the limits, so a refusal (401, 429) still carries the headers a browser
         # needs to read it; preflights are answered here. Without credentials: another origin

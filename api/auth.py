@@ -44,6 +44,9 @@ class User(BaseModel):
     via: Credential = "token"
     # A token's `iat`, checked against the user's cut-off (see `require_not_cut_off`).
     issued_at: float | None = None
+    # A group key's maker: the person whose limits the key's calls count toward (a key acts as
+    # a member of its own, `apikey:<id>`, but gets no limits beyond its maker's).
+    maker: str | None = None
 
     @property
     def is_service(self) -> bool:

@@ -66,9 +66,14 @@ class Settings(BaseSettings):
         15.0, gt=0, validation_alias="WAYSTATION_SSE_HEARTBEAT_SECONDS")
     sse_client_buffer: int = Field(10_000, ge=10, validation_alias="WAYSTATION_SSE_CLIENT_BUFFER")
     max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
-    # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
+    # Per user, shared by every API replica (in Postgres); 0 turns a limit off. Over it: 429
+    # with Retry-After.
     max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
     writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+    # How long an open stream's slot outlives a replica that stopped renewing it (one killed
+    # outright); each replica renews its streams' slots three times as often.
+    stream_lease_seconds: float = Field(30.0, gt=0, le=3600,
+                                        validation_alias="WAYSTATION_STREAM_LEASE_SECONDS")
     # Browser frontends on other origins (an AG-UI app): comma-separated origins such as
     # `http://localhost:5173`, or `*`. Empty: same-origin only (no CORS headers).
     cors_origins: str = Field("", validation_alias="WAYSTATION_CORS_ORIGINS")
@@ -83,6 +88,16 @@ class Settings(BaseSettings):
     # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
     max_api_keys_per_user: int = Field(50, ge=1,
                                        validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
+    # Live webhooks one user may hold at once, each event fanning out to all of them; A2A push
+    # configs (webhooks for one run) are counted apart.
+    max_webhooks_per_user: int = Field(50, ge=1,
+                                       validation_alias="WAYSTATION_MAX_WEBHOOKS_PER_USER")
+    max_push_configs_per_user: int = Field(
+        200, ge=1, validation_alias="WAYSTATION_MAX_PUSH_CONFIGS_PER_USER")
+    # The most deliveries of one event one notification workflow sends; a larger fan-out is
+    # shared among child workflows, so no history nears Temporal's limit.
+    webhook_deliveries_per_workflow: int = Field(
+        500, ge=1, le=2000, validation_alias="WAYSTATION_WEBHOOK_DELIVERIES_PER_WORKFLOW")
 
     # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
     # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
@@ -185,6 +200,11 @@ class Settings(BaseSettings):
                                       validation_alias="WAYSTATION_METRICS_TOKEN")
     metrics_cache_seconds: float = Field(15.0, ge=0,
                                          validation_alias="WAYSTATION_METRICS_CACHE_SECONDS")
+    # GET /workers: how old its pollers and totals (two Temporal calls and a count over every
+    # item) may be, per API process; the console's poll, so any number of open consoles cost
+    # one read per interval. 0 reads them on every request.
+    workers_cache_seconds: float = Field(2.0, ge=0, le=60,
+                                         validation_alias="WAYSTATION_WORKERS_CACHE_SECONDS")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")

@@ -89,7 +89,8 @@ def build_worker(
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
         kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
     webhooks = WebhookActivities(pool, settings.secrets_box,
-                                 private_networks=webhook_private_networks)
+                                 private_networks=webhook_private_networks,
+                                 deliveries_per_workflow=settings.webhook_deliveries_per_workflow)
     mailer = DecisionMailActivities(pool, mail) if mail is not None else None
     read_model = ReadModelActivities(pool, webhooks=webhooks, mail=mailer)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={

@@ -12,10 +12,10 @@ the next but the caller's credentials.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -42,6 +42,7 @@ from api.deps import authenticate_request
 from api.errors import ApiError
 from api.hosts import origin_allowed
 from api.protocols.mcp import mapping, tasks
+from api.rate_limits import count_call
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -66,6 +67,9 @@ def build_server(registry: Registry) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: CallToolRequestParams) -> HandlerResult:
         caller = mapping.Caller.of(ctx.request)
+        spec = tools.specs.get(params.name)
+        if spec is not None and not spec.read_only:
+            await counted_write(ctx)
         result = await tools.call(caller, params.name, params.arguments or {})
         if params.name == "start_run" and not result.is_error and tasks.accepts_tasks(ctx):
             assert result.structured_content is not None, "start_run answers RunCreated"
@@ -92,11 +96,33 @@ def build_server(registry: Registry) -> Server[Any]:
         on_list_resource_templates=list_templates, on_read_resource=read_resource)
     server.add_request_handler("tools/call", CallToolRequestParams, call_tool)
     server.add_request_handler("tasks/get", tasks.TaskParams, tasks.get_task)
-    server.add_request_handler("tasks/update", tasks.TaskUpdateParams, tasks.update_task)
-    server.add_request_handler("tasks/cancel", tasks.TaskParams, tasks.cancel_task)
+    server.add_request_handler("tasks/update", tasks.TaskUpdateParams,
+                               writing(tasks.update_task))
+    server.add_request_handler("tasks/cancel", tasks.TaskParams, writing(tasks.cancel_task))
     server.add_request_handler("tasks/result", tasks.TaskParams, tasks.task_result)
     server.extensions[tasks.TASKS_EXTENSION] = {}
     return server
+
+
+async def counted_write(ctx: ServerRequestContext[Any]) -> None:
+    """Counts a writing call against its caller's writes per minute (api/rate_limits.py);
+    over the limit, the protocol's error carrying the API's 429 body, before anything is done.
+    Reading calls count nothing."""
+    assert ctx.request is not None, "Waystation serves MCP over HTTP only"
+    with mapping.protocol_errors("MCP write"):
+        await count_call(ctx.request.scope, write=True, stream=False)
+
+
+P = TypeVar("P")
+
+
+def writing(handler: Callable[[ServerRequestContext[Any], P], Awaitable[Any]]
+            ) -> Callable[[ServerRequestContext[Any], P], Awaitable[Any]]:
+    """`handler`, counted as a write (`counted_write`) first."""
+    async def counted(ctx: ServerRequestContext[Any], params: P) -> Any:
+        await counted_write(ctx)
+        return await handler(ctx, params)
+    return counted
 
 
 class McpEndpoint:
