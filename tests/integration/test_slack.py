@@ -4,15 +4,19 @@ signed as Slack signs them (tests/slack_client.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import httpx
 import pytest_asyncio
+from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
 from activities.slack.channel import SlackActivities, SlackSyncInput
@@ -69,14 +73,16 @@ class Stack:
         return status, votes
 
 
-@pytest_asyncio.fixture
-async def slack(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[Stack]:
+@asynccontextmanager
+async def slack_stack(migrated_url: str, dev_env: WorkflowEnvironment, pool: asyncpg.Pool,
+                      task_queue: str, **settings: Any) -> AsyncIterator[Stack]:
+    """The API and a worker configured for Slack, its Web API the stand-in's."""
     with SlackStub() as stub:
         config = Settings(database_url=migrated_url, jwt_secret=SECRET,
                           temporal_task_queue=task_queue,
                           temporal_address=dev_env.client.service_client.config.target_host,
                           slack_bot_token=TOKEN, slack_signing_secret=SIGNING_SECRET,
-                          slack_channel=CHANNEL, slack_api_url=stub.url)
+                          slack_channel=CHANNEL, slack_api_url=stub.url, **settings)
         api = InProcessApi(config)
         await api.start()
         try:
@@ -86,6 +92,12 @@ async def slack(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[Stack]
                 yield Stack(http, stub, pool)
         finally:
             await api.stop()
+
+
+@pytest_asyncio.fixture
+async def slack(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[Stack]:
+    async with slack_stack(migrated_url, dev_env, pool, task_queue) as stack:
+        yield stack
 
 
 async def pending(http: httpx.AsyncClient, run_id: str, user: str) -> dict:
@@ -411,3 +423,25 @@ async def test_reminders_are_thread_replies_and_deciders_get_dms(slack: Stack, p
     assert not [m for m in stub.top_level() if m.channel == "CAGENT"]
     again = await channel.sync(SlackSyncInput(run_id=uuid.UUID(run_id)))
     assert again.posted == again.updated == again.replies == 0
+
+
+async def test_clicks_count_against_the_linked_user_s_write_limit(migrated_url, dev_env, pool,
+                                                                   task_queue):
+    async with slack_stack(migrated_url, dev_env, pool, task_queue,
+                           writes_per_minute=4) as slack:
+        http, stub = slack.http, slack.stub
+        alice = f"alice-{uuid.uuid4().hex[:6]}"
+        run_id = await start_validation(http, alice)  # write 1
+        gate = await pending(http, run_id, alice)
+        message = await slack.message_for(gate["request_id"])
+        me = slack.person("UALICE")
+        assert (await me.link_to(auth(alice))).status_code == 200  # write 2
+        # Rejecting opens the reason's modal: writes 3 and 4; the third click is one too many.
+        for opened in (1, 2):
+            assert (await me.click(message, "reject")).status_code == 200
+            await eventually(lambda n=opened: asyncio.sleep(0, len(stub.views) >= n))
+        assert (await me.click(message, "reject")).status_code == 200
+        told = await eventually(lambda: _nth(stub.ephemerals, 1))  # after the link's
+        assert "too many writes" in told["text"], told
+        assert len(stub.views) == 2
+        assert await slack.written(gate["request_id"]) == ("pending", 0)

@@ -22,7 +22,7 @@ from temporalio.client import Client
 from activities.slack.blocks import DECIDE_ACTION, ButtonValue
 from activities.slack.web_api import SlackConfig, SlackError, SlackWebApi
 from api.api_keys import api_key_id
-from api.auth import bearer_token
+from api.auth import User, bearer_token
 from api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
 from api.errors import ERROR_RESPONSES, ApiError, as_api_error
 from api.protocols.slack.modals import (
@@ -34,6 +34,7 @@ from api.protocols.slack.modals import (
     read_submission,
 )
 from api.protocols.slack.verify import verified
+from api.rate_limits import Limiter
 from api.schemas import SlackLinkView
 from api.services import slack as slack_service
 from api.services.slack import SlackActor, SlackChoice
@@ -115,6 +116,7 @@ async def link_slack_user(code: Code, request: Request, user: CurrentUser,
     """Link the Slack user the code was made for to the caller (the code is spent)."""
     token = bearer_token(request.headers.get("authorization"))
     key = api_key_id(token) if token is not None and user.via == "api_key" else None
+    await _count_write(request, user)  # a GET that writes: the middleware counts none
     return await slack_service.link(conn, user, code, api_key_id=key)
 
 
@@ -157,6 +159,7 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
             user, gate, run = await slack_service.request_for(conn, actor, choice.request_id)
+            await _count_write(request, user)
             if needs_modal(gate, button.option):
                 await api.call("views.open", trigger_id=trigger_id, view=decision_modal(
                     gate, button.option, ModalContext(button=button, channel=channel)))
@@ -182,7 +185,8 @@ async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
     button = context.button
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
-            _, gate, _ = await slack_service.request_for(conn, actor, button.request_id)
+            user, gate, _ = await slack_service.request_for(conn, actor, button.request_id)
+        await _count_write(request, user)
     except ApiError as not_allowed:
         return _modal_errors({FEEDBACK_BLOCK: _refusal(not_allowed)})
     submission = read_submission(gate, button.option, values)
@@ -232,6 +236,14 @@ def _mapped(error: Exception) -> ApiError:
 def _modal_errors(errors: dict[str, str]) -> JSONResponse:
     return JSONResponse({"response_action": "errors",
                          "errors": {k: v[:2000] for k, v in errors.items()}})
+
+
+async def _count_write(request: Request, user: User) -> None:
+    """A click, a submission or a link counts as one write of the linked user, as any write
+    through another way in does (api/rate_limits.py): Slack's requests carry no credential
+    of ours, so the middleware cannot count them. A 429 `ApiError` when over the limit."""
+    limiter: Limiter = request.app.state.limiter
+    await limiter.take_write(user.name)
 
 
 async def _temporal(request: Request) -> Client:
