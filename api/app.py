@@ -23,6 +23,7 @@ from api.protocols import a2a
 from api.protocols.a2a.card import RPC_PATH
 from api.protocols.ag_ui import router as ag_ui
 from api.protocols.mcp import server as mcp
+from api.protocols.slack import router as slack
 from api.rate_limits import Limiter, UserLimits
 from api.routes import (
     admin,
@@ -50,7 +51,7 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, slack)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

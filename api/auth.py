@@ -35,7 +35,7 @@ ALGORITHM = "HS256"
 Role = Literal["user", "service"]
 # What the caller signed in with: a signed token (this installation's or the identity
 # provider's), an API key, a console session, or a mailed link.
-Credential = Literal["token", "api_key", "session", "link"]
+Credential = Literal["token", "api_key", "session", "link", "slack"]
 
 
 class User(BaseModel):

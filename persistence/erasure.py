@@ -22,13 +22,14 @@ from persistence.queries import sql
 # no mailed link decides as them, and no group of theirs lets a later holder of the same name
 # in. Keys are revoked before memberships end (see migration 035's trigger).
 END_ACCESS = ("end_user_sessions", "drop_user_login_codes", "revoke_user_api_keys",
-              "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks")
+              "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks",
+              "delete_user_slack_links")
 # Run after the grace period, in one transaction per user. Deliveries before their webhooks
 # (no cascade between them).
 DELETE_PERSONAL = ("delete_user_contact", "delete_user_decision_links",
                    "delete_user_memberships", "delete_user_api_keys", "end_user_sessions",
                    "drop_user_login_codes", "delete_user_webhook_deliveries",
-                   "delete_user_webhooks")
+                   "delete_user_webhooks", "delete_user_slack_links")
 PSEUDONYMIZE = ("pseudonymize_user_in_groups", "pseudonymize_user_in_members",
                 "pseudonymize_user_in_group_webhooks", "pseudonymize_user_in_requests",
                 "pseudonymize_user_in_votes", "pseudonymize_user_in_delegations",

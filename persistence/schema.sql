@@ -1131,6 +1131,68 @@ ALTER TABLE public.screens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: slack_link_codes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_link_codes (
+    code_hash text NOT NULL,
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone
+);
+
+ALTER TABLE ONLY public.slack_link_codes FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_messages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_messages (
+    request_id uuid NOT NULL,
+    audience text NOT NULL,
+    channel text,
+    ts text,
+    shown text,
+    reminders integer DEFAULT 0 NOT NULL,
+    escalated boolean DEFAULT false NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_messages FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_requests_seen; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_requests_seen (
+    signature text NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_requests_seen FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_users (
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    user_name text NOT NULL,
+    api_key_id uuid,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_users FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: stream_leases; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1535,6 +1597,38 @@ ALTER TABLE ONLY public.screens
 
 
 --
+-- Name: slack_link_codes slack_link_codes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_link_codes
+    ADD CONSTRAINT slack_link_codes_pkey PRIMARY KEY (code_hash);
+
+
+--
+-- Name: slack_messages slack_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_pkey PRIMARY KEY (request_id, audience);
+
+
+--
+-- Name: slack_requests_seen slack_requests_seen_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_requests_seen
+    ADD CONSTRAINT slack_requests_seen_pkey PRIMARY KEY (signature);
+
+
+--
+-- Name: slack_users slack_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_pkey PRIMARY KEY (team_id, slack_user);
+
+
+--
 -- Name: stream_leases stream_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1796,6 +1890,13 @@ CREATE INDEX idx_runs_project ON public.runs USING btree (project_id, created_at
 --
 
 CREATE INDEX idx_runs_status ON public.runs USING btree (status);
+
+
+--
+-- Name: idx_slack_users_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_slack_users_user ON public.slack_users USING btree (user_name);
 
 
 --
@@ -2142,6 +2243,22 @@ ALTER TABLE ONLY public.runs
 
 
 --
+-- Name: slack_messages slack_messages_request_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.hitl_requests(id) ON DELETE CASCADE;
+
+
+--
+-- Name: slack_users slack_users_api_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES public.api_keys(id) ON DELETE CASCADE;
+
+
+--
 -- Name: webhook_attempts webhook_attempts_delivery_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2356,6 +2473,36 @@ CREATE POLICY api_visible ON public.screens TO waystation_api USING (((public.wa
 
 
 --
+-- Name: slack_link_codes api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_link_codes TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_messages api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_messages TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (EXISTS ( SELECT 1
+   FROM public.hitl_requests g
+  WHERE (g.id = slack_messages.request_id)))));
+
+
+--
+-- Name: slack_requests_seen api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_requests_seen TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_users api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_users TO waystation_api USING (((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])) OR (user_name = public.waystation_user())));
+
+
+--
 -- Name: token_cutoffs api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2517,6 +2664,30 @@ ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.screens ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_link_codes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_link_codes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_messages; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_messages ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_requests_seen; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_requests_seen ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_users; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_users ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: stream_leases; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2710,6 +2881,34 @@ CREATE POLICY worker_all ON public.runs TO waystation_worker USING (true) WITH C
 --
 
 CREATE POLICY worker_all ON public.screens TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_link_codes worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_link_codes TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_messages worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_messages TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_requests_seen worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_requests_seen TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_users worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_users TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, PrivateAttr, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.agents.prices import ModelPrice
@@ -142,6 +142,24 @@ class Settings(BaseSettings):
     smtp_from: str = Field("waystation@localhost", validation_alias="WAYSTATION_SMTP_FROM")
     decision_link_hours: float = Field(
         72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
+
+    # Gates in Slack (docs/slack.md): the app's bot token and signing secret (never logged),
+    # the channel gates go to when nothing more specific is set, more specific ones as JSON
+    # ({"project:<id>" | "group:<uuid>" | "kind:<name>": channel id}), whether each linked
+    # decider also gets a DM, the Web API's base URL (a stand-in's in tests), and how long a
+    # `/waystation link` link stays valid. Unset token: no Slack.
+    slack_bot_token: SecretStr | None = Field(None, validation_alias="WAYSTATION_SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias="WAYSTATION_SLACK_SIGNING_SECRET")
+    slack_channel: str | None = Field(None, min_length=1,
+                                      validation_alias="WAYSTATION_SLACK_CHANNEL")
+    slack_channels: dict[str, str] = Field(default_factory=dict,
+                                           validation_alias="WAYSTATION_SLACK_CHANNELS")
+    slack_dm_deciders: bool = Field(False, validation_alias="WAYSTATION_SLACK_DM_DECIDERS")
+    slack_api_url: str = Field("https://slack.com/api/", pattern=r"^https?://",
+                               validation_alias="WAYSTATION_SLACK_API_URL")
+    slack_link_minutes: float = Field(15, gt=0, le=24 * 60,
+                                      validation_alias="WAYSTATION_SLACK_LINK_MINUTES")
 
     # Webhooks to loopback, private and CGNAT addresses (a team's receiver on its own
     # network); unset: allowed only with WAYSTATION_ENV=dev, so on a shared deployment no user

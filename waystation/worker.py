@@ -19,10 +19,13 @@ from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend, ModelMeter
 from activities.agents.offline import use_offline_answers
 from activities.artifacts import LocalArtifactStore
+from activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
+from activities.slack.channel import SlackActivities
+from activities.slack.web_api import SlackConfig
 from activities.webhooks import WebhookActivities
 from contracts.kinds import WorkerSetup
 from persistence import events as events_repo
@@ -40,13 +43,14 @@ from waystation.worker_metrics import metrics_runtime
 from workflows.decision_mail import DecisionMail
 from workflows.definitions import activity_name
 from workflows.retention import RetentionSweep
+from workflows.slack_notification import SlackNotification
 from workflows.webhook_notification import WebhookNotification
 
 log = logging.getLogger(__name__)
 
 
 # Workflows of every installation besides the run kinds' (replayed by tests/replay/test_replay.py).
-NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail)
+NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail, SlackNotification)
 
 
 def worker_workflows(registry: Registry) -> list[type]:
@@ -66,6 +70,7 @@ def build_worker(
     retention_archive_dir: Path | None = None,
     sandbox_every_workflow: bool | None = None,
     webhook_private_networks: bool | None = None,
+    slack: SlackConfig | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
     registry is given), and the notifications' (webhooks; email when `mail` is given).
@@ -74,7 +79,8 @@ def build_worker(
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
     `webhook_private_networks` (default: WAYSTATION_WEBHOOK_PRIVATE_NETWORKS): see
     activities/webhook_targets.py. `settings` (default: from the environment) is what each
-    kind's `worker_deps` hook builds its own dependencies from."""
+    kind's `worker_deps` hook builds its own dependencies from, and Slack's configuration
+    when `slack` is not given (`slack_config`)."""
     # WAYSTATION_SECRETS_KEY, each kind's own settings, and what the arguments leave unset
     settings = settings or Settings()
     if sandbox_every_workflow is None:
@@ -92,7 +98,14 @@ def build_worker(
                                  private_networks=webhook_private_networks,
                                  deliveries_per_workflow=settings.webhook_deliveries_per_workflow)
     mailer = DecisionMailActivities(pool, mail) if mail is not None else None
-    read_model = ReadModelActivities(pool, webhooks=webhooks, mail=mailer)
+    slack = slack or slack_config(settings)
+    slacker = SlackActivities(pool, slack) if slack is not None else None
+    channels: list[NotificationChannel] = [WebhookChannel(webhooks)]
+    if mailer is not None:
+        channels.append(MailChannel(mailer))
+    if slacker is not None:
+        channels.append(SlackChannel(slacker))
+    read_model = ReadModelActivities(pool, channels=channels)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
         r.kind.name: r.kind.worker_deps(settings)
         for r in registry.kinds.values() if r.kind.worker_deps is not None},
@@ -101,6 +114,8 @@ def build_worker(
         webhooks.deliver, webhooks.give_up, retention.purge_batch]
     if mailer is not None:
         shared.append(mailer.send)
+    if slacker is not None:
+        shared.append(slacker.sync)
     activities: dict[str, Callable[..., Any]] = {}
     for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
@@ -146,6 +161,18 @@ def mail_settings(settings: Settings) -> MailSettings | None:
     return MailSettings(smtp_url=settings.smtp_url, sender=settings.smtp_from,
                         link_base=settings.console_base, link_secret=settings.jwt_secret,
                         link_ttl=timedelta(hours=settings.decision_link_hours))
+
+
+def slack_config(settings: Settings) -> SlackConfig | None:
+    """Gates in Slack when WAYSTATION_SLACK_BOT_TOKEN is set (docs/slack.md)."""
+    if settings.slack_bot_token is None:
+        return None
+    return SlackConfig(bot_token=settings.slack_bot_token.get_secret_value(),
+                       api_url=settings.slack_api_url, channel=settings.slack_channel,
+                       channels=settings.slack_channels, dm_deciders=settings.slack_dm_deciders,
+                       console_base=settings.console_base,
+                       temporal_ui_base=settings.temporal_ui_base,
+                       temporal_namespace=settings.temporal_namespace)
 
 
 async def run_worker(settings: Settings, registry: Registry) -> None:
