@@ -302,6 +302,21 @@ $$;
 
 
 --
+-- Name: notify_run_status(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.notify_run_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('waystation_status',
+                      json_build_object('run_id', NEW.id, 'status', NEW.status)::text);
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: record_mobile_step(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1835,6 +1850,13 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH R
 --
 
 CREATE TRIGGER runs_notify_access AFTER UPDATE OF erased_at, owner, group_id ON public.runs FOR EACH ROW WHEN (((old.erased_at IS DISTINCT FROM new.erased_at) OR (old.owner IS DISTINCT FROM new.owner) OR (old.group_id IS DISTINCT FROM new.group_id))) EXECUTE FUNCTION public.notify_run_access_change();
+
+
+--
+-- Name: runs runs_notify_status; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_notify_status AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.notify_run_status();
 
 
 --
