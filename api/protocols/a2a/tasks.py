@@ -150,8 +150,10 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                 told = status.state
             elif view.last_seq <= item.last_seq and _settled(view, status.state, baseline,
                                                              until_input):
-                if status.state in mapping.TERMINAL_STATES and told != status.state:
-                    # It ended with no event to tell it (a run that never started).
+                if told != status.state:
+                    # It ended or paused with no event to tell it (a run that never started,
+                    # an agent run waiting for its next message): the stream's last update
+                    # says where the task stands.
                     yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
                                                 status=status)
                 return
