@@ -1157,6 +1157,7 @@ CREATE TABLE public.webhooks (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
     run_id uuid,
+    notification_token text,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 

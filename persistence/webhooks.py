@@ -30,6 +30,8 @@ class WebhookRow(Row):
     deleted_at: datetime | None
     # Events of this one run only (migration 046).
     run_id: UUID | None = None
+    # Sent to the receiver with each delivery, sealed (migration 065).
+    notification_token: str | None = None
 
 
 class DeliveryRow(Row):
@@ -50,6 +52,7 @@ class DeliveryRow(Row):
 class DeliveryToSend(DeliveryRow):
     url: str
     secret: str
+    notification_token: str | None
     webhook_deleted_at: datetime | None
 
 
@@ -63,9 +66,10 @@ class Notification(Row):
 
 async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
                          group_id: UUID | None, url: str, secret: str,
-                         events: list[str], run_id: UUID | None = None) -> WebhookRow:
+                         events: list[str], run_id: UUID | None = None,
+                         notification_token: str | None = None) -> WebhookRow:
     record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
-                                 secret, events, run_id)
+                                 secret, events, run_id, notification_token)
     return WebhookRow.from_record(record)
 
 

@@ -1,7 +1,7 @@
 -- name: insert_webhook
 -- Registers a webhook.
-INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id, notification_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING *;
 
 -- name: list_webhooks
@@ -49,7 +49,7 @@ SELECT id, event_key FROM webhook_deliveries
 
 -- name: delivery_to_send
 -- A delivery with where and how to send it.
-SELECT d.*, w.url, w.secret, w.deleted_at AS webhook_deleted_at
+SELECT d.*, w.url, w.secret, w.notification_token, w.deleted_at AS webhook_deleted_at
   FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
  WHERE d.id = $1;
 

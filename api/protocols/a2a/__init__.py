@@ -44,6 +44,17 @@ def create_router(registry: Registry) -> APIRouter:
             if refused.status == 401:
                 refused.headers = {**(refused.headers or {}), "WWW-Authenticate": "Bearer"}
             raise
+        request.state.a2a_params = await _params(request)
         return await dispatcher.handle_requests(request)
 
     return router
+
+
+async def _params(request: Request) -> object:
+    """The call's `params` as sent (starlette keeps the parsed body for the dispatcher, which
+    answers a body that is not JSON-RPC itself)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    return body.get("params") if isinstance(body, dict) else None

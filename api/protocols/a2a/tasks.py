@@ -5,15 +5,19 @@ its run events (the live loop's, api/services/live.py)."""
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Message, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError, UnsupportedOperationError
+from a2a.utils.task import HistoryLengthConfig, validate_history_length
 from starlette.requests import Request
 from temporalio.client import Client
 
@@ -22,7 +26,7 @@ from api.deps import pooled_connection, still_signed_in
 from api.errors import ApiError, as_api_error
 from api.protocols.a2a import mapping
 from api.queries import TranscriptQuery
-from api.schemas import RunView
+from api.schemas import RunView, TranscriptEntry
 from api.services import live, messages, runs
 from api.services.access import claims_of
 from contracts.events import AGENT_ANSWERED
@@ -32,6 +36,7 @@ from waystation.settings import Settings
 
 # Where the call context keeps the HTTP request and the caller authenticated for it.
 REQUEST, USER = "waystation.request", "waystation.user"
+HISTORY_PAGE = 500
 # An agent's last answer lies within this many events of a pause (only the summary request
 # and the pause itself are written after it).
 ANSWER_LOOKBACK = 50
@@ -39,12 +44,33 @@ ANSWER_LOOKBACK = 50
 
 class CallerContext(DefaultServerCallContextBuilder):
     """The call context with the request and its caller, authenticated by the route (the
-    API's own `get_user`) before the SDK sees the request."""
+    API's own `get_user`) before the SDK sees the request. `A2A-Version` may come as a query
+    parameter instead of a header (A2A 1.0, "Service Parameters"): the header wins."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state[REQUEST], context.state[USER] = request, request.state.a2a_user
+        headers: dict[str, str] = context.state.setdefault("headers", {})
+        version = request.query_params.get(VERSION_HEADER)
+        if version and VERSION_HEADER.lower() not in {name.lower() for name in headers}:
+            headers[VERSION_HEADER.lower()] = version
         return context
+
+
+def raw_params(context: ServerCallContext) -> dict[str, Any]:
+    """The call's `params` as the client sent them (the SDK's parse maps an unknown enum
+    value to 0, as if it were not given); the route keeps them."""
+    params = context.state[REQUEST].state.a2a_params
+    return params if isinstance(params, dict) else {}
+
+
+def history_wanted(params: HistoryLengthConfig | None, default: int | None) -> int | None:
+    """How many messages of history a call asks for (None: all); a negative length is
+    refused (-32602), as the spec's semantics allow none."""
+    validate_history_length(params)
+    if params is None or not params.HasField("history_length"):
+        return default
+    return params.history_length
 
 
 @dataclass
@@ -102,12 +128,31 @@ async def visible(call: Call, task_id: str) -> RunRow:
     return await runs.visible_run(call.conn, call.user, run_id)
 
 
-async def task(call: Call, run: RunRow) -> Task:
-    """The run as its task, now."""
+async def task(call: Call, run: RunRow, *, history: int | None = 0) -> Task:
+    """The run as its task, now, with the last `history` messages of its conversation (None:
+    all of them)."""
     view = await runs.run_view(call.conn, run, registry=call.registry)
     waiting = messages.waits_for_message(view, registry=call.registry)
-    return mapping.task(view, waiting=waiting,
-                        answer=await last_answer(call, run) if waiting else None)
+    found = mapping.task(view, waiting=waiting,
+                         answer=await last_answer(call, run) if waiting else None)
+    if history != 0:
+        found.history.extend(await _history(call, run, history))
+    return found
+
+
+async def _history(call: Call, run: RunRow, limit: int | None) -> list[Message]:
+    """The run's transcript as the task's history: what was said, by the user and by the
+    agent (a run of a kind that takes no messages has none)."""
+    kept: deque[TranscriptEntry] = deque(maxlen=limit)
+    after = 0
+    while True:
+        page = await messages.transcript(call.conn, run, TranscriptQuery(
+            after_seq=after, limit=HISTORY_PAGE), registry=call.registry)
+        kept.extend(m for m in page.messages if m.role != "tool" and m.text)
+        if len(page.messages) < HISTORY_PAGE or page.next_after_seq <= after:
+            break
+        after = page.next_after_seq
+    return [mapping.history_message(run.id, entry) for entry in kept]
 
 
 async def last_answer(call: Call, run: RunRow) -> str | None:
