@@ -2,17 +2,18 @@
 
     curl -N -H "Authorization: Bearer $TOKEN" localhost:8000/runs/$RUN/events/stream
 
-A stream checks its caller again (its credential, and for a run stream `GET /runs/{id}`'s
-rule) before it sends anything after an access notice (see api/event_hub.py) or a heartbeat's
-quiet (a token or session may have expired with no notice), and ends, sending nothing more,
-when the caller may no longer read.
+Both follow the one live loop (api/services/live.py), which checks the caller again (its
+credential, and for a run stream `GET /runs/{id}`'s rule) before anything is sent after an
+access notice (see api/event_hub.py) or a heartbeat's quiet (a token or session may have
+expired with no notice), and ends, sending nothing more, when the caller may no longer read;
+here its items become SSE frames.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -24,7 +25,7 @@ from api.auth import User
 from api.deps import CurrentUser, VisibleRun, claims_of, still_signed_in
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription
-from api.schemas import EventView
+from api.schemas import DecisionView, EventView
 from api.services import live
 from api.services.decisions import decision_views
 from api.sse import STREAM_HEADERS, LiveEvent, sse
@@ -33,7 +34,7 @@ from persistence import gates as gates_repo
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
 from persistence.claims import Claims, claimed_connection
-from persistence.models import TERMINAL_RUN_STATUSES, EventRow
+from persistence.models import TERMINAL_RUN_STATUSES, EventRow, GateRow
 
 router = APIRouter(tags=["streams"])
 
@@ -136,10 +137,11 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
         subscription.group_roles = await _group_roles(pool, user)
         return True
 
-    heartbeat = request.app.state.settings.sse_heartbeat_seconds
-    return StreamingResponse(
-        _inbox_stream(pool, claims_of(user), hub, subscription, heartbeat, may_still_read),
-        media_type="text/event-stream", headers=STREAM_HEADERS)
+    followed = live.follow_inbox(
+        hub, subscription, heartbeat=request.app.state.settings.sse_heartbeat_seconds,
+        still_reads=may_still_read, read=partial(_decision, pool, claims_of(user)))
+    return StreamingResponse(_inbox_stream(pool, claims_of(user), subscription, followed),
+                             media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
 async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
@@ -150,54 +152,36 @@ async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
     return {str(group): role for group, role in roles.items()}
 
 
-async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
-                        sub: InboxSubscription, heartbeat: float,
-                        may_still_read: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
-    # What the inbox sends is read with the caller's claims (row-level security hides the
-    # requests of runs it no longer reads); the check ends it when its credential has ended.
-    async def allowed() -> bool:
-        if not sub.stale:
-            return True
-        sub.stale = False
-        return await may_still_read()
+async def _decision(pool: asyncpg.Pool, claims: Claims,
+                    change: dict[str, Any]) -> tuple[GateRow, DecisionView] | None:
+    """The request a gate change names, as the caller may read it (row-level security hides
+    the requests of runs it no longer reads)."""
+    async with claimed_connection(pool, claims) as conn:
+        gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
+        view = (await decision_views(conn, [gate]))[0] if gate else None
+    return (gate, view) if gate is not None and view is not None else None
 
-    try:
-        yield b"retry: 1000\n\n"
-        if not await allowed():
-            return
-        yield await _inbox_snapshot(pool, claims, sub)
-        while True:
-            try:
-                change = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
-            except TimeoutError:
-                sub.stale = True
-                if not await allowed():
-                    return
-                yield b": heartbeat\n\n"
-                continue
-            if sub.closed:
-                return  # shutting down: the client reconnects and gets the snapshot again
-            if not await allowed():
-                return
-            if not change:
-                continue  # only a wake-up
-            if change.get("resync"):
+
+async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription,
+                        followed: AsyncGenerator[live.InboxItem]) -> AsyncIterator[bytes]:
+    """The live loop's inbox items as SSE: the snapshot, `decision.pending` and
+    `decision.closed`, comments as heartbeats."""
+    yield b"retry: 1000\n\n"
+    async with contextlib.aclosing(followed):
+        async for item in followed:
+            if isinstance(item, live.Snapshot):
                 yield await _inbox_snapshot(pool, claims, sub)
-                continue
-            async with claimed_connection(pool, claims) as conn:
-                gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
-                view = (await decision_views(conn, [gate]))[0] if gate else None
-            if not await allowed():
-                return
-            if gate is None or view is None:
-                continue
-            # A request the subscriber has voted on has left its inbox, decided or not.
-            voted = sub.owner is not None and sub.owner in (change.get("voters") or ())
-            kind = "decision.pending" if gate.status == "pending" and not voted \
-                else "decision.closed"
-            yield sse(kind, view.model_dump(mode="json"))
-    finally:
-        hub.unsubscribe_inbox(sub)
+            elif isinstance(item, live.Heartbeat):
+                yield b": heartbeat\n\n"
+            elif isinstance(item, live.Changed):
+                gate, view = item.read
+                # A request the subscriber has voted on has left its inbox, decided or not.
+                voted = sub.owner is not None and sub.owner in (item.change.get("voters") or ())
+                kind = "decision.pending" if gate.status == "pending" and not voted \
+                    else "decision.closed"
+                yield sse(kind, view.model_dump(mode="json"))
+            else:
+                return  # cut off
 
 
 async def _inbox_snapshot(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription) -> bytes:

@@ -20,13 +20,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
 import asyncpg
 
 from api.auth import User
 from api.errors import ApiError
-from api.event_hub import EventHub, Handed, RunSubscription, StatusNotice
+from api.event_hub import EventHub, Handed, InboxSubscription, RunSubscription, StatusNotice
 from api.schemas import EventView
 from api.services import runs
 from api.services.access import claims_of
@@ -35,6 +37,8 @@ from persistence import events as events_repo
 from persistence.claims import claimed_connection
 
 CATCH_UP_PAGE = 500
+T = TypeVar("T")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,23 @@ class CutOff:
 
 
 Item = Events | StatusChanged | CaughtUp | Heartbeat | Overflowed | CutOff
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An inbox's whole state is to be sent (at the start, and after the listener missed
+    notices)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Changed(Generic[V]):
+    """A gate change that concerns the inbox, as its reader read it."""
+
+    change: dict[str, Any]
+    read: V
+
+
+InboxItem = Snapshot | Changed[Any] | Heartbeat | CutOff
 
 
 @dataclass
@@ -143,35 +164,57 @@ async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
                     yield Events(fresh)
                 read_table = len(page) == CATCH_UP_PAGE or len(fresh) < len(page)
             yield CaughtUp(me.last_seq)
-            try:
-                handed = [await asyncio.wait_for(subscription.queue.get(), timeout=heartbeat)]
-            except TimeoutError:
-                if cut := await me.check(subscription):  # a credential may end with no notice
-                    yield cut
-                    return
-                yield Heartbeat()
+            taken = await _taken(subscription, heartbeat, partial(me.check, subscription))
+            if taken is None:
+                return  # shutting down: the client resumes by seq elsewhere
+            if isinstance(taken, CutOff):
+                yield taken
+                return
+            if isinstance(taken, Heartbeat):
+                yield taken
                 read_table = True  # in case a notification was missed
                 continue
-            if subscription.closed:
-                return  # shutting down: the client resumes by seq elsewhere
             if subscription.overflowed:
                 yield Overflowed(me.last_seq)
                 hub.unsubscribe_run(subscription)
                 subscription = hub.subscribe_run(run_id, from_seq=me.last_seq, caller=user.name)
                 read_table = True
                 continue
-            while len(handed) < CATCH_UP_PAGE and not subscription.queue.empty():
-                handed.append(subscription.queue.get_nowait())
-            # Checked after the batch is taken: any notice that came before one of its events
-            # has marked the subscription stale by now.
-            if subscription.stale and (cut := await me.check(subscription)):
-                yield cut
-                return
+            handed = taken
             async for item in _in_order(me, handed):
                 yield item
             read_table = me.last_seq < me.readable  # a gap: the rest is in the table
     finally:
         hub.unsubscribe_run(subscription)
+
+
+class _Followed(Protocol[T]):
+    """A hub subscription, of a run or of an inbox."""
+
+    queue: asyncio.Queue[T]
+    closed: bool
+    stale: bool
+
+
+async def _taken(subscription: _Followed[T], heartbeat: float,
+                 check: Callable[[], Awaitable[CutOff | None]],
+                 ) -> list[T] | Heartbeat | CutOff | None:
+    """What the hub hands over next (all that is queued, up to a page); `Heartbeat` after a
+    quiet `heartbeat` (the caller checked again: a credential may end with no notice);
+    `CutOff` when a check says the caller may no longer read; None when the API shuts down."""
+    try:
+        handed = [await asyncio.wait_for(subscription.queue.get(), timeout=heartbeat)]
+    except TimeoutError:
+        return await check() or Heartbeat()
+    if subscription.closed:
+        return None
+    while len(handed) < CATCH_UP_PAGE and not subscription.queue.empty():
+        handed.append(subscription.queue.get_nowait())
+    # Checked after the batch is taken: any notice that came before one of its items has
+    # marked the subscription stale by now.
+    if subscription.stale and (cut := await check()):
+        return cut
+    return handed
 
 
 async def _in_order(me: _Follower, handed: list[Handed]) -> AsyncIterator[Item]:
@@ -191,3 +234,43 @@ async def _in_order(me: _Follower, handed: list[Handed]) -> AsyncIterator[Item]:
                 me.last_seq = each.seq
     if batch:
         yield Events(tuple(batch))
+
+
+async def follow_inbox(hub: EventHub, subscription: InboxSubscription, *, heartbeat: float,
+                       still_reads: Callable[[], Awaitable[bool]],
+                       read: Callable[[dict[str, Any]], Awaitable[V | None]],
+                       ) -> AsyncGenerator[Snapshot | Changed[V] | Heartbeat | CutOff]:
+    """A caller's decision inbox, live: `Snapshot` first, then each gate change that concerns
+    it, read by `read` (None: nothing to send) and yielded only if the caller still reads once
+    it is read, until it is cut off or the API shuts down. `still_reads`: the credential still
+    signs in (and what it reads is brought up to date)."""
+    async def check() -> CutOff | None:
+        subscription.stale = False  # a notice during the check marks it stale again
+        return None if await still_reads() else CutOff(None)
+
+    try:
+        if cut := await check():
+            yield cut
+            return
+        yield Snapshot()
+        while True:
+            taken = await _taken(subscription, heartbeat, check)
+            if taken is None:
+                return  # shutting down: the client reconnects and gets the snapshot again
+            if not isinstance(taken, list):
+                yield taken
+                if isinstance(taken, CutOff):
+                    return
+                continue
+            for change in taken:
+                if change.get("resync"):
+                    yield Snapshot()
+                elif change:  # else only a wake-up
+                    found = await read(change)
+                    if subscription.stale and (cut := await check()):
+                        yield cut
+                        return
+                    if found is not None:
+                        yield Changed(change, found)
+    finally:
+        hub.unsubscribe_inbox(subscription)
