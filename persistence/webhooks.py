@@ -82,21 +82,24 @@ class Resealed(BaseModel):
 
 
 async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
-    """Seal every stored webhook secret under the box's first key: after a new key is put
-    first, and once for secrets stored before sealing existed. Safe to run again."""
+    """Seal every stored webhook secret (and A2A notification token) under the box's first
+    key: after a new key is put first, and once for secrets stored before sealing existed.
+    Safe to run again."""
     resealed, unchanged, unreadable = 0, 0, []
     for row in await conn.fetch(sql("webhook_secrets")):
-        if box.sealed_under_first(row["secret"]):
+        secret, token = row["secret"], row["notification_token"]
+        if box.sealed_under_first(secret) and (token is None or box.sealed_under_first(token)):
             unchanged += 1
             continue
         try:
-            sealed = box.seal(box.open(row["secret"]))
+            sealed = box.seal(box.open(secret))
+            sealed_token = box.seal(box.open(token)) if token is not None else None
         except SecretUnreadable:
             unreadable.append(row["id"])
             continue
         # Not counted when the row changed since it was read (a concurrent reseal did it).
-        if await conn.execute(sql("reseal_webhook_secret"), row["id"], row["secret"],
-                              sealed) == "UPDATE 1":
+        if await conn.execute(sql("reseal_webhook_secret"), row["id"], secret, sealed, token,
+                              sealed_token) == "UPDATE 1":
             resealed += 1
     return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 

@@ -78,9 +78,11 @@ SELECT * FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY created_at DESC,
  LIMIT $2;
 
 -- name: webhook_secrets
--- Every stored secret, deleted webhooks' too (persistence/sealing.py: reseal).
-SELECT id, secret FROM webhooks ORDER BY id;
+-- Every stored secret and notification token (migration 065), deleted webhooks' too
+-- (persistence/sealing.py: reseal).
+SELECT id, secret, notification_token FROM webhooks ORDER BY id;
 
 -- name: reseal_webhook_secret
 -- Only if unchanged since it was read: a concurrent reseal wins once.
-UPDATE webhooks SET secret = $3 WHERE id = $1 AND secret = $2;
+UPDATE webhooks SET secret = $3, notification_token = $5
+ WHERE id = $1 AND secret = $2 AND notification_token IS NOT DISTINCT FROM $4;

@@ -134,6 +134,10 @@ async def test_list_tasks_filters_and_pages_by_the_proto(api, user):
             assert list(empty.tasks) == [] and empty.total_size == 0
         mine = await client.list_tasks(ListTasksRequest(context_id=started[0]))
         assert [t.id for t in mine.tasks] == [started[0]] and mine.total_size == 1
+        async with a2a(api, f"{user}-other") as other:  # another user: nothing, no count
+            theirs = await other.list_tasks(ListTasksRequest(context_id=started[0]))
+            assert list(theirs.tasks) == [] and theirs.total_size == 0
+            assert (await other.list_tasks(ListTasksRequest())).total_size == 0
 
         # totalSize counts the tasks before pagination; the pages hold them all once.
         first = await client.list_tasks(ListTasksRequest(page_size=2))
