@@ -13,6 +13,9 @@ notice committed before them has been seen) or committed before the caller's las
 yielded. Its buffer is the hub's bounded queue: a follower that falls behind gets
 `Overflowed`, and if iterated on, subscribes afresh and catches up from the table. It ends
 quietly when the API shuts down (the client resumes by seq elsewhere).
+
+The decision inbox follows gate changes instead of a run (`follow_inbox`), through the same
+wait, re-check and shutdown (`_taken`).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ class CaughtUp:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """A quiet heartbeat period went by, and the caller still reads the run."""
+    """A quiet heartbeat period went by, and the caller checked again still reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,8 @@ InboxItem = Snapshot | Changed[Any] | Heartbeat | CutOff
 
 @dataclass
 class _Follower:
-    hub: EventHub
+    """Where one follower of a run stands."""
+
     pool: asyncpg.Pool
     user: User
     run_id: UUID
@@ -145,7 +149,7 @@ async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
     stops iterating, is cut off or the API shuts down. `subscribe_at`: the run's `last_seq`
     as the caller last read it (where the hub's reading starts if nobody follows the run yet);
     `signed_in`: whether the request's credential still signs in as `user`."""
-    me = _Follower(hub=hub, pool=pool, user=user, run_id=run_id, signed_in=signed_in,
+    me = _Follower(pool=pool, user=user, run_id=run_id, signed_in=signed_in,
                    last_seq=after_seq)
     subscription = hub.subscribe_run(run_id, from_seq=subscribe_at, caller=user.name)
     read_table = True
