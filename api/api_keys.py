@@ -41,7 +41,7 @@ async def authenticate_api_key(conn: asyncpg.Connection, token: str) -> User:
     key = await keys_repo.live_api_key(conn, key_id) if key_id and secret else None
     if key is None or not hmac.compare_digest(key.secret_hash, secret_hash(secret)):
         raise ApiError(401, "invalid_token", "unknown or revoked API key")
-    return User(name=key.principal, via="api_key")
+    return User(name=key.principal, via="api_key", maker=key.owner)
 
 
 def require_person(user: User) -> None:

@@ -143,7 +143,8 @@ $$;
 --
 
 CREATE FUNCTION public.create_run_events_partitions(p_from timestamp with time zone, p_through timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_month   timestamp := date_trunc('month', p_from AT TIME ZONE 'UTC');
@@ -181,7 +182,8 @@ $_$;
 --
 
 CREATE FUNCTION public.drop_empty_run_events_partitions(p_before timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_empty   regclass[] := '{}';
@@ -237,6 +239,28 @@ BEGIN
                     completed_at = NEW.completed_at
      WHERE run_id = NEW.id AND status IS DISTINCT FROM NEW.status;
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: hold_stream(uuid, text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hold_stream(lease uuid, who text, most integer, ttl_seconds double precision) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('stream_leases:' || who, 0));
+    IF (SELECT count(*) FROM public.stream_leases
+         WHERE caller = who AND id <> lease AND expires_at > clock_timestamp()) >= most THEN
+        RETURN false;
+    END IF;
+    INSERT INTO public.stream_leases (id, caller, expires_at)
+    VALUES (lease, who, clock_timestamp() + make_interval(secs => ttl_seconds))
+    ON CONFLICT (id) DO UPDATE SET caller = EXCLUDED.caller, expires_at = EXCLUDED.expires_at;
+    RETURN true;
 END
 $$;
 
@@ -418,6 +442,34 @@ $$;
 
 
 --
+-- Name: release_stream(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.release_stream(lease uuid) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$ DELETE FROM public.stream_leases WHERE id = lease $$;
+
+
+--
+-- Name: renew_streams(uuid[], double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.renew_streams(leases uuid[], ttl_seconds double precision) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.stream_leases
+       SET expires_at = clock_timestamp() + make_interval(secs => ttl_seconds)
+     WHERE id = ANY(leases);
+    DELETE FROM public.stream_leases WHERE expires_at < clock_timestamp();
+    DELETE FROM public.user_write_buckets WHERE at < clock_timestamp() - interval '1 minute';
+END
+$$;
+
+
+--
 -- Name: revoke_keys_of_departed_maker(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -435,6 +487,34 @@ BEGIN
        AND user_name IN (SELECT 'apikey:' || k.id FROM public.api_keys k
                           WHERE k.group_id = OLD.group_id AND k.owner = OLD.user_name);
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: take_write(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.take_write(who text, per_minute integer) RETURNS double precision
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    now_ timestamptz := clock_timestamp();
+    have double precision;
+BEGIN
+    INSERT INTO public.user_write_buckets AS b (caller, tokens, at)
+    VALUES (who, per_minute, now_)
+    ON CONFLICT (caller) DO UPDATE
+       SET tokens = least(per_minute::double precision,
+                          b.tokens + extract(epoch FROM now_ - b.at) * per_minute / 60.0),
+           at = now_
+    RETURNING tokens INTO have;
+    IF have >= 1 THEN
+        UPDATE public.user_write_buckets SET tokens = have - 1 WHERE caller = who;
+        RETURN 0;
+    END IF;
+    RETURN (1 - have) * 60.0 / per_minute;
 END
 $$;
 
@@ -1066,6 +1146,19 @@ ALTER TABLE public.screens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: stream_leases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.stream_leases (
+    id uuid NOT NULL,
+    caller text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.stream_leases FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: token_cutoffs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1102,6 +1195,19 @@ CREATE TABLE public.user_erasures (
 );
 
 ALTER TABLE ONLY public.user_erasures FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: user_write_buckets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.user_write_buckets (
+    caller text NOT NULL,
+    tokens double precision NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.user_write_buckets FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1445,6 +1551,14 @@ ALTER TABLE ONLY public.screens
 
 
 --
+-- Name: stream_leases stream_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.stream_leases
+    ADD CONSTRAINT stream_leases_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: token_cutoffs token_cutoffs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1474,6 +1588,14 @@ ALTER TABLE ONLY public.user_erasures
 
 ALTER TABLE ONLY public.user_erasures
     ADD CONSTRAINT user_erasures_pseudonym_key UNIQUE (pseudonym);
+
+
+--
+-- Name: user_write_buckets user_write_buckets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_write_buckets
+    ADD CONSTRAINT user_write_buckets_pkey PRIMARY KEY (caller);
 
 
 --
@@ -1767,6 +1889,13 @@ CREATE INDEX run_events_default_run_id_seq_idx ON public.run_events_default USIN
 --
 
 CREATE UNIQUE INDEX runs_one_in_progress_per_name ON public.runs USING btree (group_id, kind, name) WHERE ((name IS NOT NULL) AND (erased_at IS NULL) AND (status <> ALL (ARRAY['completed'::text, 'failed'::text, 'canceled'::text])));
+
+
+--
+-- Name: stream_leases_caller; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX stream_leases_caller ON public.stream_leases USING btree (caller, expires_at);
 
 
 --
@@ -2413,6 +2542,12 @@ ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.screens ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: stream_leases; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.stream_leases ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: token_cutoffs; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2429,6 +2564,12 @@ ALTER TABLE public.user_contacts ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_erasures ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_write_buckets; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_write_buckets ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: webhook_attempts; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2595,6 +2736,13 @@ CREATE POLICY worker_all ON public.screens TO waystation_worker USING (true) WIT
 
 
 --
+-- Name: stream_leases worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.stream_leases TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: token_cutoffs worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2613,6 +2761,13 @@ CREATE POLICY worker_all ON public.user_contacts TO waystation_worker USING (tru
 --
 
 CREATE POLICY worker_all ON public.user_erasures TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_write_buckets worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.user_write_buckets TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

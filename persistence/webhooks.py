@@ -9,6 +9,7 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel
 
+from persistence.db import Conflict
 from persistence.models import Row
 from persistence.queries import sql
 from persistence.sealing import SecretsBox, SecretUnreadable
@@ -64,12 +65,25 @@ class Notification(Row):
     payload: dict[str, Any]
 
 
+class TooManyWebhooks(Conflict):
+    """The owner already holds as many live webhooks (or push configs) as allowed; nothing
+    was written."""
+
+
 async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
                          group_id: UUID | None, url: str, secret: str,
-                         events: list[str], run_id: UUID | None = None,
+                         events: list[str], most: int, run_id: UUID | None = None,
                          notification_token: str | None = None) -> WebhookRow:
-    record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
-                                 secret, events, run_id, notification_token)
+    """A new webhook unless `owner` holds `most` live ones of its sort already (for one run
+    or not). Raises TooManyWebhooks."""
+    async with conn.transaction():
+        await conn.execute(sql("lock_user_webhooks"), owner)
+        if await conn.fetchval(sql("count_live_webhooks"), owner, run_id is not None) >= most:
+            sort = "push configs (webhooks for one task)" if run_id else "webhooks"
+            raise TooManyWebhooks(f"at most {most} live {sort} per user: delete one before "
+                                  f"registering another")
+        record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
+                                     secret, events, run_id, notification_token)
     return WebhookRow.from_record(record)
 
 

@@ -47,6 +47,7 @@ from api.serving import server_config
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
+from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
@@ -54,8 +55,6 @@ from waystation.worker import build_worker, mail_settings
 from workflows import search_attributes
 
 TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
-# The dev server's SQLite in WAL mode, as `waystation up` runs it.
-DEV_SERVER_ARGS = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
 def free_port() -> int:

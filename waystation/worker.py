@@ -26,8 +26,9 @@ from activities.retention import RetentionActivities
 from activities.webhooks import WebhookActivities
 from contracts.kinds import WorkerSetup
 from persistence import events as events_repo
+from persistence.claims import WORKER_ROLE
 from persistence.db import create_pool
-from waystation.database import resolve_database_url
+from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
@@ -88,7 +89,8 @@ def build_worker(
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
         kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
     webhooks = WebhookActivities(pool, settings.secrets_box,
-                                 private_networks=webhook_private_networks)
+                                 private_networks=webhook_private_networks,
+                                 deliveries_per_workflow=settings.webhook_deliveries_per_workflow)
     mailer = DecisionMailActivities(pool, mail) if mail is not None else None
     read_model = ReadModelActivities(pool, webhooks=webhooks, mail=mailer)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
@@ -153,7 +155,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     configure_tracing(settings, "waystation-worker")
     runtime = metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
-    pool = await create_pool(resolve_database_url(settings))
+    pool = await create_pool(login_url(settings, WORKER_ROLE))
     async with pool.acquire() as conn:
         await events_repo.maintain_partitions(conn)
     meter = ModelMeter((runtime or Runtime.default()).metric_meter)

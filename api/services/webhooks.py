@@ -14,7 +14,7 @@ import asyncpg
 from activities.webhook_targets import registration_refusal
 from api.auth import User
 from api.errors import ApiError
-from api.services.access import require_member
+from api.services.access import require_group_decider
 from api.webhook_schemas import (
     DeliveryList,
     DeliveryView,
@@ -46,14 +46,19 @@ async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCrea
                        details=[{"loc": ["body", "url"], "msg": why,
                                  "type": "webhook_url_refused"}])
     if body.group_id is not None:
-        await require_member(conn, user, body.group_id)
+        await require_group_decider(conn, user, body.group_id, "register its webhooks")
     secret = body.secret or "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
-    webhook = await webhooks_repo.create_webhook(
-        conn, webhook_id=uuid.uuid4(), owner=user.name, group_id=body.group_id,
-        url=str(body.url), secret=settings.secrets_box.seal(secret), events=list(body.events),
-        run_id=run.id if run is not None else None,
-        notification_token=settings.secrets_box.seal(notification_token)
-        if notification_token else None)
+    try:
+        webhook = await webhooks_repo.create_webhook(
+            conn, webhook_id=uuid.uuid4(), owner=user.name, group_id=body.group_id,
+            url=str(body.url), secret=settings.secrets_box.seal(secret), events=list(body.events),
+            run_id=run.id if run is not None else None,
+            most=(settings.max_push_configs_per_user if run is not None
+                  else settings.max_webhooks_per_user),
+            notification_token=settings.secrets_box.seal(notification_token)
+            if notification_token else None)
+    except webhooks_repo.TooManyWebhooks as error:
+        raise ApiError(409, "too_many_webhooks", str(error)) from error
     return WebhookCreated(**WebhookView.of(webhook).model_dump(), secret=secret)
 
 

@@ -4,6 +4,15 @@ INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id, notifica
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING *;
 
+-- name: lock_user_webhooks
+-- Serializes webhook registration of one user, so that two at once cannot pass the cap together.
+SELECT pg_advisory_xact_lock(hashtextextended('webhooks:' || $1, 0));
+
+-- name: count_live_webhooks
+-- How many live webhooks user $1 holds: for one run each (A2A push configs) when $2, else not.
+SELECT count(*) FROM webhooks
+ WHERE owner = $1 AND deleted_at IS NULL AND (run_id IS NOT NULL) = $2;
+
 -- name: list_webhooks
 -- The webhooks a user registered (every one for NULL), oldest first; with a run, only those
 -- for that one run.

@@ -169,8 +169,8 @@ async def test_with_an_identity_provider_the_card_names_its_discovery_document(
                               temporal_task_queue=task_queue, jwks_url="https://id.example/jwks",
                               jwt_audience="waystation", jwt_issuer="https://id.example/"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
-        card = await A2ACardResolver(http, "http://api").get_agent_card()
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
+        card = await A2ACardResolver(http, "http://localhost").get_agent_card()
     oidc = card.security_schemes["openIdConnect"].open_id_connect_security_scheme
     assert oidc.open_id_connect_url == "https://id.example/.well-known/openid-configuration"
     assert {name for r in card.security_requirements for name in r.schemes} == {
