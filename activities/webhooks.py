@@ -51,6 +51,8 @@ FIRST_ATTEMPTS_AT_ONCE = 16
 DELIVERIES_PER_WORKFLOW = 500
 # The receiver's answer, shortened, for the delivery log.
 ERROR_TEXT_LIMIT = 500
+# Where an A2A push config's token goes (the a2a-sdk's push sender sends it there too).
+NOTIFICATION_TOKEN_HEADER = "X-A2A-Notification-Token"
 
 
 class NotificationInput(BaseModel):
@@ -177,6 +179,9 @@ class WebhookActivities:
             headers = {"content-type": "application/json", "webhook-id": msg_id,
                        "webhook-timestamp": str(int(now.timestamp())),
                        "webhook-signature": Webhook(secret).sign(msg_id, now, body)}
+            if delivery.notification_token is not None:
+                # An A2A push config's own token, for its receiver to check (A2A's header).
+                headers[NOTIFICATION_TOKEN_HEADER] = self._box.open(delivery.notification_token)
             response = await self._post(delivery.url, body, headers)
             status_code = response.status_code
             if not response.is_success:

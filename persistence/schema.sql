@@ -326,6 +326,21 @@ $$;
 
 
 --
+-- Name: notify_run_status(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.notify_run_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('waystation_status',
+                      json_build_object('run_id', NEW.id, 'status', NEW.status)::text);
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: record_mobile_step(jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1310,6 +1325,7 @@ CREATE TABLE public.webhooks (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
     run_id uuid,
+    notification_token text,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 
@@ -2065,6 +2081,13 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH R
 --
 
 CREATE TRIGGER runs_notify_access AFTER UPDATE OF erased_at, owner, group_id ON public.runs FOR EACH ROW WHEN (((old.erased_at IS DISTINCT FROM new.erased_at) OR (old.owner IS DISTINCT FROM new.owner) OR (old.group_id IS DISTINCT FROM new.group_id))) EXECUTE FUNCTION public.notify_run_access_change();
+
+
+--
+-- Name: runs runs_notify_status; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_notify_status AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.notify_run_status();
 
 
 --

@@ -53,7 +53,7 @@ def create_router(registry: Registry) -> APIRouter:
             if refused.status == 401:
                 refused.headers = {**(refused.headers or {}), "WWW-Authenticate": "Bearer"}
             raise
-        method = await _method(request)
+        method, request.state.a2a_params = await _call(request)
         await count_call(request.scope, write=method not in READING_METHODS,
                          stream=method in STREAMING_METHODS)
         return await dispatcher.handle_requests(request)
@@ -61,13 +61,15 @@ def create_router(registry: Registry) -> APIRouter:
     return router
 
 
-async def _method(request: Request) -> str | None:
-    """The call's method; None for a body that is no single call (the dispatcher refuses a
-    batch or malformed JSON itself). The body is read once: the dispatcher reads it again from
-    the request's cache."""
+async def _call(request: Request) -> tuple[str | None, object]:
+    """The call's method and `params` as sent; None for a body that is no single call (the
+    dispatcher refuses a batch or malformed JSON itself). The body is read once: the
+    dispatcher reads it again from the request's cache."""
     try:
         body = await request.json()
     except ValueError:
-        return None
-    method = body.get("method") if isinstance(body, dict) else None
-    return method if isinstance(method, str) else None
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    method = body.get("method")
+    return (method if isinstance(method, str) else None), body.get("params")
