@@ -36,9 +36,20 @@ log = logging.getLogger(__name__)
 EVENTS_CHANNEL = "waystation_events"
 GATES_CHANNEL = "waystation_gates"
 ACCESS_CHANNEL = "waystation_access"
+STATUS_CHANNEL = "waystation_status"
 FETCH_PAGE = 1000
-# Put in a closed subscriber's queue to wake its stream; seq 0 is never sent.
-_WAKE_UP = LiveEvent(seq=0, type="", frame=b"")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusNotice:
+    """The run's row changed status (migration 064): loops waiting for a status look again."""
+
+    status: str
+
+
+# What a run subscriber's queue holds: the next events, status notices, and None, which only
+# wakes the stream (to see that it is closed or must check its caller again).
+Handed = LiveEvent | StatusNotice | None
 
 
 @dataclass(eq=False)
@@ -46,14 +57,14 @@ class RunSubscription:
     run_id: UUID
     capacity: int
     caller: str | None = None  # whom access notices name (a user, `apikey:<id>`)
-    queue: asyncio.Queue[LiveEvent] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Handed] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
     closed: bool = False
     # The caller must be checked again before anything more is sent. True at first: access
     # may have ended between the stream's authentication and its subscription.
     stale: bool = True
 
-    def push(self, event: LiveEvent) -> None:
+    def push(self, event: LiveEvent | StatusNotice) -> None:
         if self.overflowed or self.closed:
             return
         if self.queue.qsize() >= self.capacity:
@@ -65,11 +76,11 @@ class RunSubscription:
     def close(self) -> None:
         """The stream ends at its next look at the queue (the API is shutting down)."""
         self.closed = True
-        self.queue.put_nowait(_WAKE_UP)
+        self.queue.put_nowait(None)
 
     def access_changed(self) -> None:
         self.stale = True
-        self.queue.put_nowait(_WAKE_UP)
+        self.queue.put_nowait(None)
 
 
 @dataclass(eq=False)
@@ -175,10 +186,11 @@ class EventHub:
                 await conn.add_listener(EVENTS_CHANNEL, self._on_event)
                 await conn.add_listener(GATES_CHANNEL, self._on_gate)
                 await conn.add_listener(ACCESS_CHANNEL, self._on_access)
+                await conn.add_listener(STATUS_CHANNEL, self._on_status)
                 self._listening.set()
                 backoff = 0.1
-                log.info("listening for %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
-                         ACCESS_CHANNEL)
+                log.info("listening for %s, %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
+                         ACCESS_CHANNEL, STATUS_CHANNEL)
                 # Whatever was committed while nobody listened is read now.
                 self._resync_all()
                 while not self._lost.is_set() and not conn.is_closed():
@@ -250,6 +262,21 @@ class EventHub:
         for inbox in self._inboxes:
             if inbox.concerns(change):
                 inbox.queue.put_nowait(change)
+
+    def _on_status(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        """A run's status changed: handed to its subscribers in order with its events (the
+        events committed before it were announced before it)."""
+        try:
+            note = json.loads(payload)
+            run_id, status = UUID(note["run_id"]), str(note["status"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring malformed status notification %r", payload)
+            return
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return
+        for subscriber in list(channel.subscribers):
+            subscriber.push(StatusNotice(status))
 
     def _on_access(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         """A membership, key, session or user changed: the streams of the caller it names, or

@@ -24,13 +24,13 @@ from persistence.queries import sql
 # in. Keys are revoked before memberships end (see migration 035's trigger).
 END_ACCESS = ("end_user_sessions", "drop_user_login_codes", "revoke_user_api_keys",
               "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks",
-              "stop_user_policies")
+              "delete_user_slack_links", "stop_user_policies")
 # Run after the grace period, in one transaction per user. Deliveries before their webhooks
 # (no cascade between them).
 DELETE_PERSONAL = ("delete_user_contact", "delete_user_decision_links",
                    "delete_user_memberships", "delete_user_api_keys", "end_user_sessions",
                    "drop_user_login_codes", "delete_user_webhook_deliveries",
-                   "delete_user_webhooks", "delete_user_policies",
+                   "delete_user_webhooks", "delete_user_slack_links", "delete_user_policies",
                    "delete_user_decision_rollups")
 PSEUDONYMIZE = ("pseudonymize_user_in_groups", "pseudonymize_user_in_members",
                 "pseudonymize_user_in_group_webhooks", "pseudonymize_user_in_requests",

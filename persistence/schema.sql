@@ -143,7 +143,8 @@ $$;
 --
 
 CREATE FUNCTION public.create_run_events_partitions(p_from timestamp with time zone, p_through timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_month   timestamp := date_trunc('month', p_from AT TIME ZONE 'UTC');
@@ -342,7 +343,8 @@ $$;
 --
 
 CREATE FUNCTION public.drop_empty_run_events_partitions(p_before timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_empty   regclass[] := '{}';
@@ -403,6 +405,28 @@ $$;
 
 
 --
+-- Name: hold_stream(uuid, text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hold_stream(lease uuid, who text, most integer, ttl_seconds double precision) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('stream_leases:' || who, 0));
+    IF (SELECT count(*) FROM public.stream_leases
+         WHERE caller = who AND id <> lease AND expires_at > clock_timestamp()) >= most THEN
+        RETURN false;
+    END IF;
+    INSERT INTO public.stream_leases (id, caller, expires_at)
+    VALUES (lease, who, clock_timestamp() + make_interval(secs => ttl_seconds))
+    ON CONFLICT (id) DO UPDATE SET caller = EXCLUDED.caller, expires_at = EXCLUDED.expires_at;
+    RETURN true;
+END
+$$;
+
+
+--
 -- Name: notify_access_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -457,6 +481,21 @@ CREATE FUNCTION public.notify_run_access_change() RETURNS trigger
     AS $$
 BEGIN
     PERFORM pg_notify('waystation_access', json_build_object('run_id', NEW.id)::text);
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: notify_run_status(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.notify_run_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('waystation_status',
+                      json_build_object('run_id', NEW.id, 'status', NEW.status)::text);
     RETURN NULL;
 END
 $$;
@@ -564,6 +603,34 @@ $$;
 
 
 --
+-- Name: release_stream(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.release_stream(lease uuid) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$ DELETE FROM public.stream_leases WHERE id = lease $$;
+
+
+--
+-- Name: renew_streams(uuid[], double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.renew_streams(leases uuid[], ttl_seconds double precision) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.stream_leases
+       SET expires_at = clock_timestamp() + make_interval(secs => ttl_seconds)
+     WHERE id = ANY(leases);
+    DELETE FROM public.stream_leases WHERE expires_at < clock_timestamp();
+    DELETE FROM public.user_write_buckets WHERE at < clock_timestamp() - interval '1 minute';
+END
+$$;
+
+
+--
 -- Name: revoke_keys_of_departed_maker(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -581,6 +648,34 @@ BEGIN
        AND user_name IN (SELECT 'apikey:' || k.id FROM public.api_keys k
                           WHERE k.group_id = OLD.group_id AND k.owner = OLD.user_name);
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: take_write(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.take_write(who text, per_minute integer) RETURNS double precision
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    now_ timestamptz := clock_timestamp();
+    have double precision;
+BEGIN
+    INSERT INTO public.user_write_buckets AS b (caller, tokens, at)
+    VALUES (who, per_minute, now_)
+    ON CONFLICT (caller) DO UPDATE
+       SET tokens = least(per_minute::double precision,
+                          b.tokens + extract(epoch FROM now_ - b.at) * per_minute / 60.0),
+           at = now_
+    RETURNING tokens INTO have;
+    IF have >= 1 THEN
+        UPDATE public.user_write_buckets SET tokens = have - 1 WHERE caller = who;
+        RETURN 0;
+    END IF;
+    RETURN (1 - have) * 60.0 / per_minute;
 END
 $$;
 
@@ -1306,6 +1401,81 @@ ALTER TABLE public.screens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: slack_link_codes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_link_codes (
+    code_hash text NOT NULL,
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone
+);
+
+ALTER TABLE ONLY public.slack_link_codes FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_messages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_messages (
+    request_id uuid NOT NULL,
+    audience text NOT NULL,
+    channel text,
+    ts text,
+    shown text,
+    reminders integer DEFAULT 0 NOT NULL,
+    escalated boolean DEFAULT false NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_messages FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_requests_seen; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_requests_seen (
+    signature text NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_requests_seen FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_users (
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    user_name text NOT NULL,
+    api_key_id uuid,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_users FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: stream_leases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.stream_leases (
+    id uuid NOT NULL,
+    caller text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.stream_leases FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: token_cutoffs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1342,6 +1512,19 @@ CREATE TABLE public.user_erasures (
 );
 
 ALTER TABLE ONLY public.user_erasures FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: user_write_buckets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.user_write_buckets (
+    caller text NOT NULL,
+    tokens double precision NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.user_write_buckets FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1397,6 +1580,7 @@ CREATE TABLE public.webhooks (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
     run_id uuid,
+    notification_token text,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 
@@ -1716,6 +1900,46 @@ ALTER TABLE ONLY public.screens
 
 
 --
+-- Name: slack_link_codes slack_link_codes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_link_codes
+    ADD CONSTRAINT slack_link_codes_pkey PRIMARY KEY (code_hash);
+
+
+--
+-- Name: slack_messages slack_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_pkey PRIMARY KEY (request_id, audience);
+
+
+--
+-- Name: slack_requests_seen slack_requests_seen_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_requests_seen
+    ADD CONSTRAINT slack_requests_seen_pkey PRIMARY KEY (signature);
+
+
+--
+-- Name: slack_users slack_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_pkey PRIMARY KEY (team_id, slack_user);
+
+
+--
+-- Name: stream_leases stream_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.stream_leases
+    ADD CONSTRAINT stream_leases_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: token_cutoffs token_cutoffs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1745,6 +1969,14 @@ ALTER TABLE ONLY public.user_erasures
 
 ALTER TABLE ONLY public.user_erasures
     ADD CONSTRAINT user_erasures_pseudonym_key UNIQUE (pseudonym);
+
+
+--
+-- Name: user_write_buckets user_write_buckets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_write_buckets
+    ADD CONSTRAINT user_write_buckets_pkey PRIMARY KEY (caller);
 
 
 --
@@ -2013,6 +2245,13 @@ CREATE INDEX idx_runs_status ON public.runs USING btree (status);
 
 
 --
+-- Name: idx_slack_users_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_slack_users_user ON public.slack_users USING btree (user_name);
+
+
+--
 -- Name: idx_user_erasures_requested_at; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2087,6 +2326,13 @@ CREATE INDEX run_events_default_run_id_seq_idx ON public.run_events_default USIN
 --
 
 CREATE UNIQUE INDEX runs_one_in_progress_per_name ON public.runs USING btree (group_id, kind, name) WHERE ((name IS NOT NULL) AND (erased_at IS NULL) AND (status <> ALL (ARRAY['completed'::text, 'failed'::text, 'canceled'::text])));
+
+
+--
+-- Name: stream_leases_caller; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX stream_leases_caller ON public.stream_leases USING btree (caller, expires_at);
 
 
 --
@@ -2178,6 +2424,13 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH R
 --
 
 CREATE TRIGGER runs_notify_access AFTER UPDATE OF erased_at, owner, group_id ON public.runs FOR EACH ROW WHEN (((old.erased_at IS DISTINCT FROM new.erased_at) OR (old.owner IS DISTINCT FROM new.owner) OR (old.group_id IS DISTINCT FROM new.group_id))) EXECUTE FUNCTION public.notify_run_access_change();
+
+
+--
+-- Name: runs runs_notify_status; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_notify_status AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.notify_run_status();
 
 
 --
@@ -2385,6 +2638,22 @@ ALTER TABLE ONLY public.run_snapshots
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id);
+
+
+--
+-- Name: slack_messages slack_messages_request_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.hitl_requests(id) ON DELETE CASCADE;
+
+
+--
+-- Name: slack_users slack_users_api_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES public.api_keys(id) ON DELETE CASCADE;
 
 
 --
@@ -2632,6 +2901,36 @@ CREATE POLICY api_visible ON public.screens TO waystation_api USING (((public.wa
 
 
 --
+-- Name: slack_link_codes api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_link_codes TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_messages api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_messages TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (EXISTS ( SELECT 1
+   FROM public.hitl_requests g
+  WHERE (g.id = slack_messages.request_id)))));
+
+
+--
+-- Name: slack_requests_seen api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_requests_seen TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_users api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_users TO waystation_api USING (((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])) OR (user_name = public.waystation_user())));
+
+
+--
 -- Name: token_cutoffs api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2819,6 +3118,36 @@ ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.screens ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: slack_link_codes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_link_codes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_messages; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_messages ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_requests_seen; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_requests_seen ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_users; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_users ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: stream_leases; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.stream_leases ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: token_cutoffs; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2835,6 +3164,12 @@ ALTER TABLE public.user_contacts ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_erasures ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_write_buckets; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_write_buckets ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: webhook_attempts; Type: ROW SECURITY; Schema: public; Owner: -
@@ -3029,6 +3364,41 @@ CREATE POLICY worker_all ON public.screens TO waystation_worker USING (true) WIT
 
 
 --
+-- Name: slack_link_codes worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_link_codes TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_messages worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_messages TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_requests_seen worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_requests_seen TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_users worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_users TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: stream_leases worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.stream_leases TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: token_cutoffs worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3047,6 +3417,13 @@ CREATE POLICY worker_all ON public.user_contacts TO waystation_worker USING (tru
 --
 
 CREATE POLICY worker_all ON public.user_erasures TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_write_buckets worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.user_write_buckets TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --
