@@ -27,6 +27,7 @@ from api.protocols.slack import router as slack
 from api.rate_limits import Limiter, UserLimits
 from api.routes import (
     admin,
+    analytics,
     api_keys,
     console,
     contacts,
@@ -35,6 +36,7 @@ from api.routes import (
     groups,
     health,
     metrics,
+    policies,
     runs,
     streams,
     webhooks,
@@ -51,7 +53,8 @@ from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui, slack)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, slack, policies,
+           analytics)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider

@@ -178,6 +178,167 @@ $_$;
 
 
 --
+-- Name: decision_bucket(double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_bucket(seconds double precision) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT CASE WHEN seconds < 1 THEN 1
+                      ELSE least(49, 2 + floor(log(2, seconds::numeric) * 2)::int) END $$;
+
+
+--
+-- Name: decision_gate(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_gate(checkpoint_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$ SELECT regexp_replace(checkpoint_name, '_[0-9]+$', '') $_$;
+
+
+--
+-- Name: decision_rollup_add(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_add() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM public.decision_rollup_count(NEW);
+    RETURN NULL;
+END
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.hitl_requests (
+    id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    checkpoint_name text NOT NULL,
+    phase integer NOT NULL,
+    title text NOT NULL,
+    description text NOT NULL,
+    context jsonb DEFAULT '{}'::jsonb NOT NULL,
+    options jsonb DEFAULT '[]'::jsonb NOT NULL,
+    recommended_option text,
+    digest text NOT NULL,
+    expiry_policy text DEFAULT 'pause'::text NOT NULL,
+    default_option text,
+    status text DEFAULT 'pending'::text NOT NULL,
+    decision text,
+    feedback text,
+    decision_at timestamp with time zone,
+    decision_by text,
+    expires_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    answer jsonb,
+    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
+    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
+    quorum integer DEFAULT 1 NOT NULL,
+    answer_schema jsonb,
+    answer_initial jsonb,
+    reminders_sent integer DEFAULT 0 NOT NULL,
+    escalated_at timestamp with time zone,
+    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
+    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
+    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
+);
+
+ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_rollup_count(public.hitl_requests); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_count(h public.hitl_requests) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    r record;
+    decided boolean := h.status IN ('approved', 'rejected');
+    took double precision := CASE WHEN h.status IN ('approved', 'rejected')
+                                       AND h.decision_at IS NOT NULL
+                                  THEN greatest(0, extract(epoch FROM h.decision_at
+                                                                      - h.created_at))
+                                  ELSE NULL END;
+    b int;
+BEGIN
+    SELECT kind, owner, group_id, project_id INTO r FROM public.runs WHERE id = h.run_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- No bucket (0) for a request that was not decided.
+    b := CASE WHEN took IS NULL THEN 0 ELSE public.decision_bucket(took) END;
+    INSERT INTO public.decision_rollups AS d
+           (day, kind, gate, scope, group_id, owner, project_id, approved, rejected, expired,
+            superseded, policy_decided, recommended, overruled, reminders, seconds,
+            h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11, h12, h13, h14, h15, h16, h17, h18,
+            h19, h20, h21, h22, h23, h24, h25, h26, h27, h28, h29, h30, h31, h32, h33, h34, h35,
+            h36, h37, h38, h39, h40, h41, h42, h43, h44, h45, h46, h47, h48, h49)
+    VALUES ((coalesce(h.decision_at, h.updated_at, now()) AT TIME ZONE 'UTC')::date, r.kind,
+            public.decision_gate(h.checkpoint_name),
+            coalesce(r.group_id::text, 'owner:' || r.owner), r.group_id,
+            CASE WHEN r.group_id IS NULL THEN r.owner END, coalesce(r.project_id, ''),
+            (h.status = 'approved')::int, (h.status = 'rejected')::int,
+            (h.status = 'expired')::int, (h.status = 'superseded')::int,
+            (decided AND h.decision_by LIKE 'policy:%')::int,
+            (decided AND h.recommended_option IS NOT NULL)::int,
+            (decided AND h.recommended_option IS NOT NULL
+                     AND h.decision IS DISTINCT FROM h.recommended_option)::int,
+            CASE WHEN decided THEN h.reminders_sent ELSE 0 END, coalesce(took, 0),
+            (b = 1)::int, (b = 2)::int, (b = 3)::int, (b = 4)::int, (b = 5)::int, (b = 6)::int,
+            (b = 7)::int, (b = 8)::int, (b = 9)::int, (b = 10)::int, (b = 11)::int,
+            (b = 12)::int, (b = 13)::int, (b = 14)::int, (b = 15)::int, (b = 16)::int,
+            (b = 17)::int, (b = 18)::int, (b = 19)::int, (b = 20)::int, (b = 21)::int,
+            (b = 22)::int, (b = 23)::int, (b = 24)::int, (b = 25)::int, (b = 26)::int,
+            (b = 27)::int, (b = 28)::int, (b = 29)::int, (b = 30)::int, (b = 31)::int,
+            (b = 32)::int, (b = 33)::int, (b = 34)::int, (b = 35)::int, (b = 36)::int,
+            (b = 37)::int, (b = 38)::int, (b = 39)::int, (b = 40)::int, (b = 41)::int,
+            (b = 42)::int, (b = 43)::int, (b = 44)::int, (b = 45)::int, (b = 46)::int,
+            (b = 47)::int, (b = 48)::int, (b = 49)::int)
+    ON CONFLICT (day, kind, gate, scope, project_id) DO UPDATE
+       SET approved = d.approved + EXCLUDED.approved,
+           rejected = d.rejected + EXCLUDED.rejected,
+           expired = d.expired + EXCLUDED.expired,
+           superseded = d.superseded + EXCLUDED.superseded,
+           policy_decided = d.policy_decided + EXCLUDED.policy_decided,
+           recommended = d.recommended + EXCLUDED.recommended,
+           overruled = d.overruled + EXCLUDED.overruled,
+           reminders = d.reminders + EXCLUDED.reminders,
+           seconds = d.seconds + EXCLUDED.seconds,
+           h1 = d.h1 + EXCLUDED.h1, h2 = d.h2 + EXCLUDED.h2, h3 = d.h3 + EXCLUDED.h3,
+           h4 = d.h4 + EXCLUDED.h4, h5 = d.h5 + EXCLUDED.h5, h6 = d.h6 + EXCLUDED.h6,
+           h7 = d.h7 + EXCLUDED.h7, h8 = d.h8 + EXCLUDED.h8, h9 = d.h9 + EXCLUDED.h9,
+           h10 = d.h10 + EXCLUDED.h10, h11 = d.h11 + EXCLUDED.h11, h12 = d.h12 + EXCLUDED.h12,
+           h13 = d.h13 + EXCLUDED.h13, h14 = d.h14 + EXCLUDED.h14, h15 = d.h15 + EXCLUDED.h15,
+           h16 = d.h16 + EXCLUDED.h16, h17 = d.h17 + EXCLUDED.h17, h18 = d.h18 + EXCLUDED.h18,
+           h19 = d.h19 + EXCLUDED.h19, h20 = d.h20 + EXCLUDED.h20, h21 = d.h21 + EXCLUDED.h21,
+           h22 = d.h22 + EXCLUDED.h22, h23 = d.h23 + EXCLUDED.h23, h24 = d.h24 + EXCLUDED.h24,
+           h25 = d.h25 + EXCLUDED.h25, h26 = d.h26 + EXCLUDED.h26, h27 = d.h27 + EXCLUDED.h27,
+           h28 = d.h28 + EXCLUDED.h28, h29 = d.h29 + EXCLUDED.h29, h30 = d.h30 + EXCLUDED.h30,
+           h31 = d.h31 + EXCLUDED.h31, h32 = d.h32 + EXCLUDED.h32, h33 = d.h33 + EXCLUDED.h33,
+           h34 = d.h34 + EXCLUDED.h34, h35 = d.h35 + EXCLUDED.h35, h36 = d.h36 + EXCLUDED.h36,
+           h37 = d.h37 + EXCLUDED.h37, h38 = d.h38 + EXCLUDED.h38, h39 = d.h39 + EXCLUDED.h39,
+           h40 = d.h40 + EXCLUDED.h40, h41 = d.h41 + EXCLUDED.h41, h42 = d.h42 + EXCLUDED.h42,
+           h43 = d.h43 + EXCLUDED.h43, h44 = d.h44 + EXCLUDED.h44, h45 = d.h45 + EXCLUDED.h45,
+           h46 = d.h46 + EXCLUDED.h46, h47 = d.h47 + EXCLUDED.h47, h48 = d.h48 + EXCLUDED.h48,
+           h49 = d.h49 + EXCLUDED.h49;
+END
+$$;
+
+
+--
 -- Name: drop_empty_run_events_partitions(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -614,10 +775,6 @@ SELECT u.worker_id,
 $$;
 
 
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
 --
 -- Name: actions; Type: TABLE; Schema: public; Owner: -
 --
@@ -734,6 +891,123 @@ CREATE TABLE public.decision_links (
 );
 
 ALTER TABLE ONLY public.decision_links FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_policies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policies (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    owner text NOT NULL,
+    group_id uuid,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT decision_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,79}$'::text))
+);
+
+ALTER TABLE ONLY public.decision_policies FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_policy_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policy_versions (
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    kind text NOT NULL,
+    checkpoint_name text,
+    project_id text,
+    condition text NOT NULL,
+    decision jsonb NOT NULL,
+    mode text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT decision_policy_versions_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT decision_policy_versions_version_check CHECK ((version >= 1))
+);
+
+ALTER TABLE ONLY public.decision_policy_versions FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_rollups (
+    day date NOT NULL,
+    kind text NOT NULL,
+    gate text NOT NULL,
+    scope text NOT NULL,
+    group_id uuid,
+    owner text,
+    project_id text DEFAULT ''::text NOT NULL,
+    approved integer DEFAULT 0 NOT NULL,
+    rejected integer DEFAULT 0 NOT NULL,
+    expired integer DEFAULT 0 NOT NULL,
+    superseded integer DEFAULT 0 NOT NULL,
+    policy_decided integer DEFAULT 0 NOT NULL,
+    recommended integer DEFAULT 0 NOT NULL,
+    overruled integer DEFAULT 0 NOT NULL,
+    reminders integer DEFAULT 0 NOT NULL,
+    seconds double precision DEFAULT 0 NOT NULL,
+    h1 integer DEFAULT 0 NOT NULL,
+    h2 integer DEFAULT 0 NOT NULL,
+    h3 integer DEFAULT 0 NOT NULL,
+    h4 integer DEFAULT 0 NOT NULL,
+    h5 integer DEFAULT 0 NOT NULL,
+    h6 integer DEFAULT 0 NOT NULL,
+    h7 integer DEFAULT 0 NOT NULL,
+    h8 integer DEFAULT 0 NOT NULL,
+    h9 integer DEFAULT 0 NOT NULL,
+    h10 integer DEFAULT 0 NOT NULL,
+    h11 integer DEFAULT 0 NOT NULL,
+    h12 integer DEFAULT 0 NOT NULL,
+    h13 integer DEFAULT 0 NOT NULL,
+    h14 integer DEFAULT 0 NOT NULL,
+    h15 integer DEFAULT 0 NOT NULL,
+    h16 integer DEFAULT 0 NOT NULL,
+    h17 integer DEFAULT 0 NOT NULL,
+    h18 integer DEFAULT 0 NOT NULL,
+    h19 integer DEFAULT 0 NOT NULL,
+    h20 integer DEFAULT 0 NOT NULL,
+    h21 integer DEFAULT 0 NOT NULL,
+    h22 integer DEFAULT 0 NOT NULL,
+    h23 integer DEFAULT 0 NOT NULL,
+    h24 integer DEFAULT 0 NOT NULL,
+    h25 integer DEFAULT 0 NOT NULL,
+    h26 integer DEFAULT 0 NOT NULL,
+    h27 integer DEFAULT 0 NOT NULL,
+    h28 integer DEFAULT 0 NOT NULL,
+    h29 integer DEFAULT 0 NOT NULL,
+    h30 integer DEFAULT 0 NOT NULL,
+    h31 integer DEFAULT 0 NOT NULL,
+    h32 integer DEFAULT 0 NOT NULL,
+    h33 integer DEFAULT 0 NOT NULL,
+    h34 integer DEFAULT 0 NOT NULL,
+    h35 integer DEFAULT 0 NOT NULL,
+    h36 integer DEFAULT 0 NOT NULL,
+    h37 integer DEFAULT 0 NOT NULL,
+    h38 integer DEFAULT 0 NOT NULL,
+    h39 integer DEFAULT 0 NOT NULL,
+    h40 integer DEFAULT 0 NOT NULL,
+    h41 integer DEFAULT 0 NOT NULL,
+    h42 integer DEFAULT 0 NOT NULL,
+    h43 integer DEFAULT 0 NOT NULL,
+    h44 integer DEFAULT 0 NOT NULL,
+    h45 integer DEFAULT 0 NOT NULL,
+    h46 integer DEFAULT 0 NOT NULL,
+    h47 integer DEFAULT 0 NOT NULL,
+    h48 integer DEFAULT 0 NOT NULL,
+    h49 integer DEFAULT 0 NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0.02');
+
+ALTER TABLE ONLY public.decision_rollups FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -855,47 +1129,6 @@ ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
 
 
 --
--- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.hitl_requests (
-    id uuid NOT NULL,
-    run_id uuid NOT NULL,
-    checkpoint_name text NOT NULL,
-    phase integer NOT NULL,
-    title text NOT NULL,
-    description text NOT NULL,
-    context jsonb DEFAULT '{}'::jsonb NOT NULL,
-    options jsonb DEFAULT '[]'::jsonb NOT NULL,
-    recommended_option text,
-    digest text NOT NULL,
-    expiry_policy text DEFAULT 'pause'::text NOT NULL,
-    default_option text,
-    status text DEFAULT 'pending'::text NOT NULL,
-    decision text,
-    feedback text,
-    decision_at timestamp with time zone,
-    decision_by text,
-    expires_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    answer jsonb,
-    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
-    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
-    quorum integer DEFAULT 1 NOT NULL,
-    answer_schema jsonb,
-    answer_initial jsonb,
-    reminders_sent integer DEFAULT 0 NOT NULL,
-    escalated_at timestamp with time zone,
-    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
-    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
-    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
-);
-
-ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
-
-
---
 -- Name: item_outputs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -941,6 +1174,28 @@ CREATE TABLE public.jobs (
 );
 
 ALTER TABLE ONLY public.jobs FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: policy_evaluations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.policy_evaluations (
+    request_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    mode text NOT NULL,
+    outcome text NOT NULL,
+    decision text,
+    error text,
+    evaluated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT policy_evaluations_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT policy_evaluations_outcome_check CHECK ((outcome = ANY (ARRAY['decide'::text, 'route'::text, 'quorum'::text, 'people'::text, 'none'::text, 'error'::text])))
+);
+
+ALTER TABLE ONLY public.policy_evaluations FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1445,6 +1700,30 @@ ALTER TABLE ONLY public.decision_links
 
 
 --
+-- Name: decision_policies decision_policies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_pkey PRIMARY KEY (policy_id, version);
+
+
+--
+-- Name: decision_rollups decision_rollups_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_rollups
+    ADD CONSTRAINT decision_rollups_pkey PRIMARY KEY (day, kind, gate, scope, project_id);
+
+
+--
 -- Name: edges edges_from_screen_id_action_id_to_screen_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1530,6 +1809,14 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_key UNIQUE (run_id);
+
+
+--
+-- Name: policy_evaluations policy_evaluations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_pkey PRIMARY KEY (request_id, policy_id);
 
 
 --
@@ -1741,6 +2028,13 @@ ALTER TABLE ONLY public.work_units
 
 
 --
+-- Name: decision_policies_one_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX decision_policies_one_name ON public.decision_policies USING btree (COALESCE((group_id)::text, ('owner:'::text || owner)), name) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: idx_api_keys_owner; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1759,6 +2053,20 @@ CREATE INDEX idx_console_login_codes_expires_at ON public.console_login_codes US
 --
 
 CREATE INDEX idx_console_sessions_expires_at ON public.console_sessions USING btree (expires_at);
+
+
+--
+-- Name: idx_decision_policy_versions_kind; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_policy_versions_kind ON public.decision_policy_versions USING btree (kind, policy_id);
+
+
+--
+-- Name: idx_decision_rollups_scope; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_rollups_scope ON public.decision_rollups USING btree (scope, day);
 
 
 --
@@ -1804,6 +2112,20 @@ CREATE INDEX idx_hitl_requests_checkpoint ON public.hitl_requests USING btree (c
 
 
 --
+-- Name: idx_hitl_requests_decided_by; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_decided_by ON public.hitl_requests USING btree (decision_by, decision_at) WHERE (decision_by IS NOT NULL);
+
+
+--
+-- Name: idx_hitl_requests_pending_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_pending_expiry ON public.hitl_requests USING btree (expires_at) WHERE (status = 'pending'::text);
+
+
+--
 -- Name: idx_hitl_requests_run_id; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1829,6 +2151,20 @@ CREATE INDEX idx_outcomes_app ON public.graph_persistence_outcomes USING btree (
 --
 
 CREATE INDEX idx_outcomes_screen ON public.graph_persistence_outcomes USING btree (screen_id);
+
+
+--
+-- Name: idx_policy_evaluations_policy; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_policy ON public.policy_evaluations USING btree (policy_id, evaluated_at DESC);
+
+
+--
+-- Name: idx_policy_evaluations_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_run ON public.policy_evaluations USING btree (run_id);
 
 
 --
@@ -2063,6 +2399,13 @@ CREATE TRIGGER hitl_requests_notify AFTER INSERT OR UPDATE OF status, decider_ro
 
 
 --
+-- Name: hitl_requests hitl_requests_rollup; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER hitl_requests_rollup AFTER UPDATE OF status ON public.hitl_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status <> 'pending'::text))) EXECUTE FUNCTION public.decision_rollup_add();
+
+
+--
 -- Name: runs jobs_follow_run_status; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2119,6 +2462,22 @@ ALTER TABLE ONLY public.api_keys
 
 ALTER TABLE ONLY public.decision_links
     ADD CONSTRAINT decision_links_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.hitl_requests(id) ON DELETE CASCADE;
+
+
+--
+-- Name: decision_policies decision_policies_group_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id) ON DELETE CASCADE;
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
 
 
 --
@@ -2231,6 +2590,22 @@ ALTER TABLE ONLY public.item_outputs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: policy_evaluations policy_evaluations_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
+
+
+--
+-- Name: policy_evaluations policy_evaluations_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 
 --
@@ -2388,6 +2763,29 @@ CREATE POLICY api_visible ON public.decision_links TO waystation_api USING (((pu
 
 
 --
+-- Name: decision_policies api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policies TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
+-- Name: decision_policy_versions api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policy_versions TO waystation_api USING ((EXISTS ( SELECT 1
+   FROM public.decision_policies p
+  WHERE (p.id = decision_policy_versions.policy_id))));
+
+
+--
+-- Name: decision_rollups api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_rollups TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
 -- Name: edges api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2456,6 +2854,13 @@ CREATE POLICY api_visible ON public.item_outputs TO waystation_api USING (((publ
 --
 
 CREATE POLICY api_visible ON public.jobs TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
+
+
+--
+-- Name: policy_evaluations api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.policy_evaluations TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
 
 
 --
@@ -2605,6 +3010,24 @@ ALTER TABLE public.console_sessions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.decision_links ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: decision_policies; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: decision_policy_versions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policy_versions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: decision_rollups; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_rollups ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: edges; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2657,6 +3080,12 @@ ALTER TABLE public.item_outputs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: policy_evaluations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.policy_evaluations ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: run_artifacts; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2809,6 +3238,27 @@ CREATE POLICY worker_all ON public.decision_links TO waystation_worker USING (tr
 
 
 --
+-- Name: decision_policies worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policies TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_policy_versions worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policy_versions TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_rollups worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_rollups TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: edges worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2869,6 +3319,13 @@ CREATE POLICY worker_all ON public.item_outputs TO waystation_worker USING (true
 --
 
 CREATE POLICY worker_all ON public.jobs TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: policy_evaluations worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.policy_evaluations TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

@@ -21,6 +21,7 @@ from activities.agents.offline import use_offline_answers
 from activities.artifacts import LocalArtifactStore
 from activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
 from activities.decision_mail import DecisionMailActivities, MailSettings
+from activities.decision_policies import DecisionPolicyActivities
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
@@ -111,7 +112,8 @@ def build_worker(
         for r in registry.kinds.values() if r.kind.worker_deps is not None},
         read_model=read_model)
     shared: list[Callable[..., Any]] = [read_model.record, webhooks.pending,
-        webhooks.deliver, webhooks.give_up, retention.purge_batch]
+        webhooks.deliver, webhooks.give_up, retention.purge_batch,
+        DecisionPolicyActivities(pool).evaluate]
     if mailer is not None:
         shared.append(mailer.send)
     if slacker is not None:
