@@ -50,6 +50,9 @@ class SlackEmails(Protocol):
     """Where a Slack user's confirmed e-mail address comes from (api/protocols/slack/emails.py
     asks Slack); an `ApiError` to tell the person when there is none to believe."""
 
+    # What else the person can do, added to each refusal (`/waystation link`, if offered).
+    otherwise: str
+
     async def confirmed_email(self, actor: SlackActor) -> str: ...
 
 
@@ -132,7 +135,7 @@ async def link_by_email(conn: asyncpg.Connection, actor: SlackActor,
     if not known:
         raise ApiError(403, "slack_email_unknown",
                        f"no Waystation user is named {email}: sign in to Waystation once "
-                       f"(or be added to a group), then try again")
+                       f"(or be added to a group), then try again{emails.otherwise}")
     await slack_repo.link_user(conn, actor.team_id, actor.slack_user, email, None)
     return user
 

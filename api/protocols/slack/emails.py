@@ -23,8 +23,7 @@ class SlackDirectory:
 
     def __init__(self, api: SlackWebApi, *, otherwise: str = "") -> None:
         self._api = api
-        # What else the person can do, added to each refusal (`/waystation link` with "both").
-        self._otherwise = otherwise
+        self.otherwise = otherwise
 
     async def confirmed_email(self, actor: SlackActor) -> str:
         try:
@@ -59,4 +58,4 @@ class SlackDirectory:
         return unavailable(f"Slack did not say who you are ({error}); try again shortly")
 
     def _refused(self, code: str, message: str) -> ApiError:
-        return ApiError(403, code, message + self._otherwise)
+        return ApiError(403, code, message + self.otherwise)
