@@ -14,8 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
+
+import yaml
 
 TOKEN = "xoxb-test-0123456789"
 MAX_BLOCKS = 50
@@ -24,9 +27,9 @@ SECTION_TEXT_LIMIT = 3000
 MESSAGE_TEXT_LIMIT = 40_000
 TRIGGER_SECONDS = 3.0
 TEAM = "T0WAYSTN"
-# What the app's manifest asks for (deploy/slack/manifest.yml); a test takes some away.
-SCOPES = frozenset({"chat:write", "chat:write.public", "commands", "im:write", "users:read",
-                    "users:read.email"})
+# The bot's scopes: what the app's manifest asks for (a test takes some away).
+MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "slack" / "manifest.yml"
+SCOPES = frozenset(yaml.safe_load(MANIFEST.read_text())["oauth_config"]["scopes"]["bot"])
 
 
 @dataclass
