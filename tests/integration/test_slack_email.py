@@ -101,6 +101,13 @@ async def test_a_click_by_an_unlinked_decider_links_them_by_their_confirmed_emai
     _, _, again = await group_gate(slack, p["alice"], [])
     assert "not one you can see" in await told(slack, bob, again)
     assert users_info_calls(slack) == asked
+    # Membership ends what the link may decide: removed since the message was posted.
+    run_id, request_id, message = await group_gate(slack, p["alice"], [p["bob"]])
+    group = (await http.get(f"/runs/{run_id}", headers=auth(p["alice"]))).json()["group_id"]
+    removed = await http.delete(f"/groups/{group}/members/{p['bob']}", headers=auth(p["alice"]))
+    assert removed.status_code in (200, 204), removed.text
+    assert "not one you can see" in await told(slack, bob, message)
+    assert await slack.written(request_id) == ("pending", 0)
 
 
 async def test_an_email_slack_does_not_vouch_for_links_nobody_and_writes_nothing(
