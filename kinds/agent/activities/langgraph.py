@@ -26,10 +26,10 @@ from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
-from contracts.kinds import PluginError
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import COST_KEY, count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
+from waystation.sdk import PluginError
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
 # bounded retries (kinds.agent.activities.model.MODEL_RETRY) and time to answer.

@@ -18,9 +18,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from activities.agents.base import Usage
-from activities.agents.metered import ModelMeter
-from activities.agents.prices import PriceBook
+from waystation.sdk.agents import ModelMeter, PriceBook, Usage
 
 COST_KEY = "waystation_cost_usd"
 METER_BACKEND = "agent"

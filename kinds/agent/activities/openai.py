@@ -53,10 +53,10 @@ from temporalio import activity
 from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
-from contracts.kinds import PluginError
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
+from waystation.sdk import PluginError
 
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.

@@ -1,4 +1,24 @@
-"""The stable import surface for writing your own run kind (see docs/run-kinds.md).
+"""The one import surface for writing a run kind (the contract: docs/run-kinds.md, "The SDK").
+
+A kind, built in (`kinds/`) or a plug-in, imports from Waystation only this package and its
+sub-modules; tests/unit/test_sdk_surface.py fails on any other import. Every object has one
+address here, under its own name. This module holds what every part of a kind uses; the
+sub-modules hold what one concern needs, so a workflow module does not import FastAPI's
+dependencies nor a route the worker's model meter:
+
+- `waystation.sdk.workflow`: search attributes, the refusal codes of Update validators.
+- `waystation.sdk.gates`: an open gate's rules and the budget gate.
+- `waystation.sdk.writes`: read-model writes, appending events, retrying while the database is
+  unavailable, the read-model activities.
+- `waystation.sdk.reads`: a kind's SQL files, rows, a run and its events.
+- `waystation.sdk.routes`: FastAPI dependencies and the API's schemas a kind's routes use.
+- `waystation.sdk.services`: the caller (`User`), access checks, starting a run, a workflow
+  Update, an agent run's messages.
+- `waystation.sdk.mcp`: a kind's MCP tools.
+- `waystation.sdk.agents`: calling a model backend, its usage and prices, checking an answer.
+- `waystation.sdk.artifacts`: where a kind's files are stored.
+- `waystation.sdk.schemas`: checking a user's JSON Schema, patterns the API shares.
+- `waystation.sdk.testing`: a local stack for a plug-in's tests.
 
 Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
 
@@ -43,8 +63,18 @@ from __future__ import annotations
 from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
 from activities.agents.offline import OfflineAnswer
 from activities.deps import WorkerDeps
-from api.errors import ApiError
-from contracts.events import RUN_CANCELED, RUN_COMPLETED, RUN_FAILED, RUN_STARTED
+from api.errors import ApiError, invalid_field
+from contracts.events import (
+    AGENT_ANSWERED,
+    MESSAGE_RECEIVED,
+    RUN_CANCELED,
+    RUN_COMPLETED,
+    RUN_FAILED,
+    RUN_STARTED,
+    TOOL_CALLED,
+    TOOL_RETRY,
+    TOOL_RETURNED,
+)
 from contracts.gate_policy import GatePolicy
 from contracts.kinds import (
     CliCommand,
@@ -56,6 +86,7 @@ from contracts.kinds import (
     KindDemo,
     KindMessages,
     KindRetention,
+    PluginError,
     RunKind,
     RunResource,
     RunStart,
@@ -64,20 +95,22 @@ from contracts.kinds import (
     WorkerSetup,
     shorten,
 )
-from contracts.statuses import GateStatus, RunStatus
+from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
 from contracts.writes import EventWrite, GateOption
 from waystation.replay import replay_histories
+from waystation.settings import Settings
 from workflows.gate_handlers import GateOutcome
 from workflows.gate_rules import DecisionInput, GateSpec
 from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
-    "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED", "RUN_STARTED", "AgentBackend", "ApiError",
-    "AgentRequest", "AgentResponse", "CliCommand", "ConsolePage",
-    "DecisionInput", "EventWrite", "ForkPoint", "ForkRefused",
-    "ForkSource", "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus",
-    "KindAgents", "KindDemo", "KindMessages", "KindRetention", "OfflineAnswer", "ProgressReporter",
-    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "StartCheck",
-    "ViewContext", "WorkerDeps", "WorkerSetup",
-    "replay_histories", "shorten",
+    "AGENT_ANSWERED", "MESSAGE_RECEIVED", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED",
+    "RUN_STARTED", "TERMINAL_RUN_STATUSES", "TOOL_CALLED", "TOOL_RETRY", "TOOL_RETURNED",
+    "AgentBackend", "AgentRequest", "AgentResponse", "ApiError", "CliCommand", "ConsolePage",
+    "DecisionInput", "EventWrite", "ExpiryPolicy", "ForkPoint", "ForkRefused", "ForkSource",
+    "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "KindAgents", "KindDemo",
+    "KindMessages", "KindRetention", "OfflineAnswer", "PluginError", "ProgressReporter",
+    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "Settings",
+    "StartCheck", "ViewContext", "WorkerDeps", "WorkerSetup", "invalid_field", "replay_histories",
+    "shorten",
 ]

@@ -1,0 +1,24 @@
+"""Calling a model from a kind's activities, beyond the `AgentBackend` interface: a backend by
+name, the usage and failure of a call, the metered model and its price book, checking a
+structured answer, and the offline backend's keyword matching for a kind's offline answers.
+"""
+
+from __future__ import annotations
+
+from activities.agents import backend_named
+from activities.agents.base import (
+    INVALID_OUTPUT,
+    ModelCallFailed,
+    Usage,
+    answers_in_place,
+    usage_of,
+)
+from activities.agents.metered import ModelMeter
+from activities.agents.offline import keywords
+from activities.agents.prices import PriceBook
+from activities.agents.structured import AnswerProblem, validate_answer
+
+__all__ = [
+    "INVALID_OUTPUT", "AnswerProblem", "ModelCallFailed", "ModelMeter", "PriceBook", "Usage",
+    "answers_in_place", "backend_named", "keywords", "usage_of", "validate_answer",
+]

@@ -1,0 +1,11 @@
+"""A plug-in's tests: the whole stack started locally on free ports (`local_stack`), a check
+retried until it holds, a response's server-sent events, and the registry of the installed
+kinds (whose workflows `waystation.sdk.replay_histories` replays).
+"""
+
+from __future__ import annotations
+
+from waystation.registry import load_registry
+from waystation.testing import LocalStack, eventually, local_stack, sse_events
+
+__all__ = ["LocalStack", "eventually", "load_registry", "local_stack", "sse_events"]
