@@ -155,3 +155,15 @@ def test_the_sdk_imports_no_kind() -> None:
 def imports_in_source(source: str) -> list[Imported]:
     return [Imported("", n.module, a.name, a.asname) for n in ast.walk(ast.parse(source))
             if isinstance(n, ast.ImportFrom) and n.module for a in n.names]
+
+
+async def test_the_sdks_workflow_side_imports_in_temporals_sandbox() -> None:
+    # The sandbox re-imports a workflow's module and what it imports at its top, and refuses
+    # the worker's and the API's side (model clients, FastAPI): the SDK passes its imports
+    # through, so a plug-in may import it anywhere in its workflow's modules.
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from tests.plugin_samples.sdk_at_top_level import SdkAtTopLevel
+    from workflows.definitions import WorkflowDefinition
+
+    SandboxedWorkflowRunner().prepare_workflow(WorkflowDefinition.must_from_class(SdkAtTopLevel))

@@ -60,48 +60,58 @@ that kind's package: `kinds.agent.sdk`, `kinds.agent.langgraph`, `kinds.agent.op
 
 from __future__ import annotations
 
-from activities.agents.base import AgentBackend, AgentRequest, AgentResponse, ProgressReporter
-from activities.agents.offline import OfflineAnswer
-from activities.deps import WorkerDeps
-from api.errors import ApiError, invalid_field
-from contracts.events import (
-    AGENT_ANSWERED,
-    MESSAGE_RECEIVED,
-    RUN_CANCELED,
-    RUN_COMPLETED,
-    RUN_FAILED,
-    RUN_STARTED,
-    TOOL_CALLED,
-    TOOL_RETRY,
-    TOOL_RETURNED,
-)
-from contracts.gate_policy import GatePolicy
-from contracts.kinds import (
-    CliCommand,
-    ConsolePage,
-    ForkPoint,
-    ForkRefused,
-    ForkSource,
-    KindAgents,
-    KindDemo,
-    KindMessages,
-    KindRetention,
-    PluginError,
-    RunKind,
-    RunResource,
-    RunStart,
-    StartCheck,
-    ViewContext,
-    WorkerSetup,
-    shorten,
-)
-from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
-from contracts.writes import EventWrite, GateOption
-from waystation.replay import replay_histories
-from waystation.settings import Settings
-from workflows.gate_handlers import GateOutcome
-from workflows.gate_rules import DecisionInput, GateSpec
-from workflows.lifecycle import RunLife, RunWorkflow
+from temporalio import workflow
+
+# Passed through Temporal's sandbox: a sandboxed workflow that imports this at its top shares
+# the worker's classes (a sandbox's own copy of `RunStateWrite` fails `ReadModelWrite`'s check).
+with workflow.unsafe.imports_passed_through():
+    from activities.agents.base import (
+        AgentBackend,
+        AgentRequest,
+        AgentResponse,
+        ProgressReporter,
+    )
+    from activities.agents.offline import OfflineAnswer
+    from activities.deps import WorkerDeps
+    from api.errors import ApiError, invalid_field
+    from contracts.events import (
+        AGENT_ANSWERED,
+        MESSAGE_RECEIVED,
+        RUN_CANCELED,
+        RUN_COMPLETED,
+        RUN_FAILED,
+        RUN_STARTED,
+        TOOL_CALLED,
+        TOOL_RETRY,
+        TOOL_RETURNED,
+    )
+    from contracts.gate_policy import GatePolicy
+    from contracts.kinds import (
+        CliCommand,
+        ConsolePage,
+        ForkPoint,
+        ForkRefused,
+        ForkSource,
+        KindAgents,
+        KindDemo,
+        KindMessages,
+        KindRetention,
+        PluginError,
+        RunKind,
+        RunResource,
+        RunStart,
+        StartCheck,
+        ViewContext,
+        WorkerSetup,
+        shorten,
+    )
+    from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+    from contracts.writes import EventWrite, GateOption
+    from waystation.replay import replay_histories
+    from waystation.settings import Settings
+    from workflows.gate_handlers import GateOutcome
+    from workflows.gate_rules import DecisionInput, GateSpec
+    from workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
     "AGENT_ANSWERED", "MESSAGE_RECEIVED", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED",

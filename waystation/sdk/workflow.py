@@ -5,7 +5,11 @@ refusal codes a kind's Update validators raise (part of recorded histories: neve
 
 from __future__ import annotations
 
-from contracts.refusals import JOB_NOT_RUNNING, NOT_WAITING_FOR_MESSAGE
-from workflows import search_attributes
+from temporalio import workflow
+
+# Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
+with workflow.unsafe.imports_passed_through():
+    from contracts.refusals import JOB_NOT_RUNNING, NOT_WAITING_FOR_MESSAGE
+    from workflows import search_attributes
 
 __all__ = ["JOB_NOT_RUNNING", "NOT_WAITING_FOR_MESSAGE", "search_attributes"]
