@@ -167,3 +167,11 @@ async def test_the_sdks_workflow_side_imports_in_temporals_sandbox() -> None:
     from workflows.definitions import WorkflowDefinition
 
     SandboxedWorkflowRunner().prepare_workflow(WorkflowDefinition.must_from_class(SdkAtTopLevel))
+
+
+def test_the_sandbox_sample_imports_every_module_of_the_sdk() -> None:
+    sample = Path(inspect.getfile(importlib.import_module("tests.plugin_samples.sdk_at_top_level")))
+    imported = {i.module for i in imports_in_source(sample.read_text())} | {
+        a.name for n in ast.walk(ast.parse(sample.read_text())) if isinstance(n, ast.Import)
+        for a in n.names}
+    assert {m.__name__ for m in sdk_modules()} <= imported

@@ -5,18 +5,22 @@ structured answer, and the offline backend's keyword matching for a kind's offli
 
 from __future__ import annotations
 
-from activities.agents import backend_named
-from activities.agents.base import (
-    INVALID_OUTPUT,
-    ModelCallFailed,
-    Usage,
-    answers_in_place,
-    usage_of,
-)
-from activities.agents.metered import ModelMeter
-from activities.agents.offline import keywords
-from activities.agents.prices import PriceBook
-from activities.agents.structured import AnswerProblem, validate_answer
+from temporalio import workflow
+
+# Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
+with workflow.unsafe.imports_passed_through():
+    from activities.agents import backend_named
+    from activities.agents.base import (
+        INVALID_OUTPUT,
+        ModelCallFailed,
+        Usage,
+        answers_in_place,
+        usage_of,
+    )
+    from activities.agents.metered import ModelMeter
+    from activities.agents.offline import keywords
+    from activities.agents.prices import PriceBook
+    from activities.agents.structured import AnswerProblem, validate_answer
 
 __all__ = [
     "INVALID_OUTPUT", "AnswerProblem", "ModelCallFailed", "ModelMeter", "PriceBook", "Usage",

@@ -5,11 +5,15 @@ of its refusals, and an agent-like run's messages and transcript.
 
 from __future__ import annotations
 
-from api.auth import User
-from api.run_kinds import create_and_start
-from api.services.access import may_read, require_decider, require_run_starter
-from api.services.messages import send_message, transcript
-from api.services.workflow_updates import execute_update
+from temporalio import workflow
+
+# Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
+with workflow.unsafe.imports_passed_through():
+    from api.auth import User
+    from api.run_kinds import create_and_start
+    from api.services.access import may_read, require_decider, require_run_starter
+    from api.services.messages import send_message, transcript
+    from api.services.workflow_updates import execute_update
 
 __all__ = [
     "User", "create_and_start", "execute_update", "may_read", "require_decider",

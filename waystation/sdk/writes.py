@@ -6,11 +6,15 @@ activity may call directly.
 
 from __future__ import annotations
 
-from activities.read_model import ReadModelActivities
-from contracts.writes import ReadModelWrite, RunStateWrite, merge_writes
-from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
-from persistence.events import append_events
-from persistence.writes import apply_write
+from temporalio import workflow
+
+# Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
+with workflow.unsafe.imports_passed_through():
+    from activities.read_model import ReadModelActivities
+    from contracts.writes import ReadModelWrite, RunStateWrite, merge_writes
+    from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
+    from persistence.events import append_events
+    from persistence.writes import apply_write
 
 __all__ = [
     "UNAVAILABLE_ERRORS", "ReadModelActivities", "ReadModelWrite", "RunStateWrite",
