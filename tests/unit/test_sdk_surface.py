@@ -175,3 +175,13 @@ def test_the_sandbox_sample_imports_every_module_of_the_sdk() -> None:
         a.name for n in ast.walk(ast.parse(sample.read_text())) if isinstance(n, ast.Import)
         for a in n.names}
     assert {m.__name__ for m in sdk_modules()} <= imported
+
+
+def test_no_built_in_kind_imports_another() -> None:
+    # Each kind moves out into its own distribution alone (a plug-in's agent may import the
+    # `agent` kind's authoring surface: that is the kind it registers for). `kinds/__init__.py`,
+    # the list of the built-in kinds, names them all.
+    crossing = [f"{i.where}: {i.module}" for i in KINDS
+                if i.module.split(".")[0] == "kinds" and not i.where.startswith("kinds/__init__")
+                and i.where.split("/")[1] != i.module.split(".")[1]]
+    assert crossing == [], crossing
