@@ -23,6 +23,8 @@ SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
 LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."
 AVAILABILITY = "Welcome back to me. Which of them are available on 2027-02-14?"
 BOOK = "Book Rosewood Estate on 2027-02-14 for 200 guests"
+# Issue 43's follow-up: a question about the booking, not a request to book.
+FOLLOW_UP = "Which three did you shortlist, and is the booking confirmed?"
 # Seed 003's request as a person writes it, all steps in one message.
 NATURAL = ("We need a rustic wedding venue in Bangalore for 200 guests, under 15 lakh. "
            "Shortlist three and book the best one.")

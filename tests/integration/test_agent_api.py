@@ -13,7 +13,7 @@ import httpx
 import pytest_asyncio
 
 from api.auth import issue_token
-from tests.agent_helpers import BOOK, LIKE, SEARCH
+from tests.agent_helpers import BOOK, FOLLOW_UP, LIKE, SEARCH
 from tests.helpers import eventually, live_api
 from tests.sse_client import sse_events
 
@@ -218,6 +218,11 @@ async def test_demo_walks_the_planner_to_the_book_vendor_approval(http, tmp_path
     out = (await asyncio.wait_for(demo.communicate(), 60))[0].decode()
     assert demo.returncode == 0, out
     assert "agent.answered" in out and "sent: Book Rosewood Estate" in out
+    # Issue 43's follow-up: the question is answered from the conversation, not booked.
+    follow_up = out.partition(f"sent: {FOLLOW_UP}")[2]
+    assert follow_up.split("planner: ", 1)[1].startswith(
+        "I shortlisted Old Mill Barn (v-venue-02), Banyan Courtyard (v-venue-01), Rosewood "
+        "Estate (v-venue-03). Nothing is booked yet")
     assert "Checkpoint:      approve_book_vendor_1" in out
     edit = next(line for line in out.splitlines() if '"decision": "edit"' in line)
     assert '"guests": 150' in edit and '"vendor_id": "v-venue-03"' in edit

@@ -7,10 +7,12 @@ city, guests, budget, style, date), the earlier turns, or the re-priming summary
 instructions. A request that asks for several steps at once ("find a venue, shortlist three
 and book the best") is carried on after each tool's result until the booking, which waits
 for approval; otherwise, after tool results it answers in words. It never acts on an empty
-list: lacking what it needs, it says what that is. Asked to summarize, it writes the
-`context_summary`. Told a member returns (seed 003), its answer greets them by name with the
-summary it was re-primed from ("Welcome back, Rohan! ..."). A real model replaces it
-unchanged: the agent, its tools and the approval gate stay the same.
+list: lacking what it needs, it says what that is. A question about the plan ("Which three
+did you shortlist, and is the booking confirmed?") is answered from what the conversation and
+the re-priming summary say, and never shortlists or books: only a request does. Asked to
+summarize, it writes the `context_summary`. Told a member returns (seed 003), its answer
+greets them by name with the summary it was re-primed from ("Welcome back, Rohan! ...").
+A real model replaces it unchanged: the agent, its tools and the approval gate stay the same.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ NEED_SEARCH = ("I can search vendors (venues, caterers, photographers, florists)
                "of vendor, and if you like the city, the number of guests, the budget and the "
                "style.")
 RETURNING = re.compile(re.escape(RETURNING_MEMBER) + r"\s*([^,\n]+),")
+# A question that asks what was shortlisted or booked, as against one that asks to look
+# something up ("Which are free on 2027-03-01?"), which the tools answer. "Can", "could" and
+# "would" open requests, not questions.
+ABOUT_THE_PLAN = ("shortlist", "book", "confirm", "decided", "so far")
+QUESTION_WORDS = ("which", "what", "is", "are", "did", "have", "has", "was", "were", "do",
+                  "does", "who", "when", "where", "how")
 NEED_VENDORS = ("There is nothing to shortlist yet: tell me what to look for (a venue, "
                 "caterer, photographer or florist, and the city, guests, budget or style), or "
                 "name the vendors.")
@@ -114,6 +122,8 @@ def _respond(prompt: str, messages: list[ModelMessage], instructions: str
     # A message that states what to look for searches anew; one that only names a category
     # ("I like the first three venues") acts on what was found before.
     fresh = search if search is not None and len(search) > 1 else None
+    if _asks_about_the_plan(text):
+        return [TextPart(_recap(_facts(messages, instructions)))]
     if "compare" in text:
         return [ToolCallPart(UNKNOWN_TOOL, {"vendor_ids": named or _shortlisted(messages,
                                                                               instructions)})]
@@ -236,7 +246,20 @@ def _after_tools(returns: list[ToolReturnPart]) -> str:
 
 def _summary(messages: list[ModelMessage], instructions: str) -> str:
     """What a member coming back needs: the need, the shortlist, what is booked."""
+    said = [f"{k}: {v}" for k, v in _facts(messages, instructions).items() if v]
+    earlier = instructions.partition("Summary so far: ")[2].strip()
+    return "; ".join(said) if said else (earlier or "nothing decided yet")
+
+
+def _facts(messages: list[ModelMessage], instructions: str) -> dict[str, str | None]:
+    """The need, the shortlist and the booking: the summary the run was re-primed from
+    (written by `_summary`), brought up to date by the tool calls and results since."""
+    earlier = instructions.partition("Summary so far: ")[2].strip()
     facts: dict[str, str | None] = {"need": None, "shortlist": None, "booked": None}
+    for said in earlier.split("; "):
+        key, _, value = said.partition(": ")
+        if key in facts and value:
+            facts[key] = value
     for message in messages:
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_name == "search_vendors":
@@ -248,9 +271,24 @@ def _summary(messages: list[ModelMessage], instructions: str) -> str:
                     and booked.get("booked"):
                 facts["booked"] = (f"{booked['vendor']} on {booked['date']} "
                                    f"({booked['booking_id']})")
-    earlier = instructions.partition("Summary so far: ")[2].strip()
-    said = [f"{k}: {v}" for k, v in facts.items() if v]
-    return "; ".join(said) if said else (earlier or "nothing decided yet")
+    return facts
+
+
+def _asks_about_the_plan(text: str) -> bool:
+    """A question (every sentence of it) about what was shortlisted or booked: a booking
+    asked about is not a booking asked for."""
+    sentences = [s.split() for s in re.split(r"(?<=[?.!])\s+", text.strip()) if s.strip()]
+    # By its first word: "Can you book Rosewood Estate?" is a request, though it ends so.
+    questions = all(words[0].strip(",") in QUESTION_WORDS for words in sentences)
+    return bool(sentences) and questions and any(word in text for word in ABOUT_THE_PLAN)
+
+
+def _recap(facts: dict[str, str | None]) -> str:
+    shortlist = (f"I shortlisted {facts['shortlist']}." if facts["shortlist"]
+                 else "Nothing is shortlisted yet.")
+    booked = (f"The booking is confirmed: {facts['booked']}." if facts["booked"]
+              else "Nothing is booked yet: tell me which vendor to book, and for when.")
+    return f"{shortlist} {booked}"
 
 
 def _returned(part: Any, tool: str) -> Any:
