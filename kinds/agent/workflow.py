@@ -58,7 +58,12 @@ with workflow.unsafe.imports_passed_through():
         MessageAccepted,
         MessageInput,
     )
-    from kinds.agent.transcript import add_usage, returned_event, turn_events
+    from kinds.agent.transcript import (
+        add_usage,
+        answered_message_id,
+        returned_event,
+        turn_events,
+    )
     from workflows import search_attributes as sa
     from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
@@ -158,6 +163,7 @@ class AgentRun(RunWorkflow):
             result = await self._run_agent(None, deferred=answers)
         self._take(result.all_messages(), first)
         c.last_answer = str(result.output)
+        answer_id = answered_message_id(result.all_messages())
         summary = await self._run_agent(SUMMARY_PROMPT)
         # The summary request is paid for too: its response is an event after the turn's
         # messages (it is not kept in the history, so those positions stay its own).
@@ -165,17 +171,19 @@ class AgentRun(RunWorkflow):
         summary_events = turn_events(self.event, c.turn, len(self._history) - self._turn_start(),
                                      summary.new_messages())
         c.context_summary = str(summary.output)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
-    async def _answered(self, events: list[EventWrite]) -> None:
-        """The turn's last events, its answer and its snapshot."""
+    async def _answered(self, events: list[EventWrite], message_id: str | None = None) -> None:
+        """The turn's last events, its answer and its snapshot; the answer carries the id its
+        live deltas carried (`message_id`), when the model's response named one."""
         c = self._carry
         self._phase = "answered"
+        said = {"message_id": message_id} if message_id else {}
         # The run's totals so far, named so that the usage trigger does not add them again.
         await self.record(events=[*events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
-                    "total_usage": c.usage.model_dump()})],
+                    "total_usage": c.usage.model_dump(), **said})],
             snapshot=f"turn {c.turn}", with_state=True)
 
     async def _run_agent(self, prompt: str | None,

@@ -20,8 +20,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -31,7 +34,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kinds.agent.contracts import RETURNING_MEMBER, SUMMARY_REQUEST
@@ -54,6 +59,8 @@ UNITS = {"lakh": 100_000, "lakhs": 100_000, "lac": 100_000, "lacs": 100_000,
          "thousand": 1_000}
 # A booking's date when the message names none: the approval shows it, and an edit changes it.
 DEFAULT_DATE = "2027-02-14"
+# A tool call's arguments stream in pieces of this many characters.
+ARGS_CHUNK = 16
 NEED_SEARCH = ("I can search vendors (venues, caterers, photographers, florists), shortlist "
                "them, check their availability and book one. Tell me what you need: the kind "
                "of vendor, and if you like the city, the number of guests, the budget and the "
@@ -337,6 +344,46 @@ def _budget(text: str) -> int | None:
     return int(amount * UNITS.get(found.group(2) or "", 1))
 
 
+async def stream_plan(messages: list[ModelMessage], info: AgentInfo
+                      ) -> AsyncIterator[str | DeltaToolCalls]:
+    """`plan`'s response streamed as a model writes it: words of text (or a tool call's
+    arguments in pieces) every WAYSTATION_OFFLINE_TOKEN_MS (default 8 ms), so the demo and the
+    tests see tokens arrive (issue 43); the same parts, ids and text as `plan` answers whole."""
+    every = int(os.environ.get("WAYSTATION_OFFLINE_TOKEN_MS", "8") or 0) / 1000
+    response = await plan(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            for token in re.findall(r"\S*\s*", part.content):
+                if token:
+                    await asyncio.sleep(every)
+                    yield token
+        elif isinstance(part, ToolCallPart):
+            args = part.args_as_json_str()
+            for start in range(0, len(args), ARGS_CHUNK):
+                await asyncio.sleep(every)
+                yield {index: DeltaToolCall(name=part.tool_name if start == 0 else None,
+                                            json_args=args[start:start + ARGS_CHUNK],
+                                            tool_call_id=part.tool_call_id)}
+
+
+class PlannerModel(FunctionModel):
+    """`plan` and `stream_plan` as a model. A streamed response's request is counted as `plan`
+    counts it (about four characters a token of the messages), not as FunctionModel's estimate
+    of a request of nothing; its output as FunctionModel counts what is streamed."""
+
+    @asynccontextmanager
+    async def request_stream(self, messages: list[ModelMessage],
+                             model_settings: ModelSettings | None,
+                             model_request_parameters: ModelRequestParameters,
+                             run_context: RunContext[Any] | None = None
+                             ) -> AsyncIterator[StreamedResponse]:
+        async with super().request_stream(messages, model_settings, model_request_parameters,
+                                          run_context) as stream:
+            # `_usage` is what a StreamedResponse's implementations keep up to date.
+            stream._usage = RequestUsage(input_tokens=_usage(messages, []).input_tokens)
+            yield stream
+
+
 def planner_model() -> FunctionModel:
-    return FunctionModel(plan, model_name="planner-offline")
+    return PlannerModel(plan, stream_function=stream_plan, model_name="planner-offline")
 
