@@ -19,6 +19,7 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from api import live_deltas
 from api.auth import User
 from api.deps import CurrentUser, VisibleRun, claims_of, still_reads_run, still_signed_in
 from api.errors import ApiError
@@ -41,7 +42,8 @@ CATCH_UP_PAGE = 500
 # (1,000 render in well under a second; see bench/bench_console.py).
 INBOX_SNAPSHOT_LIMIT = 10_000
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
-                       "description": "An event stream; each event's `id` is its seq."}}
+                       "description": "An event stream; each event's `id` is its seq (a "
+                                      "`message.delta` has none: it is outside the sequence)."}}
 
 
 def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
@@ -107,6 +109,9 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: Ru
                 if await allowed():
                     yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
                 return
+            # The messages being written, whole so far, then their live deltas (issue 43).
+            if (partials := await live_deltas.joined(pool, claims, sub)) and await allowed():
+                yield live_deltas.sse_frames(partials)
             # Live: take what the hub hands over; a gap means "catch up from the table".
             while True:
                 try:
@@ -145,6 +150,8 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: Ru
                 # events has marked the subscription stale by now.
                 if not await allowed():
                     return
+                if deltas := await live_deltas.taken(pool, claims, sub):
+                    batch.append(live_deltas.sse_frames(deltas))
                 if batch:
                     yield b"".join(batch)
                 if ended:
