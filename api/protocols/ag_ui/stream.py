@@ -33,10 +33,12 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
+from api import live_deltas
 from api.auth import User
 from api.errors import ApiError, escaped_error
 from api.event_hub import EventHub, RunSubscription
 from api.protocols.ag_ui.mapping import (
+    LiveMessages,
     Position,
     RunFraming,
     interrupt,
@@ -87,6 +89,7 @@ class ThreadStream:
     prelude: list[BaseEvent] = field(default_factory=list)
     refusal: ApiError | None = None
     framing: RunFraming = field(default_factory=RunFraming)
+    live: LiveMessages = field(default_factory=LiveMessages)
     # The ordinal and state of the newest snapshot the client has.
     state: tuple[int, dict[str, Any]] | None = None
     heads: list[SnapshotHead] = field(default_factory=list)
@@ -102,16 +105,7 @@ class ThreadStream:
         """What a (re)opened thread gets first: its messages and state as of where this
         response starts (a reconnection, which has them, gets neither)."""
         seq = self.position.seq
-        entries, after = [], 0
-        while True:
-            page = await messages_service.transcript(
-                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE),
-                registry=self.registry)
-            entries += [e for e in page.messages if e.seq <= seq]
-            if len(page.messages) < TRANSCRIPT_PAGE or page.next_after_seq >= seq:
-                break
-            after = page.next_after_seq
-        self.prelude.append(MessagesSnapshotEvent(messages=messages(entries)))
+        self.prelude.append(await self._messages_snapshot(conn))
         last = await self._event_at(conn, seq)
         if last is None:
             return
@@ -138,7 +132,7 @@ class ThreadStream:
     async def _follow(self, hub: EventHub, heartbeat: float) -> AsyncIterator[bytes]:
         subscription = hub.subscribe_run(self.run.id, from_seq=self.run.last_seq,
                                          caller=self.user.name)
-        idle = 0.0
+        idle, joined = 0.0, False
         try:
             while True:
                 if subscription.stale and not await self._still_reads(subscription):
@@ -156,6 +150,11 @@ class ThreadStream:
                     idle = 0.0
                     yield sent
                     continue
+                # Deltas only once the caller's access was checked after any notice before them.
+                if not subscription.stale and (live := await self._live_frames(
+                        subscription, joining=not joined)):
+                    yield live
+                joined = joined or not subscription.stale
                 if end is not None:
                     yield b"".join(frame(e, self.position)
                                    for e in [*self.framing.closing(), end])
@@ -172,6 +171,34 @@ class ThreadStream:
                     yield b": heartbeat\n\n"
         finally:
             hub.unsubscribe_run(subscription)
+
+    async def _messages_snapshot(self, conn: asyncpg.Connection) -> MessagesSnapshotEvent:
+        """The thread's messages up to the position, as the transcript has them."""
+        seq = self.position.seq
+        entries, after = [], 0
+        while True:
+            page = await messages_service.transcript(
+                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE),
+                registry=self.registry)
+            entries += [e for e in page.messages if e.seq <= seq]
+            if len(page.messages) < TRANSCRIPT_PAGE or page.next_after_seq >= seq:
+                break
+            after = page.next_after_seq
+        return MessagesSnapshotEvent(messages=messages(entries))
+
+    async def _live_frames(self, subscription: RunSubscription, *, joining: bool) -> bytes:
+        """The messages being written (issue 43): what the hub handed over of them, or, as the
+        response starts following, each whole so far. A retried model request's reset drops
+        its failed attempt from the client's messages: a MESSAGES_SNAPSHOT without it."""
+        deltas = await (live_deltas.joined if joining else live_deltas.taken)(
+            self.pool, self.claims, subscription)
+        frames: list[bytes] = []
+        for delta in deltas:
+            if self.live.reset(delta):
+                async with claimed_connection(self.pool, self.claims) as conn:
+                    frames.append(frame(await self._messages_snapshot(conn), self.position))
+            frames += [frame(event, self.position) for event in self.live.events(delta)]
+        return b"".join(frames)
 
     async def _still_reads(self, subscription: RunSubscription) -> bool:
         """Checks the caller again; what was committed before the check may then be sent."""
@@ -234,8 +261,10 @@ class ThreadStream:
                 if number == 0 and index < skip:
                     self.framing.skip(each)
                     continue
-                frames += [frame(extra, self.position) for extra in self.framing.before(each)]
-                frames.append(frame(each, at))
+                for kept in self.live.durable(each):
+                    frames += [frame(extra, self.position)
+                               for extra in self.framing.before(kept)]
+                    frames.append(frame(kept, at))
                 self.position = at
             self.position, self.last_type, skip = Position(event.seq), event.type, 0
             yield b"".join(frames)
