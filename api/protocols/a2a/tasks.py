@@ -13,18 +13,19 @@ from uuid import UUID
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types.a2a_pb2 import Task, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
 from a2a.utils.errors import A2AError, UnsupportedOperationError
 from starlette.requests import Request
 from temporalio.client import Client
 
+from api import live_deltas
 from api.auth import User
 from api.deps import pooled_connection, still_signed_in
 from api.errors import ApiError, as_api_error
 from api.event_hub import EventHub, RunSubscription
 from api.protocols.a2a import mapping
 from api.queries import EventQuery, TranscriptQuery
-from api.schemas import RunView
+from api.schemas import MessageDelta, RunView
 from api.services import events, messages, runs
 from api.services.access import claims_of
 from contracts.events import AGENT_ANSWERED
@@ -123,13 +124,16 @@ async def last_answer(call: Call, run: RunRow) -> str | None:
 
 
 async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, baseline: int,
-                  until_input: bool) -> AsyncIterator[TaskStatusUpdateEvent]:
+                  until_input: bool
+                  ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """A status update per run event after `after_seq`, read from the table (the event hub
-    only wakes the loop), until the task ends, or with `until_input` needs input too."""
+    only wakes the loop), until the task ends, or with `until_input` needs input too; the
+    answer being written, as artifact updates (issue 43)."""
     request: Request = context.state[REQUEST]
     hub: EventHub = request.app.state.event_hub
     heartbeat: float = request.app.state.settings.sse_heartbeat_seconds
     subscription: RunSubscription | None = None
+    shown: live_deltas.Shown | None = None
     try:
         while True:
             # As the API's own streams do: after an access notice or a quiet heartbeat the
@@ -168,6 +172,13 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                 continue
             if subscription.closed:
                 return  # the API is shutting down: the client resubscribes with Last-Event-ID
+            if not subscription.stale:  # checked after any access notice before the deltas
+                claims = claims_of(context.state[USER])
+                deltas = await (live_deltas.joined if shown is None else live_deltas.taken)(
+                    request.app.state.pool, claims, subscription)
+                shown = shown or live_deltas.Shown()
+                for update in _artifact_updates(run_id, shown, deltas):
+                    yield update
             if subscription.overflowed:
                 # A full queue takes no more wake-ups: subscribe afresh (rows come from the
                 # table whatever the queue held).
@@ -178,6 +189,17 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
     finally:
         if subscription is not None:
             hub.unsubscribe_run(subscription)
+
+
+def _artifact_updates(run_id: UUID, shown: live_deltas.Shown,
+                      deltas: list[MessageDelta]) -> Iterator[TaskArtifactUpdateEvent]:
+    """The answer's text deltas as artifact updates: appended, but replacing the artifact on
+    its first piece and when a retried model request starts over."""
+    for delta in deltas:
+        again = shown.reset(delta)
+        new = None if delta.call_id else shown.new(delta.message_id, delta)
+        if new is not None and new[1]:
+            yield mapping.message_artifact(run_id, delta, new[1], append=not (new[0] or again))
 
 
 def _settled(view: RunView, waiting: bool, baseline: int, until_input: bool) -> bool:

@@ -39,6 +39,7 @@ from ag_ui.core import (
 )
 
 from api.decision_payload import payload_schema
+from api.live_deltas import Shown
 from api.schemas import DecisionView, EventView, MessageDelta, TranscriptEntry
 from contracts.events import (
     AGENT_ANSWERED,
@@ -308,55 +309,44 @@ def live_message_id(message_id: str) -> str:
 @dataclass
 class LiveMessages:
     """Issue 43's live tokens on one AG-UI response: each `MessageDelta` as the text-message or
-    tool-call events it adds (only what the client has not been sent: a delta repeats what a
-    catch-up sent), and the durable events of those messages cut to what is still missing
-    (their START and what the deltas already sent are not sent twice). A reset leaves the
-    stream to drop the failed attempt's message (a MESSAGES_SNAPSHOT without it)."""
+    tool-call events it adds (only what the client lacks: `Shown`), and the durable events of
+    those messages cut to what is still missing (their START and what the deltas sent are not
+    sent twice). A reset leaves the stream to drop the failed attempt's message (a
+    MESSAGES_SNAPSHOT without it)."""
 
-    sent: dict[str, int] = field(default_factory=dict)  # AG-UI id or call id -> chars sent
-    attempts: dict[str, int] = field(default_factory=dict)  # message id -> attempt shown
-    done: set[str] = field(default_factory=set)  # ended by their durable events
+    shown: Shown = field(default_factory=Shown)
     args: dict[str, str] = field(default_factory=dict)  # call id -> arguments sent
 
     def reset(self, delta: MessageDelta) -> bool:
-        """Whether `delta` drops what the client was shown of a failed attempt."""
-        if delta.attempt <= self.attempts.get(delta.message_id, delta.attempt):
-            self.attempts.setdefault(delta.message_id, delta.attempt)
+        if not self.shown.reset(delta):
             return False
-        self.attempts[delta.message_id] = delta.attempt
-        self.sent.clear()
         self.args.clear()
         return True
 
     def events(self, delta: MessageDelta) -> list[BaseEvent]:
         key = delta.call_id or live_message_id(delta.message_id)
-        if delta.reset or key in self.done \
-                or delta.attempt < self.attempts.get(delta.message_id, delta.attempt):
+        new = self.shown.new(key, delta)
+        if new is None:
             return []
-        self.attempts.setdefault(delta.message_id, delta.attempt)
-        have = self.sent.get(key)
+        first, text = new
         start: list[BaseEvent] = []
-        if have is None:
-            have = 0
+        if first:
             start = [ToolCallStartEvent(tool_call_id=key, tool_call_name=delta.tool or "")
                      if delta.call_id else TextMessageStartEvent(message_id=key,
                                                                  role="assistant")]
-        if delta.at > have:
-            return []  # a piece is missing: the stream sends the whole message again
-        new = delta.delta[have - delta.at:]
-        self.sent[key] = have + len(new)
         if delta.call_id:
-            self.args[key] = self.args.get(key, "") + new
-        if not new:
+            self.args[key] = self.args.get(key, "") + text
+        if not text:
             return start
-        more: BaseEvent = ToolCallArgsEvent(tool_call_id=key, delta=new) if delta.call_id \
-            else TextMessageContentEvent(message_id=key, delta=new)
+        more: BaseEvent = ToolCallArgsEvent(tool_call_id=key, delta=text) if delta.call_id \
+            else TextMessageContentEvent(message_id=key, delta=text)
         return [*start, more]
 
     def durable(self, event: BaseEvent) -> list[BaseEvent]:
         """What of a durable event's AG-UI event is still to be sent."""
         key = _opened_by(event)
-        if key is None or key not in self.sent:
+        sent = self.shown.sent
+        if key is None or key not in sent:
             return [event]
         if isinstance(event, TextMessageStartEvent | ToolCallStartEvent):
             return []
@@ -364,11 +354,10 @@ class LiveMessages:
                 and _same_json(self.args[key], event.delta):
             return []  # the same arguments, as the model wrote them
         if isinstance(event, TextMessageContentEvent | ToolCallArgsEvent):
-            rest = event.delta[self.sent[key]:]
-            self.sent[key] += len(rest)
+            rest = event.delta[sent[key]:]
+            sent[key] += len(rest)
             return [event.model_copy(update={"delta": rest})] if rest else []
-        self.done.add(key)
-        del self.sent[key]
+        self.shown.end(key)
         self.args.pop(key, None)
         return [event]
 
