@@ -247,6 +247,7 @@ class MessageDelta(BaseModel):
     `at` 0, when it drops deltas for a slow client). The finished message is the durable event
     (`agent.answered`, `model.responded`) whose output carries the same `message_id`."""
 
+    type: Literal["message.delta"] = "message.delta"
     run_id: UUID
     message_id: str
     attempt: int
@@ -455,6 +456,8 @@ class TranscriptEntry(BaseModel):
     sent_by: str | None = None
     tool: str | None = None
     call_id: str | None = Field(None, description="The tool call a call and its result share.")
+    message_id: str | None = Field(None, description="An answer's: the id its live deltas "
+                                                     "carried (`message.delta`).")
     arguments: dict[str, Any] | None = None
     result: Any = None
     created_at: datetime
@@ -466,6 +469,7 @@ class TranscriptEntry(BaseModel):
         return cls(seq=event.seq, type=event.type, role=role,
                    turn=out.get("turn", event.phase), text=out.get("text"),
                    sent_by=out.get("sent_by"), tool=out.get("tool"), call_id=out.get("call_id"),
+                   message_id=out.get("message_id") if role == "agent" else None,
                    arguments=out.get("arguments"), result=out.get("result", out.get("told")),
                    created_at=event.created_at)
 
