@@ -116,6 +116,10 @@ class OpenAIStub:
     # Answers to requests nothing is scripted for: (recorded request) -> text.
     default_text: Any = None
     requests: list[Recorded] = field(default_factory=list)
+    # When each streamed answer's first text chunk was sent (time.monotonic()): the model's own
+    # first token, which bench/bench_tokens.py compares a client's with.
+    first_tokens: list[float] = field(default_factory=list)
+    last_tokens: list[float] = field(default_factory=list)  # and its last
     _scripts: dict[str | None, list[Scripted]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -225,8 +229,12 @@ class OpenAIStub:
             if isinstance(item, Cut) and sent >= item.after:
                 # The provider's connection drops mid-answer: the response ends unfinished.
                 raise ConnectionAbortedError("scripted cut")
+            if not sent and delta.get("content"):
+                self.first_tokens.append(time.monotonic())
             sent += len(delta.get("content") or "")
             yield chunk(delta)
+        if sent:
+            self.last_tokens.append(time.monotonic())
         yield chunk({}, finish)
         if usage is not None:
             yield "data: " + json.dumps({"id": "cmpl-stub", "object": "chat.completion.chunk",
