@@ -240,6 +240,20 @@ $$;
 
 
 --
+-- Name: end_run_message_partials(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.end_run_message_partials() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM message_partials WHERE run_id = NEW.id;
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: follow_run_status(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1938,6 +1952,13 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH R
 --
 
 CREATE TRIGGER run_events_end_message_partial AFTER INSERT ON public.run_events FOR EACH ROW WHEN ((new.output ? 'message_id'::text)) EXECUTE FUNCTION public.end_message_partial();
+
+
+--
+-- Name: runs runs_end_message_partials; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_end_message_partials AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::text, 'failed'::text, 'canceled'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.end_run_message_partials();
 
 
 --

@@ -148,6 +148,13 @@ async def test_nobody_reads_the_partials_of_a_run_they_may_not_read(http, migrat
             assert await partial_messages(conn, run_id) == []
         async with claimed_connection(api, Claims(user=owner)) as conn:
             assert [d.delta for d in await partial_messages(conn, run_id)] == ["secret"]
+        # A run that ends drops what it was writing (migration 082).
+        assert (await http.post(f"/runs/{run_id}/cancel", headers=auth(owner))).is_success
+
+        async def dropped() -> bool:
+            async with claimed_connection(api, Claims(user=owner)) as conn:
+                return not await partial_messages(conn, run_id)
+        await eventually(dropped)
     finally:
         await worker.close()
         await api.close()
