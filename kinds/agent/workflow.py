@@ -320,7 +320,7 @@ class AgentRun(RunWorkflow):
     async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
         """The graph invoked with the person's message; each interrupt it stops at is a gate,
         and the graph resumes with every decision at once, each to its own interrupt."""
-        from kinds.agent.workflow_langgraph import answer, interrupts
+        from kinds.agent.workflow_langgraph import answer, interrupts, message_id_of
 
         c = self._carry
         first = len(graph.history)
@@ -335,12 +335,13 @@ class AgentRun(RunWorkflow):
             result = await self._run_graph(graph.resume(resume))
         self._take_graph(graph, result, first)
         c.last_answer = answer(result)
+        answer_id = message_id_of(result["messages"][-1]) if result["messages"] else None
         summary = await self._run_graph(graph.ask(f"summary-{c.turn}", SUMMARY_PROMPT))
         # Paid for too: its responses are events after the turn's messages, not kept.
         asked = summary["messages"][len(graph.history) + 1:]
         summary_events = self._graph_events(len(graph.history) - graph.turn_start(), asked)
         c.context_summary = answer(summary)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
     async def _run_graph(self, invocation: Any) -> Any:
         from langgraph.errors import GraphRecursionError

@@ -48,30 +48,40 @@ def message_id() -> str | None:
     return f"{info.workflow_run_id}.{info.activity_id}"
 
 
+def in_agent_run() -> bool:
+    """Whether deltas can be published from here: an agent run's activity, and a place to
+    publish to."""
+    return publishing() and activity.in_activity() \
+        and (activity.info().workflow_id or "").startswith(WORKFLOW_ID_PREFIX)
+
+
+def message_stream(message_id: str) -> MessageStream:
+    """The deltas of the running activity's model request `message_id`."""
+    info = activity.info()
+    return MessageStream(UUID((info.workflow_id or "").removeprefix(WORKFLOW_ID_PREFIX)),
+                         message_id, info.attempt)
+
+
 def streams(model: Model, messages: list[ModelMessage]) -> bool:
-    """Whether a request's deltas are worth publishing: in an agent run's activity, with a
-    place to publish to, by a model that streams (a `FunctionModel` without a stream function
-    does not), and not the summary request (its answer is not shown as a message)."""
+    """Whether a request's deltas are worth publishing: in an agent run, by a model that
+    streams (a `FunctionModel` without a stream function does not), and not the summary
+    request (its answer is not shown as a message)."""
     if isinstance(model, FunctionModel) and model.stream_function is None:
-        return False
-    if not publishing() or not activity.in_activity() \
-            or not (activity.info().workflow_id or "").startswith(WORKFLOW_ID_PREFIX):
         return False
     latest = messages[-1] if messages else None
     prompts = [str(p.content) for p in latest.parts if isinstance(p, UserPromptPart)] \
         if isinstance(latest, ModelRequest) else []
-    return not any(p.startswith(SUMMARY_REQUEST) for p in prompts)
+    return in_agent_run() and not any(p.startswith(SUMMARY_REQUEST) for p in prompts)
 
 
 async def streamed_request(model: Model, messages: list[ModelMessage],
                            settings: ModelSettings | None,
                            parameters: ModelRequestParameters) -> ModelResponse:
     """`model`'s response to the request, its deltas published as they arrive."""
-    info = activity.info()
-    run_id = UUID((info.workflow_id or "").removeprefix(WORKFLOW_ID_PREFIX))
     calls: dict[int, tuple[str, str]] = {}  # part index -> (call id, tool)
-    async with MessageStream(run_id, f"{info.workflow_run_id}.{info.activity_id}",
-                             info.attempt) as live, \
+    id = message_id()
+    assert id is not None, "called in a model-request activity"
+    async with message_stream(id) as live, \
             model.request_stream(messages, settings, parameters) as stream:
         async for event in stream:
             if isinstance(event, PartStartEvent):
