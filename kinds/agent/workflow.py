@@ -387,10 +387,11 @@ class AgentRun(RunWorkflow):
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from kinds.agent.workflow_openai import Tripped, answer, tripped_event
+        from kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
 
         c = self._carry
         seen: dict[str, int] = {}
+        answer_id: str | None = None
         try:
             result = await self._run_openai(conversation.start(message.text, self._priming()))
             while result.interruptions:
@@ -407,6 +408,7 @@ class AgentRun(RunWorkflow):
             conversation.take(result)
             self._pending_events = self._openai_events(result, seen)
             c.last_answer = answer(result)
+            answer_id = answer_message_id(result)
         try:
             summary = await self._run_openai(conversation.ask(SUMMARY_PROMPT))
         except Tripped:
@@ -414,7 +416,7 @@ class AgentRun(RunWorkflow):
         else:
             summary_events = self._openai_events(summary, {}, prefix="summary.")
             c.context_summary = answer(summary)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
     async def _run_openai(self, run: Any) -> RunResult:
         from agents.exceptions import AgentsException
