@@ -43,13 +43,24 @@ NOTIFICATION_WORKFLOW = "WebhookNotification"
 SEND_TIMEOUT_SECONDS = 10.0
 # How long the recorder waits for a delivery's first attempt before leaving it to the workflow.
 FIRST_ATTEMPT_WITHIN_SECONDS = 2.0
+# First attempts in flight at once: an event that fans out to hundreds of webhooks must not
+# open hundreds of connections (and pooled database connections) from the recorder.
+FIRST_ATTEMPTS_AT_ONCE = 16
+# Each delivery adds about ten events to its workflow's history (attempts, the backoff timer,
+# the give-up): 500 stay far below Temporal's 51,200-event limit (and its 10,240 warning).
+DELIVERIES_PER_WORKFLOW = 500
 # The receiver's answer, shortened, for the delivery log.
 ERROR_TEXT_LIMIT = 500
+# Where an A2A push config's token goes (the a2a-sdk's push sender sends it there too).
+NOTIFICATION_TOKEN_HEADER = "X-A2A-Notification-Token"
 
 
 class NotificationInput(BaseModel):
     run_id: UUID
     event_key: str
+    # A share of a large fan-out's deliveries, sent by a child workflow of the event's (see
+    # workflows/webhook_notification.py); None: every pending delivery of the event.
+    delivery_ids: list[UUID] | None = None
 
 
 class DeliveryInput(BaseModel):
@@ -58,6 +69,10 @@ class DeliveryInput(BaseModel):
 
 class PendingDeliveries(BaseModel):
     delivery_ids: list[UUID]
+    # The most deliveries one workflow sends; more are shared among child workflows. Returned
+    # here (and so recorded in the history) for replays to share them alike. None (before
+    # issue 38): one workflow sends them all.
+    per_workflow: int | None = None
 
 
 class DeliveryResult(BaseModel):
@@ -82,8 +97,10 @@ async def start_notifications(client: Client, task_queue: str, run_id: UUID,
 
 class WebhookActivities:
     def __init__(self, pool: asyncpg.Pool, box: SecretsBox, *,
-                 private_networks: bool = True) -> None:
+                 private_networks: bool = True,
+                 deliveries_per_workflow: int = DELIVERIES_PER_WORKFLOW) -> None:
         self._pool = pool
+        self._per_workflow = deliveries_per_workflow
         self._box = box  # opens the secrets the API sealed (persistence/sealing.py)
         # See activities/webhook_targets.py.
         self._private_networks = private_networks
@@ -101,7 +118,7 @@ class WebhookActivities:
         """The deliveries of one event still to make."""
         async with self._pool.acquire() as conn:
             ids = await webhooks_repo.pending_deliveries(conn, arg.run_id, [arg.event_key])
-        return PendingDeliveries(delivery_ids=ids)
+        return PendingDeliveries(delivery_ids=ids, per_workflow=self._per_workflow)
 
     @activity.defn(name="deliver_webhook")
     async def deliver(self, arg: DeliveryInput) -> DeliveryResult:
@@ -122,12 +139,20 @@ class WebhookActivities:
         async with self._pool.acquire() as conn:
             ids = await webhooks_repo.pending_deliveries(conn, run_id, event_keys)
 
+        # At most FIRST_ATTEMPTS_AT_ONCE at a time, all within FIRST_ATTEMPT_WITHIN_SECONDS of
+        # now: one not begun by then is left to the workflow, so a large fan-out holds the
+        # run's workflow task no longer than a small one.
+        at_once = asyncio.Semaphore(FIRST_ATTEMPTS_AT_ONCE)
+        deadline = time.monotonic() + FIRST_ATTEMPT_WITHIN_SECONDS
+
         async def attempt(delivery_id: UUID) -> None:
-            try:
-                await asyncio.wait_for(self._send(delivery_id), FIRST_ATTEMPT_WITHIN_SECONDS)
-            except Exception as error:  # noqa: BLE001 - the workflow's attempts deliver it
-                log.info("first attempt of delivery %s left to its workflow: %r",
-                         delivery_id, error)
+            async with at_once:
+                try:
+                    await asyncio.wait_for(self._send(delivery_id),
+                                           max(0.0, deadline - time.monotonic()))
+                except Exception as error:  # noqa: BLE001 - the workflow's attempts deliver it
+                    log.info("first attempt of delivery %s left to its workflow: %r",
+                             delivery_id, error)
 
         await asyncio.gather(*(attempt(i) for i in ids))
 
@@ -154,6 +179,9 @@ class WebhookActivities:
             headers = {"content-type": "application/json", "webhook-id": msg_id,
                        "webhook-timestamp": str(int(now.timestamp())),
                        "webhook-signature": Webhook(secret).sign(msg_id, now, body)}
+            if delivery.notification_token is not None:
+                # An A2A push config's own token, for its receiver to check (A2A's header).
+                headers[NOTIFICATION_TOKEN_HEADER] = self._box.open(delivery.notification_token)
             response = await self._post(delivery.url, body, headers)
             status_code = response.status_code
             if not response.is_success:

@@ -31,17 +31,22 @@ def new_key() -> tuple[UUID, str, str]:
     return key_id, f"{KEY_PREFIX}{key_id.hex}_{secret}", secret_hash(secret)
 
 
+def api_key_id(token: str) -> UUID | None:
+    """The id an API key names (not yet checked: see `authenticate_api_key`)."""
+    head = token.removeprefix(KEY_PREFIX).partition("_")[0]
+    try:
+        return UUID(hex=head) if len(head) == 32 else None
+    except ValueError:
+        return None
+
+
 async def authenticate_api_key(conn: asyncpg.Connection, token: str) -> User:
     """The principal of a live key; an unknown, revoked or altered key is a 401."""
-    head, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
-    try:
-        key_id = UUID(hex=head) if len(head) == 32 else None
-    except ValueError:
-        key_id = None
+    key_id, secret = api_key_id(token), token.removeprefix(KEY_PREFIX).partition("_")[2]
     key = await keys_repo.live_api_key(conn, key_id) if key_id and secret else None
     if key is None or not hmac.compare_digest(key.secret_hash, secret_hash(secret)):
         raise ApiError(401, "invalid_token", "unknown or revoked API key")
-    return User(name=key.principal, via="api_key")
+    return User(name=key.principal, via="api_key", maker=key.owner)
 
 
 def require_person(user: User) -> None:

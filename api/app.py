@@ -14,16 +14,20 @@ from fastapi.staticfiles import StaticFiles
 
 from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
 from api.event_hub import EventHub
+from api.hosts import TrustedHosts
 from api.identity import IdentityProvider
 from api.limits import BODY_METHODS, BodyLimits
 from api.metrics import ApiMetrics, HttpMetrics
 from api.oidc import OidcClient
 from api.protocols import a2a
+from api.protocols.a2a.card import RPC_PATH
 from api.protocols.ag_ui import router as ag_ui
 from api.protocols.mcp import server as mcp
-from api.rate_limits import UserLimits
+from api.protocols.slack import router as slack
+from api.rate_limits import Limiter, UserLimits
 from api.routes import (
     admin,
+    analytics,
     api_keys,
     console,
     contacts,
@@ -32,6 +36,7 @@ from api.routes import (
     groups,
     health,
     metrics,
+    policies,
     runs,
     streams,
     webhooks,
@@ -41,14 +46,15 @@ from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.claims import API_ROLE
 from persistence.db import create_pool
-from waystation.database import resolve_database_url
+from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
 
 ROUTERS = (runs, decisions, streams, health, metrics, groups,
-           webhooks, contacts, decide_links, api_keys, admin, ag_ui)
+           webhooks, contacts, decide_links, api_keys, admin, ag_ui, slack, policies,
+           analytics)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -64,19 +70,22 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        url = resolve_database_url(settings)
+        # As `waystation_api` itself, not the owner: no `RESET ROLE` leaves row-level security.
+        url = login_url(settings, API_ROLE)
         app.state.settings = settings
         app.state.pool = await create_pool(url, min_size=1, max_size=20, role=API_ROLE)
         app.state.temporal = TemporalGateway(lambda: connect_temporal(settings))
         app.state.event_hub = EventHub(app.state.pool, lambda: asyncpg.connect(url),
                                        subscriber_capacity=settings.sse_client_buffer)
         await app.state.event_hub.start()
+        await limiter.start(app.state.pool)
         app.state.shutdown.on_begin(app.state.event_hub.close_streams)
         try:
             async with mcp.serving(mcp_sessions):
                 with startup_heap_frozen():
                     yield
         finally:
+            await limiter.stop()
             await app.state.event_hub.stop()
             await app.state.pool.close()
 
@@ -105,9 +114,11 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         settings.metrics_cache_seconds,
         [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
-    app.add_middleware(UserLimits, jwt_secret=settings.jwt_secret,
-                       max_streams=settings.max_streams_per_user,
-                       writes_per_minute=settings.writes_per_minute)
+    limiter = app.state.limiter = Limiter(max_streams=settings.max_streams_per_user,
+                                          writes_per_minute=settings.writes_per_minute,
+                                          lease_seconds=settings.stream_lease_seconds)
+    app.add_middleware(UserLimits, limiter=limiter, jwt_secret=settings.jwt_secret,
+                       dispatched=frozenset({RPC_PATH, mcp.PATH}))
     if settings.cors_origin_list:
         # Outside the limits, so a refusal (401, 429) still carries the headers a browser
         # needs to read it; preflights are answered here. Without credentials: another origin
@@ -116,6 +127,9 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
                                           "Idempotency-Key"])
+    # Before credentials, limits and routes (the MCP endpoint and the A2A card included): a
+    # request for a name this server is not served under is a DNS-rebinding attempt.
+    app.add_middleware(TrustedHosts, allowed=settings.allowed_host_list)
     app.add_middleware(SecurityHeaders)  # outermost: refusals and errors get the headers too
     for router in routers:
         app.include_router(router, responses=ERROR_RESPONSES)

@@ -35,7 +35,7 @@ ALGORITHM = "HS256"
 Role = Literal["user", "service"]
 # What the caller signed in with: a signed token (this installation's or the identity
 # provider's), an API key, a console session, or a mailed link.
-Credential = Literal["token", "api_key", "session", "link"]
+Credential = Literal["token", "api_key", "session", "link", "slack"]
 
 
 class User(BaseModel):
@@ -44,6 +44,9 @@ class User(BaseModel):
     via: Credential = "token"
     # A token's `iat`, checked against the user's cut-off (see `require_not_cut_off`).
     issued_at: float | None = None
+    # A group key's maker: the person whose limits the key's calls count toward (a key acts as
+    # a member of its own, `apikey:<id>`, but gets no limits beyond its maker's).
+    maker: str | None = None
 
     @property
     def is_service(self) -> bool:
@@ -168,11 +171,16 @@ def can_access(user: User, run: RunRow, group_role: str | None = None) -> bool:
     return user.is_service or run.owner == user.name or group_role is not None
 
 
+def is_decider(user: User, run: RunRow, group_role: str | None,
+               decider_roles: list[str]) -> bool:
+    return user.is_service or run.owner == user.name or group_role in decider_roles
+
+
 def may_decide(user: User, run: RunRow, group_role: str | None, decider_roles: list[str],
                action: str) -> None:
     """Raises 403 naming the rule unless the user may `action` (decide a gate, cancel, ...):
     the run's owner, the service role, or a group member whose role is in `decider_roles`."""
-    if user.is_service or run.owner == user.name or group_role in decider_roles:
+    if is_decider(user, run, group_role, decider_roles):
         return
     raise ApiError(403, "not_allowed",
                    f"role {group_role!r} may not {action}: it takes the run's owner or a group "

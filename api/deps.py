@@ -100,7 +100,7 @@ async def authenticate_request(request: Request) -> User:
             user = await authenticate_session(conn, session_id, method=request.method,
                                               csrf_token=request.headers.get(CSRF_HEADER))
     # The limits counted a key, provider token or session as itself until now.
-    settle_charge(request.scope, user.name)
+    await settle_charge(request.scope, user.maker or user.name)
     return user
 
 

@@ -55,6 +55,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
                 "Idempotency-Key reused for a different request"),
     413: _error("Request body too large"),
     415: _error("Request body is not application/json"),
+    421: _error("The Host header names a host this server does not answer to "
+                "(WAYSTATION_ALLOWED_HOSTS)"),
     422: _error("Invalid request; `details` names each field"),
     429: _error("Too many open streams or writes for this user; retry after Retry-After "
                 "seconds", headers={"Retry-After": {"description": "Seconds to wait before "

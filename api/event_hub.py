@@ -41,12 +41,23 @@ log = logging.getLogger(__name__)
 EVENTS_CHANNEL = "waystation_events"
 GATES_CHANNEL = "waystation_gates"
 ACCESS_CHANNEL = "waystation_access"
+STATUS_CHANNEL = "waystation_status"
 DELTAS_CHANNEL = "waystation_deltas"
 # Deltas a subscriber may have waiting; past it they are dropped for the messages whole.
 DELTA_CAPACITY = 1_000
 FETCH_PAGE = 1000
-# Put in a closed subscriber's queue to wake its stream; seq 0 is never sent.
-_WAKE_UP = LiveEvent(seq=0, type="", frame=b"")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusNotice:
+    """The run's row changed status (migration 064): loops waiting for a status look again."""
+
+    status: str
+
+
+# What a run subscriber's queue holds: the next events, status notices, and None, which only
+# wakes the stream (to see that it is closed, must check its caller again, or has deltas).
+Handed = LiveEvent | StatusNotice | None
 
 
 @dataclass(eq=False)
@@ -54,7 +65,7 @@ class RunSubscription:
     run_id: UUID
     capacity: int
     caller: str | None = None  # whom access notices name (a user, `apikey:<id>`)
-    queue: asyncio.Queue[LiveEvent] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Handed] = field(default_factory=asyncio.Queue)
     overflowed: bool = False
     closed: bool = False
     # The caller must be checked again before anything more is sent. True at first: access
@@ -74,7 +85,7 @@ class RunSubscription:
         else:
             self.deltas.append(delta)
         if not waiting:  # one wake-up per batch the stream takes
-            self.queue.put_nowait(_WAKE_UP)
+            self.queue.put_nowait(None)
 
     def take_deltas(self) -> tuple[list[MessageDelta], bool]:
         """The deltas waiting, and whether some were dropped before them."""
@@ -82,7 +93,7 @@ class RunSubscription:
         self.deltas, self.deltas_dropped = [], False
         return taken, dropped
 
-    def push(self, event: LiveEvent) -> None:
+    def push(self, event: LiveEvent | StatusNotice) -> None:
         if self.overflowed or self.closed:
             return
         if self.queue.qsize() >= self.capacity:
@@ -94,11 +105,11 @@ class RunSubscription:
     def close(self) -> None:
         """The stream ends at its next look at the queue (the API is shutting down)."""
         self.closed = True
-        self.queue.put_nowait(_WAKE_UP)
+        self.queue.put_nowait(None)
 
     def access_changed(self) -> None:
         self.stale = True
-        self.queue.put_nowait(_WAKE_UP)
+        self.queue.put_nowait(None)
 
 
 @dataclass(eq=False)
@@ -204,11 +215,12 @@ class EventHub:
                 await conn.add_listener(EVENTS_CHANNEL, self._on_event)
                 await conn.add_listener(GATES_CHANNEL, self._on_gate)
                 await conn.add_listener(ACCESS_CHANNEL, self._on_access)
+                await conn.add_listener(STATUS_CHANNEL, self._on_status)
                 await conn.add_listener(DELTAS_CHANNEL, self._on_delta)
                 self._listening.set()
                 backoff = 0.1
-                log.info("listening for %s, %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
-                         ACCESS_CHANNEL, DELTAS_CHANNEL)
+                log.info("listening for %s, %s, %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
+                         ACCESS_CHANNEL, STATUS_CHANNEL, DELTAS_CHANNEL)
                 # Whatever was committed while nobody listened is read now.
                 self._resync_all()
                 while not self._lost.is_set() and not conn.is_closed():
@@ -290,6 +302,21 @@ class EventHub:
         for inbox in self._inboxes:
             if inbox.concerns(change):
                 inbox.queue.put_nowait(change)
+
+    def _on_status(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        """A run's status changed: handed to its subscribers in order with its events (the
+        events committed before it were announced before it)."""
+        try:
+            note = json.loads(payload)
+            run_id, status = UUID(note["run_id"]), str(note["status"])
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring malformed status notification %r", payload)
+            return
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return
+        for subscriber in list(channel.subscribers):
+            subscriber.push(StatusNotice(status))
 
     def _on_access(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         """A membership, key, session or user changed: the streams of the caller it names, or

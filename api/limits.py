@@ -18,6 +18,10 @@ BODY_METHODS = {"POST", "PUT", "PATCH"}
 # \ud800-\udfff), and enough brackets to nest too deeply.
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})")
 _SUSPECT_BRACKETS = 256
+# Slack posts its interactions and commands form-encoded (api/protocols/slack), and only there
+# is a form taken; its JSON (an interaction's `payload`) is parsed by the endpoint.
+FORM_PREFIX = "/slack/"
+FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 class BodyLimits:
@@ -51,11 +55,12 @@ class BodyLimits:
                 break
         body = b"".join(chunks)
         media_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if body and media_type != "application/json":
+        form = media_type == FORM_TYPE and scope["path"].startswith(FORM_PREFIX)
+        if body and media_type != "application/json" and not form:
             await self._refuse(send, 415, "unsupported_media_type",
                                "request body must be application/json")
             return
-        problem = _malformed(body) if body else None
+        problem = _malformed(body) if body and not form else None
         if problem:
             await self._refuse(send, 422, "invalid_request", problem)
             return

@@ -479,3 +479,12 @@ class MessagePage(BaseModel):
     context_summary: str | None
     messages: list[TranscriptEntry]
     next_after_seq: int = Field(description="Pass as after_seq to read on.")
+
+
+class SlackLinkView(BaseModel):
+    """A Slack user now linked to the caller: their clicks in Slack decide as the caller."""
+
+    team_id: str
+    slack_user: str
+    user: str
+    linked_at: datetime

@@ -20,14 +20,16 @@ def sse(event: str, data: object, event_id: int | None = None) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class LiveEvent:
-    """A run event ready to send: its seq and type for the stream's bookkeeping, and its
-    frame, encoded once however many clients receive it."""
+    """A run event ready to send: its seq and type for the stream's bookkeeping, its frame,
+    encoded once however many clients receive it, and its view for the interfaces that send
+    it in a wire format of their own (AG-UI, A2A)."""
 
     seq: int
     type: str
     frame: bytes
+    view: EventView
 
     @classmethod
     def of(cls, view: EventView) -> LiveEvent:
-        return cls(seq=view.seq, type=view.type,
+        return cls(seq=view.seq, type=view.type, view=view,
                    frame=sse(view.type, view.model_dump(mode="json"), event_id=view.seq))

@@ -28,9 +28,16 @@ activity's start on the same dev server (bench.common.RawGate).
 
 (b) Gate opened → the person told: a webhook on `gate.opened` and the run owner's email
 address, then `--notices` validation runs started one after another while the others wait;
-from the request's row (`hitl_requests.created_at`) to the webhook's arrival at the receiver
-and to the mail's acceptance by the SMTP server. Baselines: the same process POSTing straight
-to the receiver, and sending one mail straight to the SMTP server (activities.smtp).
+from the request's row (`hitl_requests.created_at`) to the webhook's arrival at the receiver,
+to the mail's acceptance by the SMTP server, and to the Slack message's arrival at the local
+stand-in for Slack's Web API (tests/slack_stub.py). Baselines: the same process POSTing
+straight to the receiver, sending one mail straight to the SMTP server (activities.smtp), and
+calling chat.postMessage on the stand-in straight (activities.slack.web_api).
+
+(c) Click in Slack → next step: on those `--notices` runs, the owner (linked to a Slack user)
+clicks Approve on each message, one at a time: a signed interaction posted to
+`/slack/interactions`, timed to the next step's first event on the run's SSE stream, beside
+the same person's click through the API in (a).
 """
 
 from __future__ import annotations
@@ -53,11 +60,14 @@ from aiosmtpd.controller import Controller
 from pydantic import BaseModel
 from temporalio.worker import Worker
 
+from activities.slack.web_api import SlackConfig, SlackWebApi
 from activities.smtp import send_mail
 from bench.bench_people import Receiver, wait_for
 from bench.bench_validation import GATE, IDEA, Bench, log, raw_decisions
 from bench.common import RawGate, RawShape, markdown_table, percentile, raw_task
 from bench.peers_common import Figures
+from tests.slack_client import SIGNING_SECRET, SlackPerson
+from tests.slack_stub import TOKEN, Message, SlackStub
 from waystation.testing import LocalStack, create_database, free_port, local_stack, sse_events
 
 AGENT_GATE = "approve_book_vendor_1"
@@ -68,6 +78,8 @@ OWNER = "bench"
 # The waiting runs belong to this many people (one person's writes are rate-limited).
 CROWD = 50
 ADDRESS = "bench@example.com"
+SLACK_CHANNEL = "CBENCH"
+SLACK_USER = "UBENCH"
 
 
 class Click(BaseModel):
@@ -214,26 +226,78 @@ async def raw_temporal_baseline(stack: LocalStack, count: int) -> list[float]:
 # --- (b) gate opened → person told -------------------------------------------------------------
 
 
+class Notices(BaseModel):
+    """Seconds from a gate's row to the person told, each way; the runs, still waiting."""
+    hooks: list[float]
+    mails: list[float]
+    slack: list[float]
+    runs: list[Click]
+
+
 async def notices(stack: LocalStack, http: httpx.AsyncClient, receiver: Receiver,
-                  inbox: Inbox, count: int) -> tuple[list[float], list[float]]:
-    """Runs started one after another; (webhook delays, mail delays) in seconds."""
+                  inbox: Inbox, slack: SlackStub, count: int) -> Notices:
+    """Runs started one after another, each told by webhook, mail and Slack."""
     hook = await http.post("/webhooks", json={"url": receiver.url, "events": ["gate.opened"]})
     assert hook.status_code == 201, hook.text
     contact = await http.put("/me/contact", json={"email": ADDRESS})
     assert contact.status_code == 200, contact.text
-    hooks: list[float] = []
-    mails: list[float] = []
+    told = Notices(hooks=[], mails=[], slack=[], runs=[])
     for _ in range(count):
         heard, mailed = len(receiver.arrivals), len(inbox.arrivals)
         run = await start(http, "validation", OWNER)
-        await wait_for(lambda h=heard, m=mailed: len(receiver.arrivals) > h
-                       and len(inbox.arrivals) > m)
+        await wait_for(lambda h=heard, m=mailed, r=run.run_id: len(receiver.arrivals) > h
+                       and len(inbox.arrivals) > m and message_of(slack, r) is not None)
         async with stack.pool.acquire() as conn:
             opened = (await conn.fetchval("SELECT created_at FROM hitl_requests WHERE run_id = "
                                           "$1::uuid", run.run_id)).timestamp()
-        hooks.append(receiver.arrivals[heard][0] - opened)
-        mails.append(inbox.arrivals[mailed][0] - opened)
-    return hooks, mails
+        told.hooks.append(receiver.arrivals[heard][0] - opened)
+        told.mails.append(inbox.arrivals[mailed][0] - opened)
+        told.slack.append(message_of(slack, run.run_id).at - opened)  # type: ignore[union-attr]
+        told.runs.append(run)
+    return told
+
+
+def message_of(slack: SlackStub, run_id: str) -> Message | None:
+    return next((m for m in list(slack.messages.values())
+                 if m.thread_ts is None and run_id in json.dumps(m.blocks)), None)
+
+
+async def raw_slack_posts(slack: SlackStub, count: int) -> list[float]:
+    """chat.postMessage on the stand-in from this process, one at a time: call → arrival."""
+    api = SlackWebApi(SlackConfig(bot_token=TOKEN, api_url=slack.url))
+    delays = []
+    for _ in range(count + 3):
+        sent = time.time()
+        posted = await api.call("chat.postMessage", channel=SLACK_CHANNEL, text="A decision")
+        delays.append(slack.messages[(SLACK_CHANNEL, posted["ts"])].at - sent)
+    return delays[3:]
+
+
+async def slack_clicks(http: httpx.AsyncClient, slack: SlackStub,
+                       runs: list[Click]) -> list[float]:
+    """The owner clicks Approve in Slack on each run's message, one at a time: seconds from
+    the signed interaction to the next step's first event on the run's SSE stream."""
+    person = SlackPerson(http, slack, SLACK_USER)
+    linked = await person.link_to({})  # the bench's client carries the owner's token
+    assert linked.status_code == 200, linked.text
+    delays = []
+    for run in runs:
+        message = message_of(slack, run.run_id)
+        assert message is not None
+        async with http.stream("GET", f"/runs/{run.run_id}/events/stream") as response:
+            events = sse_events(response)
+            async for event in events:
+                if event.event == "gate.opened":
+                    break
+            body = person.click_body(message, "approve")
+            sent = time.perf_counter()
+            clicked = await person.post(body)
+            assert clicked.status_code == 200, clicked.text
+            async for event in events:
+                if event.id is not None and not event.event.startswith("gate."):
+                    delays.append(time.perf_counter() - sent)
+                    break
+    return delays
 
 
 async def raw_posts(receiver: Receiver, count: int) -> list[float]:
@@ -281,9 +345,13 @@ async def run(args: argparse.Namespace) -> None:
     await receiver.start()
     smtp = Controller(inbox, hostname="127.0.0.1", port=smtp_port)
     smtp.start()
+    # Slack's rate limits left out: every waiting run's gate is posted too.
+    slack = SlackStub(per_second=1_000_000).__enter__()
     try:
         async with local_stack(backend="noop", smtp_url=f"smtp://127.0.0.1:{smtp_port}",
-                               smtp_from="ws@example.com",
+                               smtp_from="ws@example.com", slack_bot_token=TOKEN,
+                               slack_signing_secret=SIGNING_SECRET,
+                               slack_channel=SLACK_CHANNEL, slack_api_url=slack.url,
                                processes=not args.in_process) as stack, \
                 contextlib.AsyncExitStack() as clients:
             crowd = {f"crowd-{n}": await clients.enter_async_context(stack.client(f"crowd-{n}"))
@@ -311,20 +379,25 @@ async def run(args: argparse.Namespace) -> None:
             dbos = await dbos_baseline(stack, args.baseline)
             raw = await raw_temporal_baseline(stack, args.baseline)
             log(f"(b) {args.notices} gates opened one after another, {args.waiting} waiting")
-            hooks, mails = await notices(stack, owner, receiver, inbox, args.notices)
+            told = await notices(stack, owner, receiver, inbox, slack, args.notices)
             raw_hooks = await raw_posts(receiver, args.notices)
             raw_smtp = await raw_mails(inbox, smtp_port, args.notices)
+            raw_slack = await raw_slack_posts(slack, args.notices)
+            log(f"(c) {args.notices} clicks in Slack, one at a time")
+            in_slack = await slack_clicks(owner, slack, told.runs)
     finally:
+        slack.__exit__()
         smtp.stop()
         await receiver.stop()
     print(report(args, {"one person": alone, "one person, the run in the worker's cache": cached,
                         f"{args.people} at once": clicked}, dbos, raw,
-                 hooks, mails, raw_hooks, raw_smtp, load_before))
+                 told, raw_hooks, raw_smtp, raw_slack, in_slack, load_before))
 
 
 def report(args: argparse.Namespace, clicks: dict[str, dict[str, list[float]]],
-           dbos: Figures | None, raw: list[float], hooks: list[float], mails: list[float],
-           raw_hooks: list[float], raw_smtp: list[float], load_before: str) -> str:
+           dbos: Figures | None, raw: list[float], told: Notices, raw_hooks: list[float],
+           raw_smtp: list[float], raw_slack: list[float], in_slack: list[float],
+           load_before: str) -> str:
     rows = []
     for who, clicked in clicks.items():
         for kind in ("validation", "agent"):
@@ -340,8 +413,15 @@ def report(args: argparse.Namespace, clicks: dict[str, dict[str, list[float]]],
                              f"{percentile(ours, 50) / theirs[0]:.2f}× / "
                              f"{percentile(ours, 99) / theirs[1]:.2f}×"])
             rows.append(row(label, ours, "raw Temporal Update → activity", raw))
-    rows.append(row("gate opened → webhook received", hooks, "raw POST", raw_hooks))
-    rows.append(row("gate opened → mail accepted (SMTP)", mails, "raw SMTP send", raw_smtp))
+    rows.append(row("gate opened → webhook received", told.hooks, "raw POST", raw_hooks))
+    rows.append(row("gate opened → mail accepted (SMTP)", told.mails, "raw SMTP send",
+                    raw_smtp))
+    rows.append(row("gate opened → Slack message posted (stand-in)", told.slack,
+                    "raw chat.postMessage", raw_slack))
+    if clicks["one person"].get("validation"):
+        rows.append(row("click in Slack → next step on the SSE stream, validation, one person",
+                        in_slack, "the same person's click through the API",
+                        clicks["one person"]["validation"]))
     table = markdown_table(["figure (p50 / p99)", "Waystation", "baseline", "ratio p50 / p99"],
                            rows, [False, True, True, True])
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -370,7 +450,8 @@ def main() -> None:
                         help="validation runs started last, still in the worker's cache, one "
                              "person decides after the first ones (default 15)")
     parser.add_argument("--notices", type=int, default=50,
-                        help="gates opened one after another for the webhook and mail")
+                        help="gates opened one after another for the webhook, mail and "
+                             "Slack, then clicked in Slack")
     parser.add_argument("--in-process", action="store_true",
                         help="run the API and the worker in this process, not as children")
     parser.add_argument("--baseline", type=int, default=50,

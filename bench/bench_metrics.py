@@ -93,7 +93,7 @@ async def measure(url: str, label: str) -> list[float]:
     app = create_app(Settings(database_url=url, temporal_address=dead_address()))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             await time_scrapes(http)  # warm up: connections, plans
             scrapes = await time_scrapes(http)
     sql = await time_sql(url)

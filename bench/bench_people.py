@@ -129,7 +129,7 @@ async def bench_inbox(args: argparse.Namespace) -> None:
         api: dict[str, list[float]] = {}
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 for user in (MEMBER, LONER):
                     headers = {"Authorization": f"Bearer "
                                                 f"{issue_token(settings.jwt_secret, user)}"}

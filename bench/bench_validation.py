@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +112,10 @@ async def bench_database() -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def bench_temporal(address: str | None, namespace: str) -> AsyncIterator[Client]:
+async def bench_temporal(address: str | None, namespace: str,
+                         server_args: Sequence[str] = DEV_SERVER_ARGS) -> AsyncIterator[Client]:
+    """A client of the server at `address`, or of a dev server started here with
+    `server_args` (the engine's settings unless a benchmark compares them)."""
     if address is not None:
         client = await Client.connect(address, namespace=namespace,
                                       data_converter=DATA_CONVERTER)
@@ -131,7 +134,7 @@ async def bench_temporal(address: str | None, namespace: str) -> AsyncIterator[C
             data_converter=DATA_CONVERTER,
             dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
             search_attributes=search_attributes.ALL,
-            dev_server_extra_args=DEV_SERVER_ARGS)
+            dev_server_extra_args=list(server_args))
     finally:
         os.dup2(saved_stdout, 1)
         os.close(saved_stdout)

@@ -34,6 +34,22 @@ class GateOption(BaseModel):
         return self.model_dump(exclude={"answer"} if self.answer == "none" else None)
 
 
+# The options that reject when a gate names none (GateSpec.rejecting_options' default).
+DEFAULT_REJECTING = ["reject"]
+
+
+def answer_mode(options: list[GateOption], answer_schema: dict[str, Any] | None, option: str,
+                *, rejecting: list[str]) -> AnswerMode:
+    """Whether choosing `option` carries the gate's typed answer: as the option says; when
+    no option says, every approving option requires it (a gate with a schema asks for it)."""
+    if answer_schema is None:
+        return "none"
+    modes = {o.value: o.answer for o in options}
+    if any(mode != "none" for mode in modes.values()):
+        return modes.get(option, "none")
+    return "none" if option in rejecting else "required"
+
+
 class EventWrite(BaseModel):
     event_key: str
     type: str

@@ -1,10 +1,12 @@
 """Whom a connection's queries run for: the claims the row-level security policies read.
 
-Migration 022 forces row-level security on every table a user can read. The API's pool
-connects as role `waystation_api`, which sees only what a connection's claims allow (a run's
-owner, its group's members, the `service` role; no claims, no rows); workers connect as the
-login role, a member of `waystation_worker`, which the policies let read and write everything
-(it also owns the tables, for any DDL at run time). The claims are set when a connection is
+Migration 022 forces row-level security on every table a user can read. The API logs in as
+role `waystation_api`, which sees only what a connection's claims allow (a run's owner, its
+group's members, the `service` role; no claims, no rows); workers log in as
+`waystation_worker`, which the policies let read and write everything. Neither may bypass
+row-level security, own a table or change the schema (migration 070): only the owner, who
+migrates, may (waystation.database.login_url gives each process its login). The claims are
+set when a connection is
 borrowed and cleared by the pool's `RESET ALL` when it goes back (an API-role pool resets
 every connection it gets back; see persistence.db create_pool), so a connection never carries
 one request's claims into the next. They are not transaction-local: a request commits
@@ -54,3 +56,8 @@ async def claimed_connection(pool: asyncpg.Pool,
     async with pool.acquire() as conn:
         await set_claims(conn, claims)
         yield conn
+
+
+async def set_login_password(conn: asyncpg.Connection, role: str, password: str) -> None:
+    """As the owner: `role` may log in with `password` (an ALTER ROLE, idempotent)."""
+    await conn.execute(await conn.fetchval(sql("login_password_statement"), role, password))

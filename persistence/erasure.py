@@ -3,10 +3,11 @@ through persistence.retention): access ends at the request, the rest after the g
 
 What erasure means for each kind of row: what is only the user's (contact address, decision
 links, group memberships, API keys, console sessions and codes, their own webhooks and what
-those delivered) is deleted; where the user appears in someone else's record (a decision,
-vote or delegation on another's run, the gate events and snapshots of that run, webhook
-payloads about it, a group they made or a member they added, a group's webhook they
-registered) the name is replaced by the request's pseudonym, so that record stays whole.
+those delivered, their own decision policies and their runs' decision roll-ups) is deleted;
+where the user appears in someone else's record (a decision, vote or delegation on another's
+run, the gate events and snapshots of that run, webhook payloads about it, a group they made
+or a member they added, a group's webhook or decision policy they registered) the name is
+replaced by the request's pseudonym, so that record stays whole.
 """
 
 from __future__ import annotations
@@ -22,18 +23,21 @@ from persistence.queries import sql
 # no mailed link decides as them, and no group of theirs lets a later holder of the same name
 # in. Keys are revoked before memberships end (see migration 035's trigger).
 END_ACCESS = ("end_user_sessions", "drop_user_login_codes", "revoke_user_api_keys",
-              "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks")
+              "delete_user_decision_links", "delete_user_memberships", "stop_user_webhooks",
+              "delete_user_slack_links", "stop_user_policies")
 # Run after the grace period, in one transaction per user. Deliveries before their webhooks
 # (no cascade between them).
 DELETE_PERSONAL = ("delete_user_contact", "delete_user_decision_links",
                    "delete_user_memberships", "delete_user_api_keys", "end_user_sessions",
                    "drop_user_login_codes", "delete_user_webhook_deliveries",
-                   "delete_user_webhooks")
+                   "delete_user_webhooks", "delete_user_slack_links", "delete_user_policies",
+                   "delete_user_decision_rollups")
 PSEUDONYMIZE = ("pseudonymize_user_in_groups", "pseudonymize_user_in_members",
                 "pseudonymize_user_in_group_webhooks", "pseudonymize_user_in_requests",
                 "pseudonymize_user_in_votes", "pseudonymize_user_in_delegations",
                 "pseudonymize_user_in_gate_events", "pseudonymize_user_in_snapshots",
-                "pseudonymize_user_in_deliveries")
+                "pseudonymize_user_in_deliveries", "pseudonymize_user_in_group_policies",
+                "pseudonymize_user_in_policy_versions")
 
 
 async def request_erasure(conn: asyncpg.Connection, user: str) -> None:

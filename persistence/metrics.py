@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
+from persistence.analytics import GateHistogram, time_to_decide
 from persistence.queries import sql
 
 
@@ -39,6 +40,8 @@ class ReadModelFigures(BaseModel):
     decision_latency: list[LatencyBucket]
     # The kinds' own figures (`RunKind.metrics`): Prometheus metric families, as they are.
     kind_metrics: list[Any] = []
+    # Time to decide by kind and gate, from the daily roll-ups (migration 075).
+    time_to_decide: list[GateHistogram] = []
 
 
 async def read_figures(conn: asyncpg.Connection, latency_bounds: Sequence[float],
@@ -51,10 +54,11 @@ async def read_figures(conn: asyncpg.Connection, latency_bounds: Sequence[float]
         runs = await conn.fetch(sql("metrics_runs"))
         gates = await conn.fetch(sql("metrics_pending_gates"))
         latency = await conn.fetch(sql("metrics_decision_latency"), list(latency_bounds))
+        per_gate = await time_to_decide(conn)
         for kind in kinds:
             kind_metrics.extend(await kind(conn))
     return ReadModelFigures(
         runs=[RunCount.model_validate(dict(r)) for r in runs],
         pending_gates=[PendingGates.model_validate(dict(r)) for r in gates],
         decision_latency=[LatencyBucket.model_validate(dict(r)) for r in latency],
-        kind_metrics=kind_metrics)
+        kind_metrics=kind_metrics, time_to_decide=per_gate)

@@ -97,5 +97,11 @@ async def list_runs(
     return [RunRow.from_record(r) for r in records]
 
 
+async def count_tasks(conn: asyncpg.Connection, *, owner: str | None, state: str | None,
+                      message_kinds: list[str]) -> int:
+    count: int = await conn.fetchval(sql("count_tasks"), owner, state, message_kinds)
+    return count
+
+
 async def mark_failed_to_start(conn: asyncpg.Connection, run_id: UUID, reason: str) -> None:
     await conn.execute(sql("mark_run_failed_to_start"), run_id, reason)

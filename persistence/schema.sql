@@ -143,7 +143,8 @@ $$;
 --
 
 CREATE FUNCTION public.create_run_events_partitions(p_from timestamp with time zone, p_through timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_month   timestamp := date_trunc('month', p_from AT TIME ZONE 'UTC');
@@ -177,11 +178,173 @@ $_$;
 
 
 --
+-- Name: decision_bucket(double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_bucket(seconds double precision) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT CASE WHEN seconds < 1 THEN 1
+                      ELSE least(49, 2 + floor(log(2, seconds::numeric) * 2)::int) END $$;
+
+
+--
+-- Name: decision_gate(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_gate(checkpoint_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $_$ SELECT regexp_replace(checkpoint_name, '_[0-9]+$', '') $_$;
+
+
+--
+-- Name: decision_rollup_add(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_add() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM public.decision_rollup_count(NEW);
+    RETURN NULL;
+END
+$$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.hitl_requests (
+    id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    checkpoint_name text NOT NULL,
+    phase integer NOT NULL,
+    title text NOT NULL,
+    description text NOT NULL,
+    context jsonb DEFAULT '{}'::jsonb NOT NULL,
+    options jsonb DEFAULT '[]'::jsonb NOT NULL,
+    recommended_option text,
+    digest text NOT NULL,
+    expiry_policy text DEFAULT 'pause'::text NOT NULL,
+    default_option text,
+    status text DEFAULT 'pending'::text NOT NULL,
+    decision text,
+    feedback text,
+    decision_at timestamp with time zone,
+    decision_by text,
+    expires_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    answer jsonb,
+    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
+    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
+    quorum integer DEFAULT 1 NOT NULL,
+    answer_schema jsonb,
+    answer_initial jsonb,
+    reminders_sent integer DEFAULT 0 NOT NULL,
+    escalated_at timestamp with time zone,
+    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
+    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
+    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
+);
+
+ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_rollup_count(public.hitl_requests); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.decision_rollup_count(h public.hitl_requests) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    r record;
+    decided boolean := h.status IN ('approved', 'rejected');
+    took double precision := CASE WHEN h.status IN ('approved', 'rejected')
+                                       AND h.decision_at IS NOT NULL
+                                  THEN greatest(0, extract(epoch FROM h.decision_at
+                                                                      - h.created_at))
+                                  ELSE NULL END;
+    b int;
+BEGIN
+    SELECT kind, owner, group_id, project_id INTO r FROM public.runs WHERE id = h.run_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- No bucket (0) for a request that was not decided.
+    b := CASE WHEN took IS NULL THEN 0 ELSE public.decision_bucket(took) END;
+    INSERT INTO public.decision_rollups AS d
+           (day, kind, gate, scope, group_id, owner, project_id, approved, rejected, expired,
+            superseded, policy_decided, recommended, overruled, reminders, seconds,
+            h1, h2, h3, h4, h5, h6, h7, h8, h9, h10, h11, h12, h13, h14, h15, h16, h17, h18,
+            h19, h20, h21, h22, h23, h24, h25, h26, h27, h28, h29, h30, h31, h32, h33, h34, h35,
+            h36, h37, h38, h39, h40, h41, h42, h43, h44, h45, h46, h47, h48, h49)
+    VALUES ((coalesce(h.decision_at, h.updated_at, now()) AT TIME ZONE 'UTC')::date, r.kind,
+            public.decision_gate(h.checkpoint_name),
+            coalesce(r.group_id::text, 'owner:' || r.owner), r.group_id,
+            CASE WHEN r.group_id IS NULL THEN r.owner END, coalesce(r.project_id, ''),
+            (h.status = 'approved')::int, (h.status = 'rejected')::int,
+            (h.status = 'expired')::int, (h.status = 'superseded')::int,
+            (decided AND h.decision_by LIKE 'policy:%')::int,
+            (decided AND h.recommended_option IS NOT NULL)::int,
+            (decided AND h.recommended_option IS NOT NULL
+                     AND h.decision IS DISTINCT FROM h.recommended_option)::int,
+            CASE WHEN decided THEN h.reminders_sent ELSE 0 END, coalesce(took, 0),
+            (b = 1)::int, (b = 2)::int, (b = 3)::int, (b = 4)::int, (b = 5)::int, (b = 6)::int,
+            (b = 7)::int, (b = 8)::int, (b = 9)::int, (b = 10)::int, (b = 11)::int,
+            (b = 12)::int, (b = 13)::int, (b = 14)::int, (b = 15)::int, (b = 16)::int,
+            (b = 17)::int, (b = 18)::int, (b = 19)::int, (b = 20)::int, (b = 21)::int,
+            (b = 22)::int, (b = 23)::int, (b = 24)::int, (b = 25)::int, (b = 26)::int,
+            (b = 27)::int, (b = 28)::int, (b = 29)::int, (b = 30)::int, (b = 31)::int,
+            (b = 32)::int, (b = 33)::int, (b = 34)::int, (b = 35)::int, (b = 36)::int,
+            (b = 37)::int, (b = 38)::int, (b = 39)::int, (b = 40)::int, (b = 41)::int,
+            (b = 42)::int, (b = 43)::int, (b = 44)::int, (b = 45)::int, (b = 46)::int,
+            (b = 47)::int, (b = 48)::int, (b = 49)::int)
+    ON CONFLICT (day, kind, gate, scope, project_id) DO UPDATE
+       SET approved = d.approved + EXCLUDED.approved,
+           rejected = d.rejected + EXCLUDED.rejected,
+           expired = d.expired + EXCLUDED.expired,
+           superseded = d.superseded + EXCLUDED.superseded,
+           policy_decided = d.policy_decided + EXCLUDED.policy_decided,
+           recommended = d.recommended + EXCLUDED.recommended,
+           overruled = d.overruled + EXCLUDED.overruled,
+           reminders = d.reminders + EXCLUDED.reminders,
+           seconds = d.seconds + EXCLUDED.seconds,
+           h1 = d.h1 + EXCLUDED.h1, h2 = d.h2 + EXCLUDED.h2, h3 = d.h3 + EXCLUDED.h3,
+           h4 = d.h4 + EXCLUDED.h4, h5 = d.h5 + EXCLUDED.h5, h6 = d.h6 + EXCLUDED.h6,
+           h7 = d.h7 + EXCLUDED.h7, h8 = d.h8 + EXCLUDED.h8, h9 = d.h9 + EXCLUDED.h9,
+           h10 = d.h10 + EXCLUDED.h10, h11 = d.h11 + EXCLUDED.h11, h12 = d.h12 + EXCLUDED.h12,
+           h13 = d.h13 + EXCLUDED.h13, h14 = d.h14 + EXCLUDED.h14, h15 = d.h15 + EXCLUDED.h15,
+           h16 = d.h16 + EXCLUDED.h16, h17 = d.h17 + EXCLUDED.h17, h18 = d.h18 + EXCLUDED.h18,
+           h19 = d.h19 + EXCLUDED.h19, h20 = d.h20 + EXCLUDED.h20, h21 = d.h21 + EXCLUDED.h21,
+           h22 = d.h22 + EXCLUDED.h22, h23 = d.h23 + EXCLUDED.h23, h24 = d.h24 + EXCLUDED.h24,
+           h25 = d.h25 + EXCLUDED.h25, h26 = d.h26 + EXCLUDED.h26, h27 = d.h27 + EXCLUDED.h27,
+           h28 = d.h28 + EXCLUDED.h28, h29 = d.h29 + EXCLUDED.h29, h30 = d.h30 + EXCLUDED.h30,
+           h31 = d.h31 + EXCLUDED.h31, h32 = d.h32 + EXCLUDED.h32, h33 = d.h33 + EXCLUDED.h33,
+           h34 = d.h34 + EXCLUDED.h34, h35 = d.h35 + EXCLUDED.h35, h36 = d.h36 + EXCLUDED.h36,
+           h37 = d.h37 + EXCLUDED.h37, h38 = d.h38 + EXCLUDED.h38, h39 = d.h39 + EXCLUDED.h39,
+           h40 = d.h40 + EXCLUDED.h40, h41 = d.h41 + EXCLUDED.h41, h42 = d.h42 + EXCLUDED.h42,
+           h43 = d.h43 + EXCLUDED.h43, h44 = d.h44 + EXCLUDED.h44, h45 = d.h45 + EXCLUDED.h45,
+           h46 = d.h46 + EXCLUDED.h46, h47 = d.h47 + EXCLUDED.h47, h48 = d.h48 + EXCLUDED.h48,
+           h49 = d.h49 + EXCLUDED.h49;
+END
+$$;
+
+
+--
 -- Name: drop_empty_run_events_partitions(timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
 --
 
 CREATE FUNCTION public.drop_empty_run_events_partitions(p_before timestamp with time zone) RETURNS integer
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog'
     AS $_$
 DECLARE
     v_empty   regclass[] := '{}';
@@ -271,6 +434,28 @@ $$;
 
 
 --
+-- Name: hold_stream(uuid, text, integer, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hold_stream(lease uuid, who text, most integer, ttl_seconds double precision) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('stream_leases:' || who, 0));
+    IF (SELECT count(*) FROM public.stream_leases
+         WHERE caller = who AND id <> lease AND expires_at > clock_timestamp()) >= most THEN
+        RETURN false;
+    END IF;
+    INSERT INTO public.stream_leases (id, caller, expires_at)
+    VALUES (lease, who, clock_timestamp() + make_interval(secs => ttl_seconds))
+    ON CONFLICT (id) DO UPDATE SET caller = EXCLUDED.caller, expires_at = EXCLUDED.expires_at;
+    RETURN true;
+END
+$$;
+
+
+--
 -- Name: notify_access_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -325,6 +510,21 @@ CREATE FUNCTION public.notify_run_access_change() RETURNS trigger
     AS $$
 BEGIN
     PERFORM pg_notify('waystation_access', json_build_object('run_id', NEW.id)::text);
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: notify_run_status(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.notify_run_status() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('waystation_status',
+                      json_build_object('run_id', NEW.id, 'status', NEW.status)::text);
     RETURN NULL;
 END
 $$;
@@ -496,6 +696,34 @@ $$;
 
 
 --
+-- Name: release_stream(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.release_stream(lease uuid) RETURNS void
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$ DELETE FROM public.stream_leases WHERE id = lease $$;
+
+
+--
+-- Name: renew_streams(uuid[], double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.renew_streams(leases uuid[], ttl_seconds double precision) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+BEGIN
+    UPDATE public.stream_leases
+       SET expires_at = clock_timestamp() + make_interval(secs => ttl_seconds)
+     WHERE id = ANY(leases);
+    DELETE FROM public.stream_leases WHERE expires_at < clock_timestamp();
+    DELETE FROM public.user_write_buckets WHERE at < clock_timestamp() - interval '1 minute';
+END
+$$;
+
+
+--
 -- Name: revoke_keys_of_departed_maker(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -513,6 +741,34 @@ BEGIN
        AND user_name IN (SELECT 'apikey:' || k.id FROM public.api_keys k
                           WHERE k.group_id = OLD.group_id AND k.owner = OLD.user_name);
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: take_write(text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.take_write(who text, per_minute integer) RETURNS double precision
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public'
+    AS $$
+DECLARE
+    now_ timestamptz := clock_timestamp();
+    have double precision;
+BEGIN
+    INSERT INTO public.user_write_buckets AS b (caller, tokens, at)
+    VALUES (who, per_minute, now_)
+    ON CONFLICT (caller) DO UPDATE
+       SET tokens = least(per_minute::double precision,
+                          b.tokens + extract(epoch FROM now_ - b.at) * per_minute / 60.0),
+           at = now_
+    RETURNING tokens INTO have;
+    IF have >= 1 THEN
+        UPDATE public.user_write_buckets SET tokens = have - 1 WHERE caller = who;
+        RETURN 0;
+    END IF;
+    RETURN (1 - have) * 60.0 / per_minute;
 END
 $$;
 
@@ -611,10 +867,6 @@ SELECT u.worker_id,
  GROUP BY u.worker_id
 $$;
 
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
 
 --
 -- Name: actions; Type: TABLE; Schema: public; Owner: -
@@ -732,6 +984,123 @@ CREATE TABLE public.decision_links (
 );
 
 ALTER TABLE ONLY public.decision_links FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_policies; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policies (
+    id uuid NOT NULL,
+    name text NOT NULL,
+    owner text NOT NULL,
+    group_id uuid,
+    version integer DEFAULT 1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT decision_policies_name_check CHECK ((name ~ '^[a-z0-9][a-z0-9_.-]{0,79}$'::text))
+);
+
+ALTER TABLE ONLY public.decision_policies FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_policy_versions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_policy_versions (
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    kind text NOT NULL,
+    checkpoint_name text,
+    project_id text,
+    condition text NOT NULL,
+    decision jsonb NOT NULL,
+    mode text NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT decision_policy_versions_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT decision_policy_versions_version_check CHECK ((version >= 1))
+);
+
+ALTER TABLE ONLY public.decision_policy_versions FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: decision_rollups; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.decision_rollups (
+    day date NOT NULL,
+    kind text NOT NULL,
+    gate text NOT NULL,
+    scope text NOT NULL,
+    group_id uuid,
+    owner text,
+    project_id text DEFAULT ''::text NOT NULL,
+    approved integer DEFAULT 0 NOT NULL,
+    rejected integer DEFAULT 0 NOT NULL,
+    expired integer DEFAULT 0 NOT NULL,
+    superseded integer DEFAULT 0 NOT NULL,
+    policy_decided integer DEFAULT 0 NOT NULL,
+    recommended integer DEFAULT 0 NOT NULL,
+    overruled integer DEFAULT 0 NOT NULL,
+    reminders integer DEFAULT 0 NOT NULL,
+    seconds double precision DEFAULT 0 NOT NULL,
+    h1 integer DEFAULT 0 NOT NULL,
+    h2 integer DEFAULT 0 NOT NULL,
+    h3 integer DEFAULT 0 NOT NULL,
+    h4 integer DEFAULT 0 NOT NULL,
+    h5 integer DEFAULT 0 NOT NULL,
+    h6 integer DEFAULT 0 NOT NULL,
+    h7 integer DEFAULT 0 NOT NULL,
+    h8 integer DEFAULT 0 NOT NULL,
+    h9 integer DEFAULT 0 NOT NULL,
+    h10 integer DEFAULT 0 NOT NULL,
+    h11 integer DEFAULT 0 NOT NULL,
+    h12 integer DEFAULT 0 NOT NULL,
+    h13 integer DEFAULT 0 NOT NULL,
+    h14 integer DEFAULT 0 NOT NULL,
+    h15 integer DEFAULT 0 NOT NULL,
+    h16 integer DEFAULT 0 NOT NULL,
+    h17 integer DEFAULT 0 NOT NULL,
+    h18 integer DEFAULT 0 NOT NULL,
+    h19 integer DEFAULT 0 NOT NULL,
+    h20 integer DEFAULT 0 NOT NULL,
+    h21 integer DEFAULT 0 NOT NULL,
+    h22 integer DEFAULT 0 NOT NULL,
+    h23 integer DEFAULT 0 NOT NULL,
+    h24 integer DEFAULT 0 NOT NULL,
+    h25 integer DEFAULT 0 NOT NULL,
+    h26 integer DEFAULT 0 NOT NULL,
+    h27 integer DEFAULT 0 NOT NULL,
+    h28 integer DEFAULT 0 NOT NULL,
+    h29 integer DEFAULT 0 NOT NULL,
+    h30 integer DEFAULT 0 NOT NULL,
+    h31 integer DEFAULT 0 NOT NULL,
+    h32 integer DEFAULT 0 NOT NULL,
+    h33 integer DEFAULT 0 NOT NULL,
+    h34 integer DEFAULT 0 NOT NULL,
+    h35 integer DEFAULT 0 NOT NULL,
+    h36 integer DEFAULT 0 NOT NULL,
+    h37 integer DEFAULT 0 NOT NULL,
+    h38 integer DEFAULT 0 NOT NULL,
+    h39 integer DEFAULT 0 NOT NULL,
+    h40 integer DEFAULT 0 NOT NULL,
+    h41 integer DEFAULT 0 NOT NULL,
+    h42 integer DEFAULT 0 NOT NULL,
+    h43 integer DEFAULT 0 NOT NULL,
+    h44 integer DEFAULT 0 NOT NULL,
+    h45 integer DEFAULT 0 NOT NULL,
+    h46 integer DEFAULT 0 NOT NULL,
+    h47 integer DEFAULT 0 NOT NULL,
+    h48 integer DEFAULT 0 NOT NULL,
+    h49 integer DEFAULT 0 NOT NULL
+)
+WITH (autovacuum_vacuum_scale_factor='0.02');
+
+ALTER TABLE ONLY public.decision_rollups FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -853,47 +1222,6 @@ ALTER TABLE ONLY public.groups FORCE ROW LEVEL SECURITY;
 
 
 --
--- Name: hitl_requests; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.hitl_requests (
-    id uuid NOT NULL,
-    run_id uuid NOT NULL,
-    checkpoint_name text NOT NULL,
-    phase integer NOT NULL,
-    title text NOT NULL,
-    description text NOT NULL,
-    context jsonb DEFAULT '{}'::jsonb NOT NULL,
-    options jsonb DEFAULT '[]'::jsonb NOT NULL,
-    recommended_option text,
-    digest text NOT NULL,
-    expiry_policy text DEFAULT 'pause'::text NOT NULL,
-    default_option text,
-    status text DEFAULT 'pending'::text NOT NULL,
-    decision text,
-    feedback text,
-    decision_at timestamp with time zone,
-    decision_by text,
-    expires_at timestamp with time zone,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    answer jsonb,
-    decider_roles text[] DEFAULT '{owner,approver}'::text[] NOT NULL,
-    decider_users text[] DEFAULT '{}'::text[] NOT NULL,
-    quorum integer DEFAULT 1 NOT NULL,
-    answer_schema jsonb,
-    answer_initial jsonb,
-    reminders_sent integer DEFAULT 0 NOT NULL,
-    escalated_at timestamp with time zone,
-    CONSTRAINT hitl_requests_expiry_policy_check CHECK ((expiry_policy = ANY (ARRAY['pause'::text, 'fail'::text, 'default'::text]))),
-    CONSTRAINT hitl_requests_quorum_check CHECK ((quorum >= 1)),
-    CONSTRAINT hitl_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'superseded'::text])))
-);
-
-ALTER TABLE ONLY public.hitl_requests FORCE ROW LEVEL SECURITY;
-
-
---
 -- Name: item_outputs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -955,6 +1283,28 @@ CREATE TABLE public.message_partials (
 );
 
 ALTER TABLE ONLY public.message_partials FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: policy_evaluations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.policy_evaluations (
+    request_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    policy_id uuid NOT NULL,
+    version integer NOT NULL,
+    name text NOT NULL,
+    mode text NOT NULL,
+    outcome text NOT NULL,
+    decision text,
+    error text,
+    evaluated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT policy_evaluations_mode_check CHECK ((mode = ANY (ARRAY['decide'::text, 'shadow'::text]))),
+    CONSTRAINT policy_evaluations_outcome_check CHECK ((outcome = ANY (ARRAY['decide'::text, 'route'::text, 'quorum'::text, 'people'::text, 'none'::text, 'error'::text])))
+);
+
+ALTER TABLE ONLY public.policy_evaluations FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1160,6 +1510,81 @@ ALTER TABLE public.screens ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: slack_link_codes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_link_codes (
+    code_hash text NOT NULL,
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    used_at timestamp with time zone
+);
+
+ALTER TABLE ONLY public.slack_link_codes FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_messages; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_messages (
+    request_id uuid NOT NULL,
+    audience text NOT NULL,
+    channel text,
+    ts text,
+    shown text,
+    reminders integer DEFAULT 0 NOT NULL,
+    escalated boolean DEFAULT false NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_messages FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_requests_seen; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_requests_seen (
+    signature text NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_requests_seen FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: slack_users; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.slack_users (
+    team_id text NOT NULL,
+    slack_user text NOT NULL,
+    user_name text NOT NULL,
+    api_key_id uuid,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.slack_users FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: stream_leases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.stream_leases (
+    id uuid NOT NULL,
+    caller text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.stream_leases FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: token_cutoffs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1196,6 +1621,19 @@ CREATE TABLE public.user_erasures (
 );
 
 ALTER TABLE ONLY public.user_erasures FORCE ROW LEVEL SECURITY;
+
+
+--
+-- Name: user_write_buckets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.user_write_buckets (
+    caller text NOT NULL,
+    tokens double precision NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+ALTER TABLE ONLY public.user_write_buckets FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1251,6 +1689,7 @@ CREATE TABLE public.webhooks (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     deleted_at timestamp with time zone,
     run_id uuid,
+    notification_token text,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 
@@ -1370,6 +1809,30 @@ ALTER TABLE ONLY public.decision_links
 
 
 --
+-- Name: decision_policies decision_policies_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_pkey PRIMARY KEY (policy_id, version);
+
+
+--
+-- Name: decision_rollups decision_rollups_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_rollups
+    ADD CONSTRAINT decision_rollups_pkey PRIMARY KEY (day, kind, gate, scope, project_id);
+
+
+--
 -- Name: edges edges_from_screen_id_action_id_to_screen_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1466,6 +1929,14 @@ ALTER TABLE ONLY public.message_partials
 
 
 --
+-- Name: policy_evaluations policy_evaluations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_pkey PRIMARY KEY (request_id, policy_id);
+
+
+--
 -- Name: run_artifacts run_artifacts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1546,6 +2017,46 @@ ALTER TABLE ONLY public.screens
 
 
 --
+-- Name: slack_link_codes slack_link_codes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_link_codes
+    ADD CONSTRAINT slack_link_codes_pkey PRIMARY KEY (code_hash);
+
+
+--
+-- Name: slack_messages slack_messages_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_pkey PRIMARY KEY (request_id, audience);
+
+
+--
+-- Name: slack_requests_seen slack_requests_seen_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_requests_seen
+    ADD CONSTRAINT slack_requests_seen_pkey PRIMARY KEY (signature);
+
+
+--
+-- Name: slack_users slack_users_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_pkey PRIMARY KEY (team_id, slack_user);
+
+
+--
+-- Name: stream_leases stream_leases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.stream_leases
+    ADD CONSTRAINT stream_leases_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: token_cutoffs token_cutoffs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1575,6 +2086,14 @@ ALTER TABLE ONLY public.user_erasures
 
 ALTER TABLE ONLY public.user_erasures
     ADD CONSTRAINT user_erasures_pseudonym_key UNIQUE (pseudonym);
+
+
+--
+-- Name: user_write_buckets user_write_buckets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.user_write_buckets
+    ADD CONSTRAINT user_write_buckets_pkey PRIMARY KEY (caller);
 
 
 --
@@ -1626,6 +2145,13 @@ ALTER TABLE ONLY public.work_units
 
 
 --
+-- Name: decision_policies_one_name; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX decision_policies_one_name ON public.decision_policies USING btree (COALESCE((group_id)::text, ('owner:'::text || owner)), name) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: idx_api_keys_owner; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1644,6 +2170,20 @@ CREATE INDEX idx_console_login_codes_expires_at ON public.console_login_codes US
 --
 
 CREATE INDEX idx_console_sessions_expires_at ON public.console_sessions USING btree (expires_at);
+
+
+--
+-- Name: idx_decision_policy_versions_kind; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_policy_versions_kind ON public.decision_policy_versions USING btree (kind, policy_id);
+
+
+--
+-- Name: idx_decision_rollups_scope; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_decision_rollups_scope ON public.decision_rollups USING btree (scope, day);
 
 
 --
@@ -1689,6 +2229,20 @@ CREATE INDEX idx_hitl_requests_checkpoint ON public.hitl_requests USING btree (c
 
 
 --
+-- Name: idx_hitl_requests_decided_by; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_decided_by ON public.hitl_requests USING btree (decision_by, decision_at) WHERE (decision_by IS NOT NULL);
+
+
+--
+-- Name: idx_hitl_requests_pending_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_hitl_requests_pending_expiry ON public.hitl_requests USING btree (expires_at) WHERE (status = 'pending'::text);
+
+
+--
 -- Name: idx_hitl_requests_run_id; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1714,6 +2268,20 @@ CREATE INDEX idx_outcomes_app ON public.graph_persistence_outcomes USING btree (
 --
 
 CREATE INDEX idx_outcomes_screen ON public.graph_persistence_outcomes USING btree (screen_id);
+
+
+--
+-- Name: idx_policy_evaluations_policy; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_policy ON public.policy_evaluations USING btree (policy_id, evaluated_at DESC);
+
+
+--
+-- Name: idx_policy_evaluations_run; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_policy_evaluations_run ON public.policy_evaluations USING btree (run_id);
 
 
 --
@@ -1794,6 +2362,13 @@ CREATE INDEX idx_runs_status ON public.runs USING btree (status);
 
 
 --
+-- Name: idx_slack_users_user; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX idx_slack_users_user ON public.slack_users USING btree (user_name);
+
+
+--
 -- Name: idx_user_erasures_requested_at; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1871,6 +2446,13 @@ CREATE UNIQUE INDEX runs_one_in_progress_per_name ON public.runs USING btree (gr
 
 
 --
+-- Name: stream_leases_caller; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX stream_leases_caller ON public.stream_leases USING btree (caller, expires_at);
+
+
+--
 -- Name: uq_hitl_requests_one_pending; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1934,6 +2516,13 @@ CREATE TRIGGER hitl_requests_notify AFTER INSERT OR UPDATE OF status, decider_ro
 
 
 --
+-- Name: hitl_requests hitl_requests_rollup; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER hitl_requests_rollup AFTER UPDATE OF status ON public.hitl_requests FOR EACH ROW WHEN (((old.status = 'pending'::text) AND (new.status <> 'pending'::text))) EXECUTE FUNCTION public.decision_rollup_add();
+
+
+--
 -- Name: runs jobs_follow_run_status; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1969,6 +2558,13 @@ CREATE TRIGGER runs_notify_access AFTER UPDATE OF erased_at, owner, group_id ON 
 
 
 --
+-- Name: runs runs_notify_status; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_notify_status AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.notify_run_status();
+
+
+--
 -- Name: user_erasures user_erasures_notify_access; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1997,6 +2593,22 @@ ALTER TABLE ONLY public.api_keys
 
 ALTER TABLE ONLY public.decision_links
     ADD CONSTRAINT decision_links_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.hitl_requests(id) ON DELETE CASCADE;
+
+
+--
+-- Name: decision_policies decision_policies_group_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policies
+    ADD CONSTRAINT decision_policies_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id) ON DELETE CASCADE;
+
+
+--
+-- Name: decision_policy_versions decision_policy_versions_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.decision_policy_versions
+    ADD CONSTRAINT decision_policy_versions_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
 
 
 --
@@ -2120,6 +2732,22 @@ ALTER TABLE ONLY public.message_partials
 
 
 --
+-- Name: policy_evaluations policy_evaluations_policy_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_policy_id_fkey FOREIGN KEY (policy_id) REFERENCES public.decision_policies(id) ON DELETE CASCADE;
+
+
+--
+-- Name: policy_evaluations policy_evaluations_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.policy_evaluations
+    ADD CONSTRAINT policy_evaluations_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+--
 -- Name: run_artifacts run_artifacts_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2149,6 +2777,22 @@ ALTER TABLE ONLY public.run_snapshots
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_group_id_fkey FOREIGN KEY (group_id) REFERENCES public.groups(id);
+
+
+--
+-- Name: slack_messages slack_messages_request_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.hitl_requests(id) ON DELETE CASCADE;
+
+
+--
+-- Name: slack_users slack_users_api_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES public.api_keys(id) ON DELETE CASCADE;
 
 
 --
@@ -2258,6 +2902,29 @@ CREATE POLICY api_visible ON public.decision_links TO waystation_api USING (((pu
 
 
 --
+-- Name: decision_policies api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policies TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
+-- Name: decision_policy_versions api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_policy_versions TO waystation_api USING ((EXISTS ( SELECT 1
+   FROM public.decision_policies p
+  WHERE (p.id = decision_policy_versions.policy_id))));
+
+
+--
+-- Name: decision_rollups api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.decision_rollups TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR ((group_id IS NULL) AND (owner = public.waystation_user())) OR (group_id IN ( SELECT public.waystation_user_groups() AS waystation_user_groups))));
+
+
+--
 -- Name: edges api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2336,6 +3003,13 @@ CREATE POLICY api_visible ON public.message_partials TO waystation_api USING (((
 
 
 --
+-- Name: policy_evaluations api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.policy_evaluations TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
+
+
+--
 -- Name: run_artifacts api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2370,6 +3044,36 @@ CREATE POLICY api_visible ON public.runs TO waystation_api USING (((public.wayst
 CREATE POLICY api_visible ON public.screens TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (EXISTS ( SELECT 1
    FROM public.graph_persistence_outcomes o
   WHERE (o.app_package = screens.app_package)))));
+
+
+--
+-- Name: slack_link_codes api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_link_codes TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_messages api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_messages TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (EXISTS ( SELECT 1
+   FROM public.hitl_requests g
+  WHERE (g.id = slack_messages.request_id)))));
+
+
+--
+-- Name: slack_requests_seen api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_requests_seen TO waystation_api USING ((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])));
+
+
+--
+-- Name: slack_users api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.slack_users TO waystation_api USING (((public.waystation_claims_role() = ANY (ARRAY['service'::text, 'authenticator'::text])) OR (user_name = public.waystation_user())));
 
 
 --
@@ -2452,6 +3156,24 @@ ALTER TABLE public.console_sessions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.decision_links ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: decision_policies; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policies ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: decision_policy_versions; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_policy_versions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: decision_rollups; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.decision_rollups ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: edges; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2512,6 +3234,12 @@ ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.message_partials ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: policy_evaluations; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.policy_evaluations ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: run_artifacts; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2542,6 +3270,36 @@ ALTER TABLE public.runs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.screens ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: slack_link_codes; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_link_codes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_messages; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_messages ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_requests_seen; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_requests_seen ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: slack_users; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.slack_users ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: stream_leases; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.stream_leases ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: token_cutoffs; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2558,6 +3316,12 @@ ALTER TABLE public.user_contacts ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.user_erasures ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: user_write_buckets; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.user_write_buckets ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: webhook_attempts; Type: ROW SECURITY; Schema: public; Owner: -
@@ -2623,6 +3387,27 @@ CREATE POLICY worker_all ON public.console_sessions TO waystation_worker USING (
 --
 
 CREATE POLICY worker_all ON public.decision_links TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_policies worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policies TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_policy_versions worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_policy_versions TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: decision_rollups worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.decision_rollups TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --
@@ -2696,6 +3481,13 @@ CREATE POLICY worker_all ON public.message_partials TO waystation_worker USING (
 
 
 --
+-- Name: policy_evaluations worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.policy_evaluations TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: run_artifacts worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2731,6 +3523,41 @@ CREATE POLICY worker_all ON public.screens TO waystation_worker USING (true) WIT
 
 
 --
+-- Name: slack_link_codes worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_link_codes TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_messages worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_messages TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_requests_seen worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_requests_seen TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: slack_users worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.slack_users TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: stream_leases worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.stream_leases TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
 -- Name: token_cutoffs worker_all; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -2749,6 +3576,13 @@ CREATE POLICY worker_all ON public.user_contacts TO waystation_worker USING (tru
 --
 
 CREATE POLICY worker_all ON public.user_erasures TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: user_write_buckets worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.user_write_buckets TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

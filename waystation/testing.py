@@ -36,7 +36,8 @@ import asyncpg
 import httpx
 import uvicorn
 from fastapi import FastAPI
-from pydantic import AliasChoices
+from pydantic import AliasChoices, SecretStr
+from pydantic_core import to_json
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -47,15 +48,14 @@ from api.serving import server_config
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
+from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
-from waystation.worker import build_worker, mail_settings
+from waystation.worker import build_worker, mail_settings, slack_config
 from workflows import search_attributes
 
 TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
-# The dev server's SQLite in WAL mode, as `waystation up` runs it.
-DEV_SERVER_ARGS = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
 def free_port() -> int:
@@ -200,10 +200,11 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
             registry = load_registry(config.plugin_modules)
             api = InProcessApi(config, registry=registry)
             await api.start()
-            # Email to deciders too when the caller gives an smtp_url (bench.bench_human).
+            # Email to deciders too when the caller gives an smtp_url (bench.bench_human),
+            # and Slack when it gives a slack_bot_token.
             worker = build_worker(env.client, pool, task_queue=config.temporal_task_queue,
                                   backend=backend_named(backend), registry=registry,
-                                  mail=mail_settings(config))
+                                  mail=mail_settings(config), slack=slack_config(config))
             try:
                 async with worker:
                     yield LocalStack(url=api.url, temporal=env.client, pool=pool,
@@ -228,6 +229,10 @@ def settings_env(config: Settings) -> dict[str, str]:
             value = getattr(given, name)
             if isinstance(alias, AliasChoices):
                 alias = alias.choices[0]
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            elif isinstance(value, (dict, list)):
+                value = to_json(value).decode()  # as pydantic-settings reads a complex field
             if isinstance(alias, str) and value is not None:
                 env[alias] = str(value).lower() if isinstance(value, bool) else str(value)
     return env

@@ -19,16 +19,21 @@ from activities.agents import AgentBackend, backend_named
 from activities.agents.metered import MeteredBackend, ModelMeter
 from activities.agents.offline import use_offline_answers
 from activities.artifacts import LocalArtifactStore
+from activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
 from activities.decision_mail import DecisionMailActivities, MailSettings
+from activities.decision_policies import DecisionPolicyActivities
 from activities.deltas import use_deltas
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
+from activities.slack.channel import SlackActivities
+from activities.slack.web_api import SlackConfig
 from activities.webhooks import WebhookActivities
 from contracts.kinds import WorkerSetup
 from persistence import events as events_repo
+from persistence.claims import WORKER_ROLE
 from persistence.db import create_pool
-from waystation.database import resolve_database_url
+from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
@@ -40,13 +45,14 @@ from waystation.worker_metrics import metrics_runtime
 from workflows.decision_mail import DecisionMail
 from workflows.definitions import activity_name
 from workflows.retention import RetentionSweep
+from workflows.slack_notification import SlackNotification
 from workflows.webhook_notification import WebhookNotification
 
 log = logging.getLogger(__name__)
 
 
 # Workflows of every installation besides the run kinds' (replayed by tests/replay/test_replay.py).
-NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail)
+NOTIFICATION_WORKFLOWS = (WebhookNotification, DecisionMail, SlackNotification)
 
 
 def worker_workflows(registry: Registry) -> list[type]:
@@ -66,6 +72,7 @@ def build_worker(
     retention_archive_dir: Path | None = None,
     sandbox_every_workflow: bool | None = None,
     webhook_private_networks: bool | None = None,
+    slack: SlackConfig | None = None,
 ) -> Worker:
     """A worker for every registered kind's workflow and activities (built-ins only when no
     registry is given), and the notifications' (webhooks; email when `mail` is given).
@@ -74,7 +81,8 @@ def build_worker(
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
     `webhook_private_networks` (default: WAYSTATION_WEBHOOK_PRIVATE_NETWORKS): see
     activities/webhook_targets.py. `settings` (default: from the environment) is what each
-    kind's `worker_deps` hook builds its own dependencies from."""
+    kind's `worker_deps` hook builds its own dependencies from, and Slack's configuration
+    when `slack` is not given (`slack_config`)."""
     # WAYSTATION_SECRETS_KEY, each kind's own settings, and what the arguments leave unset
     settings = settings or Settings()
     if sandbox_every_workflow is None:
@@ -91,17 +99,28 @@ def build_worker(
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
         kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
     webhooks = WebhookActivities(pool, settings.secrets_box,
-                                 private_networks=webhook_private_networks)
+                                 private_networks=webhook_private_networks,
+                                 deliveries_per_workflow=settings.webhook_deliveries_per_workflow)
     mailer = DecisionMailActivities(pool, mail) if mail is not None else None
-    read_model = ReadModelActivities(pool, webhooks=webhooks, mail=mailer)
+    slack = slack or slack_config(settings)
+    slacker = SlackActivities(pool, slack) if slack is not None else None
+    channels: list[NotificationChannel] = [WebhookChannel(webhooks)]
+    if mailer is not None:
+        channels.append(MailChannel(mailer))
+    if slacker is not None:
+        channels.append(SlackChannel(slacker))
+    read_model = ReadModelActivities(pool, channels=channels)
     deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
         r.kind.name: r.kind.worker_deps(settings)
         for r in registry.kinds.values() if r.kind.worker_deps is not None},
         read_model=read_model)
     shared: list[Callable[..., Any]] = [read_model.record, webhooks.pending,
-        webhooks.deliver, webhooks.give_up, retention.purge_batch]
+        webhooks.deliver, webhooks.give_up, retention.purge_batch,
+        DecisionPolicyActivities(pool).evaluate]
     if mailer is not None:
         shared.append(mailer.send)
+    if slacker is not None:
+        shared.append(slacker.sync)
     activities: dict[str, Callable[..., Any]] = {}
     for function in [*shared,
                      *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
@@ -149,6 +168,18 @@ def mail_settings(settings: Settings) -> MailSettings | None:
                         link_ttl=timedelta(hours=settings.decision_link_hours))
 
 
+def slack_config(settings: Settings) -> SlackConfig | None:
+    """Gates in Slack when WAYSTATION_SLACK_BOT_TOKEN is set (docs/slack.md)."""
+    if settings.slack_bot_token is None:
+        return None
+    return SlackConfig(bot_token=settings.slack_bot_token.get_secret_value(),
+                       api_url=settings.slack_api_url, channel=settings.slack_channel,
+                       channels=settings.slack_channels, dm_deciders=settings.slack_dm_deciders,
+                       console_base=settings.console_base,
+                       temporal_ui_base=settings.temporal_ui_base,
+                       temporal_namespace=settings.temporal_namespace)
+
+
 async def run_worker(settings: Settings, registry: Registry) -> None:
     """Run until SIGINT/SIGTERM, then let running activities finish (for at most
     `graceful_shutdown_timeout`; then they are cancelled and Temporal retries them) and stop."""
@@ -156,7 +187,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
     configure_tracing(settings, "waystation-worker")
     runtime = metrics_runtime(settings)
     client = await connect_temporal(settings, runtime=runtime)
-    pool = await create_pool(resolve_database_url(settings))
+    pool = await create_pool(login_url(settings, WORKER_ROLE))
     async with pool.acquire() as conn:
         await events_repo.maintain_partitions(conn)
     meter = ModelMeter((runtime or Runtime.default()).metric_meter)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
+from uuid import UUID
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -21,6 +22,13 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
 
+    from activities.decision_policies import DecisionPolicyActivities
+    from contracts.decision_policies import (
+        EvaluatePoliciesInput,
+        PolicyRequest,
+        PolicyVerdict,
+        PolicyVerdicts,
+    )
     from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, policy_for
     from contracts.refusals import GATE_NOT_PENDING
     from contracts.statuses import GateStatus, RunStatus
@@ -35,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         OpenGate,
         ReopenInput,
     )
-    from workflows.recorder import RunRecorder
+    from workflows.recorder import RECORD_RETRY, RunRecorder
 
 
 @dataclass
@@ -50,6 +58,33 @@ def _recorded(gate: OpenGate) -> bool:
     return gate.recorded
 
 
+def _applied(verdicts: PolicyVerdicts, spec: GateSpec) -> GateSpec:
+    """The gate as the policies that route it or ask a larger quorum leave it: routed to
+    their roles (instead of its own) and people, and to the largest quorum asked."""
+    update: dict[str, Any] = {}
+    if roles := verdicts.route_roles():
+        update["decider_roles"] = roles
+    if users := verdicts.route_users():
+        update["decider_users"] = list(dict.fromkeys(spec.decider_users + users))
+    if (quorum := verdicts.quorum()) is not None and quorum > spec.quorum:
+        update["quorum"] = quorum
+    return spec.model_copy(update=update) if update else spec
+
+
+def _shown(verdicts: PolicyVerdicts) -> dict[str, Any]:
+    """The `gate.opened` event's word on the policies that judged the gate (none: nothing)."""
+    return {"policies": verdicts.shown()} if verdicts.verdicts else {}
+
+
+def _decision_of(verdict: PolicyVerdict, checkpoint_name: str,
+                 request_id: UUID) -> DecisionInput:
+    """A policy's decision, cast as a person's vote is, named `policy:<name>@<version>`."""
+    assert verdict.decision is not None and verdict.decision.decision is not None
+    return DecisionInput(checkpoint_name=checkpoint_name, decision=verdict.decision.decision,
+                         feedback=verdict.decision.feedback, answer=verdict.decision.answer,
+                         decided_by=verdict.decided_by, request_id=request_id)
+
+
 _POLICIES = TypeAdapter(GatePolicies)
 # Typed answers (their schema and initial document) joined the digest after agent runs had
 # recorded tool-call approvals without them.
@@ -62,6 +97,9 @@ DECISION_WITH_NEXT_WRITE = "decision-with-next-write"
 ANSWER_BEFORE_LOCAL_WORK = "answer-before-local-work"
 # The shortest timer: it ends the workflow task, and fires at once.
 ANSWER_BREAK = timedelta(milliseconds=1)
+# Gates opened before decision policies existed were not judged by them.
+DECISION_POLICIES = "decision-policies"
+POLICY_TIMEOUT = timedelta(seconds=30)
 
 
 class GatedWorkflow:
@@ -116,7 +154,10 @@ class GatedWorkflow:
         while True:
             spec = self._policed(make_spec())
             covers_answer = spec.answer_schema is None or workflow.patched(TYPED_ANSWER_DIGEST)
-            gate = OpenGate(workflow.uuid4(), spec, workflow.now() + spec.expires_in,
+            request_id = workflow.uuid4()
+            verdicts = await self._judged(request_id, spec)
+            spec = _applied(verdicts, spec)
+            gate = OpenGate(request_id, spec, workflow.now() + spec.expires_in,
                             covers_answer=covers_answer)
             gate.with_next_write = record_with_next and workflow.patched(
                 DECISION_WITH_NEXT_WRITE)
@@ -125,7 +166,8 @@ class GatedWorkflow:
             await self._recorder.write(
                 open_gate=gate.open_write(),
                 events=[self._gate_event(gate, "opened", "pending",
-                                         expires_at=gate.expires_at.isoformat())],
+                                         expires_at=gate.expires_at.isoformat(),
+                                         **_shown(verdicts))],
                 run=self._run_state(),
                 snapshot=(f"gate {spec.checkpoint_name}", spec.phase, self.snapshot_state()))
             # Only now may decisions be accepted: the request row exists to be closed.
@@ -133,6 +175,8 @@ class GatedWorkflow:
             workflow.set_current_details(
                 f"{where} · waiting for decision {spec.checkpoint_name} until "
                 f"{gate.expires_at:%Y-%m-%d %H:%M} UTC")
+            if decided is None and (deciding := verdicts.deciding()) is not None:
+                decided = _decision_of(deciding, spec.checkpoint_name, request_id)
             if decided is not None:
                 await self._decide_first(gate, decided)
                 decided = None
@@ -148,6 +192,21 @@ class GatedWorkflow:
             outcome = await self._expire(gate, where)
             if outcome is not None:
                 return outcome
+
+    async def _judged(self, request_id: UUID, spec: GateSpec) -> PolicyVerdicts:
+        """The decision policies' verdicts on the gate about to open (an activity reads and
+        evaluates them: its result is in the history, so a replay acts on the same verdicts
+        whatever the policies have become)."""
+        if not workflow.patched(DECISION_POLICIES):
+            return PolicyVerdicts()
+        request = PolicyRequest.of(spec.checkpoint_name, [o.value for o in spec.options],
+                                   spec.recommended_option, spec.context)
+        return await workflow.execute_local_activity_method(
+            DecisionPolicyActivities.evaluate,
+            EvaluatePoliciesInput(run_id=self._recorder.run_id, request_id=request_id,
+                                  request=request),
+            start_to_close_timeout=POLICY_TIMEOUT, retry_policy=RECORD_RETRY,
+            summary=f"decision policies on {spec.checkpoint_name}")
 
     async def _decide_first(self, gate: OpenGate, decision: DecisionInput) -> None:
         """Apply a decision taken before its gate opened; one that could not be applied now

@@ -44,10 +44,12 @@ with workflow.unsafe.imports_passed_through():
     from contracts.user_schemas import user_schema_validator
     from contracts.writes import (
         DEFAULT_DECIDER_ROLES,
+        DEFAULT_REJECTING,
         GateCloseWrite,
         GateOpenWrite,
         GateOption,
         VoteWrite,
+        answer_mode,
     )
 
 SYSTEM_DECIDER = "system"
@@ -67,7 +69,7 @@ class GateSpec(BaseModel):
     expiry_policy: ExpiryPolicy = "pause"
     default_option: str | None = None
     # Which options count as a rejection (everything else approves).
-    rejecting_options: list[str] = Field(default_factory=lambda: ["reject"])
+    rejecting_options: list[str] = Field(default_factory=lambda: list(DEFAULT_REJECTING))
     # A typed answer: the JSON Schema it must satisfy and the document offered for editing
     # (an agent's tool-call arguments, a draft). Options say whether they carry it
     # (GateOption.answer); when none says, every approving option requires it.
@@ -104,12 +106,8 @@ class GateSpec(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def answer_mode(self, option: str) -> AnswerMode:
-        if self.answer_schema is None:
-            return "none"
-        modes = {o.value: o.answer for o in self.options}
-        if any(mode != "none" for mode in modes.values()):
-            return modes.get(option, "none")
-        return "none" if option in self.rejecting_options else "required"
+        return answer_mode(self.options, self.answer_schema, option,
+                           rejecting=self.rejecting_options)
 
     def with_policy(self, policy: GatePolicy | None) -> GateSpec:
         """This gate under a kind's or a run's rules (contracts.gate_policy)."""

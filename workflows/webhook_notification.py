@@ -43,6 +43,8 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 # Runs started before the first attempt was a local activity replay so.
 FIRST_ATTEMPT_LOCAL_PATCH = "webhook-first-attempt-local"
+# Runs started before a large fan-out was shared among child workflows replay so.
+SHARED_FAN_OUT_PATCH = "webhook-fan-out-shared"
 
 
 # How a failed local activity reaches the workflow: its own error as the activity raised it (an
@@ -63,13 +65,32 @@ async def first_attempt(method: Callable[[Any, In], Awaitable[Out]], arg: In, *,
 class WebhookNotification:
     @workflow.run
     async def run(self, arg: NotificationInput) -> NotificationResult:
-        pending = await workflow.execute_local_activity_method(
-            WebhookActivities.pending, arg, start_to_close_timeout=LOCAL_TIMEOUT,
-            summary="list deliveries")
-        results = await asyncio.gather(*(self._deliver(d) for d in pending.delivery_ids))
+        if arg.delivery_ids is not None:  # a share of a large fan-out (below)
+            ids = arg.delivery_ids
+        else:
+            pending = await workflow.execute_local_activity_method(
+                WebhookActivities.pending, arg, start_to_close_timeout=LOCAL_TIMEOUT,
+                summary="list deliveries")
+            ids, most = pending.delivery_ids, pending.per_workflow
+            # More deliveries than one history holds well: each share in a child workflow,
+            # so one event's fan-out never pushes a history past Temporal's limit.
+            if most is not None and len(ids) > most and workflow.patched(SHARED_FAN_OUT_PATCH):
+                return await self._shared(arg, [ids[i:i + most]
+                                                for i in range(0, len(ids), most)])
+        results = await asyncio.gather(*(self._deliver(d) for d in ids))
         return NotificationResult(statuses={str(d): r.status
-                                            for d, r in zip(pending.delivery_ids, results,
-                                                            strict=True)})
+                                            for d, r in zip(ids, results, strict=True)})
+
+    async def _shared(self, arg: NotificationInput,
+                      shares: list[list[UUID]]) -> NotificationResult:
+        # Named from the input, as the event's own workflow is (activities/webhooks.py).
+        parent = f"webhooks-{arg.run_id}-{arg.event_key}"
+        results = await asyncio.gather(*(
+            workflow.execute_child_workflow(
+                WebhookNotification.run, arg.model_copy(update={"delivery_ids": share}),
+                id=f"{parent}-share-{n}", static_summary=f"deliveries {n + 1} of {len(shares)}")
+            for n, share in enumerate(shares)))
+        return NotificationResult(statuses={k: v for r in results for k, v in r.statuses.items()})
 
     async def _deliver(self, delivery_id: UUID) -> DeliveryResult:
         arg = DeliveryInput(delivery_id=delivery_id)

@@ -2,16 +2,18 @@
 
     curl -N -H "Authorization: Bearer $TOKEN" localhost:8000/runs/$RUN/events/stream
 
-A stream checks its caller again (its credential, and for a run stream `GET /runs/{id}`'s
-rule) before it sends anything after an access notice (see api/event_hub.py) or a heartbeat's
-quiet (a token or session may have expired with no notice), and ends, sending nothing more,
-when the caller may no longer read.
+Both follow the one live loop (api/services/live.py), which checks the caller again (its
+credential, and for a run stream `GET /runs/{id}`'s rule) before anything is sent after an
+access notice (see api/event_hub.py) or a heartbeat's quiet (a token or session may have
+expired with no notice), and ends, sending nothing more, when the caller may no longer read;
+here its items become SSE frames.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -21,19 +23,19 @@ from fastapi.responses import StreamingResponse
 
 from api import live_deltas
 from api.auth import User
-from api.deps import CurrentUser, VisibleRun, claims_of, still_reads_run, still_signed_in
+from api.deps import CurrentUser, VisibleRun, claims_of, still_signed_in
 from api.errors import ApiError
-from api.event_hub import EventHub, InboxSubscription, RunSubscription
-from api.schemas import EventView
+from api.event_hub import EventHub, InboxSubscription
+from api.schemas import DecisionView, EventView
+from api.services import live
 from api.services.decisions import decision_views
 from api.sse import STREAM_HEADERS, LiveEvent, sse
 from contracts.events import TERMINAL_EVENT_TYPES
-from persistence import events as events_repo
 from persistence import gates as gates_repo
 from persistence import groups as groups_repo
 from persistence import runs as runs_repo
 from persistence.claims import Claims, claimed_connection
-from persistence.models import TERMINAL_RUN_STATUSES, EventRow
+from persistence.models import TERMINAL_RUN_STATUSES, EventRow, GateRow
 
 router = APIRouter(tags=["streams"])
 
@@ -64,120 +66,62 @@ async def stream_run_events(
     """The run's events after `Last-Event-ID` (or `after_seq`) in seq order, then live ones;
     ends with an `end` event once the run has finished."""
     start = _resume_point(last_event_id, after_seq)
-    hub: EventHub = request.app.state.event_hub
-    subscription = hub.subscribe_run(run.id, from_seq=run.last_seq, caller=user.name)
-    heartbeat = request.app.state.settings.sse_heartbeat_seconds
-    return StreamingResponse(
-        _run_stream(request.app.state.pool, claims_of(user), hub, subscription, start,
-                    heartbeat, lambda: still_reads_run(request, user, run.id)),
-        media_type="text/event-stream", headers=STREAM_HEADERS)
+    followed = live.follow(request.app.state.event_hub, request.app.state.pool, user, run.id,
+                           after_seq=start, subscribe_at=run.last_seq,
+                           heartbeat=request.app.state.settings.sse_heartbeat_seconds,
+                           signed_in=lambda: still_signed_in(request, user))
+    return StreamingResponse(_run_stream(request.app.state.pool, claims_of(user), run.id,
+                                         start, followed),
+                             media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
-async def _run_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub, sub: RunSubscription,
-                      last_sent: int, heartbeat: float,
-                      may_still_read: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
-    async def allowed() -> bool:
-        if not sub.stale:
-            return True
-        sub.stale = False  # a notice during the check marks it stale again
-        return await may_still_read()
-
-    try:
-        yield b"retry: 1000\n\n"
-        while True:
-            # Catch up from the table: the only way events are read in order, without gaps.
-            while True:
-                async with claimed_connection(pool, claims) as conn:
-                    rows = await events_repo.list_events(conn, sub.run_id, after_seq=last_sent,
-                                                         limit=CATCH_UP_PAGE)
+async def _run_stream(pool: asyncpg.Pool, claims: Claims, run_id: UUID, last_sent: int,
+                      followed: AsyncGenerator[live.Item]) -> AsyncIterator[bytes]:
+    """The live loop's items as SSE: each event's frame, `end` after the run's last event,
+    `message.delta` for each piece of a message being written (issue 43), `overflow` for a
+    client too slow to keep up, comments as heartbeats."""
+    yield b"retry: 1000\n\n"
+    looked = False
+    async with contextlib.aclosing(followed):  # unsubscribed as the stream ends
+        async for item in followed:
+            if isinstance(item, live.Events):
                 frames = []
-                if rows and not await allowed():
-                    return
-                for row in rows:
-                    frames.append(_event_frame(row))
-                    last_sent = row.seq
-                    if row.type in TERMINAL_EVENT_TYPES:
-                        frames.append(sse("end", {"run_id": str(sub.run_id),
-                                                  "last_seq": last_sent}))
-                        yield b"".join(frames)
-                        return
-                if frames:
-                    yield b"".join(frames)
-                if len(rows) < CATCH_UP_PAGE:
-                    break
-            if await _finished_without_end_event(pool, claims, sub, last_sent):
-                if await allowed():
-                    yield sse("end", {"run_id": str(sub.run_id), "last_seq": last_sent})
-                return
-            # The messages being written, whole so far, then their live deltas (issue 43).
-            if (partials := await live_deltas.joined(pool, claims, sub)) and await allowed():
-                yield live_deltas.sse_frames(partials)
-            # Live: take what the hub hands over; a gap means "catch up from the table".
-            while True:
-                try:
-                    first = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
-                except TimeoutError:
-                    sub.stale = True
-                    if not await allowed():
-                        return
-                    yield b": heartbeat\n\n"
-                    break  # and look at the table, in case a notification was missed
-                if sub.closed:
-                    return  # shutting down: the client resumes with Last-Event-ID
-                if not await allowed():
-                    return
-                if sub.overflowed:
-                    yield sse("overflow", {"reason": "client too slow; reconnect with "
-                                                     "Last-Event-ID", "last_seq": last_sent})
-                    return
-                # Whatever else is queued goes out in the same write: a busy run costs one
-                # send per wake-up, not one per event.
-                batch, ended, gap = [], False, False
-                for event in _drain(sub.queue, first):
-                    if event.seq <= last_sent:
-                        continue
-                    if event.seq > last_sent + 1:
-                        gap = True
-                        break
-                    batch.append(event.frame)
+                for event in item.events:
+                    frames.append(event.frame)
                     last_sent = event.seq
                     if event.type in TERMINAL_EVENT_TYPES:
-                        batch.append(sse("end", {"run_id": str(sub.run_id),
-                                                 "last_seq": last_sent}))
-                        ended = True
-                        break
-                # Checked after the batch is taken: any notice that came before one of its
-                # events has marked the subscription stale by now.
-                if not await allowed():
+                        frames.append(sse("end", {"run_id": str(run_id), "last_seq": last_sent}))
+                        yield b"".join(frames)
+                        return
+                yield b"".join(frames)
+            elif isinstance(item, live.Deltas):
+                yield live_deltas.sse_frames(item.deltas)
+            elif isinstance(item, live.Heartbeat):
+                yield b": heartbeat\n\n"
+            elif isinstance(item, live.Overflowed):
+                yield sse("overflow", {"reason": "client too slow; reconnect with Last-Event-ID",
+                                       "last_seq": item.last_seq})
+                return
+            elif isinstance(item, live.CutOff):
+                return
+            # A run that ended with no terminal event (it never started) must still end streams:
+            # looked at once caught up, and again when its status ends it.
+            elif (isinstance(item, live.CaughtUp) and not looked) or (
+                    isinstance(item, live.StatusChanged) and item.status in TERMINAL_RUN_STATUSES):
+                looked = True
+                if await _finished_without_end_event(pool, claims, run_id, last_sent):
+                    yield sse("end", {"run_id": str(run_id), "last_seq": last_sent})
                     return
-                if deltas := await live_deltas.taken(pool, claims, sub):
-                    batch.append(live_deltas.sse_frames(deltas))
-                if batch:
-                    yield b"".join(batch)
-                if ended:
-                    return
-                if gap:
-                    break
-    finally:
-        hub.unsubscribe_run(sub)
-
-
-def _drain(queue: asyncio.Queue[LiveEvent], first: LiveEvent) -> list[LiveEvent]:
-    events = [first]
-    while len(events) < CATCH_UP_PAGE and not queue.empty():
-        events.append(queue.get_nowait())
-    return events
 
 
 def _event_frame(row: EventRow) -> bytes:
     return LiveEvent.of(EventView.of(row)).frame
 
 
-async def _finished_without_end_event(pool: asyncpg.Pool, claims: Claims, sub: RunSubscription,
+async def _finished_without_end_event(pool: asyncpg.Pool, claims: Claims, run_id: UUID,
                                       last_sent: int) -> bool:
-    """A run that ended with no terminal event (it never started) must still end streams."""
     async with claimed_connection(pool, claims) as conn:
-        run = await runs_repo.get_run(conn, sub.run_id)
+        run = await runs_repo.get_run(conn, run_id)
     return run is not None and run.status in TERMINAL_RUN_STATUSES and run.last_seq <= last_sent
 
 
@@ -198,10 +142,11 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
         subscription.group_roles = await _group_roles(pool, user)
         return True
 
-    heartbeat = request.app.state.settings.sse_heartbeat_seconds
-    return StreamingResponse(
-        _inbox_stream(pool, claims_of(user), hub, subscription, heartbeat, may_still_read),
-        media_type="text/event-stream", headers=STREAM_HEADERS)
+    followed = live.follow_inbox(
+        hub, subscription, heartbeat=request.app.state.settings.sse_heartbeat_seconds,
+        still_reads=may_still_read, read=partial(_decision, pool, claims_of(user)))
+    return StreamingResponse(_inbox_stream(pool, claims_of(user), subscription, followed),
+                             media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
 async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
@@ -212,54 +157,36 @@ async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
     return {str(group): role for group, role in roles.items()}
 
 
-async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, hub: EventHub,
-                        sub: InboxSubscription, heartbeat: float,
-                        may_still_read: Callable[[], Awaitable[bool]]) -> AsyncIterator[bytes]:
-    # What the inbox sends is read with the caller's claims (row-level security hides the
-    # requests of runs it no longer reads); the check ends it when its credential has ended.
-    async def allowed() -> bool:
-        if not sub.stale:
-            return True
-        sub.stale = False
-        return await may_still_read()
+async def _decision(pool: asyncpg.Pool, claims: Claims,
+                    change: dict[str, Any]) -> tuple[GateRow, DecisionView] | None:
+    """The request a gate change names, as the caller may read it (row-level security hides
+    the requests of runs it no longer reads)."""
+    async with claimed_connection(pool, claims) as conn:
+        gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
+        view = (await decision_views(conn, [gate]))[0] if gate else None
+    return (gate, view) if gate is not None and view is not None else None
 
-    try:
-        yield b"retry: 1000\n\n"
-        if not await allowed():
-            return
-        yield await _inbox_snapshot(pool, claims, sub)
-        while True:
-            try:
-                change = await asyncio.wait_for(sub.queue.get(), timeout=heartbeat)
-            except TimeoutError:
-                sub.stale = True
-                if not await allowed():
-                    return
-                yield b": heartbeat\n\n"
-                continue
-            if sub.closed:
-                return  # shutting down: the client reconnects and gets the snapshot again
-            if not await allowed():
-                return
-            if not change:
-                continue  # only a wake-up
-            if change.get("resync"):
+
+async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription,
+                        followed: AsyncGenerator[live.InboxItem]) -> AsyncIterator[bytes]:
+    """The live loop's inbox items as SSE: the snapshot, `decision.pending` and
+    `decision.closed`, comments as heartbeats."""
+    yield b"retry: 1000\n\n"
+    async with contextlib.aclosing(followed):
+        async for item in followed:
+            if isinstance(item, live.Snapshot):
                 yield await _inbox_snapshot(pool, claims, sub)
-                continue
-            async with claimed_connection(pool, claims) as conn:
-                gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
-                view = (await decision_views(conn, [gate]))[0] if gate else None
-            if not await allowed():
-                return
-            if gate is None or view is None:
-                continue
-            # A request the subscriber has voted on has left its inbox, decided or not.
-            voted = sub.owner is not None and sub.owner in (change.get("voters") or ())
-            kind = "decision.pending" if gate.status == "pending" and not voted \
-                else "decision.closed"
-            yield sse(kind, view.model_dump(mode="json"))
-    finally:
-        hub.unsubscribe_inbox(sub)
+            elif isinstance(item, live.Heartbeat):
+                yield b": heartbeat\n\n"
+            elif isinstance(item, live.Changed):
+                gate, view = item.read
+                # A request the subscriber has voted on has left its inbox, decided or not.
+                voted = sub.owner is not None and sub.owner in (item.change.get("voters") or ())
+                kind = "decision.pending" if gate.status == "pending" and not voted \
+                    else "decision.closed"
+                yield sse(kind, view.model_dump(mode="json"))
+            else:
+                return  # cut off
 
 
 async def _inbox_snapshot(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription) -> bytes:

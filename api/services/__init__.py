@@ -7,8 +7,9 @@ transport's answer.
 
 The contract of every function here:
 - **Inputs are explicit**: an asyncpg connection on which the caller's claims are already set
-  (row-level security: `access.claims_of(user)`; only `decision_links`, whose caller is known
-  by the link alone, starts from the authenticator's claims), the Temporal client, the
+  (row-level security: `access.claims_of(user)`; only `decision_links` and `slack`, whose
+  caller is known by the link, or by Slack's signature, alone, start from the authenticator's
+  claims), the Temporal client, the
   `api.auth.User` it acts for, the `Registry` / `Settings` when it needs them, and at most one
   pydantic request model (a body from `api.schemas`, or a filter / page from `api.queries`)
   plus the path's ids.

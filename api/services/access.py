@@ -11,8 +11,9 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User, can_access, may_decide
+from api.auth import User, can_access, is_decider, may_decide
 from api.errors import ApiError
+from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import groups as groups_repo
 from persistence.claims import SERVICE, Claims, set_claims
 from persistence.models import RunRow
@@ -43,6 +44,12 @@ async def may_read(conn: asyncpg.Connection, user: User, run: RunRow) -> bool:
     return can_access(user, run, await group_role(conn, user, run))
 
 
+async def may_act(conn: asyncpg.Connection, user: User, run: RunRow,
+                  decider_roles: list[str]) -> bool:
+    """Whether the caller may act on the run as a decider would (see `require_decider`)."""
+    return is_decider(user, run, await group_role(conn, user, run), decider_roles)
+
+
 async def require_decider(conn: asyncpg.Connection, user: User, run: RunRow,
                           decider_roles: list[str], action: str) -> None:
     """403 naming the rule unless the caller may act on the run as a decider would."""
@@ -60,6 +67,18 @@ async def require_member(conn: asyncpg.Connection, user: User, group_id: UUID) -
     if role is None:  # no such group, or not the caller's: the same answer
         raise ApiError(404, "group_not_found", f"group {group_id} not found")
     return role
+
+
+async def require_group_decider(conn: asyncpg.Connection, user: User, group_id: UUID,
+                                action: str) -> None:
+    """403 naming the rule unless the caller is one of the group's deciders (a role that
+    decides its runs by default: `DEFAULT_DECIDER_ROLES`); 404 as `require_member`."""
+    role = await require_member(conn, user, group_id)
+    if role is not None and role not in DEFAULT_DECIDER_ROLES:
+        allowed = list(DEFAULT_DECIDER_ROLES)
+        raise ApiError(403, "not_allowed", f"role {role!r} may not {action} in group "
+                                           f"{group_id}: it takes one of {allowed}",
+                       details=[{"role": role, "allowed_roles": allowed}])
 
 
 async def require_run_starter(conn: asyncpg.Connection, user: User, group_id: UUID) -> None:

@@ -98,6 +98,13 @@ async def reopen(conn: asyncpg.Connection, temporal: Client, user: User, run: Ru
     return await _request_view(conn, view.request_id)
 
 
+async def require_voter(conn: asyncpg.Connection, user: User, run: RunRow, gate: GateRow,
+                        action: str) -> None:
+    """403 naming the rule unless `user` may vote on `gate` (for themselves, or with votes
+    handed to them): asked before offering a form that would end in a vote (a Slack modal)."""
+    await _may_vote(conn, user, run, gate, action)
+
+
 def _update_id(what: str, *request: str) -> str:
     """The Update's id for `request`: the same request sent again carries the same id, so
     Temporal applies it once and answers the retry with the first outcome."""

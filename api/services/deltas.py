@@ -1,9 +1,10 @@
 """Live model tokens (issue 43): the messages of a run being written now, as `MessageDelta`s.
 
-A run's live streams hand on the deltas the event hub hears (`waystation_deltas`) and, when
-they start or after the hub dropped deltas for a slow client, the whole of each message so far
-(its partial row, as one delta from offset 0), read over the caller's connection: row-level
-security shows a run's partials to whoever may read its events, and nobody else.
+The one live loop (api/services/live.py) hands on the deltas the event hub hears
+(`waystation_deltas`) and, where it starts following or after the hub dropped deltas for a slow
+follower, the whole of each message so far (its partial row, as one delta from offset 0), read
+over the caller's connection: row-level security shows a run's partials to whoever may read
+its events, and nobody else.
 """
 
 from __future__ import annotations
@@ -29,3 +30,14 @@ async def partial_messages(conn: asyncpg.Connection, run_id: UUID) -> list[Messa
                                       delta=call.get("args") or ""))
     return found
 
+
+def beyond(whole: list[MessageDelta], held: list[MessageDelta]) -> list[MessageDelta]:
+    """The deltas of `held` that `whole` (the messages as read after they were published, or
+    not) lacks: a newer attempt's, and the current attempt's past the end of its whole (each
+    row is written with its delta, so a whole ends where some delta ends). A reset of the
+    attempt a whole already shows would empty it: left out with the older attempts'."""
+    attempts = {d.message_id: d.attempt for d in whole}
+    ends = {(d.message_id, d.call_id): len(d.delta) for d in whole}
+    return [d for d in held if d.attempt > attempts.get(d.message_id, 0) or (
+        d.attempt == attempts[d.message_id] and not d.reset
+        and d.at + len(d.delta) > ends.get((d.message_id, d.call_id), 0))]

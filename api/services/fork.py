@@ -15,8 +15,10 @@ from api.auth import User
 from api.errors import ApiError, invalid_field
 from api.run_kinds import create_and_start, gate_policies_of
 from api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
+from api.services.access import may_act, require_decider
 from api.services.runs import check_start
 from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart
+from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import gates as gates_repo
 from persistence import snapshots as snapshots_repo
 from persistence.models import RunRow, SnapshotRow
@@ -29,7 +31,8 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
                    idempotency_key: str | None = None) -> RunCreated:
     """Start a run of `source`'s kind, owned by the caller, from the snapshot `request.from_`
     names; the same idempotency key again returns the same run, with `created` false. 422
-    `fork_not_supported` for a kind without a fork hook (or a point its hook refuses)."""
+    `fork_not_supported` for a kind without a fork hook (or a point its hook refuses); 403
+    when a decision is applied and the caller may not decide the source's gate."""
     kind = registry.kind(source.kind)
     if kind.fork is None:
         raise ApiError(422, "fork_not_supported",
@@ -63,10 +66,20 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
                                  "type": refused.code}]) from refused
     run, created = await create_and_start(
         conn, temporal, settings.temporal_task_queue, kind, owner=user.name, input=new_input,
-        project_id=source.project_id, idempotency_key=idempotency_key, fork=point,
+        project_id=await _project(conn, user, source), idempotency_key=idempotency_key, fork=point,
         # The source's own gate rules: an amended decision needs the quorum the first needed.
         gate_policies=gate_policies_of(source) or None)
     return RunCreated.of(run, created)
+
+
+async def _project(conn: asyncpg.Connection, user: User, source: RunRow) -> str | None:
+    """The source's project only for a caller who may act on the source (its owner, a decider
+    of its group): a fork is the caller's own run, and a reader of another's group must not
+    spend that project's budget by forking its runs."""
+    if source.project_id is None or not await may_act(conn, user, source,
+                                                       list(DEFAULT_DECIDER_ROLES)):
+        return None
+    return source.project_id
 
 
 async def _snapshot(conn: asyncpg.Connection, source: RunRow, where: ForkFrom) -> SnapshotRow:
@@ -94,6 +107,11 @@ async def _decision(conn: asyncpg.Connection, user: User, source: RunRow, snapsh
                             f"snapshot {snapshot.step_ordinal} ({snapshot.label!r}) was not "
                             "taken at a gate: there is no decision to amend", "no_gate")
     gate = await gates_repo.latest_gate_for_checkpoint(conn, source.id, checkpoint)
+    # Applying a decision is deciding: the gate's deciders only, as at
+    # `POST /runs/{id}/decisions/{checkpoint}` (a viewer of the group may fork, not decide).
+    await require_decider(conn, user, source,
+                          gate.decider_roles if gate else list(DEFAULT_DECIDER_ROLES),
+                          f"decide {checkpoint!r}")
     offered = [option.value for option in gate.options] if gate else []
     if request.decision not in offered:
         raise ApiError(422, "unknown_option",

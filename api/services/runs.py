@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import asyncpg
@@ -27,6 +27,11 @@ from persistence import runs as runs_repo
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
+
+# A run's state as an A2A task (api/protocols/a2a/mapping.py `task_state`), as `count_tasks`
+# counts it.
+TaskStateName = Literal["submitted", "working", "input_required", "completed", "failed",
+                        "rejected", "canceled"]
 
 
 async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, request: Any, *,
@@ -86,6 +91,15 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
+
+
+async def count_tasks(conn: asyncpg.Connection, user: User, state: TaskStateName | None, *,
+                      registry: Registry) -> int:
+    """How many of the caller's runs are A2A tasks in `state` (any: None), counted by the
+    database (`ListTasks`' totalSize)."""
+    return await runs_repo.count_tasks(
+        conn, owner=user.owner_filter, state=state,
+        message_kinds=[k for k in registry.names if registry.messages(k) is not None])
 
 
 async def run_view(conn: asyncpg.Connection, run: RunRow, *, registry: Registry) -> RunView:

@@ -14,7 +14,7 @@ import asyncpg
 from activities.webhook_targets import registration_refusal
 from api.auth import User
 from api.errors import ApiError
-from api.services.access import require_member
+from api.services.access import require_group_decider
 from api.webhook_schemas import (
     DeliveryList,
     DeliveryView,
@@ -31,9 +31,11 @@ SECRET_BYTES = 32
 
 
 async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCreate, *,
-                         settings: Settings, run: RunRow | None = None) -> WebhookCreated:
+                         settings: Settings, run: RunRow | None = None,
+                         notification_token: str | None = None) -> WebhookCreated:
     """Register a webhook for the caller's runs, a group's (`body.group_id`), or one run the
     caller may read (`run`, found by `runs.visible_run`); the secret is shown only here.
+    `notification_token`: an A2A push config's opaque token, sent with every delivery.
     422 `webhook_url_refused` for a host that is or resolves to an address a webhook may not
     go to (link-local, a cloud metadata service; loopback, private and CGNAT ones unless
     allowed, see activities/webhook_targets.py)."""
@@ -44,12 +46,19 @@ async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCrea
                        details=[{"loc": ["body", "url"], "msg": why,
                                  "type": "webhook_url_refused"}])
     if body.group_id is not None:
-        await require_member(conn, user, body.group_id)
+        await require_group_decider(conn, user, body.group_id, "register its webhooks")
     secret = body.secret or "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
-    webhook = await webhooks_repo.create_webhook(
-        conn, webhook_id=uuid.uuid4(), owner=user.name, group_id=body.group_id,
-        url=str(body.url), secret=settings.secrets_box.seal(secret), events=list(body.events),
-        run_id=run.id if run is not None else None)
+    try:
+        webhook = await webhooks_repo.create_webhook(
+            conn, webhook_id=uuid.uuid4(), owner=user.name, group_id=body.group_id,
+            url=str(body.url), secret=settings.secrets_box.seal(secret), events=list(body.events),
+            run_id=run.id if run is not None else None,
+            most=(settings.max_push_configs_per_user if run is not None
+                  else settings.max_webhooks_per_user),
+            notification_token=settings.secrets_box.seal(notification_token)
+            if notification_token else None)
+    except webhooks_repo.TooManyWebhooks as error:
+        raise ApiError(409, "too_many_webhooks", str(error)) from error
     return WebhookCreated(**WebhookView.of(webhook).model_dump(), secret=secret)
 
 

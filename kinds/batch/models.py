@@ -47,8 +47,9 @@ class BatchInput(BatchJobSpec):
     rerun_from: str | None = Field(None, description="The step the items run again from; the "
                                                      "steps before it are kept.")
     kept_outputs: list[list[KeptOutput]] | None = Field(
-        None, description="Per item (in `items` order), the outputs of the steps before "
-                          "`rerun_from` that it keeps.")
+        None, max_length=MAX_INLINE_ITEMS,
+        description="Per item (in `items` order), the outputs of the steps before "
+                    "`rerun_from` that it keeps.")
     # Kept with the job (jobs.description, jobs.metadata), never in workflow history.
     description: str | None = Field(None, max_length=MAX_DESCRIPTION_CHARS,
                                     description="What the job is for, in words.")

@@ -10,6 +10,8 @@ service role sees them all.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -42,12 +44,50 @@ class _Poller:
     polls: list[Literal["workflow", "activity"]] = field(default_factory=list)
 
 
+@dataclass
+class _Everyones:
+    """What every caller sees alike: the queue's pollers and each worker's totals."""
+
+    pollers: dict[str, _Poller]
+    totals: dict[str, workers_repo.WorkerTotals]
+    read_at: float
+
+
+class EveryonesCache:
+    """The part of the view that is the same for every caller (two Temporal calls and a count
+    over every item), read at most once per `max_age_seconds` per task queue and process,
+    however many consoles poll: one reader at a time refreshes it, the others wait for it."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, _Everyones] = {}
+        self._lock = asyncio.Lock()
+        self.reads = 0  # how often it was read (the cost the cache saves)
+
+    async def get(self, conn: asyncpg.Connection, temporal: Client, task_queue: str, *,
+                  max_age_seconds: float) -> _Everyones:
+        async with self._lock:
+            read = self._read.get(task_queue)
+            if read is None or time.monotonic() - read.read_at >= max_age_seconds:
+                pollers = await _pollers(temporal, task_queue)
+                totals = await workers_repo.unit_totals(conn, list(pollers))
+                read = self._read[task_queue] = _Everyones(
+                    pollers=pollers, totals={t.worker_id: t for t in totals},
+                    read_at=time.monotonic())
+                self.reads += 1
+            return read
+
+
+EVERYONES = EveryonesCache()
+
+
 async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
-                       task_queue: str) -> WorkersView:
+                       task_queue: str, *, max_age_seconds: float = 0.0) -> WorkersView:
     """Every worker polling `task_queue`, and every worker with items still running on it
-    (one that died with items in flight shows as gone until they are retried elsewhere)."""
-    pollers = await _pollers(temporal, task_queue)
-    totals = {t.worker_id: t for t in await workers_repo.unit_totals(conn, list(pollers))}
+    (one that died with items in flight shows as gone until they are retried elsewhere).
+    Pollers and totals may be up to `max_age_seconds` old (EveryonesCache); the items listed
+    are read for the caller."""
+    everyones = await EVERYONES.get(conn, temporal, task_queue, max_age_seconds=max_age_seconds)
+    pollers, totals = everyones.pollers, everyones.totals
     worker_ids = sorted(set(pollers) | set(totals))
     running: dict[str, list[WorkerItem]] = {w: [] for w in worker_ids}
     readable: dict[UUID, bool] = {}

@@ -35,7 +35,7 @@ class ValidationInput(BaseModel):
                                     description="The idea, in the founder's words.")
     project_id: str | None = Field(None, max_length=200)
     gates: list[Checkpoint] = Field(
-        default_factory=lambda: list(CHECKPOINTS)[:3],
+        default_factory=lambda: list(CHECKPOINTS)[:3], max_length=len(CHECKPOINTS),
         description="Checkpoints at which the run stops for a human decision.")
     gate_timeout_seconds: int = Field(7 * 24 * 3600, ge=1, le=90 * 24 * 3600)
     expiry_policy: Literal["pause", "fail", "default"] = Field(

@@ -4,3 +4,8 @@
 -- cleared by the pool's RESET ALL when the connection goes back.
 SELECT set_config('waystation.user', COALESCE($1::text, ''), false),
        set_config('waystation.role', $2::text, false);
+
+-- name: login_password_statement
+-- The statement that gives a login role ($1) its password ($2), quoted by the server: ALTER
+-- ROLE takes no parameters. Run by `waystation migrate` as the owner.
+SELECT format('ALTER ROLE %I WITH LOGIN PASSWORD %L', $1::text, $2::text);

@@ -120,3 +120,24 @@ UPDATE webhook_deliveries
 -- name: forget_user_erasure
 -- The request itself goes once carried out: afterwards the name is nowhere.
 DELETE FROM user_erasures WHERE user_name = $1;
+
+-- name: stop_user_policies
+-- $1's own decision policies (not a group's) judge no gate from now.
+UPDATE decision_policies SET deleted_at = now(), updated_at = now()
+ WHERE owner = $1 AND group_id IS NULL AND deleted_at IS NULL;
+
+-- name: delete_user_policies
+-- $1's own decision policies, with their versions and verdicts (ON DELETE CASCADE).
+DELETE FROM decision_policies WHERE owner = $1 AND group_id IS NULL;
+
+-- name: delete_user_decision_rollups
+-- The decision analytics of $1's own runs (a group's stay the group's).
+DELETE FROM decision_rollups WHERE owner = $1 AND group_id IS NULL;
+
+-- name: pseudonymize_user_in_group_policies
+-- A group's policy $1 wrote stays the group's, under $2.
+UPDATE decision_policies SET owner = $2 WHERE owner = $1;
+
+-- name: pseudonymize_user_in_policy_versions
+-- Versions of a group's policy $1 wrote name $2.
+UPDATE decision_policy_versions SET created_by = $2 WHERE created_by = $1;

@@ -82,3 +82,24 @@ UPDATE runs SET status = 'failed', error_message = $2, stop_reason = 'failed_to_
                 updated_at = now(), completed_at = now()
  WHERE id = $1 AND status = 'pending';
 
+
+-- name: count_tasks
+-- How many runs $1 sees (every run for NULL) are tasks in state $2 (`submitted`, `working`,
+-- `input_required`, `completed`, `failed`, `rejected`, `canceled`; NULL: any): an A2A
+-- ListTasks' totalSize, counted here instead of by reading the runs. A paused run needs input
+-- when it waits at a gate, or is of one of the kinds $3 whose paused runs wait for a message.
+SELECT count(*) FROM runs
+ WHERE erased_at IS NULL
+   AND ($1::text IS NULL OR owner = $1
+        OR group_id IN (SELECT group_id FROM group_members WHERE user_name = $1))
+   AND CASE $2::text
+         WHEN 'submitted' THEN status = 'pending'
+         WHEN 'completed' THEN status = 'completed'
+         WHEN 'canceled' THEN status = 'canceled'
+         WHEN 'rejected' THEN status = 'failed' AND stop_reason IS NOT DISTINCT FROM 'rejected'
+         WHEN 'failed' THEN status = 'failed' AND stop_reason IS DISTINCT FROM 'rejected'
+         WHEN 'input_required' THEN status = 'paused'
+              AND (hitl_state IS NOT NULL OR kind = ANY ($3::text[]))
+         WHEN 'working' THEN status = 'running'
+              OR (status = 'paused' AND hitl_state IS NULL AND kind <> ALL ($3::text[]))
+         ELSE true END;

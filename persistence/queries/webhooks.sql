@@ -1,8 +1,17 @@
 -- name: insert_webhook
 -- Registers a webhook.
-INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id, notification_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 RETURNING *;
+
+-- name: lock_user_webhooks
+-- Serializes webhook registration of one user, so that two at once cannot pass the cap together.
+SELECT pg_advisory_xact_lock(hashtextextended('webhooks:' || $1, 0));
+
+-- name: count_live_webhooks
+-- How many live webhooks user $1 holds: for one run each (A2A push configs) when $2, else not.
+SELECT count(*) FROM webhooks
+ WHERE owner = $1 AND deleted_at IS NULL AND (run_id IS NOT NULL) = $2;
 
 -- name: list_webhooks
 -- The webhooks a user registered (every one for NULL), oldest first; with a run, only those
@@ -49,7 +58,7 @@ SELECT id, event_key FROM webhook_deliveries
 
 -- name: delivery_to_send
 -- A delivery with where and how to send it.
-SELECT d.*, w.url, w.secret, w.deleted_at AS webhook_deleted_at
+SELECT d.*, w.url, w.secret, w.notification_token, w.deleted_at AS webhook_deleted_at
   FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
  WHERE d.id = $1;
 
@@ -78,9 +87,11 @@ SELECT * FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY created_at DESC,
  LIMIT $2;
 
 -- name: webhook_secrets
--- Every stored secret, deleted webhooks' too (persistence/sealing.py: reseal).
-SELECT id, secret FROM webhooks ORDER BY id;
+-- Every stored secret and notification token (migration 065), deleted webhooks' too
+-- (persistence/sealing.py: reseal).
+SELECT id, secret, notification_token FROM webhooks ORDER BY id;
 
 -- name: reseal_webhook_secret
 -- Only if unchanged since it was read: a concurrent reseal wins once.
-UPDATE webhooks SET secret = $3 WHERE id = $1 AND secret = $2;
+UPDATE webhooks SET secret = $3, notification_token = $5
+ WHERE id = $1 AND secret = $2 AND notification_token IS NOT DISTINCT FROM $4;

@@ -354,7 +354,7 @@ async def test_database_going_away_mid_request_is_503_never_500():
         raise errors[kind]("boom")
 
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         for kind in errors:
             response = await http.get(f"/boom/{kind}")
             if kind == "bug":

@@ -34,7 +34,7 @@ async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncCli
                           backend=backend_named("offline"))
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 
@@ -245,7 +245,7 @@ async def test_temporal_unreachable_is_503_with_retry_after_and_nothing_started(
                               temporal_address=dead))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             response = await client.post("/runs", headers=auth("offline-user"), json={
                 "kind": "validation", "input": {"entrepreneur_input": IDEA}})
             assert response.status_code == 503, response.text

@@ -50,7 +50,7 @@ async def api(settings: Settings, dev_env, pool,  # noqa: F811
                           backend=backend)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 

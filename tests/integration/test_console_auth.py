@@ -37,7 +37,7 @@ async def client(app_settings: Settings, pool) -> AsyncIterator[httpx.AsyncClien
     app = create_app(app_settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield http
 
 

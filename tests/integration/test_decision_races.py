@@ -53,7 +53,7 @@ async def stack(settings: Settings, dev_env, pool) -> AsyncIterator[Stack]:  # n
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             stack = Stack(http, dev_env, pool, settings.temporal_task_queue)
             await stack.start_worker()
             try:

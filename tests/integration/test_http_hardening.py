@@ -22,7 +22,7 @@ async def http(migrated_url: str) -> AsyncIterator[httpx.AsyncClient]:
                               temporal_address="127.0.0.1:1"))
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://api") as client:
+                                     base_url="http://localhost") as client:
             yield client
 
 

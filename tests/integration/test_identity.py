@@ -94,7 +94,7 @@ async def api(migrated_url, jwks, dev_env) -> AsyncIterator[httpx.AsyncClient]:
         refetch_cooldown_seconds=0)
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://api") as client:
+                                     base_url="http://localhost") as client:
             yield client
 
 

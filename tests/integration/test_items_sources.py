@@ -78,7 +78,7 @@ async def test_refused_at_submit_with_422_and_nothing_written(migrated_url, pool
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://api") as http:
+                                     base_url="http://localhost") as http:
             for source in (str(allowed.parent / "secret.jsonl"), str(allowed / "escape.jsonl"),
                            "/etc/passwd", "http://127.0.0.1:5432/", "file:///etc/passwd",
                            "https://data.example.com/jobs/x.jsonl"):

@@ -214,7 +214,7 @@ async def test_with_an_identity_provider_401_points_at_the_resource_metadata(set
                               jwt_audience="waystation", jwt_issuer="https://id.example/",
                               console_url="https://waystation.example"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://api") as http:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
         challenge = await http.post("/mcp", json={})
         assert challenge.status_code == 401
         assert challenge.headers["WWW-Authenticate"] == (

@@ -35,7 +35,7 @@ async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncCli
                           backend=backend_named("offline"), artifact_dir=settings.artifact_path)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 
@@ -90,9 +90,9 @@ async def test_mobile_run_graph_in_every_format(api):
 
     artifacts = (await api.get(f"/runs/{run_id}/artifacts?step=1", headers=auth())).json()
     shot = next(a for a in artifacts["artifacts"] if a["kind"] == "screenshot")
-    download = await api.get(shot["url"].removeprefix("http://api"), headers=auth())
+    download = await api.get(shot["url"].removeprefix("http://localhost"), headers=auth())
     assert download.status_code == 200 and download.content.startswith(b"\x89PNG")
-    refused = await api.get(shot["url"].removeprefix("http://api"), headers=auth(stranger))
+    refused = await api.get(shot["url"].removeprefix("http://localhost"), headers=auth(stranger))
     assert refused.status_code == 404 and refused.json()["error"]["code"] == "artifact_not_found"
 
     events = (await api.get(f"/runs/{run_id}/events?limit=1000", headers=auth())).json()

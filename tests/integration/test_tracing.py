@@ -68,7 +68,7 @@ async def traced_api(tracing, migrated_url: str, dev_env, pool, task_queue: str
     async with app.router.lifespan_context(app), worker:
         app.state.temporal = TemporalGateway(connect)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield http
 
 

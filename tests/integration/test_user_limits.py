@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -9,20 +10,22 @@ from collections.abc import AsyncIterator
 import httpx
 
 from api.auth import SESSION_COOKIE
-from api.rate_limits import WriteRate
+from persistence import user_limits
 from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
 from waystation.testing import InProcessApi, eventually, free_port
 
 
-def test_write_rate_refills_continuously() -> None:
-    rate = WriteRate(per_minute=60)
-    assert [rate.take("a", 0.0) for _ in range(60)] == [0.0] * 60
-    assert rate.take("a", 0.0) == 1.0  # one token a second
-    assert rate.take("b", 0.0) == 0.0  # another user has their own bucket
-    assert rate.take("a", 0.5) == 0.5
-    assert rate.take("a", 1.0) == 0.0
+async def test_write_bucket_refills_continuously(pool):
+    """The shared bucket (migration 067): `per_minute` writes at once, then one a second."""
+    alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
+    async with pool.acquire() as conn:
+        assert [await user_limits.take_write(conn, alice, 60) for _ in range(60)] == [0.0] * 60
+        assert 0.9 < await user_limits.take_write(conn, alice, 60) <= 1.0  # one a second
+        assert await user_limits.take_write(conn, bob, 60) == 0.0  # bob has his own
+        await asyncio.sleep(1.05)
+        assert await user_limits.take_write(conn, alice, 60) == 0.0
 
 
 async def _open_stream(http: httpx.AsyncClient, user: str,
@@ -132,4 +135,24 @@ async def test_a_users_api_keys_share_the_users_caps(migrated_url, pool):
             stop = f"/api-keys/{uuid.uuid4()}"
             answers = [(await http.delete(stop, headers=key)).status_code
                        for key in (keys[0], keys[1], keys[0])]
+            assert 429 not in answers[:2] and answers[2] == 429, answers
+
+
+async def test_a_group_key_counts_toward_its_maker(migrated_url, pool):
+    """A group key acts as a member of its own (`apikey:<id>`) but gets no limits beyond its
+    maker's: its writes are the maker's writes (issue 38)."""
+    alice = f"alice-{uuid.uuid4().hex[:6]}"
+    async with limited_api(migrated_url, writes_per_minute=4) as api:
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+            group = await http.post("/groups", headers=auth(alice), json={"name": "Ops"})
+            assert group.status_code == 201, group.text
+            made = await http.post("/api-keys", headers=auth(alice), json={
+                "name": "ci", "group_id": group.json()["group_id"], "role": "member"})
+            assert made.status_code == 201, made.text
+            key = {"Authorization": f"Bearer {made.json()['key']}"}
+            assert made.json()["acts_as"].startswith("apikey:")
+            stop = f"/api-keys/{uuid.uuid4()}"
+            # alice has two of her four writes left, whoever makes them.
+            answers = [(await http.delete(stop, headers=headers)).status_code
+                       for headers in (key, auth(alice), key)]
             assert 429 not in answers[:2] and answers[2] == 429, answers

@@ -37,3 +37,8 @@ def test_a_record_with_arguments_is_redacted_once_formatted() -> None:
                                ("https://w.example/decide-link/abc.def-123", "bob"), None)
     assert redact_decide_links(record)
     assert record.getMessage() == "opened https://w.example/decide-link/[redacted] for bob"
+    # A Slack link's code likewise (it says whom a Slack user's clicks decide as).
+    slack = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1,
+                              '"GET /slack/link/Zx-9_code HTTP/1.1" 200', None, None)
+    assert redact_decide_links(slack)
+    assert slack.getMessage() == '"GET /slack/link/[redacted] HTTP/1.1" 200'

@@ -198,7 +198,8 @@ async def test_private_networks_off_refuses_them_at_registration_and_delivery(
                 hook = await webhooks_repo.create_webhook(
                     conn, webhook_id=uuid.uuid4(), owner=user, group_id=None,
                     url=receiver.url.replace("127.0.0.1", "localhost"),
-                    secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", events=["gate.opened"])
+                    secret="whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", events=["gate.opened"],
+                    most=10)
             started = await http.post("/runs", headers=auth(user), json={
                 "kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [GATE]}})
             assert started.status_code == 201, started.text
@@ -272,11 +273,17 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
     async with pool.acquire() as conn:
         clear = await webhooks_repo.create_webhook(
             conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
-            url="http://127.0.0.1:9/old", secret=clear_secret, events=["gate.opened"])
+            url="http://127.0.0.1:9/old", secret=clear_secret, events=["gate.opened"], most=10)
+        # An A2A push config's token is sealed as its secret is, and resealed with it.
+        tokened = await webhooks_repo.create_webhook(
+            conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
+            url="http://127.0.0.1:9/a2a", secret=SecretsBox(DEV_SECRETS_KEY).seal(clear_secret),
+            events=["gate.opened"], most=10,
+            notification_token=SecretsBox(DEV_SECRETS_KEY).seal("opaque token"))
         lost = await webhooks_repo.create_webhook(
             conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
             url="http://127.0.0.1:9/lost", secret=SecretsBox(new_key()).seal(lost_secret),
-            events=["gate.opened"])
+            events=["gate.opened"], most=10)
     made = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-m", "waystation", "secrets-key"],
         capture_output=True, text=True, check=True)
@@ -302,6 +309,10 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
         assert only_new.open(stored[clear.id]) == clear_secret
         assert stored[clear.id].startswith(PREFIX)
         assert stored[lost.id] == lost.secret
+        async with pool.acquire() as conn:
+            token = await conn.fetchval("SELECT notification_token FROM webhooks WHERE id = $1",
+                                        tokened.id)
+        assert only_new.open(token) == "opaque token"
     finally:  # later tests' workers hold the dev key only
         async with pool.acquire() as conn:
             await conn.execute("DELETE FROM webhooks WHERE id = $1", lost.id)

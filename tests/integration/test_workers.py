@@ -22,6 +22,7 @@ from temporalio.client import Client
 from activities.agents import AgentRequest, AgentResponse
 from activities.agents.base import MODEL_REFUSED, ModelCallFailed, ProgressReporter, Usage
 from api.app import create_app
+from kinds.batch.workers_service import EVERYONES
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
@@ -69,7 +70,8 @@ class Stack:
 @pytest_asyncio.fixture
 async def stack(settings: Settings, dev_env, pool,  # noqa: F811
                 tmp_path: Path) -> AsyncIterator[Stack]:
-    app = create_app(settings)
+    # Read afresh on every request: these tests watch totals change.
+    app = create_app(settings.model_copy(update={"workers_cache_seconds": 0}))
     # Its own connection: a worker's identity is its client's (what pollers and items show).
     worker_id = f"{uuid.uuid4().hex[:8]}@test-worker"
     client = await Client.connect(dev_env.client.service_client.config.target_host,
@@ -80,7 +82,7 @@ async def stack(settings: Settings, dev_env, pool,  # noqa: F811
                           backend=backend)
     async with app.router.lifespan_context(app), worker:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield Stack(http, worker_id, backend)
 
 
@@ -223,3 +225,21 @@ async def test_workers_list_only_the_running_items_the_caller_may_read(stack):
     await wait_job(http, job_id, lambda j: j.get("status") == "completed")
     row = await worker_row(http, stack.worker_id)
     assert row is not None and row["status"] == "idle" and row["units_completed"] == 1
+
+
+async def test_consoles_polling_workers_cost_one_read_per_window(settings, dev_env,  # noqa: F811
+                                                                pool):
+    """Issue 38: twenty GET /workers by four users within the cache's window read Temporal's
+    pollers and the totals once (the console asks every 2 s, in every tab); the cache makes
+    these GETs cheap rather than limiting them."""
+    app = create_app(settings.model_copy(update={"workers_cache_seconds": 30}))
+    users = [f"{name}-{uuid.uuid4().hex[:6]}" for name in ("ann", "ben", "cy", "di")]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            before = EVERYONES.reads
+            answers = [await http.get("/workers", headers=auth(user))
+                       for _ in range(5) for user in users]
+    assert [a.status_code for a in answers] == [200] * 20
+    assert len({a.text for a in answers}) == 1  # the same view: no one's items run
+    assert EVERYONES.reads == before + 1

@@ -15,7 +15,9 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import backend_named
+from contracts.decision_policies import PolicyDecision
 from kinds.agent.models import AgentCarry
+from persistence.policies import PolicyVersion, create_policy
 from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
@@ -122,6 +124,30 @@ async def approved_result_at_once(env: WorkflowEnvironment,
     return handle
 
 
+async def policy_decides(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """Decision policies (issue 42): the run owner's policy approves a booking for 40 guests
+    as its gate opens (decided by `policy:small-bookings@1`) and leaves one for 180 to a
+    person, who approves it; the run idles out."""
+    arg = await new_agent_run(pool, message="Book Rosewood Estate on 2027-02-14 for 40 guests",
+                              idle_timeout_seconds=3600)
+    async with pool.acquire() as conn:
+        await create_policy(conn, policy_id=uuid.uuid4(), name="small-bookings", owner=arg.owner,
+                            group_id=None, version=PolicyVersion(
+                                kind="agent", checkpoint_name=None, project_id=None,
+                                condition='request.tool.name == "book_vendor" && '
+                                          "request.tool.args.guests <= 50",
+                                decision=PolicyDecision(decision="approve",
+                                                        feedback="a small booking"),
+                                mode="decide"))
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await say(handle, "Book Rosewood Estate on 2027-02-14 for 180 guests")
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_2", "approve")
+    handle = await _end(env, handle, 2)
+    await env.sleep(timedelta(hours=2))
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
@@ -129,6 +155,7 @@ CASES: dict[str, Case] = {
     "openai_agents_approved": openai_agents_approved,
     "planner_local_tools": planner_local_tools,
     "approved_result_at_once": approved_result_at_once,
+    "policy_decides": policy_decides,
 }
 
 

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from pydantic import AliasChoices, AliasPath
 
+from waystation.engine_settings import ENGINE_SETTINGS
 from waystation.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,12 @@ APP_SERVICES = ("migrate", "api", "worker")
 REQUIRED_APP_ENV = ("TEMPORAL_ADDRESS", "DATABASE_URL", "WAYSTATION_JWT_SECRET",
                     "WAYSTATION_SECRETS_KEY")
 # Secrets that must be supplied by the operator: `${VAR:?message}`, never a default.
-SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET", "WAYSTATION_SECRETS_KEY")
+SECRETS = ("POSTGRES_PASSWORD", "WAYSTATION_JWT_SECRET", "WAYSTATION_SECRETS_KEY",
+           "WAYSTATION_API_DATABASE_PASSWORD", "WAYSTATION_WORKER_DATABASE_PASSWORD")
+# Who each service logs in to the read model as, and with which password (issue 38 item 7).
+DATABASE_LOGINS = {"migrate": ("waystation", "POSTGRES_PASSWORD"),
+                   "api": ("waystation_api", "WAYSTATION_API_DATABASE_PASSWORD"),
+                   "worker": ("waystation_worker", "WAYSTATION_WORKER_DATABASE_PASSWORD")}
 VALID_CONDITIONS = {
     "service_started",
     "service_healthy",
@@ -218,7 +224,8 @@ def test_app_env_has_required_settings(services: dict[str, Any]) -> None:
             f"{name} must run WAYSTATION_ENV=production"
         )
         assert env["WAYSTATION_JWT_SECRET"].startswith("${WAYSTATION_JWT_SECRET:?"), name
-        assert "${POSTGRES_PASSWORD:?" in env["DATABASE_URL"], name
+        user, password = DATABASE_LOGINS[name]
+        assert env["DATABASE_URL"].startswith(f"postgresql://{user}:${{{password}:?"), name
         host = env["DATABASE_URL"].rsplit("@", 1)[-1].split("/", 1)[0].split(":", 1)[0]
         assert host == "db", f"{name} DATABASE_URL should point at the db service, not {host!r}"
         assert env["TEMPORAL_ADDRESS"].split(":", 1)[0] == "temporal", name
@@ -273,6 +280,16 @@ def test_temporal_uses_postgres(services: dict[str, Any]) -> None:
     assert env.get("DB") == "postgres12"
     assert env.get("POSTGRES_SEEDS") == "temporal-db"
     assert str(env.get("POSTGRES_PWD", "")).startswith("${"), "Temporal DB password is hardcoded"
+
+
+def test_temporal_runs_with_the_engine_settings(services: dict[str, Any]) -> None:
+    """The compose server's dynamic config is the dev server's engine settings."""
+    temporal = services["temporal"]
+    path = env_mapping(temporal)["DYNAMIC_CONFIG_FILE_PATH"]
+    mounts = dict(reversed(str(volume).rsplit(":", 2)[:2]) for volume in temporal["volumes"])
+    dynamic = yaml.safe_load((ROOT / mounts[path]).read_text())
+    assert {key: values[0]["value"] for key, values in dynamic.items()} == {
+        key: yaml.safe_load(value) for key, value in ENGINE_SETTINGS.items()}
 
 
 def test_temporal_schema_is_set_up_before_the_server(services: dict[str, Any]) -> None:
@@ -420,3 +437,24 @@ def test_dockerignore_keeps_what_pip_install_needs() -> None:
         assert needed not in patterns, f".dockerignore excludes {needed}"
     assert ".git" in patterns
     assert ".env" in patterns, "local secrets must stay out of the build context"
+
+
+def test_only_migrate_logs_in_as_the_owner(services: dict[str, Any]) -> None:
+    """The API and workers log in as roles that cannot leave row-level security, and do not
+    migrate (they could not); `migrate` sets those roles' passwords."""
+    for name in ("api", "worker"):
+        assert env_mapping(services[name])["WAYSTATION_MIGRATE_ON_START"] == "false", name
+    migrate = env_mapping(services["migrate"])
+    for _, password in (DATABASE_LOGINS["api"], DATABASE_LOGINS["worker"]):
+        assert migrate[password].startswith(f"${{{password}:?"), password
+
+
+def test_temporal_grpc_is_not_published(services: dict[str, Any]) -> None:
+    """Temporal's frontend has no sign-in: nothing outside the stack's network may reach it."""
+    assert not services["temporal"].get("ports"), services["temporal"].get("ports")
+
+
+def test_api_answers_to_its_service_name(services: dict[str, Any]) -> None:
+    hosts = env_mapping(services["api"])["WAYSTATION_ALLOWED_HOSTS"]
+    assert {"api", "localhost", "127.0.0.1"} <= set(hosts.split(":-", 1)[1].rstrip("}")
+                                                    .split(","))

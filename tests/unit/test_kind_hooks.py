@@ -25,10 +25,11 @@ from waystation.testing import settings_env
 
 def test_kind_migrations_join_the_core_s_in_one_order(tmp_path: Path) -> None:
     core = migration_files()
-    (tmp_path / "099_my_kind_table.sql").write_text("CREATE TABLE my_kind_rows (id int);")
+    after = core[-1][0] + 1  # the next number of the one global sequence
+    (tmp_path / f"{after:03d}_my_kind_table.sql").write_text("CREATE TABLE my_kind_rows (id int);")
     (tmp_path / "notes.txt").write_text("not a migration")
     both = migration_files([tmp_path])
-    assert both[:-1] == core and both[-1] == (99, "my_kind_table",
+    assert both[:-1] == core and both[-1] == (after, "my_kind_table",
                                                "CREATE TABLE my_kind_rows (id int);")
     assert [v for v, _, _ in both] == sorted(v for v, _, _ in both)
 

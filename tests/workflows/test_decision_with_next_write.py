@@ -109,8 +109,12 @@ APPROVAL = DecisionInput(checkpoint_name=GATE, decision="approve", decided_by="a
 
 
 def record_markers(history: Any) -> int:
+    """The recorder's writes (local activities named `record`; a gate's decision policies are
+    evaluated by another, `evaluate_decision_policies`)."""
     return sum(1 for e in history.events if e.HasField("marker_recorded_event_attributes")
-               and e.marker_recorded_event_attributes.marker_name == "core_local_activity")
+               and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+               and json.loads(e.marker_recorded_event_attributes.details["data"].payloads[0]
+                              .data)["activity_type"] == "record")
 
 
 async def test_the_decision_and_the_next_step_are_one_write(

@@ -278,7 +278,7 @@ async def test_reminders_and_escalation_mail_the_deciders_and_call_webhooks(
         async with pool.acquire() as conn:
             await create_webhook(conn, webhook_id=uuid.uuid4(), owner=alice, group_id=None,
                                  url=receiver.url, secret="whsec_" + "A" * 32,
-                                 events=["gate.reminded", "gate.escalated"])
+                                 events=["gate.reminded", "gate.escalated"], most=10)
         async with build_worker(own_time_env.client, pool, task_queue=task_queue,
                                 backend=backend_named("offline"), mail=mail):
             arg = await new_validation_run(pool, owner=alice)

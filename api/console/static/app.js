@@ -1,13 +1,16 @@
 // The console's entry point: who is signed in, then one view per URL fragment:
 //   #/                 the inbox            #/runs             the runs list
 //   #/runs/<id>        a run (any kind; batch jobs and mobile runs add their own sections)
+//   #/analytics        decisions analytics  #/policies         decision policies
 //   #/<page>           a kind's own page (RunKind.console_pages; the batch kind's #/workers:
 //                      the worker processes and the items they run), linked in the nav
 
 import { api, ApiError, setCsrfToken } from "./api.js";
 import { showSignIn, showUser } from "./app_shell.js";
 import { replace } from "./dom.js";
+import { mountAnalytics } from "./analytics.js";
 import { mountInbox } from "./inbox.js";
+import { mountPolicies } from "./policies.js";
 import { mountRun } from "./run.js";
 import { mountRuns } from "./runs.js";
 
@@ -19,6 +22,8 @@ const ROUTES = [
   [/^#?\/?$/, () => mountInbox(main, session)],
   [/^#\/runs\/?(\?.*)?$/, () => mountRuns(main, session)],
   [/^#\/runs\/([0-9a-f-]{36})$/, (id) => mountRun(main, session, id)],
+  [/^#\/analytics\/?$/, () => mountAnalytics(main, session)],
+  [/^#\/policies\/?$/, () => mountPolicies(main, session)],
 ];
 
 // A kind's own page: its module, served from the kind's package, mounted once it arrives.

@@ -18,7 +18,16 @@ from api.protocols.a2a.card import CARD_PATH, RPC_PATH, agent_card
 from api.protocols.a2a.handler import WaystationHandler
 from api.protocols.a2a.mapping import whole_numbers
 from api.protocols.a2a.tasks import CallerContext
+from api.rate_limits import count_call
 from waystation.registry import Registry
+
+# Each method's kind for the caller's limits (api/rate_limits.py), decided at dispatch: the
+# streaming methods hold an open stream for as long as they answer; the reading methods count
+# nothing; any other method (an unknown one too, refused by the SDK) counts as a write.
+STREAMING_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask"})
+READING_METHODS = frozenset({"GetTask", "ListTasks", "SubscribeToTask",
+                             "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs",
+                             "GetExtendedAgentCard"})
 
 
 def create_router(registry: Registry) -> APIRouter:
@@ -44,6 +53,23 @@ def create_router(registry: Registry) -> APIRouter:
             if refused.status == 401:
                 refused.headers = {**(refused.headers or {}), "WWW-Authenticate": "Bearer"}
             raise
+        method, request.state.a2a_params = await _call(request)
+        await count_call(request.scope, write=method not in READING_METHODS,
+                         stream=method in STREAMING_METHODS)
         return await dispatcher.handle_requests(request)
 
     return router
+
+
+async def _call(request: Request) -> tuple[str | None, object]:
+    """The call's method and `params` as sent; None for a body that is no single call (the
+    dispatcher refuses a batch or malformed JSON itself). The body is read once: the
+    dispatcher reads it again from the request's cache."""
+    try:
+        body = await request.json()
+    except ValueError:
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    method = body.get("method")
+    return (method if isinstance(method, str) else None), body.get("params")

@@ -35,16 +35,30 @@ from a2a.types.a2a_pb2 import (
     TaskState,
 )
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
-from a2a.utils.errors import ExtendedAgentCardNotConfiguredError, TaskNotCancelableError
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+)
 from a2a.utils.task import validate_page_size
 from pydantic import TypeAdapter, ValidationError
 
 from api.errors import ApiError, invalid_request
 from api.protocols.a2a import mapping
-from api.protocols.a2a.tasks import Call, calling, refusals, task, updates, visible
+from api.protocols.a2a.tasks import (
+    Call,
+    calling,
+    history_wanted,
+    raw_params,
+    refusals,
+    task,
+    updates,
+    visible,
+)
 from api.queries import InboxQuery, RunFilter
 from api.schemas import MessageRequest, run_create_model
 from api.services import decisions, messages, runs, webhooks
+from api.services.runs import TaskStateName
 from contracts.statuses import RunStatus
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
@@ -58,6 +72,12 @@ _LISTED_STATUS: dict[int, RunStatus] = {
     TaskState.TASK_STATE_SUBMITTED: "pending", TaskState.TASK_STATE_COMPLETED: "completed",
     TaskState.TASK_STATE_FAILED: "failed", TaskState.TASK_STATE_REJECTED: "failed",
     TaskState.TASK_STATE_CANCELED: "canceled"}
+# A task state asked for in ListTasks, as `runs.count_tasks` counts it.
+_COUNTED_STATE: dict[int, TaskStateName] = {
+    TaskState.TASK_STATE_SUBMITTED: "submitted", TaskState.TASK_STATE_WORKING: "working",
+    TaskState.TASK_STATE_INPUT_REQUIRED: "input_required",
+    TaskState.TASK_STATE_COMPLETED: "completed", TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_REJECTED: "rejected", TaskState.TASK_STATE_CANCELED: "canceled"}
 
 
 class Acted(NamedTuple):
@@ -79,21 +99,28 @@ class WaystationHandler(RequestHandler):
 
     @validate_request_params
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
+        history = history_wanted(params, default=None)
         async with calling(context) as call:
-            return await task(call, await visible(call, params.id))
+            return await task(call, await visible(call, params.id), history=history)
 
     @validate_request_params
     async def on_list_tasks(self, params: ListTasksRequest,
                             context: ServerCallContext) -> ListTasksResponse:
         """The caller's tasks, newest first; `input-required` lists its inbox (the requests
-        it may decide) and its agent runs waiting for a message."""
-        size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+        it may decide) and its agent runs waiting for a message. `totalSize` is counted by
+        the database before pagination; history only when `historyLength` asks for it."""
+        _known_status(raw_params(context).get("status"))
+        size = params.page_size if params.HasField("page_size") \
+            else DEFAULT_LIST_TASKS_PAGE_SIZE
         validate_page_size(size)
+        history = history_wanted(params, default=0)
         async with calling(context) as call:
+            token = ""
             if params.context_id:
-                found, token = [await visible(call, params.context_id)], ""
+                # The context is the run: a context the caller sees no run of has no tasks.
+                found = await _in_context(call, params.context_id)
             elif params.status == TaskState.TASK_STATE_INPUT_REQUIRED:
-                found, token = await _waiting(call, size), ""
+                found = await _waiting(call, size)
             else:
                 page = await runs.list_runs(call.conn, call.user, RunFilter(
                     status=_LISTED_STATUS.get(params.status), limit=size,
@@ -101,11 +128,13 @@ class WaystationHandler(RequestHandler):
                 found = [await runs.visible_run(call.conn, call.user, v.run_id)
                          for v in page.runs]
                 token = page.next_cursor or ""
-            tasks = [await task(call, run) for run in found]
-        if params.status:
-            tasks = [t for t in tasks if t.status.state == params.status]
+            tasks = [await task(call, run, history=history) for run in found]
+            if params.status:
+                tasks = [t for t in tasks if t.status.state == params.status]
+            total = len(tasks) if params.context_id else await runs.count_tasks(
+                call.conn, call.user, _COUNTED_STATE.get(params.status), registry=call.registry)
         return ListTasksResponse(tasks=tasks, next_page_token=token, page_size=size,
-                                 total_size=len(tasks))
+                                 total_size=total)
 
     @validate_request_params
     async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
@@ -134,6 +163,7 @@ class WaystationHandler(RequestHandler):
                               context: ServerCallContext) -> Task | Message:
         """Start a run, answer its request or talk to it; unless `returnImmediately`, answer
         once the task needs input or has ended (or after `BLOCKING_WAIT_SECONDS`)."""
+        history = history_wanted(params.configuration, default=None)
         acted = await self._act(params, context)
         if not params.configuration.return_immediately:
             with contextlib.suppress(TimeoutError):
@@ -143,17 +173,18 @@ class WaystationHandler(RequestHandler):
                         pass
         async with calling(context) as call:
             return await task(call, await runs.visible_run(call.conn, call.user,
-                                                            acted.run_id))
+                                                            acted.run_id), history=history)
 
     @validate_request_params
     async def on_message_send_stream(self, params: SendMessageRequest,
                                      context: ServerCallContext) -> AsyncGenerator[Event]:
         """The task, then a status update per run event from the message's own (a decision's
         `gate.decided`, a message's `message.received`) until it needs input or ends."""
+        history = history_wanted(params.configuration, default=None)
         acted = await self._act(params, context)
         async with calling(context) as call:
             first = await task(call, await runs.visible_run(call.conn, call.user,
-                                                             acted.run_id))
+                                                             acted.run_id), history=history)
         yield first
         async for update in updates(context, acted.run_id, after_seq=acted.before,
                                     baseline=acted.after, until_input=True):
@@ -223,10 +254,13 @@ class WaystationHandler(RequestHandler):
             context: ServerCallContext) -> TaskPushNotificationConfig:
         async with calling(context) as call:
             run = await visible(call, params.task_id)
+            token = mapping.push_token(params)
             created = await webhooks.create_webhook(call.conn, call.user,
                                                     mapping.webhook(params),
-                                                    settings=call.settings, run=run)
-        return mapping.push_config(created, token=created.secret)
+                                                    settings=call.settings, run=run,
+                                                    notification_token=token)
+        # The client's own token echoed; without one, the signing secret, shown this once.
+        return mapping.push_config(created, token=token or created.secret)
 
     @validate_request_params
     async def on_get_task_push_notification_config(
@@ -274,7 +308,29 @@ async def _push_to(call: Call, run: RunRow, config: TaskPushNotificationConfig) 
     hooks = (await webhooks.list_webhooks(call.conn, call.user, run=run)).webhooks
     if config.url not in {h.url for h in hooks}:
         await webhooks.create_webhook(call.conn, call.user, mapping.webhook(config),
-                                      settings=call.settings, run=run)
+                                      settings=call.settings, run=run,
+                                      notification_token=mapping.push_token(config))
+
+
+def _known_status(status: Any) -> None:
+    """A ListTasks `status` that names no task state is refused (-32602), not read as none
+    given (as the SDK's parse would: it maps an unknown enum value to 0)."""
+    if status is None or status in TaskState.keys() or (  # noqa: SIM118 - a protobuf enum
+            isinstance(status, int) and not isinstance(status, bool)
+            and status in TaskState.values()):
+        return
+    raise InvalidParamsError(message=f"status: {status!r} is not a task state (one of "
+                                     f"{', '.join(TaskState.keys())})")
+
+
+async def _in_context(call: Call, context_id: str) -> list[RunRow]:
+    """The run a context id names, if the caller sees it."""
+    try:
+        return [await visible(call, context_id)]
+    except ApiError as refused:
+        if refused.code != "run_not_found":
+            raise
+        return []
 
 
 async def _waiting(call: Call, size: int) -> list[RunRow]:

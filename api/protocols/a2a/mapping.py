@@ -20,6 +20,7 @@ decision about what may happen is the service layer's.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -50,7 +51,14 @@ from pydantic import BaseModel, ValidationError
 
 from api.decision_payload import payload_schema
 from api.errors import ApiError, invalid_request
-from api.schemas import DecisionRequest, DecisionView, EventView, MessageDelta, RunView
+from api.schemas import (
+    DecisionRequest,
+    DecisionView,
+    EventView,
+    MessageDelta,
+    RunView,
+    TranscriptEntry,
+)
 from api.webhook_schemas import WebhookCreate, WebhookView
 from contracts.events import WEBHOOK_EVENT_TYPES
 from waystation.registry import Registry
@@ -74,6 +82,9 @@ _FINISHED = {"completed": TaskState.TASK_STATE_COMPLETED,
              "canceled": TaskState.TASK_STATE_CANCELED}
 # A run's own stop reason that makes a failed run a refused task.
 REJECTED = "rejected"
+# A push config's token is sent as a header value.
+TOKEN_LIMIT = 512
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
 
 
 def default_kind(registry: Registry) -> str | None:
@@ -160,6 +171,13 @@ def message_artifact(run_id: UUID, delta: MessageDelta, text: str, *,
         metadata=struct({"message_id": delta.message_id, "attempt": delta.attempt}))
 
 
+def history_message(run_id: UUID, entry: TranscriptEntry) -> Message:
+    """One line of an agent run's transcript as a message of its task's history."""
+    role = Role.ROLE_USER if entry.role == "user" else Role.ROLE_AGENT
+    return Message(message_id=f"{run_id}-{entry.seq}", context_id=str(run_id),
+                   task_id=str(run_id), role=role, parts=[Part(text=entry.text or "")])
+
+
 def data_part(value: Any, kind: str) -> Part:
     return Part(data=json_format.ParseDict(_plain(value), struct_pb2.Value()),
                 media_type=JSON, metadata=struct({PART_TYPE: kind}))
@@ -216,18 +234,31 @@ def decision(data: dict[str, Any]) -> DecisionRequest:
 
 def webhook(config: TaskPushNotificationConfig) -> WebhookCreate:
     """A push notification config as the webhook it is: every webhook event of the task's
-    run, to its URL, signed per Standard Webhooks. The config's `token` is the signing secret
-    (`whsec_...`): a client that gives one verifies each delivery with it; without one, one is
-    made and answered once as the token. A2A's `authentication` (credentials for the receiver)
-    has no place: deliveries are signed, not authenticated."""
+    run, to its URL, signed per Standard Webhooks with a secret the server makes. A2A's
+    `authentication` (credentials for the receiver) has no place: deliveries are signed, and
+    carry the config's `token` (`push_token`) for the receiver to check."""
     if config.HasField("authentication"):
         raise ApiError(422, "invalid_request", "authentication: not supported; deliveries are "
-                                               "signed (Standard Webhooks) with the token")
+                                               "signed (Standard Webhooks) and carry the token")
     try:
-        return WebhookCreate.model_validate({"url": config.url, "secret": config.token or None,
+        return WebhookCreate.model_validate({"url": config.url,
                                              "events": list(WEBHOOK_EVENT_TYPES)})
     except ValidationError as error:
         raise invalid_request(error.errors()) from error
+
+
+def push_token(config: TaskPushNotificationConfig) -> str | None:
+    """The config's opaque token, sent back to its receiver in `X-A2A-Notification-Token`
+    with every delivery (none: the config has none). It goes into an HTTP header: printable
+    ASCII, at most `TOKEN_LIMIT` characters."""
+    if not config.token:
+        return None
+    if len(config.token) > TOKEN_LIMIT or not _HEADER_SAFE.fullmatch(config.token):
+        raise ApiError(422, "invalid_request", f"token: at most {TOKEN_LIMIT} printable ASCII "
+                                               "characters, without surrounding spaces",
+                       details=[{"loc": ["token"], "msg": "not a header-safe token",
+                                 "type": "value_error"}])
+    return config.token
 
 
 def push_config(hook: WebhookView, *, token: str = "") -> TaskPushNotificationConfig:
@@ -244,7 +275,9 @@ def a2a_error(error: ApiError, *, conflict: type[A2AError] = UnsupportedOperatio
     (and its details, as JSON) in the error's `google.rpc.ErrorInfo` metadata. A run the
     caller may not see is a task that does not exist; `conflict` is the error for a 409
     (a finished task is not cancelable, a message to it is not an operation it supports)."""
-    if error.code == "run_not_found":
+    if error.code in ("run_not_found", "webhook_not_found"):
+        # A2A has no error of its own for a missing push config: the spec lists
+        # TaskNotFoundError for its methods.
         kind: type[A2AError] = TaskNotFoundError
     elif error.status == 409:
         kind = conflict

@@ -1,20 +1,30 @@
 """A caller's task, read and followed: one JSON-RPC call's connection and refusals, the task
 a run is (read through the service layer, never stored), and the status updates that follow
-its run events (read from the table; the event hub only wakes the loop)."""
+its run events (the live loop's, api/services/live.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types.a2a_pb2 import Task, TaskArtifactUpdateEvent, TaskState, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import (
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError, UnsupportedOperationError
+from a2a.utils.task import HistoryLengthConfig, validate_history_length
 from starlette.requests import Request
 from temporalio.client import Client
 
@@ -22,11 +32,10 @@ from api import live_deltas
 from api.auth import User
 from api.deps import pooled_connection, still_signed_in
 from api.errors import ApiError, as_api_error
-from api.event_hub import EventHub, RunSubscription
 from api.protocols.a2a import mapping
-from api.queries import EventQuery, TranscriptQuery
-from api.schemas import MessageDelta, RunView
-from api.services import events, messages, runs
+from api.queries import TranscriptQuery
+from api.schemas import MessageDelta, RunView, TranscriptEntry
+from api.services import live, messages, runs
 from api.services.access import claims_of
 from contracts.events import AGENT_ANSWERED
 from persistence.models import RunRow
@@ -35,7 +44,7 @@ from waystation.settings import Settings
 
 # Where the call context keeps the HTTP request and the caller authenticated for it.
 REQUEST, USER = "waystation.request", "waystation.user"
-EVENT_PAGE = 500
+HISTORY_PAGE = 500
 # An agent's last answer lies within this many events of a pause (only the summary request
 # and the pause itself are written after it).
 ANSWER_LOOKBACK = 50
@@ -43,12 +52,33 @@ ANSWER_LOOKBACK = 50
 
 class CallerContext(DefaultServerCallContextBuilder):
     """The call context with the request and its caller, authenticated by the route (the
-    API's own `get_user`) before the SDK sees the request."""
+    API's own `get_user`) before the SDK sees the request. `A2A-Version` may come as a query
+    parameter instead of a header (A2A 1.0, "Service Parameters"): the header wins."""
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
         context.state[REQUEST], context.state[USER] = request, request.state.a2a_user
+        headers: dict[str, str] = context.state.setdefault("headers", {})
+        version = request.query_params.get(VERSION_HEADER)
+        if version and VERSION_HEADER.lower() not in {name.lower() for name in headers}:
+            headers[VERSION_HEADER.lower()] = version
         return context
+
+
+def raw_params(context: ServerCallContext) -> dict[str, Any]:
+    """The call's `params` as the client sent them (the SDK's parse maps an unknown enum
+    value to 0, as if it were not given); the route keeps them."""
+    params = context.state[REQUEST].state.a2a_params
+    return params if isinstance(params, dict) else {}
+
+
+def history_wanted(params: HistoryLengthConfig | None, default: int | None) -> int | None:
+    """How many messages of history a call asks for (None: all); a negative length is
+    refused (-32602), as the spec's semantics allow none."""
+    validate_history_length(params)
+    if params is None or not params.HasField("history_length"):
+        return default
+    return params.history_length
 
 
 @dataclass
@@ -106,12 +136,31 @@ async def visible(call: Call, task_id: str) -> RunRow:
     return await runs.visible_run(call.conn, call.user, run_id)
 
 
-async def task(call: Call, run: RunRow) -> Task:
-    """The run as its task, now."""
+async def task(call: Call, run: RunRow, *, history: int | None = 0) -> Task:
+    """The run as its task, now, with the last `history` messages of its conversation (None:
+    all of them)."""
     view = await runs.run_view(call.conn, run, registry=call.registry)
     waiting = messages.waits_for_message(view, registry=call.registry)
-    return mapping.task(view, waiting=waiting,
-                        answer=await last_answer(call, run) if waiting else None)
+    found = mapping.task(view, waiting=waiting,
+                         answer=await last_answer(call, run) if waiting else None)
+    if history != 0:
+        found.history.extend(await _history(call, run, history))
+    return found
+
+
+async def _history(call: Call, run: RunRow, limit: int | None) -> list[Message]:
+    """The run's transcript as the task's history: what was said, by the user and by the
+    agent (a run of a kind that takes no messages has none)."""
+    kept: deque[TranscriptEntry] = deque(maxlen=limit)
+    after = 0
+    while True:
+        page = await messages.transcript(call.conn, run, TranscriptQuery(
+            after_seq=after, limit=HISTORY_PAGE), registry=call.registry)
+        kept.extend(m for m in page.messages if m.role != "tool" and m.text)
+        if len(page.messages) < HISTORY_PAGE or page.next_after_seq <= after:
+            break
+        after = page.next_after_seq
+    return [mapping.history_message(run.id, entry) for entry in kept]
 
 
 async def last_answer(call: Call, run: RunRow) -> str | None:
@@ -126,73 +175,52 @@ async def last_answer(call: Call, run: RunRow) -> str | None:
 async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, baseline: int,
                   until_input: bool
                   ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
-    """A status update per run event after `after_seq`, read from the table (the event hub
-    only wakes the loop), until the task ends, or with `until_input` needs input too; the
-    answer being written, as artifact updates (issue 43)."""
+    """A status update per run event after `after_seq`, as the live loop yields them
+    (api/services/live.py), until the task ends, or with `until_input` needs input too; a
+    status change of the run's is looked at as it happens; the answer being written, as
+    artifact updates (issue 43)."""
     request: Request = context.state[REQUEST]
-    hub: EventHub = request.app.state.event_hub
-    heartbeat: float = request.app.state.settings.sse_heartbeat_seconds
-    subscription: RunSubscription | None = None
-    shown: live_deltas.Shown | None = None
-    try:
-        while True:
-            # As the API's own streams do: after an access notice or a quiet heartbeat the
-            # credential is checked again before anything more is sent (whether the caller
-            # still reads the run, `visible_run` below checks on every read).
-            if subscription is not None and subscription.stale:
-                subscription.stale = False  # a notice during the check marks it stale again
-                with refusals():
-                    if not await still_signed_in(request, context.state[USER]):
-                        return
+    user: User = context.state[USER]
+    async with calling(context) as call:
+        subscribe_at = (await runs.visible_run(call.conn, user, run_id)).last_seq
+    followed = live.follow(request.app.state.event_hub, request.app.state.pool, user, run_id,
+                           after_seq=after_seq, subscribe_at=subscribe_at,
+                           heartbeat=request.app.state.settings.sse_heartbeat_seconds,
+                           signed_in=lambda: still_signed_in(request, user))
+    told: TaskState | None = None  # the state the last update carried
+    shown = live_deltas.Shown()
+    async with contextlib.aclosing(followed):
+        async for item in followed:
+            if isinstance(item, live.CutOff):
+                if item.refusal is not None:
+                    raise mapping.a2a_error(item.refusal)
+                return
+            if isinstance(item, live.Deltas):
+                for update in _artifact_updates(run_id, shown, item.deltas):
+                    yield update
+                continue
+            if not isinstance(item, live.Events | live.CaughtUp):
+                continue
             async with calling(context) as call:
-                run = await runs.visible_run(call.conn, call.user, run_id)
-                page = await events.list_events(call.conn, run, EventQuery(
-                    after_seq=after_seq, limit=EVENT_PAGE))
                 # Read after the events: the state sent with them is never older than they.
-                run = await runs.visible_run(call.conn, call.user, run_id)
-                view = await runs.run_view(call.conn, run, registry=call.registry)
-                waiting = messages.waits_for_message(view, registry=call.registry)
-                answer = await last_answer(call, run) if waiting else None
-            status = mapping.task_status(view, waiting=waiting, answer=answer)
-            for event in page.events:
-                yield mapping.status_update(run_id, status, event)
-            after_seq = page.next_after_seq
-            if after_seq >= view.last_seq and _settled(view, waiting, baseline, until_input):
-                if not page.events and status.state in mapping.TERMINAL_STATES:
-                    # It ended with no event to tell it (a run that never started).
+                view, status = await _now(call, run_id)
+            if isinstance(item, live.Events):
+                for event in item.events:
+                    yield mapping.status_update(run_id, status, event.view)
+                told = status.state
+            elif view.last_seq <= item.last_seq and _settled(view, status.state, baseline,
+                                                             until_input):
+                if told != status.state:
+                    # It ended or paused with no event to tell it (a run that never started,
+                    # an agent run waiting for its next message): the stream's last update
+                    # says where the task stands.
                     yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
                                                 status=status)
                 return
-            if len(page.events) == EVENT_PAGE:
-                continue
-            if subscription is None:
-                # Subscribed before the next read, so nothing committed from now on is missed.
-                subscription = hub.subscribe_run(run_id, from_seq=view.last_seq,
-                                                 caller=context.state[USER].name)
-                continue
-            if subscription.closed:
-                return  # the API is shutting down: the client resubscribes with Last-Event-ID
-            if not subscription.stale:  # checked after any access notice before the deltas
-                claims = claims_of(context.state[USER])
-                deltas = await (live_deltas.joined if shown is None else live_deltas.taken)(
-                    request.app.state.pool, claims, subscription)
-                shown = shown or live_deltas.Shown()
-                for update in _artifact_updates(run_id, shown, deltas):
-                    yield update
-            if subscription.overflowed:
-                # A full queue takes no more wake-ups: subscribe afresh (rows come from the
-                # table whatever the queue held).
-                hub.unsubscribe_run(subscription)
-                subscription = None
-                continue
-            await _woken(subscription, heartbeat)
-    finally:
-        if subscription is not None:
-            hub.unsubscribe_run(subscription)
 
 
 def _artifact_updates(run_id: UUID, shown: live_deltas.Shown,
-                      deltas: list[MessageDelta]) -> Iterator[TaskArtifactUpdateEvent]:
+                      deltas: Iterable[MessageDelta]) -> Iterator[TaskArtifactUpdateEvent]:
     """The answer's text deltas as artifact updates: appended, but replacing the artifact on
     its first piece and when a retried model request starts over."""
     for delta in deltas:
@@ -202,8 +230,15 @@ def _artifact_updates(run_id: UUID, shown: live_deltas.Shown,
             yield mapping.message_artifact(run_id, delta, new[1], append=not (new[0] or again))
 
 
-def _settled(view: RunView, waiting: bool, baseline: int, until_input: bool) -> bool:
-    state = mapping.task_state(view, waiting=waiting)
+async def _now(call: Call, run_id: UUID) -> tuple[RunView, TaskStatus]:
+    run = await runs.visible_run(call.conn, call.user, run_id)
+    view = await runs.run_view(call.conn, run, registry=call.registry)
+    waiting = messages.waits_for_message(view, registry=call.registry)
+    answer = await last_answer(call, run) if waiting else None
+    return view, mapping.task_status(view, waiting=waiting, answer=answer)
+
+
+def _settled(view: RunView, state: TaskState, baseline: int, until_input: bool) -> bool:
     if state in mapping.TERMINAL_STATES:
         return True
     if not until_input or state != TaskState.TASK_STATE_INPUT_REQUIRED:
@@ -212,14 +247,3 @@ def _settled(view: RunView, waiting: bool, baseline: int, until_input: bool) -> 
     # A run's row still says `paused` for a moment after it took a message (recorded
     # before the turn begins): only a pause written after `baseline` waits for the next one.
     return view.pending_decision is not None or view.last_seq > baseline
-
-
-async def _woken(subscription: RunSubscription, timeout: float) -> None:  # noqa: ASYNC109
-    """Until the hub has news of the run (the rows are read from the table) or `timeout`,
-    after which the caller is checked again (a token may expire with no notice)."""
-    try:
-        await asyncio.wait_for(subscription.queue.get(), timeout=timeout)
-    except TimeoutError:
-        subscription.stale = True
-    while not subscription.queue.empty():
-        subscription.queue.get_nowait()

@@ -12,10 +12,10 @@ from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 import asyncpg
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import Context, Message, ResumeEntry, RunAgentInput, TextPart, Tool, UserMessage
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio.client import Client
 
 from api.auth import User
@@ -55,12 +55,39 @@ AG_UI_RESPONSES: dict[int | str, dict[str, Any]] = {200: {
     "content": {"text/event-stream": {}},
     "description": "AG-UI 1.0 events; each SSE `id` is the run event's `seq` (or `seq.n`)."}}
 
+# Every list an input carries is bounded, so that one request cannot make a thousand writes:
+# a larger one is a 422 before anything is done (issue 38). A run waits on a handful of
+# requests at once; a conversation sent whole is longer.
+MAX_RESUME_ENTRIES = 50
+MAX_MESSAGES = 1000
+MAX_TOOLS = 100
+MAX_CONTEXT_ENTRIES = 100
+
+
+class BoundedRunAgentInput(RunAgentInput):
+    """AG-UI's `RunAgentInput` with a bound on each list."""
+
+    messages: list[Message] = Field(max_length=MAX_MESSAGES)
+    tools: list[Tool] | None = Field(None, max_length=MAX_TOOLS)
+    context: list[Context] | None = Field(None, max_length=MAX_CONTEXT_ENTRIES)
+    resume: list[ResumeEntry] | None = Field(None, max_length=MAX_RESUME_ENTRIES)
+
+    @field_validator("resume")
+    @classmethod
+    def _each_interrupt_once(cls, resume: list[ResumeEntry] | None
+                             ) -> list[ResumeEntry] | None:
+        ids = [entry.interrupt_id for entry in resume or ()]
+        if len(set(ids)) != len(ids):
+            raise ValueError("each interrupt may be answered once: an interruptId repeats")
+        return resume
+
+
 Kind = Annotated[str, Path(min_length=1, max_length=50)]
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)]
 
 
 @router.post("/ag-ui/{kind}", response_class=StreamingResponse, responses=AG_UI_RESPONSES)
-async def run_ag_ui(kind: Kind, body: RunAgentInput, request: Request, user: CurrentUser,
+async def run_ag_ui(kind: Kind, body: BoundedRunAgentInput, request: Request, user: CurrentUser,
                     conn: Conn, temporal: TemporalClient, registry: RegistryDep,
                     settings: SettingsDep,
                     last_event_id: LastEventId = None) -> StreamingResponse:

@@ -1,22 +1,21 @@
 """One AG-UI run's events: a thread's run events after a position, each as the AG-UI events it
 stands for with its SSE id, until the Waystation run waits for a person or ends.
 
-Run events are read from the table through the service layer, in seq order; the event hub wakes
-the stream. Access is walled as on every stream (docs/security.md): the caller is checked again
-before anything more is sent after an access notice, a quiet heartbeat period or the start, and
-only events the hub has handed over (so any access notice committed before them has been seen)
-or committed before such a check are sent.
+Run events come from the one live loop (api/services/live.py), in seq order, which walls access
+as on every stream (docs/security.md); the run's status changes (a pause for the next message
+carries no event) wake it as its events do. So do the live tokens of the messages being written
+(issue 43), which go out as text-message and tool-call events (mapping.LiveMessages).
 
 A snapshot goes out right after the last run event of the write that stored it: the recorder
 writes every snapshot with events, in one statement, so they share its `created_at` (the
-transaction's time), and the last event of a full page waits for the next page, where the rest
-of its write may be.
+transaction's time), and the last write of a batch waits for the next batch, where the rest of
+it may be, or for the loop to have caught up.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +32,9 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from api import live_deltas
 from api.auth import User
 from api.errors import ApiError, escaped_error
-from api.event_hub import EventHub, RunSubscription
+from api.event_hub import EventHub
 from api.protocols.ag_ui.mapping import (
     LiveMessages,
     Position,
@@ -48,9 +46,10 @@ from api.protocols.ag_ui.mapping import (
     translate,
 )
 from api.queries import EventQuery, TranscriptQuery
-from api.schemas import EventView, SnapshotHead
+from api.schemas import EventView, MessageDelta, SnapshotHead
 from api.services import decisions as decisions_service
 from api.services import events as events_service
+from api.services import live
 from api.services import messages as messages_service
 from api.services import runs as runs_service
 from contracts.events import MESSAGE_RECEIVED
@@ -58,11 +57,7 @@ from persistence.claims import Claims, claimed_connection
 from persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 
-CATCH_UP_PAGE = 500
 TRANSCRIPT_PAGE = 500
-# How often a stream with nothing to send looks at its run again: an agent run starts waiting
-# for a message with a state write that carries no event, so no notification tells of it.
-POLL_SECONDS = 1.0
 _ENCODER = EventEncoder()
 
 
@@ -97,9 +92,6 @@ class ThreadStream:
     # after those events were): a page reaching past it reads them again.
     heads_through: int = 0
     last_type: str | None = None
-    # Run events up to this seq may be sent: handed over by the hub, or committed before the
-    # caller's last access check.
-    readable_through: int = 0
 
     async def open(self, conn: asyncpg.Connection) -> None:
         """What a (re)opened thread gets first: its messages and state as of where this
@@ -130,47 +122,88 @@ class ThreadStream:
             yield chunk
 
     async def _follow(self, hub: EventHub, heartbeat: float) -> AsyncIterator[bytes]:
-        subscription = hub.subscribe_run(self.run.id, from_seq=self.run.last_seq,
-                                         caller=self.user.name)
-        idle, joined = 0.0, False
+        """The live loop's items (api/services/live.py) as AG-UI events, until the AG-UI run
+        ends. The last write of each batch of events is held until the next batch or until
+        the loop has caught up: the rest of the write may be in the next one, and its
+        snapshots go out after its last event."""
+        at = self.position
+        followed = live.follow(hub, self.pool, self.user, self.run.id,
+                               after_seq=at.seq - (0 if at.index is None else 1),
+                               subscribe_at=self.run.last_seq, heartbeat=heartbeat,
+                               signed_in=self.may_still_read)
+        held: list[EventView] = []
+        # Deltas that came while events were held: sent after those, as they came after them.
+        waiting: list[MessageDelta] = []
+        sent_up_to = self.position
         try:
-            while True:
-                if subscription.stale and not await self._still_reads(subscription):
-                    return  # a reader who may no longer read gets nothing more
-                sent_up_to = self.position
-                try:
+            async with contextlib.aclosing(followed):
+                async for item in followed:
+                    if isinstance(item, live.CutOff):
+                        return  # a reader who may no longer read gets nothing more
+                    if isinstance(item, live.Heartbeat):
+                        yield b": heartbeat\n\n"
+                        continue
+                    if isinstance(item, live.Events):
+                        held += [e.view for e in item.events]
+                        ready, held = _but_last_write(held)
+                    elif isinstance(item, live.CaughtUp):
+                        ready, held = held, []
+                    elif isinstance(item, live.Deltas):
+                        waiting += item.deltas
+                        if held:
+                            continue
+                        ready = []
+                    else:
+                        continue  # a status change is looked at once caught up
+                    sent_up_to = self.position
                     async with claimed_connection(self.pool, self.claims) as conn:
-                        sent = b"".join([chunk async for chunk in self._catch_up(conn)])
-                        end = None if sent else await self._ending(conn, subscription)
-                except Exception as error:  # noqa: BLE001 - answered as every transport does
-                    refusal = escaped_error(error, f"the AG-UI stream of run {self.run.id}")
-                    end = RunErrorEvent(message=refusal.message, code=refusal.code)
-                    sent, self.position = b"", sent_up_to
-                if sent:
-                    idle = 0.0
-                    yield sent
+                        sent = await self._frames_of(conn, ready)
+                        if waiting and not held:
+                            sent += await self._live_frames(conn, waiting)
+                            waiting = []
+                        end = await self._ending(conn) \
+                            if isinstance(item, live.CaughtUp) else None
+                    if sent:
+                        yield sent
+                    if end is not None:
+                        yield b"".join(frame(e, self.position)
+                                       for e in [*self.framing.closing(), end])
+                        return
+        except Exception as error:  # noqa: BLE001 - answered as every transport does
+            refusal = escaped_error(error, f"the AG-UI stream of run {self.run.id}")
+            self.position = sent_up_to
+            yield b"".join(frame(e, self.position) for e in [
+                *self.framing.closing(), RunErrorEvent(message=refusal.message,
+                                                       code=refusal.code)])
+
+    async def _frames_of(self, conn: asyncpg.Connection, page: list[EventView]) -> bytes:
+        """The frames of run events after the position, each with the states of its write
+        after the write's last event."""
+        skip = 0 if self.position.index is None else self.position.index + 1
+        # By seq, not by time: a transaction's time is when it began, not when it committed.
+        if page and page[-1].seq > self.heads_through:
+            self.heads = (await events_service.list_snapshots(conn, self.run)).snapshots
+            self.heads_through = page[-1].seq
+        frames: list[bytes] = []
+        for number, event in enumerate(page):
+            last_of_write = number + 1 == len(page) \
+                or page[number + 1].created_at != event.created_at
+            written = [h.step_ordinal for h in self.heads
+                       if last_of_write and h.created_at == event.created_at]
+            states = [await self._state_event(conn, ordinal) for ordinal in written]
+            translated = translate(event, states)
+            ids = positions(event.seq, len(translated))
+            for index, (each, at) in enumerate(zip(translated, ids, strict=True)):
+                if number == 0 and index < skip:
+                    self.framing.skip(each)
                     continue
-                # Deltas only once the caller's access was checked after any notice before them.
-                if not subscription.stale and (live := await self._live_frames(
-                        subscription, joining=not joined)):
-                    yield live
-                joined = joined or not subscription.stale
-                if end is not None:
-                    yield b"".join(frame(e, self.position)
-                                   for e in [*self.framing.closing(), end])
-                    return
-                if subscription.stale:
-                    continue  # events the hub has not handed over: check, then send them
-                subscription = await self._wait(hub, subscription)
-                if subscription.closed:
-                    return  # the API is shutting down: the client resumes with Last-Event-ID
-                idle += POLL_SECONDS
-                if idle >= heartbeat:
-                    # A token or session can expire without a notice.
-                    idle, subscription.stale = 0.0, True
-                    yield b": heartbeat\n\n"
-        finally:
-            hub.unsubscribe_run(subscription)
+                for kept in self.live.durable(each):
+                    frames += [frame(extra, self.position)
+                               for extra in self.framing.before(kept)]
+                    frames.append(frame(kept, at))
+                self.position = at
+            self.position, self.last_type, skip = Position(event.seq), event.type, 0
+        return b"".join(frames)
 
     async def _messages_snapshot(self, conn: asyncpg.Connection) -> MessagesSnapshotEvent:
         """The thread's messages up to the position, as the transcript has them."""
@@ -186,88 +219,17 @@ class ThreadStream:
             after = page.next_after_seq
         return MessagesSnapshotEvent(messages=messages(entries))
 
-    async def _live_frames(self, subscription: RunSubscription, *, joining: bool) -> bytes:
-        """The messages being written (issue 43): what the hub handed over of them, or, as the
-        response starts following, each whole so far. A retried model request's reset drops
-        its failed attempt from the client's messages: a MESSAGES_SNAPSHOT without it."""
-        deltas = await (live_deltas.joined if joining else live_deltas.taken)(
-            self.pool, self.claims, subscription)
+    async def _live_frames(self, conn: asyncpg.Connection,
+                           deltas: Sequence[MessageDelta]) -> bytes:
+        """The messages being written (issue 43), as the live loop yields them. A retried
+        model request's reset drops its failed attempt from the client's messages: a
+        MESSAGES_SNAPSHOT without it."""
         frames: list[bytes] = []
         for delta in deltas:
             if self.live.reset(delta):
-                async with claimed_connection(self.pool, self.claims) as conn:
-                    frames.append(frame(await self._messages_snapshot(conn), self.position))
+                frames.append(frame(await self._messages_snapshot(conn), self.position))
             frames += [frame(event, self.position) for event in self.live.events(delta)]
         return b"".join(frames)
-
-    async def _still_reads(self, subscription: RunSubscription) -> bool:
-        """Checks the caller again; what was committed before the check may then be sent."""
-        subscription.stale = False  # a notice during the check marks it stale again
-        async with claimed_connection(self.pool, self.claims) as conn:
-            try:
-                through = (await runs_service.visible_run(conn, self.user, self.run.id)).last_seq
-            except ApiError:
-                return False
-        if not await self.may_still_read():
-            return False
-        self.readable_through = max(self.readable_through, through)
-        return True
-
-    async def _wait(self, hub: EventHub, subscription: RunSubscription) -> RunSubscription:
-        """Until the hub hands over events (or an access notice), or POLL_SECONDS."""
-        try:
-            handed = [await asyncio.wait_for(subscription.queue.get(), timeout=POLL_SECONDS)]
-        except TimeoutError:
-            handed = []
-        while not subscription.queue.empty():
-            handed.append(subscription.queue.get_nowait())
-        # The hub hands an event over only after the access notices committed before it.
-        self.readable_through = max([self.readable_through, *(e.seq for e in handed)])
-        if subscription.overflowed:
-            hub.unsubscribe_run(subscription)
-            return hub.subscribe_run(self.run.id, from_seq=self.position.seq,
-                                     caller=self.user.name)
-        return subscription
-
-    async def _catch_up(self, conn: asyncpg.Connection) -> AsyncIterator[bytes]:
-        """The frames of the run events after the position, one page."""
-        skip = 0 if self.position.index is None else self.position.index + 1
-        after = self.position.seq - (0 if self.position.index is None else 1)
-        read = (await events_service.list_events(
-            conn, self.run, EventQuery(after_seq=after, limit=CATCH_UP_PAGE))).events
-        page = [e for e in read if e.seq <= self.readable_through]
-        cut = len(page) < len(read)
-        if cut or len(read) == CATCH_UP_PAGE:
-            # The rest of the last event's write is not to be sent yet, or is on the next page:
-            # the write's events go together, its snapshots after its last one.
-            rest_of_write = read[len(page)].created_at if cut else read[-1].created_at
-            held = [e for e in page if e.created_at != rest_of_write]
-            if held or cut:
-                page = held
-        # By seq, not by time: a transaction's time is when it began, not when it committed.
-        if page and page[-1].seq > self.heads_through:
-            self.heads = (await events_service.list_snapshots(conn, self.run)).snapshots
-            self.heads_through = read[-1].seq
-        for number, event in enumerate(page):
-            last_of_write = number + 1 == len(page) \
-                or page[number + 1].created_at != event.created_at
-            written = [h.step_ordinal for h in self.heads
-                       if last_of_write and h.created_at == event.created_at]
-            states = [await self._state_event(conn, ordinal) for ordinal in written]
-            translated = translate(event, states)
-            ids = positions(event.seq, len(translated))
-            frames: list[bytes] = []
-            for index, (each, at) in enumerate(zip(translated, ids, strict=True)):
-                if number == 0 and index < skip:
-                    self.framing.skip(each)
-                    continue
-                for kept in self.live.durable(each):
-                    frames += [frame(extra, self.position)
-                               for extra in self.framing.before(kept)]
-                    frames.append(frame(kept, at))
-                self.position = at
-            self.position, self.last_type, skip = Position(event.seq), event.type, 0
-            yield b"".join(frames)
 
     async def _state_event(self, conn: asyncpg.Connection, ordinal: int) -> BaseEvent:
         """Snapshot `ordinal` as the client's next state: a delta from the one before it."""
@@ -287,8 +249,7 @@ class ThreadStream:
             conn, self.run, EventQuery(after_seq=seq - 1, limit=1))).events
         return found[0] if found else None
 
-    async def _ending(self, conn: asyncpg.Connection,
-                      subscription: RunSubscription) -> BaseEvent | None:
+    async def _ending(self, conn: asyncpg.Connection) -> BaseEvent | None:
         """How this AG-UI run ends now that every run event has been sent, if it does: the
         run has ended, waits for a decision (its open requests as interrupts), or waits for a
         message (paused with nothing to decide).
@@ -297,15 +258,12 @@ class ThreadStream:
         between the two reads (a gate opened with the phase's last events) showed its request
         to a stream that had not seen its events, which then ended without them."""
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            return await self._ending_in(conn, subscription)
+            return await self._ending_in(conn)
 
-    async def _ending_in(self, conn: asyncpg.Connection,
-                         subscription: RunSubscription) -> BaseEvent | None:
+    async def _ending_in(self, conn: asyncpg.Connection) -> BaseEvent | None:
         run = await runs_service.visible_run(conn, self.user, self.run.id)
         if run.last_seq > self.position.seq:
-            if self.readable_through < run.last_seq:
-                subscription.stale = True  # committed, not handed over: check, then send
-            return None
+            return None  # committed after the loop's read: its notice wakes the loop
         if run.status in TERMINAL_RUN_STATUSES:
             return self._finished(run)
         requests = (await decisions_service.run_decisions(conn, run)).decisions
@@ -331,3 +289,12 @@ class ThreadStream:
             else RunFinishedSuccessOutcome()
         return RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                 result=run.result, outcome=outcome)
+
+
+def _but_last_write(events: list[EventView]) -> tuple[list[EventView], list[EventView]]:
+    """The events before the last write's (those sharing the last event's `created_at`), and
+    the last write's."""
+    cut = len(events)
+    while cut and events[cut - 1].created_at == events[-1].created_at:
+        cut -= 1
+    return events[:cut], events[cut:]

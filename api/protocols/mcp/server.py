@@ -12,10 +12,10 @@ the next but the caller's credentials.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.context import HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -40,7 +40,9 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import authenticate_request
 from api.errors import ApiError
+from api.hosts import origin_allowed
 from api.protocols.mcp import mapping, tasks
+from api.rate_limits import count_call
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -65,6 +67,9 @@ def build_server(registry: Registry) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any],
                         params: CallToolRequestParams) -> HandlerResult:
         caller = mapping.Caller.of(ctx.request)
+        spec = tools.specs.get(params.name)
+        if spec is not None and not spec.read_only:
+            await counted_write(ctx)
         result = await tools.call(caller, params.name, params.arguments or {})
         if params.name == "start_run" and not result.is_error and tasks.accepts_tasks(ctx):
             assert result.structured_content is not None, "start_run answers RunCreated"
@@ -91,23 +96,53 @@ def build_server(registry: Registry) -> Server[Any]:
         on_list_resource_templates=list_templates, on_read_resource=read_resource)
     server.add_request_handler("tools/call", CallToolRequestParams, call_tool)
     server.add_request_handler("tasks/get", tasks.TaskParams, tasks.get_task)
-    server.add_request_handler("tasks/update", tasks.TaskUpdateParams, tasks.update_task)
-    server.add_request_handler("tasks/cancel", tasks.TaskParams, tasks.cancel_task)
+    server.add_request_handler("tasks/update", tasks.TaskUpdateParams,
+                               writing(tasks.update_task))
+    server.add_request_handler("tasks/cancel", tasks.TaskParams, writing(tasks.cancel_task))
     server.add_request_handler("tasks/result", tasks.TaskParams, tasks.task_result)
     server.extensions[tasks.TASKS_EXTENSION] = {}
     return server
+
+
+async def counted_write(ctx: ServerRequestContext[Any]) -> None:
+    """Counts a writing call against its caller's writes per minute (api/rate_limits.py);
+    over the limit, the protocol's error carrying the API's 429 body, before anything is done.
+    Reading calls count nothing."""
+    assert ctx.request is not None, "Waystation serves MCP over HTTP only"
+    with mapping.protocol_errors("MCP write"):
+        await count_call(ctx.request.scope, write=True, stream=False)
+
+
+P = TypeVar("P")
+
+
+def writing(handler: Callable[[ServerRequestContext[Any], P], Awaitable[Any]]
+            ) -> Callable[[ServerRequestContext[Any], P], Awaitable[Any]]:
+    """`handler`, counted as a write (`counted_write`) first."""
+    async def counted(ctx: ServerRequestContext[Any], params: P) -> Any:
+        await counted_write(ctx)
+        return await handler(ctx, params)
+    return counted
 
 
 class McpEndpoint:
     """`/mcp`: the caller authenticated as by every route, then the SDK's transport."""
 
     def __init__(self, sessions: StreamableHTTPSessionManager, *,
-                 metadata_url: str | None) -> None:
+                 metadata_url: str | None, allowed_origins: list[str]) -> None:
         self.sessions = sessions
         self.metadata_url = metadata_url
+        self.allowed_origins = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
+        # The transport's MUST: a browser page of another origin is refused before its
+        # credentials are even read (the Host was checked by the app, api.hosts).
+        origin = request.headers.get("origin")
+        if not origin_allowed(origin, request.headers.get("host"), self.allowed_origins):
+            raise ApiError(403, "origin_not_allowed",
+                           f"origin {origin!r} may not call {PATH}",
+                           details=[{"origin": origin}])
         try:
             scope[mapping.USER_SCOPE_KEY] = await authenticate_request(request)
         except ApiError as error:
@@ -136,15 +171,18 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings
     app; the session manager returned must run in the app's lifespan."""
     sessions = StreamableHTTPSessionManager(
         app=build_server(registry), stateless=True, json_response=True,
-        # Every request must carry the caller's credentials, which a page rebinding its own
-        # host name to this server cannot attach (a bearer token it does not know; the console
-        # cookie belongs to the real host name): the SDK's Host/Origin allow-list adds nothing
-        # and would refuse the real host name behind a proxy.
+        # Replaced by ours, not dropped: the app answers only to WAYSTATION_ALLOWED_HOSTS on
+        # every route (api.hosts.TrustedHosts) and McpEndpoint checks `Origin` against the
+        # same allowed origins as the rest of the API; the SDK's own lists would be a second
+        # copy of both settings to keep in step.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     metadata = protected_resource(settings)
     metadata_url = f"{settings.console_base}{METADATA_PATH}{PATH}" if metadata else None
-    routes = [Route(PATH, McpEndpoint(sessions, metadata_url=metadata_url),
-                    methods=["GET", "POST", "DELETE"])]
+    # No GET: a stateless server has nothing to send on a stream of its own, and the
+    # transport lets it answer 405 (Starlette does, with `Allow`).
+    routes = [Route(PATH, McpEndpoint(sessions, metadata_url=metadata_url,
+                                      allowed_origins=settings.allowed_origin_list),
+                    methods=["POST", "DELETE"])]
     if metadata is not None:
         document = metadata.model_dump(mode="json", exclude_none=True)
 

@@ -39,11 +39,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from api.decision_payload import payload_schema
+from api.deps import still_signed_in
 from api.errors import ApiError, invalid_request
-from api.event_hub import EventHub
 from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
 from api.schemas import DecisionView, MessageRequest, RunView
-from api.services import messages, runs
+from api.services import live, messages, runs
 from contracts.statuses import TERMINAL_RUN_STATUSES
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -161,20 +161,25 @@ async def task_result(ctx: ServerRequestContext[Any, Any],
 
 
 async def _ended_task(caller: Caller, task_id: str) -> dict[str, Any]:
-    """The task once its run has ended, or as it is after `RESULT_WAIT_SECONDS`; the event
-    hub wakes the wait when the run writes an event."""
-    hub: EventHub = caller.request.app.state.event_hub
+    """The task once its run has ended, or as it is after `RESULT_WAIT_SECONDS`; the live
+    loop (api/services/live.py) says when the run's status changes."""
     view = await _view(caller, task_id)
-    subscription = hub.subscribe_run(view.run_id, from_seq=view.last_seq,
-                                     caller=caller.user.name)
-    try:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(RESULT_WAIT_SECONDS):
-                while view.status not in TERMINAL_RUN_STATUSES and not subscription.closed:
-                    await subscription.queue.get()
+    followed = live.follow(caller.request.app.state.event_hub, caller.request.app.state.pool,
+                           caller.user, view.run_id, after_seq=view.last_seq,
+                           subscribe_at=view.last_seq,
+                           heartbeat=caller.settings.sse_heartbeat_seconds,
+                           signed_in=lambda: still_signed_in(caller.request, caller.user))
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(RESULT_WAIT_SECONDS), contextlib.aclosing(followed):
+            async for item in followed:
+                if view.status in TERMINAL_RUN_STATUSES:
+                    break
+                if isinstance(item, live.CutOff):
+                    with protocol_errors("MCP tasks/result", taskId=task_id):
+                        raise item.refusal or ApiError(401, "unauthenticated",
+                                                       "the credential no longer signs in")
+                if isinstance(item, live.StatusChanged | live.Heartbeat):
                     view = await _view(caller, task_id)  # read again: visible, and ended?
-    finally:
-        hub.unsubscribe_run(subscription)
     return _task_of(caller, view)
 
 

@@ -145,3 +145,29 @@ async def test_an_edit_is_checked_against_the_tool_schema_and_the_edited_call_ru
 async def test_recorded_histories_replay() -> None:
     # The `agent` kind's workflow finds the agent by name: the registry registers it first.
     assert await replay_histories(HISTORIES, load_registry().workflows())
+
+
+async def test_a_decision_policy_approves_small_refunds_and_leaves_a_large_one_to_a_person(
+        stack: LocalStack) -> None:
+    """Issue 42: a policy (CEL over the tool call) decides refunds up to 50 EUR as their gate
+    opens, named as the decider with its reason; a larger one waits for a person. Its own
+    user, so the policy judges none of this module's other runs."""
+    async with stack.client("noor") as noor:
+        made = await noor.post("/policies", json={
+            "name": "small-refunds", "kind": "agent",
+            "condition": 'request.tool.name == "issue_refund" && '
+                         "request.tool.args.amount_eur <= 50.0",
+            "decision": {"decision": "approve", "feedback": "refunds up to 50 EUR are routine"}})
+        assert made.status_code == 201, made.text
+        small = await start(noor, "Refund A-5005, 25 EUR")
+        transcript = await answered(noor, small)
+        assert transcript[-1]["text"] == "Refunded 25 EUR on order A-5005 (rf-A-5005-25)."
+        [request] = (await noor.get(f"/runs/{small}/decisions")).json()["decisions"]
+        assert (request["status"], request["decided_by"], request["feedback"]) == (
+            "approved", "policy:small-refunds@1", "refunds up to 50 EUR are routine")
+        large = await start(noor, "Refund A-6006, 80 EUR")
+        pending = (await at_gate(noor, large))["pending_decision"]
+        assert pending["context"]["arguments"]["amount_eur"] == 80
+        assert await tool_activities(stack, large) == 0
+        for run_id in (small, large):
+            await noor.post(f"/runs/{run_id}/cancel")

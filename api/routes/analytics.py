@@ -1,0 +1,21 @@
+"""Decision analytics: `GET /analytics/decisions`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.analytics_schemas import AnalyticsQuery, DecisionAnalytics
+from api.deps import Conn, CurrentUser
+from api.services import analytics
+
+router = APIRouter(prefix="/analytics", tags=["analytics"])
+
+
+@router.get("/decisions", response_model=DecisionAnalytics)
+async def decisions(conn: Conn, user: CurrentUser,
+                    query: Annotated[AnalyticsQuery, Query()]) -> DecisionAnalytics:
+    """Time to decide, outcomes, overruled recommendations, policy decisions and shadow
+    agreement, in all, per gate and per day, over the runs the caller may read."""
+    return await analytics.decisions(conn, user, query)

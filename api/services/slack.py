@@ -1,0 +1,127 @@
+"""Slack as a way in: who a Slack user is here, and deciding as them.
+
+A Slack user is linked to a Waystation user by a one-time code (`/waystation link` answers
+with a link holding it; opening it with a Waystation credential links them). A click decides
+through the one decide service (`decisions.decide`), as the linked user, bound to the request
+and digest the message showed, so every rule (roles, quorum, delegation, a stale message)
+holds as on `POST /runs/{id}/decisions/{checkpoint}`; every refusal comes before anything is
+written. The connection starts with the authenticator's claims (a Slack user is known only by
+Slack's signature) and acts as the linked user once found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client
+
+from api.auth import User
+from api.errors import ApiError
+from api.schemas import DecisionRequest, DecisionView, SlackLinkView
+from api.services.access import act_as
+from api.services.decisions import decide, require_voter
+from persistence import gates as gates_repo
+from persistence import runs as runs_repo
+from persistence import slack as slack_repo
+from persistence import token_cutoffs
+from persistence.models import GateRow, RunRow
+
+NOT_LINKED = ApiError(403, "slack_not_linked",
+                      "your Slack user is not linked to Waystation: type `/waystation link`")
+
+
+class SlackActor(BaseModel):
+    """Who clicked, as Slack's signed request says."""
+
+    team_id: str
+    slack_user: str
+
+
+class SlackChoice(BaseModel):
+    """What a click (or a modal's submission) asks: an option of a request, as shown."""
+
+    request_id: UUID
+    option: str
+    digest: str
+    feedback: str | None = None
+    answer: Any = None
+
+
+def _code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+async def new_link_code(conn: asyncpg.Connection, actor: SlackActor, *,
+                        ttl: timedelta) -> str:
+    """A one-time code linking `actor` to whoever opens it with their credential in time."""
+    code = secrets.token_urlsafe(32)
+    await slack_repo.add_link_code(conn, _code_hash(code), actor.team_id, actor.slack_user,
+                                   datetime.now(UTC) + ttl)
+    return code
+
+
+async def link(conn: asyncpg.Connection, user: User, code: str, *,
+               api_key_id: UUID | None) -> SlackLinkView:
+    """Link the code's Slack user to `user` (the code is spent); with an API key, the link
+    ends when the key is revoked. 403 for an unknown, used or expired code, or the service
+    role (a Slack user is a person)."""
+    if user.is_service:
+        raise ApiError(403, "not_allowed", "the service role cannot be linked to a Slack user")
+    claimed = await slack_repo.claim_link_code(conn, _code_hash(code))
+    if claimed is None:
+        raise ApiError(403, "invalid_link", "this link is not valid, used or expired: type "
+                                            "`/waystation link` in Slack for a new one")
+    linked = await slack_repo.link_user(conn, *claimed, user.name, api_key_id)
+    return SlackLinkView(team_id=claimed[0], slack_user=claimed[1], user=linked.user_name,
+                         linked_at=linked.linked_at)
+
+
+async def linked_user(conn: asyncpg.Connection, actor: SlackActor) -> User:
+    """The Waystation user `actor` decides as; 403 when not linked, or linked before the
+    user's access was ended (an erasure cuts their tokens off, and their links with them)."""
+    found = await slack_repo.slack_user_of(conn, actor.team_id, actor.slack_user)
+    if found is None:
+        raise NOT_LINKED
+    not_before = await token_cutoffs.tokens_not_before(conn, found.user_name)
+    if not_before is not None and found.linked_at <= not_before:
+        raise NOT_LINKED
+    return User(name=found.user_name, via="slack")
+
+
+async def request_for(conn: asyncpg.Connection, actor: SlackActor,
+                      request_id: UUID) -> tuple[User, GateRow, RunRow]:
+    """The linked user, and the request with its run if they may vote on it (a modal is
+    opened only then): 403 otherwise, 404 for a request they may not see."""
+    user = await linked_user(conn, actor)
+    await act_as(conn, user)
+    gate = await gates_repo.get_gate(conn, request_id)
+    run = await runs_repo.get_run(conn, gate.run_id) if gate is not None else None
+    if gate is None or run is None:
+        raise ApiError(404, "request_not_found", "that request is not one you can see")
+    await require_voter(conn, user, run, gate, f"decide {gate.checkpoint_name!r}")
+    return user, gate, run
+
+
+async def decide_from_slack(conn: asyncpg.Connection, temporal: Client, actor: SlackActor,
+                            choice: SlackChoice) -> DecisionView:
+    """Vote as the linked user on the request the message showed."""
+    user, gate, run = await request_for(conn, actor, choice.request_id)
+    return await vote(conn, temporal, user, gate, run, choice)
+
+
+async def vote(conn: asyncpg.Connection, temporal: Client, user: User, gate: GateRow,
+               run: RunRow, choice: SlackChoice) -> DecisionView:
+    """Vote as `user` on `gate`, found by `request_for` on this connection."""
+    try:
+        request = DecisionRequest(decision=choice.option, feedback=choice.feedback or None,
+                                  request_id=gate.id, digest=choice.digest,
+                                  answer=choice.answer)
+    except ValidationError as error:
+        raise ApiError(422, "invalid_request", error.errors()[0]["msg"]) from error
+    return await decide(conn, temporal, user, run, gate.checkpoint_name, request)

@@ -1,0 +1,222 @@
+"""A local stand-in for Slack's Web API, speaking it as Slack does: JSON in, `{"ok": ...}` out
+(HTTP 200 even for an error, which `error` names), bearer tokens, Block Kit limits, and rate
+limits (HTTP 429 with Retry-After). An outage can be ordered (`outage`): every call answered
+500 or 429 for a window. Tests also make trigger ids here, as Slack puts one in each
+interaction for `views.open` (valid 3 s, used once)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOKEN = "xoxb-test-0123456789"
+MAX_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+SECTION_TEXT_LIMIT = 3000
+MESSAGE_TEXT_LIMIT = 40_000
+TRIGGER_SECONDS = 3.0
+
+
+@dataclass
+class Message:
+    channel: str
+    ts: str
+    text: str
+    blocks: list[dict[str, Any]]
+    thread_ts: str | None = None
+    edits: int = 0
+    # When it was posted (wall time): bench_human's "gate opened → Slack message posted".
+    at: float = field(default_factory=time.time)
+
+
+@dataclass
+class SlackStub:
+    # Calls allowed per method and second before a 429 (Slack's tiers, shortened).
+    per_second: float = 50.0
+    retry_after: int = 1
+    messages: dict[tuple[str, str], Message] = field(default_factory=dict)
+    ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    views: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[tuple[str, int]] = field(default_factory=list)  # (method, HTTP status)
+    users: set[str] = field(default_factory=set)
+    missing_channels: set[str] = field(default_factory=set)
+    url: str = ""
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ts = itertools.count(1)
+        self._outage: tuple[float, int] | None = None
+        self._recent: dict[str, list[float]] = {}
+        self._triggers: dict[str, float] = {}
+
+    # -- what tests order and read ---------------------------------------------------------
+    def outage(self, seconds: float, status: int = 500) -> None:
+        """Every call answered `status` (500, or 429 with Retry-After) for `seconds`."""
+        self._outage = (time.monotonic() + seconds, status)
+
+    def new_trigger(self) -> str:
+        trigger = f"{next(self._ts)}.{int(time.time())}.trigger"
+        self._triggers[trigger] = time.monotonic()
+        return trigger
+
+    def top_level(self) -> list[Message]:
+        return [m for m in self.messages.values() if m.thread_ts is None]
+
+    def replies(self, ts: str) -> list[Message]:
+        return [m for m in self.messages.values() if m.thread_ts == ts]
+
+    # -- the Web API -----------------------------------------------------------------------
+    def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        handler = getattr(self, "_" + method.replace(".", "_"), None)
+        if handler is None:
+            return {"ok": False, "error": "unknown_method"}
+        return handler(body)
+
+    def _new_ts(self) -> str:
+        return f"{int(time.time())}.{next(self._ts):06d}"
+
+    def _message_error(self, body: dict[str, Any]) -> str | None:
+        channel = body.get("channel")
+        if not channel or channel in self.missing_channels:
+            return "channel_not_found"
+        blocks = body.get("blocks")
+        if blocks is None and not body.get("text"):
+            return "no_text"
+        if len(body.get("text") or "") > MESSAGE_TEXT_LIMIT:
+            return "msg_too_long"
+        if blocks is not None and not _valid_blocks(blocks, MAX_BLOCKS):
+            return "invalid_blocks"
+        return None
+
+    def _chat_postMessage(self, body: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        if (error := self._message_error(body)) is not None:
+            return {"ok": False, "error": error}
+        thread = body.get("thread_ts")
+        if thread is not None and (body["channel"], thread) not in self.messages:
+            return {"ok": False, "error": "thread_not_found"}
+        message = Message(channel=body["channel"], ts=self._new_ts(), text=body.get("text", ""),
+                          blocks=body.get("blocks") or [], thread_ts=thread)
+        self.messages[(message.channel, message.ts)] = message
+        return {"ok": True, "channel": message.channel, "ts": message.ts,
+                "message": {"text": message.text, "blocks": message.blocks}}
+
+    def _chat_update(self, body: dict[str, Any]) -> dict[str, Any]:
+        if (error := self._message_error(body)) is not None:
+            return {"ok": False, "error": error}
+        message = self.messages.get((body["channel"], body.get("ts", "")))
+        if message is None:
+            return {"ok": False, "error": "message_not_found"}
+        message.text, message.edits = body.get("text", message.text), message.edits + 1
+        if body.get("blocks") is not None:
+            message.blocks = body["blocks"]
+        return {"ok": True, "channel": message.channel, "ts": message.ts, "text": message.text}
+
+    def _chat_postEphemeral(self, body: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        if (error := self._message_error(body)) is not None:
+            return {"ok": False, "error": error}
+        if not body.get("user"):
+            return {"ok": False, "error": "user_not_found"}
+        self.ephemerals.append(body)
+        return {"ok": True, "message_ts": self._new_ts()}
+
+    def _conversations_open(self, body: dict[str, Any]) -> dict[str, Any]:
+        user = body.get("users", "")
+        if user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        return {"ok": True, "channel": {"id": f"D{user}"}}
+
+    def _views_open(self, body: dict[str, Any]) -> dict[str, Any]:
+        made = self._triggers.pop(body.get("trigger_id", ""), None)
+        if made is None:
+            return {"ok": False, "error": "invalid_trigger_id"}
+        if time.monotonic() - made > TRIGGER_SECONDS:
+            return {"ok": False, "error": "expired_trigger_id"}
+        view = body.get("view") or {}
+        if view.get("type") != "modal" or not _valid_blocks(view.get("blocks") or [],
+                                                             MAX_VIEW_BLOCKS):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.views.append(view)
+        return {"ok": True, "view": {"id": f"V{len(self.views)}", **view}}
+
+    def _status(self, method: str) -> int:
+        """200, or the status an outage or the rate limit answers with."""
+        now = time.monotonic()
+        if self._outage is not None and now < self._outage[0]:
+            return self._outage[1]
+        recent = [t for t in self._recent.get(method, []) if now - t < 1.0]
+        if len(recent) >= self.per_second:
+            self._recent[method] = recent
+            return 429
+        self._recent[method] = [*recent, now]
+        return 200
+
+    # -- the server ------------------------------------------------------------------------
+    def __enter__(self) -> SlackStub:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                method = self.path.rstrip("/").rsplit("/", 1)[-1]
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                with stub._lock:
+                    status = stub._status(method)
+                    if status != 200:
+                        answer: dict[str, Any] = {"ok": False, "error": "ratelimited"} \
+                            if status == 429 else {}
+                    elif self.headers.get("authorization") != f"Bearer {TOKEN}":
+                        answer = {"ok": False, "error": "invalid_auth"}
+                    else:
+                        answer = stub._answer(method, _body(self.headers, raw))
+                    stub.calls.append((method, status))
+                payload = json.dumps(answer).encode() if status != 500 else b"upstream error"
+                self.send_response(status)
+                self.send_header("content-type", "application/json; charset=utf-8"
+                                 if status != 500 else "text/plain")
+                if status == 429:
+                    self.send_header("retry-after", str(stub.retry_after))
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}/api/"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _body(headers: Any, raw: bytes) -> dict[str, Any]:
+    """A JSON body, or a form one (`blocks` then a JSON string), as Slack takes either."""
+    if headers.get("content-type", "").startswith("application/json"):
+        return json.loads(raw or b"{}")
+    from urllib.parse import parse_qsl
+    body: dict[str, Any] = dict(parse_qsl(raw.decode()))
+    for key in ("blocks", "view"):
+        if isinstance(body.get(key), str):
+            body[key] = json.loads(body[key])
+    return body
+
+
+def _valid_blocks(blocks: Any, limit: int) -> bool:
+    """Slack's limits on blocks: how many, and 3,000 characters of a section's text."""
+    if not isinstance(blocks, list) or len(blocks) > limit:
+        return False
+    for block in blocks:
+        if not isinstance(block, dict) or "type" not in block:
+            return False
+        text = block.get("text")
+        if isinstance(text, dict) and len(text.get("text", "")) > SECTION_TEXT_LIMIT:
+            return False
+    return True
