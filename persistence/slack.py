@@ -61,6 +61,10 @@ async def link_user(conn: asyncpg.Connection, team_id: str, slack_user: str, use
     return SlackUser.from_record(record)
 
 
+async def known_user(conn: asyncpg.Connection, user_name: str) -> bool:
+    return bool(await conn.fetchval(sql("known_user"), user_name))
+
+
 async def first_sight(conn: asyncpg.Connection, signature: str) -> bool:
     """Whether a request with this signature is seen for the first time (and now noted)."""
     return bool(await conn.fetchval(sql("note_slack_request"), signature))

@@ -14,11 +14,10 @@ from urllib.parse import urlencode
 import httpx
 from slack_sdk.signature import SignatureVerifier
 
-from tests.slack_stub import Message, SlackStub
+from tests.slack_stub import TEAM, Message, SlackStub
 from waystation.testing import eventually
 
 SIGNING_SECRET = "slack-signing-secret-0123456789abcdef"
-TEAM = "T0WAYSTN"
 LINK = re.compile(r"(http://\S+/slack/link/(\S+))")
 
 

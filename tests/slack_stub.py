@@ -1,7 +1,8 @@
 """A local stand-in for Slack's Web API, speaking it as Slack does: JSON in, `{"ok": ...}` out
 (HTTP 200 even for an error, which `error` names), bearer tokens, Block Kit limits, and rate
-limits (HTTP 429 with Retry-After). An outage can be ordered (`outage`): every call answered
-500 or 429 for a window. Tests also make trigger ids here, as Slack puts one in each
+limits (HTTP 429 with Retry-After), and the app's scopes (`users.info` gives an e-mail address
+only with users:read.email, as Slack does). An outage can be ordered (`outage`): every call
+answered 500 or 429 for a window. Tests also make trigger ids here, as Slack puts one in each
 interaction for `views.open` (valid 3 s, used once)."""
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
+
+import yaml
 
 TOKEN = "xoxb-test-0123456789"
 MAX_BLOCKS = 50
@@ -20,6 +26,10 @@ MAX_VIEW_BLOCKS = 100
 SECTION_TEXT_LIMIT = 3000
 MESSAGE_TEXT_LIMIT = 40_000
 TRIGGER_SECONDS = 3.0
+TEAM = "T0WAYSTN"
+# The bot's scopes: what the app's manifest asks for (a test takes some away).
+MANIFEST = Path(__file__).resolve().parents[1] / "deploy" / "slack" / "manifest.yml"
+SCOPES = frozenset(yaml.safe_load(MANIFEST.read_text())["oauth_config"]["scopes"]["bot"])
 
 
 @dataclass
@@ -44,6 +54,9 @@ class SlackStub:
     views: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, int]] = field(default_factory=list)  # (method, HTTP status)
     users: set[str] = field(default_factory=set)
+    # A user's e-mail address and whether Slack has confirmed it (`is_email_confirmed`).
+    emails: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    scopes: set[str] = field(default_factory=lambda: set(SCOPES))
     missing_channels: set[str] = field(default_factory=set)
     url: str = ""
 
@@ -130,6 +143,22 @@ class SlackStub:
             return {"ok": False, "error": "user_not_found"}
         return {"ok": True, "channel": {"id": f"D{user}"}}
 
+    def _users_info(self, body: dict[str, Any]) -> dict[str, Any]:
+        if "users:read" not in self.scopes:
+            return {"ok": False, "error": "missing_scope", "needed": "users:read",
+                    "provided": ",".join(sorted(self.scopes))}
+        user = body.get("user", "")
+        if user not in self.users:
+            return {"ok": False, "error": "user_not_found"}
+        profile: dict[str, Any] = {"real_name": user, "display_name": user.lower()}
+        email, confirmed = self.emails.get(user, (None, False))
+        # Without users:read.email the field is left out, not refused (Slack's users.info).
+        if email is not None and "users:read.email" in self.scopes:
+            profile["email"] = email
+        return {"ok": True, "user": {"id": user, "team_id": TEAM, "name": user.lower(),
+                                     "deleted": False, "is_bot": False, "profile": profile,
+                                     "is_email_confirmed": confirmed}}
+
     def _views_open(self, body: dict[str, Any]) -> dict[str, Any]:
         made = self._triggers.pop(body.get("trigger_id", ""), None)
         if made is None:
@@ -161,8 +190,15 @@ class SlackStub:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                method = self.path.rstrip("/").rsplit("/", 1)[-1]
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                self._serve(self.path, lambda: _body(self.headers, raw))
+
+            def do_GET(self) -> None:  # noqa: N802 - reading methods take a query
+                path, _, query = self.path.partition("?")
+                self._serve(path, lambda: dict(parse_qsl(query)))
+
+            def _serve(self, path: str, body: Callable[[], dict[str, Any]]) -> None:
+                method = path.rstrip("/").rsplit("/", 1)[-1]
                 with stub._lock:
                     status = stub._status(method)
                     if status != 200:
@@ -171,7 +207,7 @@ class SlackStub:
                     elif self.headers.get("authorization") != f"Bearer {TOKEN}":
                         answer = {"ok": False, "error": "invalid_auth"}
                     else:
-                        answer = stub._answer(method, _body(self.headers, raw))
+                        answer = stub._answer(method, body())
                     stub.calls.append((method, status))
                 payload = json.dumps(answer).encode() if status != 500 else b"upstream error"
                 self.send_response(status)
@@ -201,7 +237,6 @@ def _body(headers: Any, raw: bytes) -> dict[str, Any]:
     """A JSON body, or a form one (`blocks` then a JSON string), as Slack takes either."""
     if headers.get("content-type", "").startswith("application/json"):
         return json.loads(raw or b"{}")
-    from urllib.parse import parse_qsl
     body: dict[str, Any] = dict(parse_qsl(raw.decode()))
     for key in ("blocks", "view"):
         if isinstance(body.get(key), str):

@@ -146,8 +146,10 @@ class Settings(BaseSettings):
     # Gates in Slack (docs/slack.md): the app's bot token and signing secret (never logged),
     # the channel gates go to when nothing more specific is set, more specific ones as JSON
     # ({"project:<id>" | "group:<uuid>" | "kind:<name>": channel id}), whether each linked
-    # decider also gets a DM, the Web API's base URL (a stand-in's in tests), and how long a
-    # `/waystation link` link stays valid. Unset token: no Slack.
+    # decider also gets a DM, the Web API's base URL (a stand-in's in tests), how long a
+    # `/waystation link` link stays valid, and how a Slack user is linked: by that command,
+    # by the e-mail address Slack confirmed (only where the identity provider's verified
+    # e-mail names users), or either. Unset token: no Slack.
     slack_bot_token: SecretStr | None = Field(None, validation_alias="WAYSTATION_SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(
         None, validation_alias="WAYSTATION_SLACK_SIGNING_SECRET")
@@ -160,6 +162,8 @@ class Settings(BaseSettings):
                                validation_alias="WAYSTATION_SLACK_API_URL")
     slack_link_minutes: float = Field(15, gt=0, le=24 * 60,
                                       validation_alias="WAYSTATION_SLACK_LINK_MINUTES")
+    slack_link_by: Literal["command", "email", "both"] = Field(
+        "command", validation_alias="WAYSTATION_SLACK_LINK_BY")
 
     # Webhooks to loopback, private and CGNAT addresses (a team's receiver on its own
     # network); unset: allowed only with WAYSTATION_ENV=dev, so on a shared deployment no user
@@ -254,7 +258,18 @@ class Settings(BaseSettings):
                              "WAYSTATION_JWT_ISSUER (tokens are checked against both)")
         if self.oidc_issuer and not self.oidc_client_id:
             raise ValueError("WAYSTATION_OIDC_ISSUER needs WAYSTATION_OIDC_CLIENT_ID")
+        if self.slack_link_by != "command" and not self.users_named_by_email:
+            # Else a Slack address would name whoever happens to be called that here.
+            raise ValueError("WAYSTATION_SLACK_LINK_BY=email or both needs users named by the "
+                             "identity provider's verified e-mail: WAYSTATION_OIDC_ISSUER with "
+                             "WAYSTATION_OIDC_USER_CLAIM=email")
         return self
+
+    @property
+    def users_named_by_email(self) -> bool:
+        """Whether Waystation's users are named by the identity provider's verified e-mail
+        address (api/oidc.py refuses an address the provider has not verified)."""
+        return self.oidc_issuer is not None and self.oidc_user_claim == "email"
 
     # Derived from the fields each time they are read, through caches keyed by the fields'
     # values, so a copy with other values (model_copy(update=...)) never sees the original's.

@@ -25,7 +25,11 @@ SLACK_API_URL = "https://slack.com/api/"
 
 
 class SlackError(Exception):
-    """Slack did not do it; a later attempt may."""
+    """Slack did not do it; a later attempt may. `code` is Slack's `error`, when it said one."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class SlackRateLimited(SlackError):
@@ -68,8 +72,16 @@ class SlackWebApi:
 
     async def call(self, method: str, **body: Any) -> dict[str, Any]:
         """One call of `method` with a JSON body; its answer's fields when Slack said ok."""
+        return await self._api_call(method, json=body)
+
+    async def read(self, method: str, **params: Any) -> dict[str, Any]:
+        """One call of a method that reads (`users.info`): a GET with its arguments in the
+        query, as Slack documents them and slack-sdk sends them (they take no JSON body)."""
+        return await self._api_call(method, http_verb="GET", params=params)
+
+    async def _api_call(self, method: str, **request: Any) -> dict[str, Any]:
         try:
-            response = await asyncio.to_thread(self._client.api_call, method, json=body)
+            response = await asyncio.to_thread(self._client.api_call, method, **request)
         except SlackApiError as error:
             status = error.response.status_code
             if status == 429:
@@ -78,7 +90,7 @@ class SlackWebApi:
             code = (error.response.data or {}).get("error", f"HTTP {status}") \
                 if isinstance(error.response.data, dict) else f"HTTP {status}"
             kind = SlackRefused if code in PERMANENT_ERRORS else SlackError
-            raise kind(f"{method}: {code}") from error
+            raise kind(f"{method}: {code}", code) from error
         except (URLError, OSError, TimeoutError) as error:
             raise SlackError(f"{method}: {type(error).__name__}: {error}") from error
         return dict(response.data) if isinstance(response.data, dict) else {}

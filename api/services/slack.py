@@ -1,7 +1,9 @@
 """Slack as a way in: who a Slack user is here, and deciding as them.
 
 A Slack user is linked to a Waystation user by a one-time code (`/waystation link` answers
-with a link holding it; opening it with a Waystation credential links them). A click decides
+with a link holding it; opening it with a Waystation credential links them), or, where the team
+chose it, by the e-mail address Slack confirmed, where Waystation's users are named by the
+identity provider's verified e-mail (`link_by_email`). A click decides
 through the one decide service (`decisions.decide`), as the linked user, bound to the request
 and digest the message showed, so every rule (roles, quorum, delegation, a stale message)
 holds as on `POST /runs/{id}/decisions/{checkpoint}`; every refusal comes before anything is
@@ -14,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import asyncpg
@@ -30,6 +32,7 @@ from persistence import gates as gates_repo
 from persistence import runs as runs_repo
 from persistence import slack as slack_repo
 from persistence import token_cutoffs
+from persistence.claims import AUTHENTICATOR, set_claims
 from persistence.models import GateRow, RunRow
 
 NOT_LINKED = ApiError(403, "slack_not_linked",
@@ -41,6 +44,16 @@ class SlackActor(BaseModel):
 
     team_id: str
     slack_user: str
+
+
+class SlackEmails(Protocol):
+    """Where a Slack user's confirmed e-mail address comes from (api/protocols/slack/emails.py
+    asks Slack); an `ApiError` to tell the person when there is none to believe."""
+
+    # What else the person can do, added to each refusal (`/waystation link`, if offered).
+    otherwise: str
+
+    async def confirmed_email(self, actor: SlackActor) -> str: ...
 
 
 class SlackChoice(BaseModel):
@@ -82,23 +95,57 @@ async def link(conn: asyncpg.Connection, user: User, code: str, *,
                          linked_at=linked.linked_at)
 
 
-async def linked_user(conn: asyncpg.Connection, actor: SlackActor) -> User:
-    """The Waystation user `actor` decides as; 403 when not linked, or linked before the
+async def current_link(conn: asyncpg.Connection, actor: SlackActor) -> User | None:
+    """The Waystation user `actor` is linked to; None when not linked, or linked before the
     user's access was ended (an erasure cuts their tokens off, and their links with them)."""
     found = await slack_repo.slack_user_of(conn, actor.team_id, actor.slack_user)
     if found is None:
-        raise NOT_LINKED
+        return None
     not_before = await token_cutoffs.tokens_not_before(conn, found.user_name)
     if not_before is not None and found.linked_at <= not_before:
-        raise NOT_LINKED
+        return None
     return User(name=found.user_name, via="slack")
 
 
-async def request_for(conn: asyncpg.Connection, actor: SlackActor,
-                      request_id: UUID) -> tuple[User, GateRow, RunRow]:
-    """The linked user, and the request with its run if they may vote on it (a modal is
-    opened only then): 403 otherwise, 404 for a request they may not see."""
-    user = await linked_user(conn, actor)
+async def linked_user(conn: asyncpg.Connection, actor: SlackActor, *,
+                      emails: SlackEmails | None = None) -> User:
+    """The Waystation user `actor` decides as (`current_link`); 403 when there is none.
+    With `emails` (linking by e-mail chosen), an unlinked actor is linked by theirs."""
+    user = await current_link(conn, actor)
+    if user is not None:
+        return user
+    if emails is None:
+        raise NOT_LINKED
+    return await link_by_email(conn, actor, emails)
+
+
+async def link_by_email(conn: asyncpg.Connection, actor: SlackActor,
+                        emails: SlackEmails) -> User:
+    """Link `actor` to the Waystation user their confirmed Slack e-mail address names (only
+    where users are named by the identity provider's verified e-mail: the settings refuse
+    the choice otherwise). That user must be someone here already (see `known_user`): an
+    address names nobody by itself, and an erased user is nobody. No API key is behind such
+    a link: it ends with the user's erasure, and a group's requests stop with membership.
+    403 (nothing written) when Slack's address cannot be believed or names nobody."""
+    email = await emails.confirmed_email(actor)
+    user = User(name=email, via="slack")
+    await act_as(conn, user)  # what is theirs, as they would see it
+    known = await slack_repo.known_user(conn, email)
+    await set_claims(conn, AUTHENTICATOR)  # the link may replace another's (a revoked key's)
+    if not known:
+        raise ApiError(403, "slack_email_unknown",
+                       f"no Waystation user is named {email}: sign in to Waystation once "
+                       f"(or be added to a group), then try again{emails.otherwise}")
+    await slack_repo.link_user(conn, actor.team_id, actor.slack_user, email, None)
+    return user
+
+
+async def request_for(conn: asyncpg.Connection, actor: SlackActor, request_id: UUID, *,
+                      emails: SlackEmails | None = None) -> tuple[User, GateRow, RunRow]:
+    """The linked user (linked now by e-mail, given `emails`), and the request with its run
+    if they may vote on it (a modal is opened only then): 403 otherwise, 404 for a request
+    they may not see."""
+    user = await linked_user(conn, actor, emails=emails)
     await act_as(conn, user)
     gate = await gates_repo.get_gate(conn, request_id)
     run = await runs_repo.get_run(conn, gate.run_id) if gate is not None else None

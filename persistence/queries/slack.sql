@@ -35,6 +35,13 @@ DO UPDATE SET user_name = EXCLUDED.user_name, api_key_id = EXCLUDED.api_key_id,
               linked_at = now()
 RETURNING team_id, slack_user, user_name, linked_at;
 
+-- name: known_user
+-- Whether $1 is someone here, as the connection acting as $1 sees it: has signed in to the
+-- console, holds a live API key, or is a member of a group. An erasure ends all three.
+SELECT EXISTS (SELECT 1 FROM console_sessions WHERE user_name = $1)
+    OR EXISTS (SELECT 1 FROM api_keys WHERE owner = $1 AND revoked_at IS NULL)
+    OR EXISTS (SELECT 1 FROM group_members WHERE user_name = $1);
+
 -- name: delete_user_slack_links
 -- A person's Slack identities end with their access (erasure).
 DELETE FROM slack_users WHERE user_name = $1;

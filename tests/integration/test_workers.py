@@ -236,7 +236,7 @@ async def test_consoles_polling_workers_cost_one_read_per_window(settings, dev_e
     users = [f"{name}-{uuid.uuid4().hex[:6]}" for name in ("ann", "ben", "cy", "di")]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             before = EVERYONES.reads
             answers = [await http.get("/workers", headers=auth(user))
                        for _ in range(5) for user in users]

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import parse_qs
 
+import asyncpg
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
@@ -25,6 +26,7 @@ from api.api_keys import api_key_id
 from api.auth import User, bearer_token
 from api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
 from api.errors import ERROR_RESPONSES, ApiError, as_api_error
+from api.protocols.slack.emails import SlackDirectory
 from api.protocols.slack.modals import (
     CALLBACK_ID,
     FEEDBACK_BLOCK,
@@ -37,7 +39,7 @@ from api.protocols.slack.verify import verified
 from api.rate_limits import Limiter
 from api.schemas import SlackLinkView
 from api.services import slack as slack_service
-from api.services.slack import SlackActor, SlackChoice
+from api.services.slack import SlackActor, SlackChoice, SlackEmails
 from api.temporal_gateway import TemporalGateway
 from persistence.claims import AUTHENTICATOR
 from waystation.settings import Settings
@@ -63,6 +65,14 @@ def _web_api(request: Request, settings: Settings) -> SlackWebApi:
     return api
 
 
+def _emails(api: SlackWebApi, settings: Settings) -> SlackEmails | None:
+    """Where an unlinked Slack user's confirmed e-mail comes from, if the team links by it."""
+    if settings.slack_link_by == "command":
+        return None
+    otherwise = "; or type `/waystation link`" if settings.slack_link_by == "both" else ""
+    return SlackDirectory(api, otherwise=otherwise)
+
+
 def _secret(settings: Settings) -> str | None:
     secret = settings.slack_signing_secret
     return secret.get_secret_value() if secret is not None else None
@@ -86,7 +96,8 @@ def _refusal(error: ApiError) -> str:
 @router.post("/commands", include_in_schema=False)
 async def slack_command(request: Request, settings: SettingsDep, conn: AuthenticatorConn,
                         background: BackgroundTasks) -> Response:
-    """`/waystation link`: an ephemeral message with a one-time link to the API."""
+    """`/waystation link`: an ephemeral message with a one-time link to the API, or (linking
+    by e-mail chosen) the link made by the Slack user's confirmed e-mail address."""
     slack = await verified(request, conn, _secret(settings))
     form = {k: v[0] for k, v in parse_qs(slack.body.decode()).items()}
     if slack.repeated:
@@ -98,15 +109,48 @@ async def slack_command(request: Request, settings: SettingsDep, conn: Authentic
     actor = SlackActor(team_id=form.get("team_id", ""), slack_user=form.get("user_id", ""))
     if not actor.team_id or not actor.slack_user:
         raise ApiError(422, "invalid_request", "team_id and user_id are required")
+    api, channel = _web_api(request, settings), form.get("channel_id")
+    if settings.slack_link_by == "command":
+        text = await _link_offered(conn, actor, settings)
+        background.add_task(_tell, api, channel, actor.slack_user, text)
+    else:
+        background.add_task(_link_by_email, request, settings, api, actor, channel)
+    return Response(status_code=200)
+
+
+async def _link_offered(conn: asyncpg.Connection, actor: SlackActor,
+                        settings: Settings) -> str:
+    """A new one-time link, as the ephemeral message offering it says it."""
     code = await slack_service.new_link_code(
         conn, actor, ttl=timedelta(minutes=settings.slack_link_minutes))
     url = f"{settings.console_base}/slack/link/{code}"
-    text = (f"Open this link signed in to Waystation (the console, or with your token) to "
+    return (f"Open this link signed in to Waystation (the console, or with your token) to "
             f"link your Slack user; it works once, for {settings.slack_link_minutes:g} "
             f"minutes: {url}")
-    background.add_task(_tell, _web_api(request, settings), form.get("channel_id"),
-                        actor.slack_user, text)
-    return Response(status_code=200)
+
+
+async def _link_by_email(request: Request, settings: Settings, api: SlackWebApi,
+                         actor: SlackActor, channel: str | None) -> None:
+    """After the answer to Slack (users.info may take a while): who the Slack user is linked
+    to, or why not; with "both", a one-time link whenever the e-mail does not link them (and
+    to a linked user, who may mean to link to someone else)."""
+    emails = SlackDirectory(api)  # the refusal is followed by what else to do, if anything
+    async with pooled_connection(request, AUTHENTICATOR) as conn:
+        linked = await slack_service.current_link(conn, actor)
+        if linked is None:
+            try:
+                user = await slack_service.link_by_email(conn, actor, emails)
+                text = (f"Your Slack user is linked to the Waystation user {user.name}, by "
+                        f"the e-mail address Slack confirmed.")
+            except ApiError as refused:
+                text = _refusal(refused)
+                if settings.slack_link_by == "both":
+                    text = f"{text}\n{await _link_offered(conn, actor, settings)}"
+        elif settings.slack_link_by == "both":
+            text = await _link_offered(conn, actor, settings)
+        else:
+            text = f"Your Slack user is linked to the Waystation user {linked.name}."
+    await _tell(api, channel, actor.slack_user, text)
 
 
 @router.get("/link/{code}", response_model=SlackLinkView,
@@ -133,21 +177,23 @@ async def slack_interaction(request: Request, settings: SettingsDep, conn: Authe
     except (KeyError, IndexError, TypeError, ValueError, ValidationError) as error:
         raise ApiError(422, "invalid_request", "not a Slack interaction payload") from error
     api = _web_api(request, settings)
+    emails = _emails(api, settings)
     if payload.get("type") == "block_actions":
         for action in payload.get("actions", []):
             if str(action.get("action_id", "")).startswith(DECIDE_ACTION):
-                background.add_task(_clicked, request, api, actor, action,
+                background.add_task(_clicked, request, api, emails, actor, action,
                                     payload.get("trigger_id"),
                                     (payload.get("channel") or {}).get("id"))
         return Response(status_code=200)
     view = payload.get("view") or {}
     if payload.get("type") == "view_submission" and view.get("callback_id") == CALLBACK_ID:
-        return await _submitted(request, api, actor, view, background)
+        return await _submitted(request, api, emails, actor, view, background)
     return Response(status_code=200)
 
 
-async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
-                   action: dict[str, Any], trigger_id: str | None, channel: str | None) -> None:
+async def _clicked(request: Request, api: SlackWebApi, emails: SlackEmails | None,
+                   actor: SlackActor, action: dict[str, Any], trigger_id: str | None,
+                   channel: str | None) -> None:
     """After the answer to Slack: decide the clicked option, or open its modal."""
     try:
         button = ButtonValue.model_validate_json(action.get("value") or "")
@@ -158,7 +204,8 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
                          digest=button.digest)
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
-            user, gate, run = await slack_service.request_for(conn, actor, choice.request_id)
+            user, gate, run = await slack_service.request_for(conn, actor, choice.request_id,
+                                                              emails=emails)
             await _count_write(request, user)
             if needs_modal(gate, button.option):
                 await api.call("views.open", trigger_id=trigger_id, view=decision_modal(
@@ -173,8 +220,9 @@ async def _clicked(request: Request, api: SlackWebApi, actor: SlackActor,
         await _tell(api, channel, actor.slack_user, _refusal(_mapped(error)))
 
 
-async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
-                     view: dict[str, Any], background: BackgroundTasks) -> Response:
+async def _submitted(request: Request, api: SlackWebApi, emails: SlackEmails | None,
+                     actor: SlackActor, view: dict[str, Any],
+                     background: BackgroundTasks) -> Response:
     """A modal's submission: its errors shown in it, else the decision (waited for a
     moment, so the workflow's own refusals show in the modal too)."""
     try:
@@ -185,7 +233,8 @@ async def _submitted(request: Request, api: SlackWebApi, actor: SlackActor,
     button = context.button
     try:
         async with pooled_connection(request, AUTHENTICATOR) as conn:
-            user, gate, _ = await slack_service.request_for(conn, actor, button.request_id)
+            user, gate, _ = await slack_service.request_for(conn, actor, button.request_id,
+                                                            emails=emails)
         await _count_write(request, user)
     except ApiError as not_allowed:
         return _modal_errors({FEEDBACK_BLOCK: _refusal(not_allowed)})
