@@ -48,6 +48,9 @@ def split_host(host: str) -> tuple[str, str | None]:
     return name, port if colon else None
 
 
+PROBE_PATHS = frozenset({"/healthz", "/livez", "/readyz"})
+
+
 class TrustedHosts:
     """421 in the API's error shape for a request whose Host is not one of the allowed names,
     before anything else reads it (credentials, limits, the route)."""
@@ -57,7 +60,9 @@ class TrustedHosts:
         self.allowed = HostAllowList(allowed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        # Health probes name whatever address they reach (Kubernetes' httpGet sends the pod's
+        # IP as Host), and their answers say nothing of anyone: a rebound page learns nothing.
+        if scope["type"] not in ("http", "websocket") or scope["path"] in PROBE_PATHS:
             await self.app(scope, receive, send)
             return
         host = Headers(scope=scope).get("host")

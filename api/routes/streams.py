@@ -21,6 +21,7 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from api import live_deltas
 from api.auth import User
 from api.deps import CurrentUser, VisibleRun, claims_of, still_signed_in
 from api.errors import ApiError
@@ -43,7 +44,8 @@ CATCH_UP_PAGE = 500
 # (1,000 render in well under a second; see bench/bench_console.py).
 INBOX_SNAPSHOT_LIMIT = 10_000
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
-                       "description": "An event stream; each event's `id` is its seq."}}
+                       "description": "An event stream; each event's `id` is its seq (a "
+                                      "`message.delta` has none: it is outside the sequence)."}}
 
 
 def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
@@ -76,7 +78,8 @@ async def stream_run_events(
 async def _run_stream(pool: asyncpg.Pool, claims: Claims, run_id: UUID, last_sent: int,
                       followed: AsyncGenerator[live.Item]) -> AsyncIterator[bytes]:
     """The live loop's items as SSE: each event's frame, `end` after the run's last event,
-    `overflow` for a client too slow to keep up, comments as heartbeats."""
+    `message.delta` for each piece of a message being written (issue 43), `overflow` for a
+    client too slow to keep up, comments as heartbeats."""
     yield b"retry: 1000\n\n"
     looked = False
     async with contextlib.aclosing(followed):  # unsubscribed as the stream ends
@@ -91,6 +94,8 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, run_id: UUID, last_sen
                         yield b"".join(frames)
                         return
                 yield b"".join(frames)
+            elif isinstance(item, live.Deltas):
+                yield live_deltas.sse_frames(item.deltas)
             elif isinstance(item, live.Heartbeat):
                 yield b": heartbeat\n\n"
             elif isinstance(item, live.Overflowed):

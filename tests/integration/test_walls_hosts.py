@@ -24,7 +24,7 @@ REBIND = "rebind.attacker.example:8000"
 # Every kind of way in: REST, an SSE stream, the console, the docs, MCP, A2A and its card.
 PATHS = [("GET", "/runs"), ("GET", "/decisions/stream"), ("GET", "/console/"),
          ("GET", "/openapi.json"), ("POST", "/mcp"), ("POST", "/a2a"),
-         ("GET", "/.well-known/agent-card.json"), ("GET", "/healthz")]
+         ("GET", "/.well-known/agent-card.json")]
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream",
                "Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
@@ -58,6 +58,9 @@ async def test_a_rebound_host_is_refused_on_every_way_in(migrated_url, pool):
                 "message": f"this server does not answer to host {REBIND!r}",
                 "details": [{"host": REBIND}]}, path
             assert refused.headers["x-content-type-options"] == "nosniff"
+        # Health probes answer whatever name they reach (a pod's IP): they tell nobody's data.
+        for probe in ("/livez", "/healthz"):
+            assert (await http.get(probe, headers={"Host": REBIND})).status_code != 421
         # A write behind a foreign Host writes nothing.
         started = await http.post("/runs", json={"kind": "validation", "input": {}},
                                   headers={**auth(), "Host": REBIND})

@@ -1,6 +1,7 @@
 """Calling a model from a kind's activities, beyond the `AgentBackend` interface: a backend by
 name, the usage and failure of a call, the metered model and its price book, checking a
-structured answer, and the offline backend's keyword matching for a kind's offline answers.
+structured answer, the offline backend's keyword matching for a kind's offline answers, and
+publishing a model's tokens live as it writes them (`MessageStream`, when `publishing()`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.agents.offline import keywords
     from activities.agents.prices import PriceBook
     from activities.agents.structured import AnswerProblem, validate_answer
+    from activities.deltas import MessageStream, publishing
 
 __all__ = [
-    "INVALID_OUTPUT", "AnswerProblem", "ModelCallFailed", "ModelMeter", "PriceBook", "Usage",
-    "answers_in_place", "backend_named", "keywords", "usage_of", "validate_answer",
+    "INVALID_OUTPUT", "AnswerProblem", "MessageStream", "ModelCallFailed", "ModelMeter",
+    "PriceBook", "Usage", "answers_in_place", "backend_named", "keywords", "publishing",
+    "usage_of", "validate_answer",
 ]
