@@ -3,8 +3,7 @@
 A kind, built in (`kinds/`) or a plug-in, imports from Waystation only this package and its
 sub-modules; tests/unit/test_sdk_surface.py fails on any other import. Every object has one
 address here, under its own name. This module holds what every part of a kind uses; the
-sub-modules hold what one concern needs, so a workflow module does not import FastAPI's
-dependencies nor a route the worker's model meter:
+sub-modules group the rest by concern, so a kind's imports say what it depends on:
 
 - `waystation.sdk.workflow`: search attributes, the refusal codes of Update validators.
 - `waystation.sdk.gates`: an open gate's rules and the budget gate.
@@ -15,12 +14,14 @@ dependencies nor a route the worker's model meter:
 - `waystation.sdk.services`: the caller (`User`), access checks, starting a run, a workflow
   Update, an agent run's messages.
 - `waystation.sdk.mcp`: a kind's MCP tools.
-- `waystation.sdk.agents`: calling a model backend, its usage and prices, checking an answer.
+- `waystation.sdk.agents`: calling a model backend, its usage and prices, checking an answer,
+  publishing its tokens live.
 - `waystation.sdk.artifacts`: where a kind's files are stored.
 - `waystation.sdk.schemas`: checking a user's JSON Schema, patterns the API shares.
 - `waystation.sdk.testing`: a local stack for a plug-in's tests.
 
-Workflow side (import inside `workflow.unsafe.imports_passed_through()`):
+Workflow side (every module here passes its imports through Temporal's sandbox, so a
+workflow's module may import them at its top or inside `imports_passed_through()`):
 
 - `RunWorkflow`: the base of a kind's workflow. `init_run(run_id)` in `__init__`;
   `await self.lifecycle(body)` in the run method; `await self.ask_human(make_spec, where=...)`
