@@ -7,6 +7,11 @@ so a missed notification, a listener reconnect or an API restart loses nothing a
 sends an event twice. A subscriber whose queue overflows is told to reconnect and dropped,
 so a slow client never holds up writers or other clients.
 
+Live model tokens (issue 43) come on `waystation_deltas`: each is handed to the run's
+subscribers beside its events, in a bounded buffer of its own that is never read from the
+table and never ends a stream. A subscriber that falls that far behind loses its queued deltas
+instead (drop to latest): its stream then sends each message whole so far, from its partial row.
+
 Access can end while a stream is open (a member removed, a key revoked, a session signed out,
 a user erased: migration 036 notifies `waystation_access`). The hub marks the streams it may
 concern as stale, in the order notifications arrive, so an event committed after the change
@@ -26,7 +31,7 @@ from uuid import UUID
 
 import asyncpg
 
-from api.schemas import EventView
+from api.schemas import EventView, MessageDelta
 from api.sse import LiveEvent
 from persistence import events as events_repo
 from persistence.claims import SERVICE, claimed_connection
@@ -37,6 +42,9 @@ EVENTS_CHANNEL = "waystation_events"
 GATES_CHANNEL = "waystation_gates"
 ACCESS_CHANNEL = "waystation_access"
 STATUS_CHANNEL = "waystation_status"
+DELTAS_CHANNEL = "waystation_deltas"
+# Deltas a subscriber may have waiting; past it they are dropped for the messages whole.
+DELTA_CAPACITY = 1_000
 FETCH_PAGE = 1000
 
 
@@ -48,7 +56,7 @@ class StatusNotice:
 
 
 # What a run subscriber's queue holds: the next events, status notices, and None, which only
-# wakes the stream (to see that it is closed or must check its caller again).
+# wakes the stream (to see that it is closed, must check its caller again, or has deltas).
 Handed = LiveEvent | StatusNotice | None
 
 
@@ -63,6 +71,27 @@ class RunSubscription:
     # The caller must be checked again before anything more is sent. True at first: access
     # may have ended between the stream's authentication and its subscription.
     stale: bool = True
+    deltas: list[MessageDelta] = field(default_factory=list)
+    # Deltas were dropped: the stream sends the messages whole so far before any more.
+    deltas_dropped: bool = False
+
+    def push_delta(self, delta: MessageDelta) -> None:
+        if self.closed:
+            return
+        waiting = bool(self.deltas) or self.deltas_dropped
+        if len(self.deltas) >= DELTA_CAPACITY:
+            self.deltas.clear()
+            self.deltas_dropped = True
+        else:
+            self.deltas.append(delta)
+        if not waiting:  # one wake-up per batch the stream takes
+            self.queue.put_nowait(None)
+
+    def take_deltas(self) -> tuple[list[MessageDelta], bool]:
+        """The deltas waiting, and whether some were dropped before them."""
+        taken, dropped = self.deltas, self.deltas_dropped
+        self.deltas, self.deltas_dropped = [], False
+        return taken, dropped
 
     def push(self, event: LiveEvent | StatusNotice) -> None:
         if self.overflowed or self.closed:
@@ -187,10 +216,11 @@ class EventHub:
                 await conn.add_listener(GATES_CHANNEL, self._on_gate)
                 await conn.add_listener(ACCESS_CHANNEL, self._on_access)
                 await conn.add_listener(STATUS_CHANNEL, self._on_status)
+                await conn.add_listener(DELTAS_CHANNEL, self._on_delta)
                 self._listening.set()
                 backoff = 0.1
-                log.info("listening for %s, %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
-                         ACCESS_CHANNEL, STATUS_CHANNEL)
+                log.info("listening for %s, %s, %s, %s and %s", EVENTS_CHANNEL, GATES_CHANNEL,
+                         ACCESS_CHANNEL, STATUS_CHANNEL, DELTAS_CHANNEL)
                 # Whatever was committed while nobody listened is read now.
                 self._resync_all()
                 while not self._lost.is_set() and not conn.is_closed():
@@ -253,6 +283,16 @@ class EventHub:
         channel.fetched_seq = events[-1].seq
         self.delivered_inline += len(events)
         return True
+
+    def _on_delta(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            delta = MessageDelta.model_validate_json(payload)
+        except ValueError:
+            log.warning("ignoring malformed delta notification %r", payload[:200])
+            return
+        channel = self._channels.get(delta.run_id)
+        for subscriber in channel.subscribers if channel is not None else ():
+            subscriber.push_delta(delta)
 
     def _on_gate(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
         try:

@@ -238,6 +238,26 @@ class EventView(BaseModel):
         return cls(**event.model_dump(exclude={"run_id", "event_key"}))
 
 
+class MessageDelta(BaseModel):
+    """A piece of a message being written (issue 43), outside the run's `seq` sequence: `delta`
+    goes at offset `at` of the message's text (`call_id` null) or of its tool call's arguments.
+    A client keeps, per message, the text of its highest `attempt`: a `reset` (a retried model
+    request) drops what it showed; a delta that ends within what it shows is already shown; one
+    that starts past its end is missing a piece (the stream sends the whole text so far, from
+    `at` 0, when it drops deltas for a slow client). The finished message is the durable event
+    (`agent.answered`, `model.responded`) whose output carries the same `message_id`."""
+
+    type: Literal["message.delta"] = "message.delta"
+    run_id: UUID
+    message_id: str
+    attempt: int
+    reset: bool = False
+    call_id: str | None = None
+    tool: str | None = None
+    at: int = 0
+    delta: str = ""
+
+
 class EventPage(BaseModel):
     run_id: UUID
     events: list[EventView]
@@ -436,6 +456,8 @@ class TranscriptEntry(BaseModel):
     sent_by: str | None = None
     tool: str | None = None
     call_id: str | None = Field(None, description="The tool call a call and its result share.")
+    message_id: str | None = Field(None, description="An answer's: the id its live deltas "
+                                                     "carried (`message.delta`).")
     arguments: dict[str, Any] | None = None
     result: Any = None
     created_at: datetime
@@ -447,6 +469,7 @@ class TranscriptEntry(BaseModel):
         return cls(seq=event.seq, type=event.type, role=role,
                    turn=out.get("turn", event.phase), text=out.get("text"),
                    sent_by=out.get("sent_by"), tool=out.get("tool"), call_id=out.get("call_id"),
+                   message_id=out.get("message_id") if role == "agent" else None,
                    arguments=out.get("arguments"), result=out.get("result", out.get("told")),
                    created_at=event.created_at)
 

@@ -388,6 +388,35 @@ $_$;
 
 
 --
+-- Name: end_message_partial(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.end_message_partial() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM message_partials
+     WHERE run_id = NEW.run_id AND message_id = NEW.output ->> 'message_id';
+    RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: end_run_message_partials(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.end_run_message_partials() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    DELETE FROM message_partials WHERE run_id = NEW.id;
+    RETURN NULL;
+END
+$$;
+
+
+--
 -- Name: follow_run_status(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -497,6 +526,70 @@ BEGIN
     PERFORM pg_notify('waystation_status',
                       json_build_object('run_id', NEW.id, 'status', NEW.status)::text);
     RETURN NULL;
+END
+$$;
+
+
+--
+-- Name: publish_message_delta(uuid, text, integer, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.publish_message_delta(p_run_id uuid, p_message_id text, p_attempt integer, p_call_id text, p_tool text, p_delta text) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_row message_partials;
+    v_at integer;
+BEGIN
+    INSERT INTO message_partials (run_id, message_id, attempt)
+    VALUES (p_run_id, p_message_id, p_attempt)
+    ON CONFLICT (run_id, message_id) DO NOTHING;
+    SELECT * INTO v_row FROM message_partials
+     WHERE run_id = p_run_id AND message_id = p_message_id FOR UPDATE;
+    IF v_row.attempt > p_attempt THEN
+        RETURN;  -- a late delta of an attempt already given up
+    END IF;
+    IF v_row.attempt < p_attempt THEN
+        PERFORM publish_message_reset(p_run_id, p_message_id, p_attempt);
+        v_row.text := '';
+        v_row.tool_calls := '{}'::jsonb;
+    END IF;
+    IF p_call_id IS NULL THEN
+        v_at := length(v_row.text);
+        UPDATE message_partials SET text = text || p_delta, updated_at = now()
+         WHERE run_id = p_run_id AND message_id = p_message_id;
+    ELSE
+        v_at := coalesce(length(v_row.tool_calls -> p_call_id ->> 'args'), 0);
+        UPDATE message_partials
+           SET tool_calls = tool_calls || jsonb_build_object(p_call_id, jsonb_build_object(
+                   'name', coalesce(p_tool, tool_calls -> p_call_id ->> 'name'),
+                   'args', coalesce(tool_calls -> p_call_id ->> 'args', '') || p_delta)),
+               updated_at = now()
+         WHERE run_id = p_run_id AND message_id = p_message_id;
+    END IF;
+    PERFORM pg_notify('waystation_deltas', json_build_object(
+        'run_id', p_run_id, 'message_id', p_message_id, 'attempt', p_attempt,
+        'call_id', p_call_id, 'tool', p_tool, 'at', v_at, 'delta', p_delta)::text);
+END
+$$;
+
+
+--
+-- Name: publish_message_reset(uuid, text, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.publish_message_reset(p_run_id uuid, p_message_id text, p_attempt integer) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO message_partials (run_id, message_id, attempt)
+    VALUES (p_run_id, p_message_id, p_attempt)
+    ON CONFLICT (run_id, message_id) DO UPDATE
+       SET attempt = excluded.attempt, text = '', tool_calls = '{}'::jsonb, updated_at = now()
+     WHERE message_partials.attempt <= excluded.attempt;
+    PERFORM pg_notify('waystation_deltas', json_build_object(
+        'run_id', p_run_id, 'message_id', p_message_id, 'attempt', p_attempt,
+        'reset', true)::text);
 END
 $$;
 
@@ -1177,6 +1270,22 @@ ALTER TABLE ONLY public.jobs FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: message_partials; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.message_partials (
+    run_id uuid NOT NULL,
+    message_id text NOT NULL,
+    attempt integer NOT NULL,
+    text text DEFAULT ''::text NOT NULL,
+    tool_calls jsonb DEFAULT '{}'::jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.message_partials FORCE ROW LEVEL SECURITY;
+
+
+--
 -- Name: policy_evaluations; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1812,6 +1921,14 @@ ALTER TABLE ONLY public.jobs
 
 
 --
+-- Name: message_partials message_partials_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.message_partials
+    ADD CONSTRAINT message_partials_pkey PRIMARY KEY (run_id, message_id);
+
+
+--
 -- Name: policy_evaluations policy_evaluations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2420,6 +2537,20 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH R
 
 
 --
+-- Name: run_events run_events_end_message_partial; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER run_events_end_message_partial AFTER INSERT ON public.run_events FOR EACH ROW WHEN ((new.output ? 'message_id'::text)) EXECUTE FUNCTION public.end_message_partial();
+
+
+--
+-- Name: runs runs_end_message_partials; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER runs_end_message_partials AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN (((new.status = ANY (ARRAY['completed'::text, 'failed'::text, 'canceled'::text])) AND (old.status IS DISTINCT FROM new.status))) EXECUTE FUNCTION public.end_run_message_partials();
+
+
+--
 -- Name: runs runs_notify_access; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2590,6 +2721,14 @@ ALTER TABLE ONLY public.item_outputs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+--
+-- Name: message_partials message_partials_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.message_partials
+    ADD CONSTRAINT message_partials_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 
 --
@@ -2857,6 +2996,13 @@ CREATE POLICY api_visible ON public.jobs TO waystation_api USING (((public.wayst
 
 
 --
+-- Name: message_partials api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.message_partials TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
+
+
+--
 -- Name: policy_evaluations api_visible; Type: POLICY; Schema: public; Owner: -
 --
 
@@ -3080,6 +3226,12 @@ ALTER TABLE public.item_outputs ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: message_partials; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.message_partials ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: policy_evaluations; Type: ROW SECURITY; Schema: public; Owner: -
@@ -3319,6 +3471,13 @@ CREATE POLICY worker_all ON public.item_outputs TO waystation_worker USING (true
 --
 
 CREATE POLICY worker_all ON public.jobs TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: message_partials worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.message_partials TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +27,8 @@ SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
 LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."
 AVAILABILITY = "Welcome back to me. Which of them are available on 2027-02-14?"
 BOOK = "Book Rosewood Estate on 2027-02-14 for 200 guests"
+# Issue 43's follow-up: a question about the booking, not a request to book.
+FOLLOW_UP = "Which three did you shortlist, and is the booking confirmed?"
 # Seed 003's request as a person writes it, all steps in one message.
 NATURAL = ("We need a rustic wedding venue in Bangalore for 200 guests, under 15 lakh. "
            "Shortlist three and book the best one.")
@@ -91,3 +97,33 @@ async def waiting_recorded(pool: asyncpg.Pool, run_id: uuid.UUID, turn: int) -> 
 async def run_row(pool: asyncpg.Pool, run_id: uuid.UUID) -> Any:
     async with pool.acquire() as conn:
         return await runs_repo.get_run(conn, run_id)
+
+
+@asynccontextmanager
+async def deltas_heard(pool: asyncpg.Pool) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every notice on `waystation_deltas` while the block runs (and a moment after it)."""
+    notes: list[dict[str, Any]] = []
+
+    def heard(*args: Any) -> None:
+        notes.append(json.loads(args[-1]))
+
+    async with pool.acquire() as listener:
+        await listener.add_listener("waystation_deltas", heard)
+        try:
+            yield notes
+            await asyncio.sleep(0.2)  # the last notices reach the listener
+        finally:
+            await listener.remove_listener("waystation_deltas", heard)
+
+
+def shown_text(notes: list[dict[str, Any]], message_id: str) -> str:
+    """What a client shows of a message's text from its notices: a reset drops what it had."""
+    text = ""
+    for note in notes:
+        if note["message_id"] != message_id:
+            continue
+        if note.get("reset"):
+            text = ""
+        elif note.get("call_id") is None:
+            text = text[:note["at"]] + note["delta"]
+    return text

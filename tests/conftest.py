@@ -55,6 +55,9 @@ for _module in pkgutil.walk_packages(schemathesis.__path__, "schemathesis."):
 # Every worker the tests start runs Waystation's own workflows in Temporal's sandbox too, so
 # the checks production skips for speed are made here (waystation/sandboxing.py).
 os.environ["WAYSTATION_SANDBOX_EVERY_WORKFLOW"] = "1"
+# The offline planner streams its answers a word every 2 ms here (8 ms by default): the tokens
+# still arrive one by one, and the suite's many planner turns stay fast.
+os.environ.setdefault("WAYSTATION_OFFLINE_TOKEN_MS", "2")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,13 +5,17 @@ streaming chunks (`stream_options.include_usage` gives a last chunk with usage),
 body without `stream`; `response_format` `json_schema` answers are built from the schema.
 Tests script what the next requests get (per task, by the schema's name): an answer text
 (fenced JSON, prose, an invalid object), a tool call (`finish_reason` `tool_calls`), an HTTP
-error with `Retry-After`, or a refusal of `json_schema`. Every request is recorded.
+error with `Retry-After`, a refusal of `json_schema`, or a stream cut mid-answer (`Cut`: the
+connection dropped after some of the answer, as a provider's outage does). Streams go a word (a
+tool call's arguments: 16 characters) a chunk, `chunk_delay` apart (default 5 ms: a model's
+cadence). Every request is recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +62,14 @@ class CallTool:
 
 
 @dataclass
+class Cut:
+    """Stream the first `after` characters of `text`, then drop the connection mid-answer."""
+
+    text: str
+    after: int
+
+
+@dataclass
 class RefuseSchema:
     """Answer 400 when the request asks for a `json_schema` response format."""
 
@@ -69,7 +81,7 @@ class Stall:
     seconds: float
 
 
-Scripted = Reply | CallTool | Fail | RefuseSchema | Stall
+Scripted = Reply | CallTool | Fail | RefuseSchema | Stall | Cut
 
 
 @dataclass
@@ -100,10 +112,14 @@ class Recorded:
 class OpenAIStub:
     """Start with `await stub.start()`; `stub.base_url` goes to the backend."""
 
-    chunk_delay: float = 0.0
+    chunk_delay: float = 0.005
     # Answers to requests nothing is scripted for: (recorded request) -> text.
     default_text: Any = None
     requests: list[Recorded] = field(default_factory=list)
+    # When each streamed answer's first text chunk was sent (time.monotonic()): the model's own
+    # first token, which bench/bench_tokens.py compares a client's with.
+    first_tokens: list[float] = field(default_factory=list)
+    last_tokens: list[float] = field(default_factory=list)  # and its last
     _scripts: dict[str | None, list[Scripted]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -166,13 +182,13 @@ class OpenAIStub:
             message = item.message()
             text = message["tool_calls"][0]["function"]["arguments"]
         else:
-            text = item.text if isinstance(item, Reply) else self._default(recorded)
+            text = item.text if isinstance(item, Reply | Cut) else self._default(recorded)
             message = {"role": "assistant", "content": text}
         usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4,
                  "completion_tokens": len(text) // 4 + 1}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         model = body.get("model", "stub")
-        if isinstance(item, CallTool):  # whole: the agents that call tools do not stream
+        if isinstance(item, CallTool) and not body.get("stream"):
             return JSONResponse({"id": "cmpl-stub", "object": "chat.completion", "model": model,
                                  "choices": [{"index": 0, "finish_reason": "tool_calls",
                                               "message": message}], "usage": usage})
@@ -182,22 +198,44 @@ class OpenAIStub:
                                               "message": message}],
                                  "usage": usage})
         with_usage = (body.get("stream_options") or {}).get("include_usage", False)
-        return StreamingResponse(self._chunks(model, text, usage if with_usage else None),
+        return StreamingResponse(self._chunks(model, item, text, usage if with_usage else None),
                                  media_type="text/event-stream")
 
-    async def _chunks(self, model: str, text: str, usage: dict[str, int] | None):  # type: ignore[no-untyped-def]
+    async def _chunks(self, model: str, item: Scripted | None, text: str,  # type: ignore[no-untyped-def]
+                      usage: dict[str, int] | None):
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             return "data: " + json.dumps({
                 "id": "cmpl-stub", "object": "chat.completion.chunk", "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
 
-        yield chunk({"role": "assistant", "content": ""})
-        for start in range(0, len(text), 24):
+        if isinstance(item, CallTool):
+            pieces = [text[start:start + 16] for start in range(0, len(text), 16)] or [""]
+            deltas = [{"tool_calls": [{"index": 0, "function": {"arguments": piece},
+                                       **({"id": item.call_id, "type": "function",
+                                           "function": {"name": item.name,
+                                                        "arguments": piece}}
+                                          if i == 0 else {})}]}
+                      for i, piece in enumerate(pieces)]
+            finish = "tool_calls"
+        else:
+            deltas = [{"content": word} for word in re.findall(r"\S*\s*", text) if word]
+            finish = "stop"
+        yield chunk({"role": "assistant", "content": None if finish == "tool_calls" else ""})
+        sent = 0
+        for delta in deltas:
             if self.chunk_delay:
                 # The stub's pace between streamed chunks: the behaviour being simulated.
                 await asyncio.sleep(self.chunk_delay)
-            yield chunk({"content": text[start:start + 24]})
-        yield chunk({}, "stop")
+            if isinstance(item, Cut) and sent >= item.after:
+                # The provider's connection drops mid-answer: the response ends unfinished.
+                raise ConnectionAbortedError("scripted cut")
+            if not sent and delta.get("content"):
+                self.first_tokens.append(time.monotonic())
+            sent += len(delta.get("content") or "")
+            yield chunk(delta)
+        if sent:
+            self.last_tokens.append(time.monotonic())
+        yield chunk({}, finish)
         if usage is not None:
             yield "data: " + json.dumps({"id": "cmpl-stub", "object": "chat.completion.chunk",
                                          "model": model, "choices": [], "usage": usage}) + "\n\n"

@@ -41,7 +41,7 @@ class DemoSession:
         deadline = time.monotonic() + DEMO_TIMEOUT_S
         url = f"{self.api}/runs/{run_id}/events/stream?after_seq={after_seq}"
         print(f"following {url}\n", flush=True)
-        event = ""
+        event, written = "", Written()
         # A read waits at most a few heartbeats; the stream itself may last minutes.
         with self.http.stream("GET", url, timeout=httpx.Timeout(10.0, read=60.0)) as response:
             if response.status_code != 200:
@@ -51,7 +51,10 @@ class DemoSession:
                     raise SystemExit(f"gave up after {DEMO_TIMEOUT_S:.0f}s following {url}")
                 if line.startswith("event: "):
                     event = line.removeprefix("event: ")
+                elif line.startswith("data: ") and event == "message.delta":
+                    written.show(json.loads(line.removeprefix("data: ")))
                 elif line.startswith("data: ") and event not in ("", "end"):
+                    written.end_line()
                     data = json.loads(line.removeprefix("data: "))
                     where = "/".join(x for x in (data.get("crew"), data.get("task")) if x)
                     pct = (f" {data['progress_pct']}%" if data.get("progress_pct") is not None
@@ -61,6 +64,34 @@ class DemoSession:
                     break
         run: dict[str, Any] = self.http.get(f"{self.api}/runs/{run_id}").json()
         return run
+
+
+class Written:
+    """A model's answer printed as it is written (`message.delta`, outside the event sequence):
+    each delta's part the terminal lacks, on a line of its own; a retried request's reset
+    starts the line again."""
+
+    def __init__(self) -> None:
+        self.message: str | None = None
+        self.shown = 0
+
+    def show(self, delta: dict[str, Any]) -> None:
+        if delta.get("call_id") is not None:
+            return
+        if delta["message_id"] != self.message or delta.get("reset"):
+            self.end_line()
+            self.message, self.shown = delta["message_id"], 0
+            print("        writing: " if not delta.get("reset") else "        (retried) ",
+                  end="", flush=True)
+        text = delta["delta"][max(0, self.shown - delta["at"]):]
+        if delta["at"] <= self.shown and text:
+            print(text, end="", flush=True)
+            self.shown += len(text)
+
+    def end_line(self) -> None:
+        if self.message is not None:
+            print(flush=True)
+            self.message = None
 
 
 def run_demo(settings: Settings, kind: RunKind, *, api: str | None, token: str | None) -> int:

@@ -22,6 +22,7 @@ from activities.artifacts import LocalArtifactStore
 from activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
 from activities.decision_mail import DecisionMailActivities, MailSettings
 from activities.decision_policies import DecisionPolicyActivities
+from activities.deltas import use_deltas
 from activities.deps import WorkerDeps
 from activities.read_model import ReadModelActivities
 from activities.retention import RetentionActivities
@@ -91,6 +92,8 @@ def build_worker(
     registry = registry or load_registry(use_entry_points=False)
     # The offline backend's typed answers to the kinds' own tasks.
     use_offline_answers(registry.offline_answers())
+    # Where model requests publish their live deltas (activities/deltas.py).
+    use_deltas(pool)
     retention = RetentionActivities(
         pool, client, archive_dir=retention_archive_dir,
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,

@@ -21,6 +21,7 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from api import live_deltas
 from api.auth import User
 from api.deps import CurrentUser, VisibleRun, still_signed_in
 from api.errors import ApiError
@@ -34,7 +35,8 @@ from contracts.statuses import TERMINAL_RUN_STATUSES
 router = APIRouter(tags=["streams"])
 
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
-                       "description": "An event stream; each event's `id` is its seq."}}
+                       "description": "An event stream; each event's `id` is its seq (a "
+                                      "`message.delta` has none: it is outside the sequence)."}}
 
 
 def _resume_point(last_event_id: str | None, after_seq: int | None) -> int:
@@ -66,7 +68,8 @@ async def stream_run_events(
 async def _run_stream(pool: asyncpg.Pool, user: User, run_id: UUID, last_sent: int,
                       followed: AsyncGenerator[live.Item]) -> AsyncIterator[bytes]:
     """The live loop's items as SSE: each event's frame, `end` after the run's last event,
-    `overflow` for a client too slow to keep up, comments as heartbeats."""
+    `message.delta` for each piece of a message being written (issue 43), `overflow` for a
+    client too slow to keep up, comments as heartbeats."""
     yield b"retry: 1000\n\n"
     looked = False
     async with contextlib.aclosing(followed):  # unsubscribed as the stream ends
@@ -81,6 +84,8 @@ async def _run_stream(pool: asyncpg.Pool, user: User, run_id: UUID, last_sent: i
                         yield b"".join(frames)
                         return
                 yield b"".join(frames)
+            elif isinstance(item, live.Deltas):
+                yield live_deltas.sse_frames(item.deltas)
             elif isinstance(item, live.Heartbeat):
                 yield b": heartbeat\n\n"
             elif isinstance(item, live.Overflowed):

@@ -4,15 +4,23 @@ what the loop yields to its own wire format.
 
 The loop subscribes to the event hub (api/event_hub.py), catches up from the table by seq
 (the only way events are read in order, without gaps: a notification is only a wake-up), and
-yields typed items: the next events, the run's status changes (migration 064), a quiet
-heartbeat, and `CaughtUp` whenever everything readable has been yielded and it is about to
-wait. It checks its caller again (the credential, then `GET /runs/{id}`'s rule) at the start,
-after every access notice and on every heartbeat, and ends with `CutOff`, sending nothing
+yields typed items: the next events, the run's status changes (migration 064), the live
+model tokens of the messages being written (`Deltas`, issue 43), a quiet heartbeat, and
+`CaughtUp` whenever everything readable has been yielded and it is about to wait. It checks
+its caller again (the credential, then `GET /runs/{id}`'s rule) at the start, after every
+access notice and on every heartbeat, and ends with `CutOff`, sending nothing
 more, when the caller may no longer read. Only events handed over by the hub (so any access
 notice committed before them has been seen) or committed before the caller's last check are
 yielded. Its buffer is the hub's bounded queue: a follower that falls behind gets
 `Overflowed`, and if iterated on, subscribes afresh and catches up from the table. It ends
 quietly when the API shuts down (the client resumes by seq elsewhere).
+
+Deltas have a bounded buffer of their own in the hub's subscription, never read from the table
+and never ending the loop: a follower that falls that far behind loses the deltas waiting
+(drop to latest), and the loop then yields each message whole so far (its partial row) before
+the next ones, as it does when it starts following. They are yielded only when the caller's
+last check still holds, and partials are read over the caller's own connection (row-level
+security shows a run's partials to whoever may read its events).
 
 The decision inbox follows gate changes instead of a run (`follow_inbox`), through the same
 wait, re-check and shutdown (`_taken`).
@@ -32,7 +40,8 @@ import asyncpg
 from api.auth import User
 from api.errors import ApiError
 from api.event_hub import EventHub, Handed, InboxSubscription, RunSubscription, StatusNotice
-from api.schemas import EventView
+from api.schemas import EventView, MessageDelta
+from api.services import deltas as deltas_service
 from api.services import runs
 from api.services.access import claims_of
 from api.sse import LiveEvent
@@ -58,6 +67,17 @@ class StatusChanged:
     has sent)."""
 
     status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deltas:
+    """Pieces of the run's messages being written (issue 43), outside the seq sequence, in the
+    order they came; a message whole so far is a piece from offset 0 (where the loop started
+    following, or dropped deltas). Pieces may overlap what an interface has sent, and a
+    `reset` one starts a retried model request over: api/live_deltas.py's `Shown` keeps what
+    one client lacks."""
+
+    deltas: tuple[MessageDelta, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +107,7 @@ class CutOff:
     refusal: ApiError | None
 
 
-Item = Events | StatusChanged | CaughtUp | Heartbeat | Overflowed | CutOff
+Item = Events | StatusChanged | Deltas | CaughtUp | Heartbeat | Overflowed | CutOff
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +161,22 @@ class _Follower:
                                                  limit=CATCH_UP_PAGE)
         return [EventView.of(row) for row in rows]
 
+    async def deltas(self, subscription: RunSubscription, *, joining: bool) -> Deltas | None:
+        """The deltas the hub holds for the follower; joining (or after some were dropped),
+        each message whole so far first, then only the held deltas that add to it."""
+        if not (joining or subscription.deltas_dropped):
+            held, _ = subscription.take_deltas()
+            return Deltas(tuple(held)) if held else None
+        subscription.take_deltas()  # all in the wholes about to be read
+        dropped = True
+        while dropped:  # dropped again while the wholes were read: read them again
+            async with claimed_connection(self.pool, claims_of(self.user)) as conn:
+                whole = await deltas_service.partial_messages(conn, self.run_id)
+            # Those that came during the read: the whole may hold them already.
+            held, dropped = subscription.take_deltas()
+        found = [*whole, *deltas_service.beyond(whole, held)]
+        return Deltas(tuple(found)) if found else None
+
 
 async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
                  after_seq: int, subscribe_at: int, heartbeat: float,
@@ -152,7 +188,7 @@ async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
     me = _Follower(pool=pool, user=user, run_id=run_id, signed_in=signed_in,
                    last_seq=after_seq)
     subscription = hub.subscribe_run(run_id, from_seq=subscribe_at, caller=user.name)
-    read_table = True
+    read_table = joining = True
     try:
         while True:
             while read_table:
@@ -167,6 +203,13 @@ async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
                     me.last_seq = fresh[-1].seq
                     yield Events(fresh)
                 read_table = len(page) == CATCH_UP_PAGE or len(fresh) < len(page)
+            if joining:  # the messages being written as the loop starts following
+                joining = False
+                if subscription.stale and (cut := await me.check(subscription)):
+                    yield cut
+                    return
+                if joined := await me.deltas(subscription, joining=True):
+                    yield joined
             yield CaughtUp(me.last_seq)
             taken = await _taken(subscription, heartbeat, partial(me.check, subscription))
             if taken is None:
@@ -182,11 +225,17 @@ async def follow(hub: EventHub, pool: asyncpg.Pool, user: User, run_id: UUID, *,
                 yield Overflowed(me.last_seq)
                 hub.unsubscribe_run(subscription)
                 subscription = hub.subscribe_run(run_id, from_seq=me.last_seq, caller=user.name)
-                read_table = True
+                read_table = joining = True
                 continue
             handed = taken
             async for item in _in_order(me, handed):
                 yield item
+            # A notice after the batch's check comes before deltas it may concern.
+            if subscription.stale and (cut := await me.check(subscription)):
+                yield cut
+                return
+            if deltas := await me.deltas(subscription, joining=False):
+                yield deltas
             read_table = me.last_seq < me.readable  # a gap: the rest is in the table
     finally:
         hub.unsubscribe_run(subscription)

@@ -3,7 +3,10 @@
 // waiting at a tool's approval takes its decision in the page's "Waiting for" section; a
 // message sent then is refused with the API's reason, shown under the box. The conversation
 // follows the run's event stream (the page's own): each new line of the transcript is read
-// when its event arrives, not polled for.
+// when its event arrives, not polled for. An answer being written grows in place from its live
+// tokens (`message.delta`, issue 43): a line per message id whose text keeps what it has and
+// adds what a delta brings (a reset of a retried request empties it), replaced where it stands
+// by the durable answer with the same message id.
 
 import { api } from "../api.js";
 import { debounce, h, replace, timeTag } from "../dom.js";
@@ -14,12 +17,15 @@ const TRANSCRIPT = new Set(["message.received", "tool.called", "tool.returned", 
                             "agent.answered"]);
 const ENDED = new Set(["run.completed", "run.failed", "run.canceled"]);
 
-export function mount(slot, run, { onChange, onEvents }) {
+export function mount(slot, run, { onChange, onEvents, onDeltas }) {
   const runId = run.run_id;
   const agentName = (run.input && run.input.agent) || "agent";
   let afterSeq = 0;
   let stopped = false;
   let reads = Promise.resolve();
+  // Answers being written: message id -> { li, text, attempt }.
+  const writing = new Map();
+  const answered = new Set();
 
   const list = h("ol", { class: "conversation", id: "conversation", "aria-live": "polite" });
   const empty = h("p", { class: "muted" }, "No messages yet.");
@@ -69,7 +75,13 @@ export function mount(slot, run, { onChange, onEvents }) {
         page = await api(`/runs/${runId}/messages?after_seq=${afterSeq}&limit=500`);
         for (const m of page.messages) {
           empty.hidden = true;
-          list.append(entry(m));
+          const live = m.message_id && writing.get(m.message_id);
+          if (live) live.li.replaceWith(entry(m));
+          else list.append(entry(m));
+          if (m.message_id) {
+            answered.add(m.message_id);
+            writing.delete(m.message_id);
+          }
         }
         afterSeq = page.next_after_seq;
       } while (page.messages.length === 500);  // a full page: there is more
@@ -100,6 +112,34 @@ export function mount(slot, run, { onChange, onEvents }) {
     }
   }
 
+  // A delta adds what the line lacks: a catch-up repeats the text whole from 0, a delta
+  // starting past the end waits for that whole, an older attempt's is dropped.
+  function grow(deltas) {
+    for (const d of deltas) {
+      if (d.call_id || answered.has(d.message_id)) continue;
+      let live = writing.get(d.message_id);
+      if (!live) {
+        if (d.reset) continue;
+        const p = h("p", {});
+        live = { li: h("li", { class: "turn agent writing", "aria-busy": "true" },
+                       h("strong", {}, agentName), " writing…", p), p, text: "", attempt: d.attempt };
+        writing.set(d.message_id, live);
+        empty.hidden = true;
+        list.append(live.li);
+      }
+      if (d.attempt < live.attempt) continue;
+      if (d.attempt > live.attempt || d.reset) {
+        live.attempt = d.attempt;
+        live.text = "";
+      }
+      if (!d.reset && d.at <= live.text.length && d.at + d.delta.length > live.text.length) {
+        live.text = live.text.slice(0, d.at) + d.delta;
+      }
+      live.p.textContent = live.text;
+    }
+  }
+
+  const stopDeltas = onDeltas ? onDeltas(grow) : () => {};
   const unsubscribe = onEvents((events) => {
     if (events.some((e) => TRANSCRIPT.has(e.type))) readSoon();
     if (events.some((e) => ENDED.has(e.type))) setOpen(false);
@@ -108,5 +148,6 @@ export function mount(slot, run, { onChange, onEvents }) {
   return () => {
     stopped = true;
     unsubscribe();
+    stopDeltas();
   };
 }

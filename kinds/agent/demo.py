@@ -1,5 +1,6 @@
-"""`waystation demo --kind agent`: the bundled planner, a search, then a booking that stops at
-the `book_vendor` approval (seed 003)."""
+"""`waystation demo --kind agent`: the bundled planner, a search, a shortlist, a question about
+the plan (answered from the conversation, not booked: issue 43's follow-up), then a booking
+that stops at the `book_vendor` approval (seed 003)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,30 @@ from typing import Any
 from contracts.kinds import KindDemo
 
 MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
+            "Shortlist the first three",
+            "Which three did you shortlist, and is the booking confirmed?",
             "Book Rosewood Estate on 2027-02-14 for 200 guests")
 SEND_WITHIN_S = 180.0
 
 
 def _converse_until_approval(session: Any, run_id: str) -> dict[str, Any]:
-    """Follow the planner's first turn to its answer, send the booking message, and follow
-    the run on to the `book_vendor` approval."""
-    answered = session.follow(run_id, until=("agent.answered", "end"))
-    after_seq, text = int(answered["last_seq"]), MESSAGES[1]
+    """Follow each of the planner's turns to its answer, print it, send the next message,
+    and follow the last on to the `book_vendor` approval."""
+    after_seq = 0
+    for text in MESSAGES[1:]:
+        answered = session.follow(run_id, until=("agent.answered", "end"), after_seq=after_seq)
+        # The turn's transcript: from where the previous turn's answer was printed.
+        said = session.http.get(f"{session.api}/runs/{run_id}/messages",
+                                params={"after_seq": after_seq}).json()["messages"]
+        after_seq = int(answered["last_seq"])
+        print(f"\nplanner: {[m for m in said if m['role'] == 'agent'][-1]['text']}", flush=True)
+        _send(session, run_id, text)
+    # Resumed after what was printed (the answer is the run's newest event when it is read).
+    result: dict[str, Any] = session.follow(run_id, after_seq=after_seq)
+    return result
+
+
+def _send(session: Any, run_id: str, text: str) -> None:
     deadline = time.monotonic() + SEND_WITHIN_S
     # The answer is recorded a moment before the run starts waiting for the next message.
     while (sent := session.http.post(f"{session.api}/runs/{run_id}/messages",
@@ -27,9 +43,6 @@ def _converse_until_approval(session: Any, run_id: str) -> dict[str, Any]:
     if sent.status_code != 202:
         raise SystemExit(f"POST /runs/{run_id}/messages: {sent.status_code} {sent.text}")
     print(f"\nsent: {text}", flush=True)
-    # Resumed after what was printed (the answer is the run's newest event when it is read).
-    result: dict[str, Any] = session.follow(run_id, after_seq=after_seq)
-    return result
 
 
 def _hints(session: Any, run: dict[str, Any]) -> list[str]:
@@ -42,8 +55,7 @@ def _hints(session: Any, run: dict[str, Any]) -> list[str]:
                                           "feedback": "wait for the budget"}),
             session.curl("POST", decide, {"decision": "edit", "answer": arguments}),
             "then carry the conversation on (`GET` it for the transcript):",
-            session.curl("POST", f"/runs/{run_id}/messages",
-                         {"text": "Which are free on 2027-03-01?"})]
+            session.curl("POST", f"/runs/{run_id}/messages", {"text": MESSAGES[2]})]
 
 
 DEMO = KindDemo(input={"agent": "planner", "message": MESSAGES[0]},

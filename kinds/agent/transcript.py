@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
 
     from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
     from contracts.writes import EventWrite
+    from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.metering import cost_usd
     from kinds.agent.contracts import MODEL_RESPONDED
     from kinds.agent.models import AgentUsage
@@ -62,6 +63,17 @@ def turn_events(make: MakeEvent, turn: int, first: int,
     return events
 
 
+def answered_message_id(messages: Sequence[ModelMessage]) -> str | None:
+    """The id of the response that holds the turn's answer (its last with text), as its model
+    request named it for its live deltas (kinds.agent.activities.live)."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and any(isinstance(p, TextPart)
+                                                      for p in message.parts):
+            id = (message.metadata or {}).get(MESSAGE_ID_KEY)
+            return id if isinstance(id, str) else None
+    return None
+
+
 def returned_event(make: MakeEvent, turn: int, part: ToolReturnPart) -> EventWrite:
     """A tool call's `tool.returned`, written as soon as the tool has run. Keyed by the call's
     id (from the model's response, in the history: a replay and a retried write name it the
@@ -74,7 +86,8 @@ def returned_event(make: MakeEvent, turn: int, part: ToolReturnPart) -> EventWri
 def _response(message: ModelResponse) -> dict[str, Any]:
     # `usage` is what migration 010's trigger adds to the run's cost and token columns: each
     # response's own, once (its event key is written once).
-    return {"model": message.model_name,
+    said = {"message_id": id} if (id := (message.metadata or {}).get(MESSAGE_ID_KEY)) else {}
+    return {"model": message.model_name, **said,
             "usage": {"input_tokens": message.usage.input_tokens,
                       "output_tokens": message.usage.output_tokens,
                       "cost_usd": cost_usd(message)},

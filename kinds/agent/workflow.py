@@ -58,7 +58,12 @@ with workflow.unsafe.imports_passed_through():
         MessageAccepted,
         MessageInput,
     )
-    from kinds.agent.transcript import add_usage, returned_event, turn_events
+    from kinds.agent.transcript import (
+        add_usage,
+        answered_message_id,
+        returned_event,
+        turn_events,
+    )
     from workflows import search_attributes as sa
     from workflows.gate_rules import GateSpec
     from workflows.lifecycle import RunWorkflow
@@ -158,6 +163,7 @@ class AgentRun(RunWorkflow):
             result = await self._run_agent(None, deferred=answers)
         self._take(result.all_messages(), first)
         c.last_answer = str(result.output)
+        answer_id = answered_message_id(result.all_messages())
         summary = await self._run_agent(SUMMARY_PROMPT)
         # The summary request is paid for too: its response is an event after the turn's
         # messages (it is not kept in the history, so those positions stay its own).
@@ -165,17 +171,19 @@ class AgentRun(RunWorkflow):
         summary_events = turn_events(self.event, c.turn, len(self._history) - self._turn_start(),
                                      summary.new_messages())
         c.context_summary = str(summary.output)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
-    async def _answered(self, events: list[EventWrite]) -> None:
-        """The turn's last events, its answer and its snapshot."""
+    async def _answered(self, events: list[EventWrite], message_id: str | None = None) -> None:
+        """The turn's last events, its answer and its snapshot; the answer carries the id its
+        live deltas carried (`message_id`), when the model's response named one."""
         c = self._carry
         self._phase = "answered"
+        said = {"message_id": message_id} if message_id else {}
         # The run's totals so far, named so that the usage trigger does not add them again.
         await self.record(events=[*events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
-                    "total_usage": c.usage.model_dump()})],
+                    "total_usage": c.usage.model_dump(), **said})],
             snapshot=f"turn {c.turn}", with_state=True)
 
     async def _run_agent(self, prompt: str | None,
@@ -312,7 +320,7 @@ class AgentRun(RunWorkflow):
     async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
         """The graph invoked with the person's message; each interrupt it stops at is a gate,
         and the graph resumes with every decision at once, each to its own interrupt."""
-        from kinds.agent.workflow_langgraph import answer, interrupts
+        from kinds.agent.workflow_langgraph import answer, interrupts, message_id_of
 
         c = self._carry
         first = len(graph.history)
@@ -327,12 +335,13 @@ class AgentRun(RunWorkflow):
             result = await self._run_graph(graph.resume(resume))
         self._take_graph(graph, result, first)
         c.last_answer = answer(result)
+        answer_id = message_id_of(result["messages"][-1]) if result["messages"] else None
         summary = await self._run_graph(graph.ask(f"summary-{c.turn}", SUMMARY_PROMPT))
         # Paid for too: its responses are events after the turn's messages, not kept.
         asked = summary["messages"][len(graph.history) + 1:]
         summary_events = self._graph_events(len(graph.history) - graph.turn_start(), asked)
         c.context_summary = answer(summary)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
     async def _run_graph(self, invocation: Any) -> Any:
         from langgraph.errors import GraphRecursionError
@@ -378,10 +387,11 @@ class AgentRun(RunWorkflow):
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from kinds.agent.workflow_openai import Tripped, answer, tripped_event
+        from kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
 
         c = self._carry
         seen: dict[str, int] = {}
+        answer_id: str | None = None
         try:
             result = await self._run_openai(conversation.start(message.text, self._priming()))
             while result.interruptions:
@@ -398,6 +408,7 @@ class AgentRun(RunWorkflow):
             conversation.take(result)
             self._pending_events = self._openai_events(result, seen)
             c.last_answer = answer(result)
+            answer_id = answer_message_id(result)
         try:
             summary = await self._run_openai(conversation.ask(SUMMARY_PROMPT))
         except Tripped:
@@ -405,7 +416,7 @@ class AgentRun(RunWorkflow):
         else:
             summary_events = self._openai_events(summary, {}, prefix="summary.")
             c.context_summary = answer(summary)
-        await self._answered([*self._pending_events, *summary_events])
+        await self._answered([*self._pending_events, *summary_events], message_id=answer_id)
 
     async def _run_openai(self, run: Any) -> RunResult:
         from agents.exceptions import AgentsException

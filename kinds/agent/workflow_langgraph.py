@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
     from contracts.writes import EventWrite
     from kinds.agent.activities.langgraph import LangGraphAgent
+    from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.metering import COST_KEY
     from kinds.agent.contracts import APPROVAL_SCHEMA_MARK, MODEL_RESPONDED
     from kinds.agent.models import AgentUsage
@@ -181,9 +182,10 @@ def graph_events(make: MakeEvent, turn: int, first: int,
         if isinstance(message, AIMessage):
             model = message.response_metadata.get("model_name")
             inputs, outputs = _tokens(message)
+            said = {"message_id": id} if (id := message_id_of(message)) else {}
             events.append(make(f"{at}.response", MODEL_RESPONDED, phase=turn,
                                status="completed", agent=model, output={
-                                   "model": model, "text": message.text or None,
+                                   "model": model, "text": message.text or None, **said,
                                    # Summed into the run's columns by migration 010's trigger.
                                    "usage": {"input_tokens": inputs, "output_tokens": outputs,
                                              "cost_usd": _cost(message)}}))
@@ -200,6 +202,16 @@ def graph_events(make: MakeEvent, turn: int, first: int,
                                        "call_id": message.tool_call_id,
                                        ("told" if failed else "result"): message.content}))
     return events
+
+
+def message_id_of(message: BaseMessage) -> str | None:
+    """The id a response's live tokens carried (kinds.agent.activities.langgraph.LiveTokens)."""
+    if not isinstance(message, AIMessage):
+        return None
+    metadata = message.response_metadata or \
+        message.additional_kwargs.get("response_metadata") or {}
+    id = metadata.get(MESSAGE_ID_KEY)
+    return id if isinstance(id, str) else None
 
 
 def _cost(message: AIMessage) -> float:

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
 
     from contracts.events import TOOL_CALLED, TOOL_RETURNED
     from contracts.writes import EventWrite
+    from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.openai import (
         COST_KEY,
         MODEL_ACTIVITY,
@@ -223,12 +224,20 @@ def _response_event(make: MakeEvent, turn: int, result: RunResult, response: Any
     usage.cost_usd += cost
     text = " ".join(part.text for o in response.output if getattr(o, "type", "") == "message"
                     for part in getattr(o, "content", []) if hasattr(part, "text"))
+    said = {"message_id": raw[MESSAGE_ID_KEY]} if raw.get(MESSAGE_ID_KEY) else {}
     return make(f"{key}.response", MODEL_RESPONDED, phase=turn, status="completed",
                 agent=result.last_agent.name, output={
-                    "model": raw.get(MODEL_KEY), "text": text or None,
+                    "model": raw.get(MODEL_KEY), "text": text or None, **said,
                     # Summed into the run's columns by migration 010's trigger.
                     "usage": {"input_tokens": inputs, "output_tokens": outputs,
                               "cost_usd": cost}})
+
+
+def answer_message_id(result: RunResult) -> str | None:
+    """The id the answer's live tokens carried: its response's (the run's last)."""
+    raw = result.raw_responses[-1].raw_usage or {} if result.raw_responses else {}
+    id = raw.get(MESSAGE_ID_KEY)
+    return id if isinstance(id, str) else None
 
 
 def _ids(raw: Any) -> list[str]:

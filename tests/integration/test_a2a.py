@@ -454,3 +454,21 @@ async def test_push_notification_configs_are_signed_webhooks_for_the_task(api, p
             await alice.get_task_push_notification_config(
                 GetTaskPushNotificationConfigRequest(task_id=task.id, id=config.id))
         assert unknown.value.data["code"] == "webhook_not_found"
+
+
+async def test_a_streamed_answer_arrives_as_appended_artifact_updates(api, people):
+    """Issue 43: SendStreamingMessage gets the planner's answer as it is written, artifact
+    updates of one artifact (the first replaces, the rest append) whose text is the answer."""
+    async with a2a(api, people["priya"], streaming=True) as priya:
+        updates = await send(priya, message(text=SEARCH))
+    pieces = [u.artifact_update for u in updates if u.HasField("artifact_update")]
+    assert len(pieces) > 3
+    assert len({p.artifact.artifact_id for p in pieces}) == 1
+    assert [p.append for p in pieces] == [False] + [True] * (len(pieces) - 1)
+    written = "".join(get_message_text(p.artifact) for p in pieces)
+    # The stream's last update (input-required, written with no event) carries no event.
+    events = [u.status_update.metadata["event"] for u in updates
+              if u.HasField("status_update") and "event" in u.status_update.metadata]
+    answered = [e["output"] for e in events if e["type"] == "agent.answered"]
+    assert written == answered[0]["text"]
+    assert pieces[0].metadata["message_id"] == answered[0]["message_id"]

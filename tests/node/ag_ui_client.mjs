@@ -120,6 +120,28 @@ async function plannerApprovalWithAnEdit() {
   console.log("planner: tool approval with an edit, then the next message");
 }
 
+async function plannerAnswerStreams() {
+  // Issue 43: the answer arrives as several TEXT_MESSAGE_CONTENT deltas whose concatenation is
+  // the durable answer, and the tool call's arguments as TOOL_CALL_ARGS deltas; one message each.
+  const thread = randomUUID();
+  const client = agent("agent", thread);
+  const { events } = await collect(client, { forwardedProps: { input: {
+    agent: "planner", message: "I need a wedding venue in Bangalore for 200 guests, rustic style" } } });
+  const answered = (await rest(`/runs/${thread}/messages`)).messages
+    .filter((m) => m.type === "agent.answered").at(-1);
+  const answers = client.messages.filter((m) => m.role === "assistant" && m.content);
+  assert.equal(answers.length, 1, "the answer once");
+  assert.equal(answers[0].content, answered.text);
+  const contents = events.filter((e) => e.type === "TEXT_MESSAGE_CONTENT" && e.messageId === answers[0].id);
+  assert.ok(contents.length > 3, `several deltas, not one: ${contents.length}`);
+  assert.equal(contents.map((e) => e.delta).join(""), answered.text);
+  const [call] = client.messages.flatMap((m) => m.toolCalls ?? []);
+  const args = events.filter((e) => e.type === "TOOL_CALL_ARGS" && e.toolCallId === call.id);
+  assert.ok(args.length > 1, "the arguments in pieces");
+  assert.deepEqual(JSON.parse(call.function.arguments), JSON.parse(args.map((e) => e.delta).join("")));
+  console.log(`planner: the answer in ${contents.length} deltas, the arguments in ${args.length}`);
+}
+
 // What a response sent for run events, as (id, type): not the framing that keeps one AG-UI run
 // well-formed (RUN_STARTED, a step begun again, RUN_FINISHED), which repeats the id before it.
 // A resumed stream's first state is whole, where the uninterrupted one sent a delta.
@@ -160,4 +182,5 @@ async function reconnectMidStream(thread) {
 
 const thread = await validationToTheNextInterrupt();
 await plannerApprovalWithAnEdit();
+await plannerAnswerStreams();
 await reconnectMidStream(thread);

@@ -3,6 +3,7 @@ Patch between snapshots, the ids, and the framing that keeps an AG-UI run well-f
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,17 +14,22 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
 )
 
 from api.protocols.ag_ui.mapping import (
+    LiveMessages,
     Position,
     RunFraming,
     json_patch,
+    live_message_id,
     positions,
     state_event,
     translate,
 )
-from api.schemas import EventView
+from api.schemas import EventView, MessageDelta
 
 AT = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 
@@ -95,3 +101,49 @@ def test_framing_keeps_each_ag_ui_run_well_formed():
     framing.skip(start)
     assert framing.before(TextMessageContentEvent(message_id="ws-4", delta="hi")) == [start]
     assert framing.before(TextMessageEndEvent(message_id="ws-4")) == []
+
+
+def _delta(delta: str, at: int, attempt: int = 1, **fields: Any) -> MessageDelta:
+    return MessageDelta(run_id=uuid.UUID(int=1), message_id="r.7", attempt=attempt, at=at,
+                        delta=delta, **fields)
+
+
+def test_live_deltas_send_only_what_the_client_has_not_got():
+    live = LiveMessages()
+    first = live.events(_delta("Old Mill ", 0))
+    assert [type(e).__name__ for e in first] == ["TextMessageStartEvent",
+                                                 "TextMessageContentEvent"]
+    assert first[0].message_id == live_message_id("r.7")
+    # A catch-up repeats the message whole so far: only its new end goes out.
+    again = live.events(_delta("Old Mill Barn", 0))
+    assert [e.delta for e in again] == ["Barn"]
+    assert live.events(_delta("far ahead", 40)) == []  # a gap: wait for the whole again
+    # The durable answer: its START is not repeated, its CONTENT only what is missing.
+    answered = [TextMessageStartEvent(message_id=live_message_id("r.7"), role="assistant"),
+                TextMessageContentEvent(message_id=live_message_id("r.7"),
+                                        delta="Old Mill Barn fits."),
+                TextMessageEndEvent(message_id=live_message_id("r.7"))]
+    kept = [k for e in answered for k in live.durable(e)]
+    assert [getattr(k, "delta", None) for k in kept] == [" fits.", None]
+    assert live.events(_delta(" late", 13)) == []  # ended: a late delta is dropped
+
+
+def test_a_reset_drops_the_failed_attempt_and_the_retry_starts_anew():
+    live = LiveMessages()
+    live.events(_delta("Wrong answ", 0))
+    assert not live.reset(_delta("er", 10))
+    assert live.reset(_delta("", 0, attempt=2, reset=True))
+    started = live.events(_delta("Right", 0, attempt=2))
+    assert [type(e).__name__ for e in started] == ["TextMessageStartEvent",
+                                                   "TextMessageContentEvent"]
+    assert live.events(_delta("stale", 10, attempt=1)) == []
+
+
+def test_tool_arguments_written_live_are_not_sent_again_by_the_durable_call():
+    live = LiveMessages()
+    live.events(_delta('{"category":', 0, call_id="c1", tool="search_vendors"))
+    live.events(_delta('"venue"}', 12, call_id="c1", tool="search_vendors"))
+    durable = [ToolCallStartEvent(tool_call_id="c1", tool_call_name="search_vendors"),
+               ToolCallArgsEvent(tool_call_id="c1", delta='{"category": "venue"}'),
+               ToolCallEndEvent(tool_call_id="c1")]
+    assert [type(k).__name__ for e in durable for k in live.durable(e)] == ["ToolCallEndEvent"]

@@ -9,7 +9,16 @@ import pytest
 from langgraph_agent.graph import refunds_graph
 
 from kinds.agent.activities.registry import register_agent
-from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
+from tests.agent_helpers import (
+    decide,
+    deltas_heard,
+    events_of,
+    new_agent_run,
+    run_row,
+    shown_text,
+    start_agent,
+    waiting,
+)
 from tests.openai_stub import CallTool, OpenAIStub, Reply
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
 
@@ -47,3 +56,29 @@ async def test_a_graph_turn_through_the_configured_openai_model(time_env, pool, 
     assert row.input_tokens == state.usage.input_tokens
     assert row.cost_usd == pytest.approx(state.usage.cost_usd)
     await handle.terminate("done")
+
+
+async def test_a_graph_s_answer_is_published_as_it_is_written(time_env, pool, worker,  # noqa: F811
+                                                              task_queue, stub: OpenAIStub):
+    """Issue 43: the configured chat model streams; its tokens go out as deltas under the id
+    the durable answer carries; the summary request publishes none."""
+    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
+                                          "reason": "broken"}),
+                Reply("Refunded 35 EUR on A-7007, it is on its way back to you."),
+                Reply("One refund: A-7007, 35 EUR."))
+    async with deltas_heard(pool) as notes:
+        arg = await new_agent_run(pool, agent="refunds_graph", message="My lamp A-7007 broke")
+        handle = await start_agent(time_env.client, arg, task_queue)
+        await waiting(handle, "approval")
+        await decide(handle, "approve_issue_refund_1", "approve")
+        state = await waiting(handle, turn=1)
+    answered = next(e.output for e in await events_of(pool, arg.run_id)
+                    if e.type == "agent.answered")
+    mine = [n for n in notes if n["message_id"] == answered["message_id"]]
+    assert len(mine) > 3
+    assert shown_text(notes, answered["message_id"]) == state.last_answer == answered["text"]
+    assert not [n for n in notes if n["run_id"] == str(arg.run_id)
+                and "One refund" in (n.get("delta") or "")]
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM message_partials WHERE run_id = $1",
+                                   arg.run_id) == 0

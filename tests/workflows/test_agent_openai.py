@@ -25,8 +25,16 @@ from kinds.agent.activities.model import (
 )
 from kinds.agent.kind import AGENT
 from kinds.agent.workflow import AgentRun
-from tests.agent_helpers import events_of, new_agent_run, run_row, start_agent, waiting
-from tests.openai_stub import CallTool, Fail, OpenAIStub, Reply, Stall
+from tests.agent_helpers import (
+    deltas_heard,
+    events_of,
+    new_agent_run,
+    run_row,
+    shown_text,
+    start_agent,
+    waiting,
+)
+from tests.openai_stub import CallTool, Cut, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker
@@ -168,3 +176,27 @@ async def test_cost_by_the_price_overrides_and_the_model_counters(time_env, pool
     assert counted[("waystation_model_tokens", "output")] == row.output_tokens
     assert counted[("waystation_model_cost_microusd", "")] == pytest.approx(
         sum(expected) * 1e6, abs=2)
+
+
+async def test_a_stream_cut_mid_answer_is_retried_and_clients_drop_the_failed_attempt(
+        time_env, pool, worker, task_queue, stub: OpenAIStub):
+    """Issue 43: the provider drops the connection mid-answer; the retried request publishes
+    a reset, then its own deltas; a client shows the retry's text only, and the durable answer
+    is the retry's."""
+    stub.script(Cut("Old Mill Barn is the one you want, trust me on this.", after=12),
+                Reply("Rosewood Estate fits: rustic, 250 guests."), Reply("need: a venue"))
+    async with deltas_heard(pool) as notes:
+        arg = await new_agent_run(pool, message="A venue in Bangalore, please")
+        handle = await start_agent(time_env.client, arg, task_queue)
+        state = await waiting(handle, turn=1)
+    answered = next(e.output for e in await events_of(pool, arg.run_id)
+                    if e.type == "agent.answered")
+    assert state.last_answer == answered["text"] == "Rosewood Estate fits: rustic, 250 guests."
+    mine = [n for n in notes if n["message_id"] == answered["message_id"]]
+    first = [n for n in mine if n["attempt"] == 1]
+    assert "".join(n["delta"] for n in first).startswith("Old Mill")  # shown, then cut
+    reset = next(i for i, n in enumerate(mine) if n.get("reset"))
+    assert mine[reset]["attempt"] == 2 and all(n["attempt"] == 1 for n in mine[:reset])
+    assert shown_text(notes, answered["message_id"]) == answered["text"]
+    assert len(stub.requests) == 3
+    await handle.terminate("done")

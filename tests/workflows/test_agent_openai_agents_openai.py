@@ -6,11 +6,22 @@ run's."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from openai_agents_agent.agent import refunds_desk
 
 from kinds.agent.activities.registry import register_agent
-from tests.agent_helpers import decide, events_of, new_agent_run, run_row, start_agent, waiting
+from tests.agent_helpers import (
+    decide,
+    deltas_heard,
+    events_of,
+    new_agent_run,
+    run_row,
+    shown_text,
+    start_agent,
+    waiting,
+)
 from tests.openai_stub import CallTool, OpenAIStub, Reply
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
 
@@ -48,3 +59,31 @@ async def test_an_agents_turn_through_the_configured_openai_model(time_env, pool
     assert row.input_tokens == state.usage.input_tokens
     assert state.usage.cost_usd > 0 and row.cost_usd == pytest.approx(state.usage.cost_usd)
     await handle.terminate("done")
+
+
+async def test_an_agents_answer_is_published_as_it_is_written(time_env, pool,
+                                                              worker,  # noqa: F811
+                                                              task_queue, stub: OpenAIStub):
+    """Issue 43: the model activity streams; the text and the tool call's arguments go out as
+    deltas under the id the durable events carry; the summary request publishes none."""
+    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
+                                          "reason": "broken"}),
+                Reply("Refunded 35 EUR on A-7007, it is on its way back to you."),
+                Reply("One refund: A-7007, 35 EUR."))
+    async with deltas_heard(pool) as notes:
+        arg = await new_agent_run(pool, agent="refunds_desk", message="My lamp A-7007 broke")
+        handle = await start_agent(time_env.client, arg, task_queue)
+        await waiting(handle, "approval")
+        await decide(handle, "approve_issue_refund_1", "approve")
+        state = await waiting(handle, turn=1)
+    events = await events_of(pool, arg.run_id)
+    answered = next(e.output for e in events if e.type == "agent.answered")
+    assert len([n for n in notes if n["message_id"] == answered["message_id"]]) > 3
+    assert shown_text(notes, answered["message_id"]) == state.last_answer == answered["text"]
+    called = next(e.output for e in events if e.type == "tool.called")
+    args = [n["delta"] for n in notes if n.get("call_id") == called["call_id"]]
+    assert json.loads("".join(args)) == called["arguments"]
+    assert not [n for n in notes if "One refund" in (n.get("delta") or "")]
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM message_partials WHERE run_id = $1",
+                                   arg.run_id) == 0

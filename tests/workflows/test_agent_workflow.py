@@ -13,6 +13,7 @@ from kinds.agent.models import MessageInput
 from kinds.agent.workflow import AgentRun
 from tests.agent_helpers import (
     BOOK,
+    FOLLOW_UP,
     LIKE,
     NATURAL,
     SEARCH,
@@ -149,4 +150,45 @@ async def test_a_request_lacking_what_to_look_for_is_answered_with_what_is_neede
     state = await waiting(handle, turn=1)
     assert state.last_answer.startswith("There is nothing to shortlist yet: tell me what to look")
     assert not [e for e in await events_of(pool, arg.run_id) if e.type == "tool.called"]
+    await handle.terminate("done")
+
+
+async def test_a_question_about_the_plan_is_answered_from_the_conversation_not_booked(
+        time_env, pool, worker, task_queue):
+    """The follow-up of issue 43: asked which were shortlisted and whether the booking is
+    confirmed, the planner answers from what the conversation did, calls no tool and opens no
+    approval, before the booking and after it."""
+    arg = await new_agent_run(pool, message=NATURAL)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_book_vendor_1", "approve")
+    await waiting(handle, turn=1)
+    calls = len([e for e in await events_of(pool, arg.run_id) if e.type == "tool.called"])
+    await say(handle, FOLLOW_UP)
+    state = await waiting(handle, turn=2)
+    assert state.last_answer.startswith(
+        "I shortlisted Old Mill Barn (v-venue-02), Banyan Courtyard (v-venue-01), Rosewood "
+        "Estate (v-venue-03). The booking is confirmed: Banyan Courtyard on 2027-02-14 (bk-")
+    events = await events_of(pool, arg.run_id)
+    assert len([e for e in events if e.type == "tool.called"]) == calls
+    assert len([e for e in events if e.type == "gate.opened"]) == 1
+    await handle.terminate("done")
+
+
+async def test_a_question_before_any_booking_says_nothing_is_booked(time_env, pool, worker,
+                                                                     task_queue):
+    arg = await new_agent_run(pool, message=SEARCH)
+    handle = await start_agent(time_env.client, arg, task_queue)
+    await say(handle, "Shortlist the first three")
+    await say(handle, FOLLOW_UP)
+    state = await waiting(handle, turn=3)
+    assert state.last_answer == ("I shortlisted Old Mill Barn (v-venue-02), Banyan Courtyard "
+                                 "(v-venue-01), Rosewood Estate (v-venue-03). Nothing is booked "
+                                 "yet: tell me which vendor to book, and for when.")
+    calls = [e.output["tool"] for e in await events_of(pool, arg.run_id)
+             if e.type == "tool.called"]
+    assert calls == ["search_vendors", "shortlist"]
+    # Asked as a request, even one that ends with a question mark, it books (at its gate).
+    await say(handle, "Can you book Rosewood Estate on 2027-02-14 for 200 guests?")
+    await waiting(handle, "approval")
     await handle.terminate("done")

@@ -1,8 +1,9 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
 // snapshot history and every decision. A kind with more to show adds its own section: a module
 // of its package (RunKind.console_module) served as kinds/<kind>.js and loaded here, whose
-// `mount(slot, run, { onChange, onEvents })` may return a cleanup (`onEvents(fn)` calls `fn` with
-// each batch of the run's live events, and returns its unsubscribe); any other kind gets this
+// `mount(slot, run, { onChange, onEvents, onDeltas })` may return a cleanup (`onEvents(fn)` calls
+// `fn` with each batch of the run's live events, `onDeltas(fn)` with each batch of its live model
+// tokens, `message.delta`; each returns its unsubscribe); any other kind gets this
 // page as it is. Its owner may hide a
 // finished run and restore it. A fork links to the run it was forked from.
 
@@ -204,6 +205,11 @@ export function mountRun(main, session, runId) {
     kindListeners.add(fn);
     return () => kindListeners.delete(fn);
   };
+  const deltaListeners = new Set();
+  const onDeltas = (fn) => {
+    deltaListeners.add(fn);
+    return () => deltaListeners.delete(fn);
+  };
 
   const apply = frameBatcher((events) => {
     timeline.add(events);
@@ -220,11 +226,16 @@ export function mountRun(main, session, runId) {
     loadDecisions();
     snapshots.refresh().then(showCost);
     kindSection(session, run.kind).then((mount) => {
-      if (mount && !closed) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon, onEvents }));
+      if (mount && !closed) cleanups.push(mount(kindSlot, run, { onChange: refreshSoon, onEvents,
+                                                                     onDeltas }));
     }, (error) => console.error(`the ${run.kind} section did not load`, error));
     // Every event not seen yet, then live ones, resuming after a drop where it was.
-    cleanups.push(followStream(`/runs/${runId}/events/stream`, (events) => events.forEach(apply),
-                               { onEnd: refreshSoon }));
+    // Live model tokens (`message.delta`, outside the seq sequence) go to the kind's section.
+    cleanups.push(followStream(`/runs/${runId}/events/stream`, (events) => {
+      const live = events.filter((e) => e.type === "message.delta");
+      if (live.length) deltaListeners.forEach((fn) => fn(live));
+      events.filter((e) => e.type !== "message.delta").forEach(apply);
+    }, { onEnd: refreshSoon }));
   });
 
   return () => {

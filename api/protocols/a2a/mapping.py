@@ -31,6 +31,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     Task,
+    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
@@ -50,7 +51,14 @@ from pydantic import BaseModel, ValidationError
 
 from api.decision_payload import payload_schema
 from api.errors import ApiError, invalid_request
-from api.schemas import DecisionRequest, DecisionView, EventView, RunView, TranscriptEntry
+from api.schemas import (
+    DecisionRequest,
+    DecisionView,
+    EventView,
+    MessageDelta,
+    RunView,
+    TranscriptEntry,
+)
 from api.webhook_schemas import WebhookCreate, WebhookView
 from contracts.events import WEBHOOK_EVENT_TYPES
 from waystation.registry import Registry
@@ -148,6 +156,19 @@ def status_update(run_id: UUID, status: TaskStatus, event: EventView) -> TaskSta
         task_id=str(run_id), context_id=str(run_id), status=status,
         metadata=struct({"seq": event.seq, PART_TYPE: RUN_EVENT,
                          "event": event.model_dump(mode="json")}))
+
+
+def message_artifact(run_id: UUID, delta: MessageDelta, text: str, *,
+                     append: bool) -> TaskArtifactUpdateEvent:
+    """A piece of the agent's answer being written (issue 43), as an update of the artifact
+    named after its message: `append` adds it, else it replaces the artifact (its first piece,
+    or a retried model request starting over). The finished answer is the task's status
+    message, as ever; the artifact's metadata carries the `message_id` it will have."""
+    return TaskArtifactUpdateEvent(
+        task_id=str(run_id), context_id=str(run_id), append=append, last_chunk=False,
+        artifact=Artifact(artifact_id=f"message-{delta.message_id}", name="answer (live)",
+                          parts=[Part(text=text)]),
+        metadata=struct({"message_id": delta.message_id, "attempt": delta.attempt}))
 
 
 def history_message(run_id: UUID, entry: TranscriptEntry) -> Message:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -14,19 +14,27 @@ from uuid import UUID
 import asyncpg
 from a2a.server.context import ServerCallContext
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types.a2a_pb2 import Message, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
+from a2a.types.a2a_pb2 import (
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.constants import VERSION_HEADER
 from a2a.utils.errors import A2AError, UnsupportedOperationError
 from a2a.utils.task import HistoryLengthConfig, validate_history_length
 from starlette.requests import Request
 from temporalio.client import Client
 
+from api import live_deltas
 from api.auth import User
 from api.deps import pooled_connection, still_signed_in
 from api.errors import ApiError, as_api_error
 from api.protocols.a2a import mapping
 from api.queries import TranscriptQuery
-from api.schemas import RunView, TranscriptEntry
+from api.schemas import MessageDelta, RunView, TranscriptEntry
 from api.services import live, messages, runs
 from api.services.access import claims_of
 from contracts.events import AGENT_ANSWERED
@@ -165,10 +173,12 @@ async def last_answer(call: Call, run: RunRow) -> str | None:
 
 
 async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, baseline: int,
-                  until_input: bool) -> AsyncIterator[TaskStatusUpdateEvent]:
+                  until_input: bool
+                  ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """A status update per run event after `after_seq`, as the live loop yields them
     (api/services/live.py), until the task ends, or with `until_input` needs input too; a
-    status change of the run's is looked at as it happens."""
+    status change of the run's is looked at as it happens; the answer being written, as
+    artifact updates (issue 43)."""
     request: Request = context.state[REQUEST]
     user: User = context.state[USER]
     async with calling(context) as call:
@@ -178,12 +188,17 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                            heartbeat=request.app.state.settings.sse_heartbeat_seconds,
                            signed_in=lambda: still_signed_in(request, user))
     told: TaskState | None = None  # the state the last update carried
+    shown = live_deltas.Shown()
     async with contextlib.aclosing(followed):
         async for item in followed:
             if isinstance(item, live.CutOff):
                 if item.refusal is not None:
                     raise mapping.a2a_error(item.refusal)
                 return
+            if isinstance(item, live.Deltas):
+                for update in _artifact_updates(run_id, shown, item.deltas):
+                    yield update
+                continue
             if not isinstance(item, live.Events | live.CaughtUp):
                 continue
             async with calling(context) as call:
@@ -202,6 +217,17 @@ async def updates(context: ServerCallContext, run_id: UUID, *, after_seq: int, b
                     yield TaskStatusUpdateEvent(task_id=str(run_id), context_id=str(run_id),
                                                 status=status)
                 return
+
+
+def _artifact_updates(run_id: UUID, shown: live_deltas.Shown,
+                      deltas: Iterable[MessageDelta]) -> Iterator[TaskArtifactUpdateEvent]:
+    """The answer's text deltas as artifact updates: appended, but replacing the artifact on
+    its first piece and when a retried model request starts over."""
+    for delta in deltas:
+        again = shown.reset(delta)
+        new = None if delta.call_id else shown.new(delta.message_id, delta)
+        if new is not None and new[1]:
+            yield mapping.message_artifact(run_id, delta, new[1], append=not (new[0] or again))
 
 
 async def _now(call: Call, run_id: UUID) -> tuple[RunView, TaskStatus]:

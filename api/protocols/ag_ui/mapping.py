@@ -39,7 +39,8 @@ from ag_ui.core import (
 )
 
 from api.decision_payload import payload_schema
-from api.schemas import DecisionView, EventView, TranscriptEntry
+from api.live_deltas import Shown
+from api.schemas import DecisionView, EventView, MessageDelta, TranscriptEntry
 from contracts.events import (
     AGENT_ANSWERED,
     MESSAGE_RECEIVED,
@@ -130,7 +131,10 @@ def _step_name(event: EventView, out: dict[str, Any]) -> str:
 def _conversation(event: EventView, out: dict[str, Any]) -> list[BaseEvent] | None:
     if event.type in (MESSAGE_RECEIVED, AGENT_ANSWERED):
         role = "user" if event.type == MESSAGE_RECEIVED else "assistant"
-        return _text(message_id(event.seq), role, str(out.get("text") or ""),
+        # An answer written live keeps the id its deltas were sent under (LiveMessages).
+        id = live_message_id(out["message_id"]) if out.get("message_id") \
+            else message_id(event.seq)
+        return _text(id, role, str(out.get("text") or ""),
                      out.get("sent_by") if role == "user" else None)
     call_id = str(out.get("call_id") or "")
     if event.type == TOOL_CALLED and call_id:
@@ -146,8 +150,8 @@ def _conversation(event: EventView, out: dict[str, Any]) -> list[BaseEvent] | No
 
 
 def _text(id: str, role: str, text: str, name: str | None) -> list[BaseEvent]:
-    # Whole messages: the offline model and the OpenAI backend answer in one piece, so there
-    # are no token deltas to pass on (a CONTENT event may not be empty).
+    # Whole: what live deltas already sent of it is cut by the stream (LiveMessages.durable);
+    # a CONTENT event may not be empty.
     content: list[BaseEvent] = [TextMessageContentEvent(message_id=id, delta=text)] \
         if text else []
     return [TextMessageStartEvent(message_id=id, role=role, name=name), *content,
@@ -294,3 +298,72 @@ def _opened_by(event: BaseEvent) -> str | None:
     if isinstance(event, ToolCallStartEvent | ToolCallArgsEvent | ToolCallEndEvent):
         return event.tool_call_id
     return None
+
+
+def live_message_id(message_id: str) -> str:
+    """The AG-UI id of a message being written: its model request's id, which its durable
+    answer carries too (`agent.answered`'s `message_id`)."""
+    return f"{MESSAGE_ID_PREFIX}{message_id}"
+
+
+@dataclass
+class LiveMessages:
+    """Issue 43's live tokens on one AG-UI response: each `MessageDelta` as the text-message or
+    tool-call events it adds (only what the client lacks: `Shown`), and the durable events of
+    those messages cut to what is still missing (their START and what the deltas sent are not
+    sent twice). A reset leaves the stream to drop the failed attempt's message (a
+    MESSAGES_SNAPSHOT without it)."""
+
+    shown: Shown = field(default_factory=Shown)
+    args: dict[str, str] = field(default_factory=dict)  # call id -> arguments sent
+
+    def reset(self, delta: MessageDelta) -> bool:
+        if not self.shown.reset(delta):
+            return False
+        self.args.clear()
+        return True
+
+    def events(self, delta: MessageDelta) -> list[BaseEvent]:
+        key = delta.call_id or live_message_id(delta.message_id)
+        new = self.shown.new(key, delta)
+        if new is None:
+            return []
+        first, text = new
+        start: list[BaseEvent] = []
+        if first:
+            start = [ToolCallStartEvent(tool_call_id=key, tool_call_name=delta.tool or "")
+                     if delta.call_id else TextMessageStartEvent(message_id=key,
+                                                                 role="assistant")]
+        if delta.call_id:
+            self.args[key] = self.args.get(key, "") + text
+        if not text:
+            return start
+        more: BaseEvent = ToolCallArgsEvent(tool_call_id=key, delta=text) if delta.call_id \
+            else TextMessageContentEvent(message_id=key, delta=text)
+        return [*start, more]
+
+    def durable(self, event: BaseEvent) -> list[BaseEvent]:
+        """What of a durable event's AG-UI event is still to be sent."""
+        key = _opened_by(event)
+        sent = self.shown.sent
+        if key is None or key not in sent:
+            return [event]
+        if isinstance(event, TextMessageStartEvent | ToolCallStartEvent):
+            return []
+        if isinstance(event, ToolCallArgsEvent) and key in self.args \
+                and _same_json(self.args[key], event.delta):
+            return []  # the same arguments, as the model wrote them
+        if isinstance(event, TextMessageContentEvent | ToolCallArgsEvent):
+            rest = event.delta[sent[key]:]
+            sent[key] += len(rest)
+            return [event.model_copy(update={"delta": rest})] if rest else []
+        self.shown.end(key)
+        self.args.pop(key, None)
+        return [event]
+
+
+def _same_json(one: str, other: str) -> bool:
+    try:
+        return bool(json.loads(one) == json.loads(other))
+    except ValueError:
+        return False

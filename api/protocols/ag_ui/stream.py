@@ -3,7 +3,8 @@ stands for with its SSE id, until the Waystation run waits for a person or ends.
 
 Run events come from the one live loop (api/services/live.py), in seq order, which walls access
 as on every stream (docs/security.md); the run's status changes (a pause for the next message
-carries no event) wake it as its events do.
+carries no event) wake it as its events do. So do the live tokens of the messages being written
+(issue 43), which go out as text-message and tool-call events (mapping.LiveMessages).
 
 A snapshot goes out right after the last run event of the write that stored it: the recorder
 writes every snapshot with events, in one statement, so they share its `created_at` (the
@@ -14,7 +15,7 @@ it may be, or for the loop to have caught up.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from api.auth import User
 from api.errors import ApiError, escaped_error
 from api.event_hub import EventHub
 from api.protocols.ag_ui.mapping import (
+    LiveMessages,
     Position,
     RunFraming,
     interrupt,
@@ -44,7 +46,7 @@ from api.protocols.ag_ui.mapping import (
     translate,
 )
 from api.queries import EventQuery, TranscriptQuery
-from api.schemas import EventView, SnapshotHead
+from api.schemas import EventView, MessageDelta, SnapshotHead
 from api.services import decisions as decisions_service
 from api.services import events as events_service
 from api.services import live
@@ -82,6 +84,7 @@ class ThreadStream:
     prelude: list[BaseEvent] = field(default_factory=list)
     refusal: ApiError | None = None
     framing: RunFraming = field(default_factory=RunFraming)
+    live: LiveMessages = field(default_factory=LiveMessages)
     # The ordinal and state of the newest snapshot the client has.
     state: tuple[int, dict[str, Any]] | None = None
     heads: list[SnapshotHead] = field(default_factory=list)
@@ -94,16 +97,7 @@ class ThreadStream:
         """What a (re)opened thread gets first: its messages and state as of where this
         response starts (a reconnection, which has them, gets neither)."""
         seq = self.position.seq
-        entries, after = [], 0
-        while True:
-            page = await messages_service.transcript(
-                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE),
-                registry=self.registry)
-            entries += [e for e in page.messages if e.seq <= seq]
-            if len(page.messages) < TRANSCRIPT_PAGE or page.next_after_seq >= seq:
-                break
-            after = page.next_after_seq
-        self.prelude.append(MessagesSnapshotEvent(messages=messages(entries)))
+        self.prelude.append(await self._messages_snapshot(conn))
         last = await self._event_at(conn, seq)
         if last is None:
             return
@@ -138,6 +132,8 @@ class ThreadStream:
                                subscribe_at=self.run.last_seq, heartbeat=heartbeat,
                                signed_in=self.may_still_read)
         held: list[EventView] = []
+        # Deltas that came while events were held: sent after those, as they came after them.
+        waiting: list[MessageDelta] = []
         sent_up_to = self.position
         try:
             async with contextlib.aclosing(followed):
@@ -152,11 +148,19 @@ class ThreadStream:
                         ready, held = _but_last_write(held)
                     elif isinstance(item, live.CaughtUp):
                         ready, held = held, []
+                    elif isinstance(item, live.Deltas):
+                        waiting += item.deltas
+                        if held:
+                            continue
+                        ready = []
                     else:
                         continue  # a status change is looked at once caught up
                     sent_up_to = self.position
                     async with claimed_connection(self.pool, self.claims) as conn:
                         sent = await self._frames_of(conn, ready)
+                        if waiting and not held:
+                            sent += await self._live_frames(conn, waiting)
+                            waiting = []
                         end = await self._ending(conn) \
                             if isinstance(item, live.CaughtUp) else None
                     if sent:
@@ -193,10 +197,38 @@ class ThreadStream:
                 if number == 0 and index < skip:
                     self.framing.skip(each)
                     continue
-                frames += [frame(extra, self.position) for extra in self.framing.before(each)]
-                frames.append(frame(each, at))
+                for kept in self.live.durable(each):
+                    frames += [frame(extra, self.position)
+                               for extra in self.framing.before(kept)]
+                    frames.append(frame(kept, at))
                 self.position = at
             self.position, self.last_type, skip = Position(event.seq), event.type, 0
+        return b"".join(frames)
+
+    async def _messages_snapshot(self, conn: asyncpg.Connection) -> MessagesSnapshotEvent:
+        """The thread's messages up to the position, as the transcript has them."""
+        seq = self.position.seq
+        entries, after = [], 0
+        while True:
+            page = await messages_service.transcript(
+                conn, self.run, TranscriptQuery(after_seq=after, limit=TRANSCRIPT_PAGE),
+                registry=self.registry)
+            entries += [e for e in page.messages if e.seq <= seq]
+            if len(page.messages) < TRANSCRIPT_PAGE or page.next_after_seq >= seq:
+                break
+            after = page.next_after_seq
+        return MessagesSnapshotEvent(messages=messages(entries))
+
+    async def _live_frames(self, conn: asyncpg.Connection,
+                           deltas: Sequence[MessageDelta]) -> bytes:
+        """The messages being written (issue 43), as the live loop yields them. A retried
+        model request's reset drops its failed attempt from the client's messages: a
+        MESSAGES_SNAPSHOT without it."""
+        frames: list[bytes] = []
+        for delta in deltas:
+            if self.live.reset(delta):
+                frames.append(frame(await self._messages_snapshot(conn), self.position))
+            frames += [frame(event, self.position) for event in self.live.events(delta)]
         return b"".join(frames)
 
     async def _state_event(self, conn: asyncpg.Connection, ordinal: int) -> BaseEvent:

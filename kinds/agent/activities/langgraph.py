@@ -18,18 +18,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
+from activities.deltas import MessageStream
 from contracts.kinds import PluginError
+from kinds.agent.activities import live
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import COST_KEY, count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
+from kinds.agent.contracts import SUMMARY_REQUEST
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
 # bounded retries (kinds.agent.activities.model.MODEL_RETRY) and time to answer.
@@ -88,10 +92,55 @@ def configured_chat_model(own: BaseChatModel) -> BaseChatModel:
 
     # No retries of the SDK's own: the node's activity is retried (MODEL_RETRY), each attempt
     # in the run's history.
+    # Streamed, so its tokens go out as they arrive (LiveTokens); its usage then comes in the
+    # stream's last chunk (stream_usage).
     return ChatOpenAI(model=config.model, base_url=config.base_url,
                       api_key=config.api_key or "api-key-not-set",
-                      timeout=config.timeout_seconds, max_retries=0,
-                      callbacks=[PricedResponses(config.model)])
+                      timeout=config.timeout_seconds, max_retries=0, streaming=True,
+                      stream_usage=True,
+                      callbacks=[PricedResponses(config.model), LiveTokens()])
+
+
+class LiveTokens(AsyncCallbackHandler):
+    """The configured model's text tokens published as they arrive (issue 43; a PydanticAI
+    agent's: kinds.agent.activities.live), each call's under the id `<the node activity's
+    message id>.<n>` (the node's n-th call: the same on every attempt), which the response's
+    `response_metadata` carries into the run's events. The summary request is not published."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.streams: dict[UUID, tuple[str, MessageStream]] = {}
+
+    async def on_chat_model_start(self, serialized: dict[str, Any],
+                                  messages: list[list[BaseMessage]], *, run_id: UUID,
+                                  **_: Any) -> None:
+        self.calls += 1
+        asked = [m for batch in messages for m in batch if isinstance(m, HumanMessage)]
+        if not live.in_agent_run() or (asked and str(asked[-1].content).startswith(
+                SUMMARY_REQUEST)):
+            return
+        id = f"{live.message_id()}.{self.calls}"
+        stream = live.message_stream(id)
+        self.streams[run_id] = (id, await stream.__aenter__())
+
+    async def on_llm_new_token(self, token: str | list[str | dict[str, Any]], *,
+                               run_id: UUID, **_: Any) -> None:
+        if (found := self.streams.get(run_id)) is not None and isinstance(token, str):
+            found[1].text(token)
+
+    async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **_: Any) -> None:
+        if (found := self.streams.pop(run_id, None)) is None:
+            return
+        id, stream = found
+        for generations in response.generations:
+            for generation in generations:
+                if isinstance(message := getattr(generation, "message", None), AIMessage):
+                    message.response_metadata[live.MESSAGE_ID_KEY] = id
+        await stream.__aexit__(None, None, None)
+
+    async def on_llm_error(self, error: BaseException, *, run_id: UUID, **_: Any) -> None:
+        if (found := self.streams.pop(run_id, None)) is not None:
+            await found[1].__aexit__(None, None, None)
 
 
 class PricedResponses(BaseCallbackHandler):

@@ -6,7 +6,8 @@ sends. The response carries its cost in `metadata` (`WAYSTATION_MODEL_PRICES` fi
 the crews' `PriceBook`, else genai-prices), so the workflow sums what the activity priced: it is
 in the run's history, and a worker restarted with other prices does not reprice the past. The
 call is counted on the worker's `waystation_model_*` counters (backend `agent`), a failed
-attempt as `error`.
+attempt as `error`. In an agent run's activity the request is streamed and its deltas
+published live (kinds.agent.activities.live).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic_ai.settings import ModelSettings
 from activities.agents.base import Usage
 from activities.agents.metered import ModelMeter
 from activities.agents.prices import PriceBook
+from kinds.agent.activities.live import MESSAGE_ID_KEY, message_id, streamed_request, streams
 
 COST_KEY = "waystation_cost_usd"
 METER_BACKEND = "agent"
@@ -77,7 +79,12 @@ class PricedModel(WrapperModel):
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         meter = _accounting.meter
         try:
-            response = await super().request(messages, model_settings, model_request_parameters)
+            if streams(self.wrapped, messages):
+                response = await streamed_request(self.wrapped, messages, model_settings,
+                                                  model_request_parameters)
+            else:
+                response = await super().request(messages, model_settings,
+                                                 model_request_parameters)
         except Exception:
             if meter is not None:
                 meter.count(METER_BACKEND, Usage(model=self.model_name), "error")
@@ -87,7 +94,9 @@ class PricedModel(WrapperModel):
         tokens = response.usage.input_tokens, response.usage.output_tokens
         overridden = _accounting.prices.overridden_usd(model, *tokens)
         cost = overridden if overridden is not None else cost_usd(response)
-        response.metadata = {**(response.metadata or {}), COST_KEY: cost}
+        # The id its deltas carried (kinds.agent.activities.live), for its durable events.
+        said = {MESSAGE_ID_KEY: id} if (id := message_id()) is not None else {}
+        response.metadata = {**(response.metadata or {}), COST_KEY: cost, **said}
         if meter is not None:
             meter.count(METER_BACKEND, Usage(input_tokens=tokens[0], output_tokens=tokens[1],
                                              cost_usd=cost, model=model), "ok")

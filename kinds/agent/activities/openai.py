@@ -49,14 +49,24 @@ from agents import (
 )
 from agents.models.openai_provider import OpenAIProvider
 from agents.tool_context import ToolContext
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputItemAddedEvent,
+    ResponseTextDeltaEvent,
+)
 from temporalio import activity
 from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
 from contracts.kinds import PluginError
+from kinds.agent.activities import live
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
+from kinds.agent.contracts import SUMMARY_REQUEST
 
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.
@@ -229,17 +239,63 @@ class PricedModel(Model):
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         try:
-            response = await self.served.get_response(*args, **kwargs)
+            if (id := _live_id(*args, **kwargs)) is not None:
+                response = await _streamed(self.served, id, *args, **kwargs)
+            else:
+                response = await self.served.get_response(*args, **kwargs)
         except Exception:
             count_failed(self.name)
             raise
         cost = priced(self.name, response.usage.input_tokens, response.usage.output_tokens)
+        said = {live.MESSAGE_ID_KEY: id} if id is not None else {}
         response.raw_usage = {**(response.raw_usage or {}), COST_KEY: cost,
-                              MODEL_KEY: self.name}
+                              MODEL_KEY: self.name, **said}
         return response
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         return self.served.stream_response(*args, **kwargs)
+
+
+def _live_id(system_instructions: Any, input: Any, *_: Any, **__: Any) -> str | None:
+    """The id a call's live tokens go under (kinds.agent.activities.live), when they are
+    published: in an agent run's model activity, and not the summary request."""
+    asked = input if isinstance(input, str) else next(
+        (str(item.get("content")) for item in reversed(input or [])
+         if isinstance(item, dict) and item.get("role") == "user"), "")
+    if not live.in_agent_run() or asked.startswith(SUMMARY_REQUEST):
+        return None
+    return live.message_id()
+
+
+async def _streamed(served: Model, id: str, *args: Any, **kwargs: Any) -> ModelResponse:
+    """The model's response, streamed: its text and tool-argument deltas published as they
+    arrive (issue 43), the response built from the stream's `response.completed` as the SDK's
+    own streamed runs build it."""
+    done = None
+    calls: dict[str, tuple[str, str]] = {}  # output item id -> (call id, tool)
+    settings = kwargs.get("model_settings")
+    if settings is not None and settings.include_usage is None:
+        # A stream tells its usage only when asked (the SDK asks OpenAI's own endpoint only).
+        kwargs["model_settings"] = dataclasses.replace(settings, include_usage=True)
+    async with live.message_stream(id) as stream:
+        async for event in served.stream_response(*args, **kwargs):
+            if isinstance(event, ResponseTextDeltaEvent):
+                stream.text(event.delta)
+            elif isinstance(event, ResponseOutputItemAddedEvent) \
+                    and isinstance(event.item, ResponseFunctionToolCall):
+                calls[event.item.id or ""] = (event.item.call_id, event.item.name)
+            elif isinstance(event, ResponseFunctionCallArgumentsDeltaEvent) \
+                    and event.item_id in calls:
+                stream.tool_args(*calls[event.item_id], event.delta)
+            elif isinstance(event, ResponseCompletedEvent):
+                done = event.response
+            activity.heartbeat()
+    assert done is not None, "the stream ended without its response"
+    usage = done.usage
+    return ModelResponse(output=done.output, response_id=done.id, usage=Usage(
+        requests=1, input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+        total_tokens=usage.total_tokens if usage else 0))
 
 
 _model_activity: ModelActivity | None = None

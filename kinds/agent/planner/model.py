@@ -7,10 +7,12 @@ city, guests, budget, style, date), the earlier turns, or the re-priming summary
 instructions. A request that asks for several steps at once ("find a venue, shortlist three
 and book the best") is carried on after each tool's result until the booking, which waits
 for approval; otherwise, after tool results it answers in words. It never acts on an empty
-list: lacking what it needs, it says what that is. Asked to summarize, it writes the
-`context_summary`. Told a member returns (seed 003), its answer greets them by name with the
-summary it was re-primed from ("Welcome back, Rohan! ..."). A real model replaces it
-unchanged: the agent, its tools and the approval gate stay the same.
+list: lacking what it needs, it says what that is. A question about the plan ("Which three
+did you shortlist, and is the booking confirmed?") is answered from what the conversation and
+the re-priming summary say, and never shortlists or books: only a request does. Asked to
+summarize, it writes the `context_summary`. Told a member returns (seed 003), its answer
+greets them by name with the summary it was re-primed from ("Welcome back, Rohan! ...").
+A real model replaces it unchanged: the agent, its tools and the approval gate stay the same.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+from pydantic_ai import RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -29,7 +34,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from kinds.agent.contracts import RETURNING_MEMBER, SUMMARY_REQUEST
@@ -52,11 +59,19 @@ UNITS = {"lakh": 100_000, "lakhs": 100_000, "lac": 100_000, "lacs": 100_000,
          "thousand": 1_000}
 # A booking's date when the message names none: the approval shows it, and an edit changes it.
 DEFAULT_DATE = "2027-02-14"
+# A tool call's arguments stream in pieces of this many characters.
+ARGS_CHUNK = 16
 NEED_SEARCH = ("I can search vendors (venues, caterers, photographers, florists), shortlist "
                "them, check their availability and book one. Tell me what you need: the kind "
                "of vendor, and if you like the city, the number of guests, the budget and the "
                "style.")
 RETURNING = re.compile(re.escape(RETURNING_MEMBER) + r"\s*([^,\n]+),")
+# A question that asks what was shortlisted or booked, as against one that asks to look
+# something up ("Which are free on 2027-03-01?"), which the tools answer. "Can", "could" and
+# "would" open requests, not questions.
+ABOUT_THE_PLAN = ("shortlist", "book", "confirm", "decided", "so far")
+QUESTION_WORDS = ("which", "what", "is", "are", "did", "have", "has", "was", "were", "do",
+                  "does", "who", "when", "where", "how")
 NEED_VENDORS = ("There is nothing to shortlist yet: tell me what to look for (a venue, "
                 "caterer, photographer or florist, and the city, guests, budget or style), or "
                 "name the vendors.")
@@ -114,6 +129,8 @@ def _respond(prompt: str, messages: list[ModelMessage], instructions: str
     # A message that states what to look for searches anew; one that only names a category
     # ("I like the first three venues") acts on what was found before.
     fresh = search if search is not None and len(search) > 1 else None
+    if _asks_about_the_plan(text):
+        return [TextPart(_recap(_facts(messages, instructions)))]
     if "compare" in text:
         return [ToolCallPart(UNKNOWN_TOOL, {"vendor_ids": named or _shortlisted(messages,
                                                                               instructions)})]
@@ -236,7 +253,20 @@ def _after_tools(returns: list[ToolReturnPart]) -> str:
 
 def _summary(messages: list[ModelMessage], instructions: str) -> str:
     """What a member coming back needs: the need, the shortlist, what is booked."""
+    said = [f"{k}: {v}" for k, v in _facts(messages, instructions).items() if v]
+    earlier = instructions.partition("Summary so far: ")[2].strip()
+    return "; ".join(said) if said else (earlier or "nothing decided yet")
+
+
+def _facts(messages: list[ModelMessage], instructions: str) -> dict[str, str | None]:
+    """The need, the shortlist and the booking: the summary the run was re-primed from
+    (written by `_summary`), brought up to date by the tool calls and results since."""
+    earlier = instructions.partition("Summary so far: ")[2].strip()
     facts: dict[str, str | None] = {"need": None, "shortlist": None, "booked": None}
+    for said in earlier.split("; "):
+        key, _, value = said.partition(": ")
+        if key in facts and value:
+            facts[key] = value
     for message in messages:
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_name == "search_vendors":
@@ -248,9 +278,24 @@ def _summary(messages: list[ModelMessage], instructions: str) -> str:
                     and booked.get("booked"):
                 facts["booked"] = (f"{booked['vendor']} on {booked['date']} "
                                    f"({booked['booking_id']})")
-    earlier = instructions.partition("Summary so far: ")[2].strip()
-    said = [f"{k}: {v}" for k, v in facts.items() if v]
-    return "; ".join(said) if said else (earlier or "nothing decided yet")
+    return facts
+
+
+def _asks_about_the_plan(text: str) -> bool:
+    """A question (every sentence of it) about what was shortlisted or booked: a booking
+    asked about is not a booking asked for."""
+    sentences = [s.split() for s in re.split(r"(?<=[?.!])\s+", text.strip()) if s.strip()]
+    # By its first word: "Can you book Rosewood Estate?" is a request, though it ends so.
+    questions = all(words[0].strip(",") in QUESTION_WORDS for words in sentences)
+    return bool(sentences) and questions and any(word in text for word in ABOUT_THE_PLAN)
+
+
+def _recap(facts: dict[str, str | None]) -> str:
+    shortlist = (f"I shortlisted {facts['shortlist']}." if facts["shortlist"]
+                 else "Nothing is shortlisted yet.")
+    booked = (f"The booking is confirmed: {facts['booked']}." if facts["booked"]
+              else "Nothing is booked yet: tell me which vendor to book, and for when.")
+    return f"{shortlist} {booked}"
 
 
 def _returned(part: Any, tool: str) -> Any:
@@ -299,6 +344,46 @@ def _budget(text: str) -> int | None:
     return int(amount * UNITS.get(found.group(2) or "", 1))
 
 
+async def stream_plan(messages: list[ModelMessage], info: AgentInfo
+                      ) -> AsyncIterator[str | DeltaToolCalls]:
+    """`plan`'s response streamed as a model writes it: words of text (or a tool call's
+    arguments in pieces) every WAYSTATION_OFFLINE_TOKEN_MS (default 8 ms), so the demo and the
+    tests see tokens arrive (issue 43); the same parts, ids and text as `plan` answers whole."""
+    every = int(os.environ.get("WAYSTATION_OFFLINE_TOKEN_MS", "8") or 0) / 1000
+    response = await plan(messages, info)
+    for index, part in enumerate(response.parts):
+        if isinstance(part, TextPart):
+            for token in re.findall(r"\S*\s*", part.content):
+                if token:
+                    await asyncio.sleep(every)
+                    yield token
+        elif isinstance(part, ToolCallPart):
+            args = part.args_as_json_str()
+            for start in range(0, len(args), ARGS_CHUNK):
+                await asyncio.sleep(every)
+                yield {index: DeltaToolCall(name=part.tool_name if start == 0 else None,
+                                            json_args=args[start:start + ARGS_CHUNK],
+                                            tool_call_id=part.tool_call_id)}
+
+
+class PlannerModel(FunctionModel):
+    """`plan` and `stream_plan` as a model. A streamed response's request is counted as `plan`
+    counts it (about four characters a token of the messages), not as FunctionModel's estimate
+    of a request of nothing; its output as FunctionModel counts what is streamed."""
+
+    @asynccontextmanager
+    async def request_stream(self, messages: list[ModelMessage],
+                             model_settings: ModelSettings | None,
+                             model_request_parameters: ModelRequestParameters,
+                             run_context: RunContext[Any] | None = None
+                             ) -> AsyncIterator[StreamedResponse]:
+        async with super().request_stream(messages, model_settings, model_request_parameters,
+                                          run_context) as stream:
+            # `_usage` is what a StreamedResponse's implementations keep up to date.
+            stream._usage = RequestUsage(input_tokens=_usage(messages, []).input_tokens)
+            yield stream
+
+
 def planner_model() -> FunctionModel:
-    return FunctionModel(plan, model_name="planner-offline")
+    return PlannerModel(plan, stream_function=stream_plan, model_name="planner-offline")
 
