@@ -86,6 +86,15 @@ async def test_a_removed_member_reaches_the_run_through_no_interface(api, http):
             with pytest.raises(MCPError) as hidden_task:
                 await task_request(client, method, run_id, **params)
             assert hidden_task.value.error.data["error"]["code"] == "run_not_found", method  # type: ignore[index]
+        # Asked with progress (an SSE answer, issue 43): refused the same, nothing told.
+        heard: list[str | None] = []
+
+        async def progress(at: float, total: float | None, text: str | None) -> None:
+            heard.append(text)
+        with pytest.raises(MCPError) as hidden_progress:
+            await task_request(client, "tasks/result", run_id, progress_callback=progress)
+        assert hidden_progress.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
+        assert heard == []
     async with a2a(api, p["bob"], headers=auth(p["bob"])) as client:
         for refused_call in (client.get_task(GetTaskRequest(id=run_id)),
                              client.cancel_task(CancelTaskRequest(id=run_id)),
@@ -121,6 +130,11 @@ async def test_an_erased_person_s_token_opens_no_interface(api, http):
     answer = await http.post("/mcp", json=tools, headers={
         **held, "Accept": "application/json, text/event-stream"})
     assert answer.status_code == 401, answer.text
+    streamed = {"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+                "params": {"taskId": run_id, "_meta": {"progressToken": "p"}}}
+    answer = await http.post("/mcp", json=streamed, headers={
+        **held, "Accept": "application/json, text/event-stream"})
+    assert answer.status_code == 401, answer.text  # before any stream
     async with a2a(api, p["alice"], headers=held) as client:
         with pytest.raises(A2AClientError, match="401"):
             await client.get_task(GetTaskRequest(id=run_id))
