@@ -182,6 +182,9 @@ class WebhookActivities:
             if delivery.notification_token is not None:
                 # An A2A push config's own token, for its receiver to check (A2A's header).
                 headers[NOTIFICATION_TOKEN_HEADER] = self._box.open(delivery.notification_token)
+            if delivery.notification_authorization is not None:
+                # Its `authentication`, which A2A says each delivery MUST carry.
+                headers["authorization"] = self._box.open(delivery.notification_authorization)
             response = await self._post(delivery.url, body, headers)
             status_code = response.status_code
             if not response.is_success:

@@ -42,6 +42,7 @@ from api.routes import (
     webhooks,
 )
 from api.security_headers import SecurityHeaders
+from api.services.metrics import CachedFigures
 from api.shutdown import Shutdown
 from api.temporal_gateway import TemporalGateway
 from persistence.claims import API_ROLE
@@ -110,7 +111,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
-    app.state.metrics_figures = metrics.CachedFigures(
+    app.state.metrics_figures = CachedFigures(
         settings.metrics_cache_seconds,
         [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)

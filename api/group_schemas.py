@@ -90,3 +90,10 @@ class GroupRunView(BaseModel):
 class GroupRunList(BaseModel):
     group_id: UUID
     runs: list[GroupRunView]
+
+
+class GroupRunQuery(BaseModel):
+    """`GET /groups/{id}/runs`'s filter."""
+
+    status: RunStatus | None = None
+    limit: int = Field(100, ge=1, le=500)

@@ -21,7 +21,8 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.errors import ApiError, unavailable
+from api.errors import ApiError
+from api.services.workflow_updates import temporal_refusal
 from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
 from contracts.kinds import ForkPoint, RunKind, RunStart
 from persistence import runs as runs_repo
@@ -133,5 +134,7 @@ async def create_and_start(conn: asyncpg.Connection, client: Client, task_queue:
             if idempotency_key is None and error.status != RPCStatusCode.ALREADY_EXISTS:
                 # Nobody can retry this exact run: record that it never started.
                 await runs_repo.mark_failed_to_start(conn, run.id, error.message)
-            raise unavailable("Temporal is unavailable; the run was not started") from error
+            if (refused := temporal_refusal(error, what="the run's start")) is not None:
+                raise refused from error
+            raise
     return run, outcome

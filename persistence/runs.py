@@ -97,6 +97,13 @@ async def list_runs(
     return [RunRow.from_record(r) for r in records]
 
 
+async def list_tasks(conn: asyncpg.Connection, *, owner: str | None, status: str | None,
+                     limit: int, before: tuple[datetime, UUID] | None) -> list[RunRow]:
+    updated_at, run_id = before if before else (None, None)
+    records = await conn.fetch(sql("list_tasks"), owner, status, limit, updated_at, run_id)
+    return [RunRow.from_record(r) for r in records]
+
+
 async def count_tasks(conn: asyncpg.Connection, *, owner: str | None, state: str | None,
                       message_kinds: list[str]) -> int:
     count: int = await conn.fetchval(sql("count_tasks"), owner, state, message_kinds)

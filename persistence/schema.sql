@@ -1690,6 +1690,7 @@ CREATE TABLE public.webhooks (
     deleted_at timestamp with time zone,
     run_id uuid,
     notification_token text,
+    notification_authorization text,
     CONSTRAINT webhooks_url_check CHECK ((url ~ '^https?://'::text))
 );
 

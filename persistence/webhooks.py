@@ -33,6 +33,8 @@ class WebhookRow(Row):
     run_id: UUID | None = None
     # Sent to the receiver with each delivery, sealed (migration 065).
     notification_token: str | None = None
+    # The `Authorization` header's value for the receiver, sealed (migration 083).
+    notification_authorization: str | None = None
 
 
 class DeliveryRow(Row):
@@ -54,6 +56,7 @@ class DeliveryToSend(DeliveryRow):
     url: str
     secret: str
     notification_token: str | None
+    notification_authorization: str | None
     webhook_deleted_at: datetime | None
 
 
@@ -73,7 +76,8 @@ class TooManyWebhooks(Conflict):
 async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: str,
                          group_id: UUID | None, url: str, secret: str,
                          events: list[str], most: int, run_id: UUID | None = None,
-                         notification_token: str | None = None) -> WebhookRow:
+                         notification_token: str | None = None,
+                         notification_authorization: str | None = None) -> WebhookRow:
     """A new webhook unless `owner` holds `most` live ones of its sort already (for one run
     or not). Raises TooManyWebhooks."""
     async with conn.transaction():
@@ -83,7 +87,8 @@ async def create_webhook(conn: asyncpg.Connection, *, webhook_id: UUID, owner: s
             raise TooManyWebhooks(f"at most {most} live {sort} per user: delete one before "
                                   f"registering another")
         record = await conn.fetchrow(sql("insert_webhook"), webhook_id, owner, group_id, url,
-                                     secret, events, run_id, notification_token)
+                                     secret, events, run_id, notification_token,
+                                     notification_authorization)
     return WebhookRow.from_record(record)
 
 
@@ -96,24 +101,24 @@ class Resealed(BaseModel):
 
 
 async def reseal_secrets(conn: asyncpg.Connection, box: SecretsBox) -> Resealed:
-    """Seal every stored webhook secret (and A2A notification token) under the box's first
-    key: after a new key is put first, and once for secrets stored before sealing existed.
-    Safe to run again."""
+    """Seal every stored webhook secret (and A2A notification token and authorization) under
+    the box's first key: after a new key is put first, and once for secrets stored before
+    sealing existed. Safe to run again."""
     resealed, unchanged, unreadable = 0, 0, []
     for row in await conn.fetch(sql("webhook_secrets")):
-        secret, token = row["secret"], row["notification_token"]
-        if box.sealed_under_first(secret) and (token is None or box.sealed_under_first(token)):
+        stored = [row["secret"], row["notification_token"], row["notification_authorization"]]
+        if all(value is None or box.sealed_under_first(value) for value in stored):
             unchanged += 1
             continue
         try:
-            sealed = box.seal(box.open(secret))
-            sealed_token = box.seal(box.open(token)) if token is not None else None
+            sealed = [box.seal(box.open(value)) if value is not None else None
+                      for value in stored]
         except SecretUnreadable:
             unreadable.append(row["id"])
             continue
         # Not counted when the row changed since it was read (a concurrent reseal did it).
-        if await conn.execute(sql("reseal_webhook_secret"), row["id"], secret, sealed, token,
-                              sealed_token) == "UPDATE 1":
+        if await conn.execute(sql("reseal_webhook_secret"), row["id"], stored[0], sealed[0],
+                              stored[1], sealed[1], stored[2], sealed[2]) == "UPDATE 1":
             resealed += 1
     return Resealed(resealed=resealed, unchanged=unchanged, unreadable=unreadable)
 

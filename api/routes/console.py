@@ -14,17 +14,17 @@ from __future__ import annotations
 import html
 from functools import cache
 from importlib import resources
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
-from pydantic import BaseModel, Field
 
-from api.auth import SESSION_COOKIE, NewSession, exchange_login_code, start_session
+from api.auth import SESSION_COOKIE, NewSession
+from api.console_schemas import ConsoleConfig, ConsoleSessionView
 from api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
 from api.errors import ApiError
 from api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
-from persistence import console_sessions
+from api.services import console
 from waystation.settings import Settings
 
 router = APIRouter(include_in_schema=False)
@@ -51,37 +51,6 @@ ProviderState = Annotated[str, Query(min_length=1, max_length=200)]
 ProviderError = Annotated[str | None, Query(max_length=200, pattern=r"^[\x20-\x7e]*$")]
 
 
-class KindPageView(BaseModel):
-    kind: str
-    name: str
-    title: str
-
-
-class ConsoleSessionView(BaseModel):
-    """Who the console is signed in as, and what its pages need to know."""
-
-    user: str
-    role: Literal["user", "service"]
-    csrf_token: str | None
-    temporal_ui_url: str
-    temporal_namespace: str
-    kinds: list[str]
-    # The kinds with a console section of their own (`RunKind.console_module`), loaded by a
-    # run's page from /console/static/kinds/<kind>.js.
-    kind_sections: list[str] = []
-    # The kinds' own pages (`RunKind.console_pages`), linked in the navigation as #/<name>.
-    kind_pages: list[KindPageView] = []
-
-
-class ConsoleConfig(BaseModel):
-    """How this installation signs browsers in (read before anyone is signed in)."""
-
-    oidc_provider: str | None
-    oidc_logout_url: str | None = Field(
-        None, description="Where signing out sends the browser to sign out at the identity "
-                          "provider too (when it offers RP-initiated logout).")
-
-
 @cache
 def _index_html() -> str:
     return (resources.files(STATIC_PACKAGE) / "static" / "index.html").read_text()
@@ -101,9 +70,7 @@ async def console_page() -> HTMLResponse:
 async def console_login(code: LoginCode, conn: AuthenticatorConn,
                         settings: SettingsDep) -> Response:
     """Spend a one-time code for a session cookie, then go to the console."""
-    ttl = settings.console_session_hours * 3600
-    session = await exchange_login_code(conn, code, ttl_seconds=ttl)
-    return _signed_in(session, settings)
+    return _signed_in(await console.sign_in_with_code(conn, code, settings=settings), settings)
 
 
 def _signed_in(session: NewSession, settings: Settings) -> Response:
@@ -172,10 +139,7 @@ async def console_oidc_callback(request: Request, conn: AuthenticatorConn, setti
         if "text/html" not in request.headers.get("accept", ""):
             raise
         return _sign_in_failed_page(refused)
-    session = await start_session(
-        conn, console_sessions.ConsoleIdentity(user_name=user, role="user"),
-        ttl_seconds=settings.console_session_hours * 3600)
-    response = _signed_in(session, settings)
+    response = _signed_in(await console.sign_in(conn, user, settings=settings), settings)
     response.delete_cookie(FLOW_COOKIE, path=FLOW_PATH)
     return response
 
@@ -197,8 +161,7 @@ def _sign_in_failed_page(refused: ApiError) -> HTMLResponse:
 @router.post("/console/logout", status_code=204)
 async def console_logout(request: Request, user: CurrentUser, conn: Conn) -> Response:
     """End the browser's session (a bearer caller has none to end)."""
-    if (session_id := request.cookies.get(SESSION_COOKIE)) is not None:
-        await console_sessions.revoke_session(conn, session_id)
+    await console.sign_out(conn, request.cookies.get(SESSION_COOKIE))
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
@@ -208,17 +171,12 @@ async def console_logout(request: Request, user: CurrentUser, conn: Conn) -> Res
 async def console_session(request: Request, user: CurrentUser, conn: Conn,
                           settings: SettingsDep, registry: RegistryDep) -> ConsoleSessionView:
     """The signed-in user, the CSRF token for changes, and where the Temporal Web UI is."""
-    session = None
-    if "authorization" not in request.headers and (
-            session_id := request.cookies.get(SESSION_COOKIE)) is not None:
-        session = await console_sessions.get_session(conn, session_id)
-    return ConsoleSessionView(
-        user=user.name, role=user.role, csrf_token=session.csrf_token if session else None,
-        temporal_ui_url=settings.temporal_ui_base,
-        temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names),
-        kind_sections=sorted(registry.console_modules()),
-        kind_pages=[KindPageView(kind=kind, name=page.name, title=page.title)
-                    for kind, page in registry.console_pages()])
+    # A caller signed in by its Authorization header needs no CSRF token, whatever cookie
+    # it also sends: only the cookie's session has one.
+    session_id = None if "authorization" in request.headers \
+        else request.cookies.get(SESSION_COOKIE)
+    return await console.session_view(conn, user, session_id, settings=settings,
+                                      registry=registry)
 
 
 @router.get(STATIC_PATH + "/kinds/{kind}/{page}.js")

@@ -23,26 +23,17 @@ from fastapi.responses import StreamingResponse
 
 from api import live_deltas
 from api.auth import User
-from api.deps import CurrentUser, VisibleRun, claims_of, still_signed_in
+from api.deps import CurrentUser, VisibleRun, still_signed_in
 from api.errors import ApiError
 from api.event_hub import EventHub, InboxSubscription
-from api.schemas import DecisionView, EventView
-from api.services import live
-from api.services.decisions import decision_views
-from api.sse import STREAM_HEADERS, LiveEvent, sse
+from api.schemas import DecisionView
+from api.services import live, streams
+from api.sse import STREAM_HEADERS, sse
 from contracts.events import TERMINAL_EVENT_TYPES
-from persistence import gates as gates_repo
-from persistence import groups as groups_repo
-from persistence import runs as runs_repo
-from persistence.claims import Claims, claimed_connection
-from persistence.models import TERMINAL_RUN_STATUSES, EventRow, GateRow
+from contracts.statuses import TERMINAL_RUN_STATUSES
 
 router = APIRouter(tags=["streams"])
 
-CATCH_UP_PAGE = 500
-# Every open request goes out when an inbox stream starts: a console shows them all at once
-# (1,000 render in well under a second; see bench/bench_console.py).
-INBOX_SNAPSHOT_LIMIT = 10_000
 SSE_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}},
                        "description": "An event stream; each event's `id` is its seq (a "
                                       "`message.delta` has none: it is outside the sequence)."}}
@@ -70,12 +61,11 @@ async def stream_run_events(
                            after_seq=start, subscribe_at=run.last_seq,
                            heartbeat=request.app.state.settings.sse_heartbeat_seconds,
                            signed_in=lambda: still_signed_in(request, user))
-    return StreamingResponse(_run_stream(request.app.state.pool, claims_of(user), run.id,
-                                         start, followed),
+    return StreamingResponse(_run_stream(request.app.state.pool, user, run.id, start, followed),
                              media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
-async def _run_stream(pool: asyncpg.Pool, claims: Claims, run_id: UUID, last_sent: int,
+async def _run_stream(pool: asyncpg.Pool, user: User, run_id: UUID, last_sent: int,
                       followed: AsyncGenerator[live.Item]) -> AsyncIterator[bytes]:
     """The live loop's items as SSE: each event's frame, `end` after the run's last event,
     `message.delta` for each piece of a message being written (issue 43), `overflow` for a
@@ -109,20 +99,9 @@ async def _run_stream(pool: asyncpg.Pool, claims: Claims, run_id: UUID, last_sen
             elif (isinstance(item, live.CaughtUp) and not looked) or (
                     isinstance(item, live.StatusChanged) and item.status in TERMINAL_RUN_STATUSES):
                 looked = True
-                if await _finished_without_end_event(pool, claims, run_id, last_sent):
+                if await streams.finished_without_end_event(pool, user, run_id, last_sent):
                     yield sse("end", {"run_id": str(run_id), "last_seq": last_sent})
                     return
-
-
-def _event_frame(row: EventRow) -> bytes:
-    return LiveEvent.of(EventView.of(row)).frame
-
-
-async def _finished_without_end_event(pool: asyncpg.Pool, claims: Claims, run_id: UUID,
-                                      last_sent: int) -> bool:
-    async with claimed_connection(pool, claims) as conn:
-        run = await runs_repo.get_run(conn, run_id)
-    return run is not None and run.status in TERMINAL_RUN_STATUSES and run.last_seq <= last_sent
 
 
 @router.get("/decisions/stream", response_class=StreamingResponse, responses=SSE_RESPONSES)
@@ -133,41 +112,23 @@ async def stream_decisions(request: Request, user: CurrentUser) -> StreamingResp
     pool: asyncpg.Pool = request.app.state.pool
     # Memberships are read when the stream opens and again after each access notice about the
     # caller (a member added sees the group's requests from then on).
-    subscription = hub.subscribe_inbox(user.owner_filter, await _group_roles(pool, user),
+    subscription = hub.subscribe_inbox(user.owner_filter, await streams.group_roles(pool, user),
                                        caller=user.name)
 
     async def may_still_read() -> bool:
         if not await still_signed_in(request, user):
             return False
-        subscription.group_roles = await _group_roles(pool, user)
+        subscription.group_roles = await streams.group_roles(pool, user)
         return True
 
     followed = live.follow_inbox(
         hub, subscription, heartbeat=request.app.state.settings.sse_heartbeat_seconds,
-        still_reads=may_still_read, read=partial(_decision, pool, claims_of(user)))
-    return StreamingResponse(_inbox_stream(pool, claims_of(user), subscription, followed),
+        still_reads=may_still_read, read=partial(streams.changed_request, pool, user))
+    return StreamingResponse(_inbox_stream(pool, user, subscription, followed),
                              media_type="text/event-stream", headers=STREAM_HEADERS)
 
 
-async def _group_roles(pool: asyncpg.Pool, user: User) -> dict[str, str]:
-    if user.is_service:
-        return {}
-    async with claimed_connection(pool, claims_of(user)) as conn:
-        roles = await groups_repo.member_roles(conn, user.name)
-    return {str(group): role for group, role in roles.items()}
-
-
-async def _decision(pool: asyncpg.Pool, claims: Claims,
-                    change: dict[str, Any]) -> tuple[GateRow, DecisionView] | None:
-    """The request a gate change names, as the caller may read it (row-level security hides
-    the requests of runs it no longer reads)."""
-    async with claimed_connection(pool, claims) as conn:
-        gate = await gates_repo.get_gate(conn, UUID(change["request_id"]))
-        view = (await decision_views(conn, [gate]))[0] if gate else None
-    return (gate, view) if gate is not None and view is not None else None
-
-
-async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription,
+async def _inbox_stream(pool: asyncpg.Pool, user: User, sub: InboxSubscription,
                         followed: AsyncGenerator[live.InboxItem]) -> AsyncIterator[bytes]:
     """The live loop's inbox items as SSE: the snapshot, `decision.pending` and
     `decision.closed`, comments as heartbeats."""
@@ -175,25 +136,21 @@ async def _inbox_stream(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscripti
     async with contextlib.aclosing(followed):
         async for item in followed:
             if isinstance(item, live.Snapshot):
-                yield await _inbox_snapshot(pool, claims, sub)
+                yield _inbox_snapshot(await streams.open_requests(pool, user))
             elif isinstance(item, live.Heartbeat):
                 yield b": heartbeat\n\n"
             elif isinstance(item, live.Changed):
-                gate, view = item.read
+                view: DecisionView = item.read
                 # A request the subscriber has voted on has left its inbox, decided or not.
                 voted = sub.owner is not None and sub.owner in (item.change.get("voters") or ())
-                kind = "decision.pending" if gate.status == "pending" and not voted \
+                kind = "decision.pending" if view.status == "pending" and not voted \
                     else "decision.closed"
                 yield sse(kind, view.model_dump(mode="json"))
             else:
                 return  # cut off
 
 
-async def _inbox_snapshot(pool: asyncpg.Pool, claims: Claims, sub: InboxSubscription) -> bytes:
-    async with claimed_connection(pool, claims) as conn:
-        pending = await gates_repo.list_inbox(conn, owner=sub.owner, status="pending",
-                                              limit=INBOX_SNAPSHOT_LIMIT)
-        views = await decision_views(conn, pending)
-    frames = [sse("decision.pending", v.model_dump(mode="json")) for v in reversed(views)]
+def _inbox_snapshot(pending: list[DecisionView]) -> bytes:
+    frames = [sse("decision.pending", v.model_dump(mode="json")) for v in reversed(pending)]
     frames.append(sse("decision.snapshot_done", {"pending": len(pending)}))
     return b"".join(frames)

@@ -22,7 +22,8 @@ The contract of every function here:
   own in its package).
 - **Refusals** are raised as `api.errors.ApiError` (status, code, message, details): an HTTP
   status for REST, and a stable `code` a protocol maps to its own error. What Temporal answers
-  is mapped to `ApiError` in one place, `workflow_updates`. Temporal or the database being
+  is mapped to `ApiError` in one place, `workflow_updates.temporal_refusal` (a guard test,
+  tests/unit/test_layers.py, holds every `except RPCError` to it). Temporal or the database being
   unreachable may still escape as `temporalio.service.RPCError` or a driver error:
   `api.errors.as_api_error(error)` maps those (503, or 502 for another Temporal refusal) for
   REST and every adapter alike; None means a bug.

@@ -69,6 +69,17 @@ async def require_member(conn: asyncpg.Connection, user: User, group_id: UUID) -
     return role
 
 
+async def require_group_owner(conn: asyncpg.Connection, user: User, group_id: UUID,
+                              action: str) -> None:
+    """403 naming the rule unless the caller owns the group (or is the service role); 404 as
+    `require_member`. `action` says what and of which group ("change members of group …")."""
+    role = await require_member(conn, user, group_id)
+    if not user.is_service and role != groups_repo.OWNER:
+        raise ApiError(403, "not_allowed", f"role {role!r} may not {action}: it takes role "
+                                           f"'owner'",
+                       details=[{"role": role, "allowed_roles": [groups_repo.OWNER]}])
+
+
 async def require_group_decider(conn: asyncpg.Connection, user: User, group_id: UUID,
                                 action: str) -> None:
     """403 naming the rule unless the caller is one of the group's deciders (a role that

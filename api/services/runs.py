@@ -21,6 +21,7 @@ from api.services.access import may_read, require_decider, require_run_starter
 from api.services.decisions import decision_views
 from api.services.workflow_updates import cancel_workflow
 from contracts.kinds import RunKind, StartCheck, ViewContext
+from contracts.statuses import RunStatus
 from contracts.writes import DEFAULT_DECIDER_ROLES
 from persistence import gates as gates_repo
 from persistence import runs as runs_repo
@@ -91,6 +92,18 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
+
+
+async def list_tasks(conn: asyncpg.Connection, user: User, *, status: RunStatus | None,
+                     limit: int, cursor: str | None) -> RunPage:
+    """A page of the caller's runs as A2A tasks, most recently updated first (`ListTasks`
+    sorts by status timestamp), and the next page's cursor (None: the last page)."""
+    found = await runs_repo.list_tasks(conn, owner=user.owner_filter, status=status,
+                                       limit=limit + 1,
+                                       before=_decode_cursor(cursor) if cursor else None)
+    page, more = found[:limit], len(found) > limit
+    return RunPage(runs=[RunView.of(r) for r in page],
+                   next_cursor=_encode_cursor(page[-1].updated_at, page[-1].id) if more else None)
 
 
 async def count_tasks(conn: asyncpg.Connection, user: User, state: TaskStateName | None, *,
@@ -178,8 +191,9 @@ def _visibility(run_id: UUID, hidden_at: datetime, settings: Settings) -> RunVis
                          restore_until=hidden_at + timedelta(hours=settings.erasure_grace_hours))
 
 
-def _encode_cursor(created_at: datetime, run_id: UUID) -> str:
-    return base64.urlsafe_b64encode(f"{created_at.isoformat()}|{run_id}".encode()).decode()
+def _encode_cursor(at: datetime, run_id: UUID) -> str:
+    """A keyset cursor: the last row's order timestamp (created or, for tasks, updated)."""
+    return base64.urlsafe_b64encode(f"{at.isoformat()}|{run_id}".encode()).decode()
 
 
 def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:

@@ -32,10 +32,12 @@ SECRET_BYTES = 32
 
 async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCreate, *,
                          settings: Settings, run: RunRow | None = None,
-                         notification_token: str | None = None) -> WebhookCreated:
+                         notification_token: str | None = None,
+                         notification_authorization: str | None = None) -> WebhookCreated:
     """Register a webhook for the caller's runs, a group's (`body.group_id`), or one run the
     caller may read (`run`, found by `runs.visible_run`); the secret is shown only here.
-    `notification_token`: an A2A push config's opaque token, sent with every delivery.
+    `notification_token`: an A2A push config's opaque token, sent with every delivery;
+    `notification_authorization`: its `authentication`, the `Authorization` header sent so.
     422 `webhook_url_refused` for a host that is or resolves to an address a webhook may not
     go to (link-local, a cloud metadata service; loopback, private and CGNAT ones unless
     allowed, see activities/webhook_targets.py)."""
@@ -56,7 +58,9 @@ async def create_webhook(conn: asyncpg.Connection, user: User, body: WebhookCrea
             most=(settings.max_push_configs_per_user if run is not None
                   else settings.max_webhooks_per_user),
             notification_token=settings.secrets_box.seal(notification_token)
-            if notification_token else None)
+            if notification_token else None,
+            notification_authorization=settings.secrets_box.seal(notification_authorization)
+            if notification_authorization else None)
     except webhooks_repo.TooManyWebhooks as error:
         raise ApiError(409, "too_many_webhooks", str(error)) from error
     return WebhookCreated(**WebhookView.of(webhook).model_dump(), secret=secret)

@@ -1,7 +1,9 @@
 """Requests sent to a run's workflow (Updates, cancellation), and the one mapping of what
-Temporal answers to `ApiError`s: a validator's refusal to its error code, no worker in time or
-a workflow task being retried to 503 (send it again), a workflow that has ended to the
-caller's own 409."""
+Temporal answers to `ApiError`s (`temporal_refusal`, which every service that talks to
+Temporal uses): a validator's refusal to its error code, no worker in time or a workflow task
+being retried to 503 (send it again), a workflow that has ended to the caller's own 409.
+Temporal unreachable, or refusing for a reason no caller can act on, is left to
+`api.errors.as_api_error` (503, 502), which every transport applies to what escapes."""
 
 from __future__ import annotations
 
@@ -56,22 +58,39 @@ async def execute_update(temporal: Client, workflow_id: str, update: Any, arg: A
         once = " (it will be applied once)" if update_id is not None else ""
         raise unavailable(f"no worker took {what} in time; send it again{once}") from error
     except RPCError as error:
-        if workflow_not_ready(error):
-            raise unavailable(f"the run cannot take {what} this instant (its last workflow "
-                              "task is being retried); send it again") from error
-        if error.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-            raise ended from error
+        if (refused := temporal_refusal(error, what=what, ended=ended)) is not None:
+            raise refused from error
         raise
 
 
-async def cancel_workflow(temporal: Client, workflow_id: str, *, ended: ApiError) -> None:
-    """Ask the workflow to stop; `ended` is raised when it no longer runs."""
+async def cancel_workflow(temporal: Client, workflow_id: str, *,
+                          ended: ApiError | None) -> None:
+    """Ask the workflow to stop; `ended` is raised when it no longer runs (None: a workflow
+    that has ended already is what was asked for)."""
     try:
         await temporal.get_workflow_handle(workflow_id).cancel()
     except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            raise ended from error
+        if error.status == RPCStatusCode.NOT_FOUND and ended is None:
+            return
+        if (refused := temporal_refusal(error, what="the cancellation",
+                                        ended=ended)) is not None:
+            raise refused from error
         raise
+
+
+def temporal_refusal(error: RPCError, *, what: str,
+                     ended: ApiError | None = None) -> ApiError | None:
+    """What Temporal's `error` answering `what` means to the caller: 503 (send it again) for
+    a run whose workflow task is being retried, `ended` for a workflow that no longer runs;
+    None for Temporal unreachable or refusing otherwise, which the caller re-raises for
+    `api.errors.as_api_error` (503, or 502 logged as a bug) to answer on every transport."""
+    if workflow_not_ready(error):
+        return unavailable(f"the run cannot take {what} this instant (its last workflow "
+                           "task is being retried); send it again")
+    if ended is not None and error.status in (RPCStatusCode.NOT_FOUND,
+                                              RPCStatusCode.FAILED_PRECONDITION):
+        return ended
+    return None
 
 
 def workflow_not_ready(error: RPCError) -> bool:

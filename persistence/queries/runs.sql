@@ -71,6 +71,20 @@ SELECT * FROM runs
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 
+-- name: list_tasks
+-- A page of the runs $1 sees (every run for NULL) as A2A tasks, by status timestamp (the
+-- `updated_at` a task shows), most recently updated first; $2 is a status (NULL: any);
+-- ($4, $5) is the keyset cursor, the last row's (updated_at, id), so a page boundary holds
+-- however many runs are listed; a run updated while its list is paged moves to the front.
+SELECT * FROM runs
+ WHERE erased_at IS NULL
+   AND ($1::text IS NULL OR owner = $1
+        OR group_id IN (SELECT group_id FROM group_members WHERE user_name = $1))
+   AND ($2::text IS NULL OR status = $2)
+   AND ($4::timestamptz IS NULL OR (updated_at, id) < ($4, $5::uuid))
+ ORDER BY updated_at DESC, id DESC
+ LIMIT $3;
+
 -- name: apply_progress_write
 -- A write's run state, snapshots and events in one statement (migration 028); each key's seq.
 -- $2 is the JSON text of the write's progress parts (persistence.writes), parsed once here.

@@ -1,7 +1,8 @@
 -- name: insert_webhook
 -- Registers a webhook.
-INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id, notification_token)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO webhooks (id, owner, group_id, url, secret, events, run_id, notification_token,
+                      notification_authorization)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING *;
 
 -- name: lock_user_webhooks
@@ -58,7 +59,8 @@ SELECT id, event_key FROM webhook_deliveries
 
 -- name: delivery_to_send
 -- A delivery with where and how to send it.
-SELECT d.*, w.url, w.secret, w.notification_token, w.deleted_at AS webhook_deleted_at
+SELECT d.*, w.url, w.secret, w.notification_token, w.notification_authorization,
+       w.deleted_at AS webhook_deleted_at
   FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
  WHERE d.id = $1;
 
@@ -87,11 +89,12 @@ SELECT * FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY created_at DESC,
  LIMIT $2;
 
 -- name: webhook_secrets
--- Every stored secret and notification token (migration 065), deleted webhooks' too
--- (persistence/sealing.py: reseal).
-SELECT id, secret, notification_token FROM webhooks ORDER BY id;
+-- Every stored secret, notification token (migration 065) and authorization (083), deleted
+-- webhooks' too (persistence/sealing.py: reseal).
+SELECT id, secret, notification_token, notification_authorization FROM webhooks ORDER BY id;
 
 -- name: reseal_webhook_secret
 -- Only if unchanged since it was read: a concurrent reseal wins once.
-UPDATE webhooks SET secret = $3, notification_token = $5
- WHERE id = $1 AND secret = $2 AND notification_token IS NOT DISTINCT FROM $4;
+UPDATE webhooks SET secret = $3, notification_token = $5, notification_authorization = $7
+ WHERE id = $1 AND secret = $2 AND notification_token IS NOT DISTINCT FROM $4
+   AND notification_authorization IS NOT DISTINCT FROM $6;

@@ -21,6 +21,7 @@ import pytest_asyncio
 from a2a.client.client import Client
 from a2a.helpers import get_message_text
 from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
@@ -163,6 +164,38 @@ async def test_list_tasks_filters_and_pages_by_the_proto(api, user):
     assert known["result"]["totalSize"] == 0
 
 
+async def test_list_tasks_puts_the_last_updated_first_and_artifacts_only_when_asked(api, user):
+    async with a2a(api, user) as client:
+        first, second, third = [
+            (await sent_task(client, validation(gates=["approve_founders_brief"]))).id
+            for _ in range(3)]
+        # The oldest task is the one updated last: it finishes, with its result artifact.
+        done = await sent_task(client, message(task_id=first, data={"decision": "approve"}))
+        assert done.status.state == COMPLETED and done.artifacts
+
+        listed = await client.list_tasks(ListTasksRequest())
+        assert [t.id for t in listed.tasks] == [first, third, second]
+        stamps = [t.status.timestamp.ToDatetime() for t in listed.tasks]
+        assert stamps == sorted(stamps, reverse=True)
+        # Artifacts are omitted unless asked for; asked, the finished task's result is there.
+        assert all(not t.artifacts for t in listed.tasks)
+        [with_artifacts] = [t for t in (await client.list_tasks(ListTasksRequest(
+            include_artifacts=True))).tasks if t.id == first]
+        assert [a.artifact_id for a in with_artifacts.artifacts] == ["result"]
+
+        # A page at a time, by the same order: each task once, the cursor after the last.
+        paged, token = [], ""
+        while True:
+            page = await client.list_tasks(ListTasksRequest(page_size=1, page_token=token))
+            paged += [t.id for t in page.tasks]
+            assert page.total_size == 3
+            token = page.next_page_token
+            if not token:
+                break
+        assert paged == [first, third, second]
+        await _cancel(client, [second, third])
+
+
 # --- historyLength ------------------------------------------------------------------------
 
 
@@ -242,6 +275,39 @@ async def test_a_push_config_takes_the_spec_s_opaque_token_and_sends_it_back(api
             with pytest.raises(TaskNotFoundError):
                 await client.delete_task_push_notification_config(
                     DeleteTaskPushNotificationConfigRequest(task_id=task.id, id=missing))
+
+
+async def test_a_push_config_s_authentication_is_sent_with_each_delivery(api, pool, user):
+    credentials = f"opaque-{uuid.uuid4()}"
+    async with a2a(api, user) as client:
+        with Receiver() as receiver:
+            task = await sent_task(client, validation(gates=["approve_founders_brief"]))
+            for scheme in ("", "Two words", "x" * 65):  # not an HTTP scheme: refused
+                with pytest.raises(InvalidParamsError):
+                    await client.create_task_push_notification_config(TaskPushNotificationConfig(
+                        task_id=task.id, url=receiver.url,
+                        authentication=AuthenticationInfo(scheme=scheme)))
+            with pytest.raises(InvalidParamsError):
+                await client.create_task_push_notification_config(TaskPushNotificationConfig(
+                    task_id=task.id, url=receiver.url, authentication=AuthenticationInfo(
+                        scheme="Bearer", credentials="two\nlines")))
+            assert not (await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task.id))).configs
+            await client.create_task_push_notification_config(TaskPushNotificationConfig(
+                task_id=task.id, url=receiver.url,
+                authentication=AuthenticationInfo(scheme="Bearer", credentials=credentials)))
+            await sent_task(client, message(task_id=task.id, data={"decision": "approve"}))
+            await eventually(lambda: asyncio.sleep(0, any(
+                json.loads(got.body)["type"] == "run.finished" for got in receiver.received)),
+                timeout=30)
+            for got in receiver.received:
+                assert got.headers["authorization"] == f"Bearer {credentials}"
+                assert got.headers["webhook-signature"].startswith("v1,")
+        async with pool.acquire() as conn:  # sealed at rest, as the signing secret is
+            stored = await conn.fetchval(
+                "SELECT notification_authorization FROM webhooks WHERE run_id = $1",
+                uuid.UUID(task.id))
+        assert stored and credentials not in stored
 
 
 # --- A2A-Version as a request parameter ---------------------------------------------------

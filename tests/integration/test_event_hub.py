@@ -9,7 +9,7 @@ import uuid
 import asyncpg
 
 from api.event_hub import EventHub
-from api.routes.streams import _event_frame
+from api.schemas import EventView
 from api.sse import LiveEvent
 from persistence import events as events_repo
 from persistence.runs import create_run
@@ -54,6 +54,7 @@ async def test_small_events_arrive_from_the_notification_big_ones_from_the_table
         async with pool.acquire() as conn:
             rows = await events_repo.list_events(conn, run_id, after_seq=0, limit=10)
         # Whichever way an event came, its frame is the one the table gives.
-        assert [e.frame for e in received] == [_event_frame(r) for r in rows]
+        assert [e.frame for e in received] == [LiveEvent.of(EventView.of(r)).frame
+                                                for r in rows]
     finally:
         await hub.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -264,13 +266,14 @@ class CreatedTask(TaskState):
     result_type: Literal["task"] = "task"  # type: ignore[assignment]
 
 
-async def task_request(client: Any, method: str, task_id: str, **params: Any) -> Any:
+async def task_request(client: Any, method: str, task_id: str, *,
+                       progress_callback: Any = None, **params: Any) -> Any:
     """tasks/get's task, tasks/result's `CallToolResult`, or the empty acknowledgement of
-    tasks/update and tasks/cancel."""
+    tasks/update and tasks/cancel; `progress_callback` hears its progress notifications."""
     session = client if not isinstance(client, Client) else client.session
     request = TaskRequest(method=method, params=TaskParams(task_id=task_id, **params))
     answer = {"tasks/get": TaskState, "tasks/result": CallToolResult}.get(method, EmptyResult)
-    return await session.send_request(request, answer)
+    return await session.send_request(request, answer, progress_callback=progress_callback)
 
 
 async def until_finished(task: CreatedTask, ctx: ClaimContext) -> CallToolResult:
@@ -530,3 +533,81 @@ async def test_a_mobile_run_s_screen_graph_is_a_resource(api):
     async with mcp(api, "mallory") as other:
         hidden = await _resource_error(other, f"waystation://runs/{run_id}/graph")
         assert hidden["code"] == "run_not_found"
+
+
+# --- progress on a running task (issue 43) ------------------------------------------------
+
+
+async def test_tasks_result_with_a_progress_token_streams_the_answer_as_it_is_written(
+        migrated_url, dev_env, pool, task_queue, monkeypatch):
+    """A `tasks/result` with a progressToken is answered on an SSE stream: the planner's
+    answer so far arrives as `notifications/progress` messages while the offline model writes,
+    the last one the answer the run keeps, and the call ends once the run asks for its next
+    message. It is an open stream of its caller (one allowed here); every other request stays
+    JSON; another user gets no progress of the run, only "not found"."""
+    monkeypatch.setenv("WAYSTATION_OFFLINE_TOKEN_MS", "25")  # a model that takes a while
+    priya = f"priya-{uuid.uuid4().hex[:6]}"
+    content_types: dict[str, str] = {}
+
+    async def seen(response: httpx2.Response) -> None:
+        body = json.loads(response.request.content or b"{}")
+        if isinstance(body, dict) and "method" in body:
+            content_types[body["method"]] = response.headers.get("content-type", "")
+
+    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
+                        max_streams_per_user=1) as api, \
+            httpx2.AsyncClient(headers=auth(priya), timeout=30,
+                               event_hooks={"response": [seen]}) as http, \
+            Client(streamable_http_client(f"{api.url}/mcp", http_client=http),
+                   extensions=[Tasks()]) as client:
+        created = await client.session.call_tool("start_run", {
+            "kind": "agent", "input": {"message": SEARCH}}, allow_claimed=True)
+        assert isinstance(created, CreatedTask)
+        told: list[tuple[float, str | None]] = []
+
+        async def progress(at: float, total: float | None, message: str | None) -> None:
+            told.append((at, message))
+        began = time.monotonic()
+        with pytest.raises(MCPError) as paused:
+            await task_request(client, "tasks/result", created.task_id,
+                               progress_callback=progress)
+        # Ended by the run's pause for its next message, not by the wait's limit.
+        assert paused.value.error.data["status"] == "input_required"  # type: ignore[index]
+        assert time.monotonic() - began < 20  # the wait's limit is 60 s
+        assert content_types["tasks/result"].startswith("text/event-stream")
+        assert content_types["tools/call"].startswith("application/json")
+
+        texts = [text for _, text in told]
+        assert len(texts) > 3, texts
+        assert [at for at, _ in told] == sorted({at for at, _ in told})  # increasing
+        assert all(text and later.startswith(text)
+                   for text, later in zip(texts, texts[1:], strict=False))
+        async with httpx.AsyncClient(base_url=api.url, headers=auth(priya)) as rest:
+            transcript = (await rest.get(f"/runs/{created.task_id}/messages")).json()
+        [answer] = [m["text"] for m in transcript["messages"] if m["type"] == "agent.answered"]
+        assert texts[-1] == answer
+
+        # Without a progress token: plain JSON, as before.
+        with pytest.raises(MCPError):
+            await task_request(client, "tasks/result", created.task_id)
+        assert content_types["tasks/result"].startswith("application/json")
+
+        # The stream counts against the caller's open streams: with one held, refused.
+        async with httpx.AsyncClient(base_url=api.url, headers=auth(priya), timeout=30) as rest, \
+                rest.stream("GET", f"/runs/{created.task_id}/events/stream") as held:
+            assert held.status_code == 200
+            with pytest.raises(MCPError) as limited:
+                await task_request(client, "tasks/result", created.task_id,
+                                   progress_callback=progress)
+            assert limited.value.error.data["error"]["code"] == "rate_limited"  # type: ignore[index]
+
+        async with mcp(api, "mallory", extensions=[Tasks()]) as other:
+            heard: list[str | None] = []
+
+            async def overheard(at: float, total: float | None, message: str | None) -> None:
+                heard.append(message)
+            with pytest.raises(MCPError) as hidden:
+                await task_request(other, "tasks/result", created.task_id,
+                                   progress_callback=overheard)
+            assert hidden.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
+            assert heard == []

@@ -5,6 +5,7 @@ its own client library (`mcp`, `a2a-sdk`; AG-UI's refusal comes before any strea
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,7 +18,7 @@ from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksReques
 from a2a.utils.errors import TaskNotFoundError
 from mcp.shared.exceptions import MCPError
 
-from tests.helpers import live_api
+from tests.helpers import eventually, live_api
 from tests.integration.test_a2a import a2a, message, send
 from tests.integration.test_ag_ui import run_input
 from tests.integration.test_mcp import Tasks, call, mcp, refused, task_request
@@ -86,6 +87,15 @@ async def test_a_removed_member_reaches_the_run_through_no_interface(api, http):
             with pytest.raises(MCPError) as hidden_task:
                 await task_request(client, method, run_id, **params)
             assert hidden_task.value.error.data["error"]["code"] == "run_not_found", method  # type: ignore[index]
+        # Asked with progress (an SSE answer, issue 43): refused the same, nothing told.
+        heard: list[str | None] = []
+
+        async def progress(at: float, total: float | None, text: str | None) -> None:
+            heard.append(text)
+        with pytest.raises(MCPError) as hidden_progress:
+            await task_request(client, "tasks/result", run_id, progress_callback=progress)
+        assert hidden_progress.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
+        assert heard == []
     async with a2a(api, p["bob"], headers=auth(p["bob"])) as client:
         for refused_call in (client.get_task(GetTaskRequest(id=run_id)),
                              client.cancel_task(CancelTaskRequest(id=run_id)),
@@ -121,9 +131,55 @@ async def test_an_erased_person_s_token_opens_no_interface(api, http):
     answer = await http.post("/mcp", json=tools, headers={
         **held, "Accept": "application/json, text/event-stream"})
     assert answer.status_code == 401, answer.text
+    streamed = {"jsonrpc": "2.0", "id": 2, "method": "tasks/result",
+                "params": {"taskId": run_id, "_meta": {"progressToken": "p"}}}
+    answer = await http.post("/mcp", json=streamed, headers={
+        **held, "Accept": "application/json, text/event-stream"})
+    assert answer.status_code == 401, answer.text  # before any stream
     async with a2a(api, p["alice"], headers=held) as client:
         with pytest.raises(A2AClientError, match="401"):
             await client.get_task(GetTaskRequest(id=run_id))
     thread = await http.post("/ag-ui/validation", json=run_input(str(uuid.uuid4())),
                              headers=held)
     assert thread.status_code == 401, thread.text
+
+
+async def test_a_member_removed_mid_answer_is_told_no_more_progress(api, http, monkeypatch):
+    """MCP's progress on `tasks/result` (issue 43) goes through the live loop's access check:
+    Bob, removed from the group while the agent writes, gets `run_not_found` at once, not the
+    rest of the answer."""
+    monkeypatch.setenv("WAYSTATION_OFFLINE_TOKEN_MS", "100")  # an answer of some seconds
+    p = people()
+    group_id = await group_of(http, p["alice"], **{p["bob"]: "approver"})
+    started = await http.post("/runs", headers=auth(p["alice"]), json={
+        "kind": "agent", "group_id": group_id, "input": {"message": "Hi, I need a wedding "
+                                                         "venue in Bangalore for 200 guests"}})
+    run_id = started.json()["run_id"]
+    heard: list[str] = []
+    first = asyncio.Event()
+
+    async def progress(at: float, total: float | None, text: str | None) -> None:
+        heard.append(text or "")
+        first.set()
+
+    async def remove_bob() -> int:
+        await first.wait()
+        removed = await http.delete(f"/groups/{group_id}/members/{p['bob']}",
+                                    headers=auth(p["alice"]))
+        assert removed.status_code == 204
+        return len(heard)
+
+    async with mcp(api, p["bob"], headers=auth(p["bob"]), extensions=[Tasks()]) as client:
+        removing = asyncio.create_task(remove_bob())
+        with pytest.raises(MCPError) as cut:
+            await task_request(client, "tasks/result", run_id, progress_callback=progress)
+        assert cut.value.error.data["error"]["code"] == "run_not_found"  # type: ignore[index]
+        told_by_removal = await removing
+
+    async def answered() -> str | None:
+        transcript = (await http.get(f"/runs/{run_id}/messages",
+                                     headers=auth(p["alice"]))).json()["messages"]
+        return next((m["text"] for m in transcript if m["type"] == "agent.answered"), None)
+    answer = await eventually(answered, timeout=60)
+    assert heard and answer.startswith(heard[-1]) and len(heard[-1]) < len(answer)
+    assert len(heard) <= told_by_removal + 1  # at most one already on its way

@@ -16,7 +16,7 @@ import pytest_asyncio
 from pydantic import ValidationError
 
 from api.auth import issue_token
-from api.routes import metrics as metrics_route
+from api.services import metrics as metrics_service
 from persistence.metrics import read_figures
 from persistence.sealing import new_key
 from tests.fault_helpers import SECRET, api_settings, auth
@@ -103,7 +103,7 @@ async def test_scrapes_within_the_cache_interval_read_the_tables_once(
     async def counted(*args: object) -> object:
         reads.append(args)
         return await read_figures(*args)
-    monkeypatch.setattr(metrics_route, "read_figures", counted)
+    monkeypatch.setattr(metrics_service, "read_figures", counted)
     address = dev_env.client.service_client.config.target_host
     settings = api_settings(migrated_url, address, task_queue, metrics_cache_seconds=600)
     async for http in _served(settings):

@@ -274,12 +274,14 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
         clear = await webhooks_repo.create_webhook(
             conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
             url="http://127.0.0.1:9/old", secret=clear_secret, events=["gate.opened"], most=10)
-        # An A2A push config's token is sealed as its secret is, and resealed with it.
+        # An A2A push config's token and authentication are sealed as its secret is, and
+        # resealed with it.
         tokened = await webhooks_repo.create_webhook(
             conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
             url="http://127.0.0.1:9/a2a", secret=SecretsBox(DEV_SECRETS_KEY).seal(clear_secret),
             events=["gate.opened"], most=10,
-            notification_token=SecretsBox(DEV_SECRETS_KEY).seal("opaque token"))
+            notification_token=SecretsBox(DEV_SECRETS_KEY).seal("opaque token"),
+            notification_authorization=SecretsBox(DEV_SECRETS_KEY).seal("Bearer opaque"))
         lost = await webhooks_repo.create_webhook(
             conn, webhook_id=uuid.uuid4(), owner="rotating", group_id=None,
             url="http://127.0.0.1:9/lost", secret=SecretsBox(new_key()).seal(lost_secret),
@@ -310,9 +312,11 @@ async def test_reseal_secrets_rotates_the_key_and_seals_clear_ones(http, pool, m
         assert stored[clear.id].startswith(PREFIX)
         assert stored[lost.id] == lost.secret
         async with pool.acquire() as conn:
-            token = await conn.fetchval("SELECT notification_token FROM webhooks WHERE id = $1",
-                                        tokened.id)
+            token, authorization = await conn.fetchrow(
+                "SELECT notification_token, notification_authorization FROM webhooks "
+                "WHERE id = $1", tokened.id)
         assert only_new.open(token) == "opaque token"
+        assert only_new.open(authorization) == "Bearer opaque"
     finally:  # later tests' workers hold the dev key only
         async with pool.acquire() as conn:
             await conn.execute("DELETE FROM webhooks WHERE id = $1", lost.id)

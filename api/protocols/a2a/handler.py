@@ -106,7 +106,8 @@ class WaystationHandler(RequestHandler):
     @validate_request_params
     async def on_list_tasks(self, params: ListTasksRequest,
                             context: ServerCallContext) -> ListTasksResponse:
-        """The caller's tasks, newest first; `input-required` lists its inbox (the requests
+        """The caller's tasks, most recently updated first, artifacts only with
+        `includeArtifacts`; `input-required` lists its inbox (the requests
         it may decide) and its agent runs waiting for a message. `totalSize` is counted by
         the database before pagination; history only when `historyLength` asks for it."""
         _known_status(raw_params(context).get("status"))
@@ -122,15 +123,18 @@ class WaystationHandler(RequestHandler):
             elif params.status == TaskState.TASK_STATE_INPUT_REQUIRED:
                 found = await _waiting(call, size)
             else:
-                page = await runs.list_runs(call.conn, call.user, RunFilter(
-                    status=_LISTED_STATUS.get(params.status), limit=size,
-                    cursor=params.page_token or None), registry=call.registry)
+                page = await runs.list_tasks(call.conn, call.user,
+                                             status=_LISTED_STATUS.get(params.status),
+                                             limit=size, cursor=params.page_token or None)
                 found = [await runs.visible_run(call.conn, call.user, v.run_id)
                          for v in page.runs]
                 token = page.next_cursor or ""
             tasks = [await task(call, run, history=history) for run in found]
             if params.status:
                 tasks = [t for t in tasks if t.status.state == params.status]
+            if not params.include_artifacts:
+                for found_task in tasks:
+                    found_task.ClearField("artifacts")
             total = len(tasks) if params.context_id else await runs.count_tasks(
                 call.conn, call.user, _COUNTED_STATE.get(params.status), registry=call.registry)
         return ListTasksResponse(tasks=tasks, next_page_token=token, page_size=size,
@@ -255,10 +259,10 @@ class WaystationHandler(RequestHandler):
         async with calling(context) as call:
             run = await visible(call, params.task_id)
             token = mapping.push_token(params)
-            created = await webhooks.create_webhook(call.conn, call.user,
-                                                    mapping.webhook(params),
-                                                    settings=call.settings, run=run,
-                                                    notification_token=token)
+            created = await webhooks.create_webhook(
+                call.conn, call.user, mapping.webhook(params), settings=call.settings, run=run,
+                notification_token=token,
+                notification_authorization=mapping.push_authorization(params))
         # The client's own token echoed; without one, the signing secret, shown this once.
         return mapping.push_config(created, token=token or created.secret)
 
@@ -309,7 +313,9 @@ async def _push_to(call: Call, run: RunRow, config: TaskPushNotificationConfig) 
     if config.url not in {h.url for h in hooks}:
         await webhooks.create_webhook(call.conn, call.user, mapping.webhook(config),
                                       settings=call.settings, run=run,
-                                      notification_token=mapping.push_token(config))
+                                      notification_token=mapping.push_token(config),
+                                      notification_authorization=mapping.push_authorization(
+                                          config))
 
 
 def _known_status(status: Any) -> None:

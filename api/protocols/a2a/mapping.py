@@ -85,6 +85,8 @@ REJECTED = "rejected"
 # A push config's token is sent as a header value.
 TOKEN_LIMIT = 512
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+# An HTTP authentication scheme is a `token` (RFC 9110, 11.1).
+_AUTH_SCHEME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 
 
 def default_kind(registry: Registry) -> str | None:
@@ -234,12 +236,8 @@ def decision(data: dict[str, Any]) -> DecisionRequest:
 
 def webhook(config: TaskPushNotificationConfig) -> WebhookCreate:
     """A push notification config as the webhook it is: every webhook event of the task's
-    run, to its URL, signed per Standard Webhooks with a secret the server makes. A2A's
-    `authentication` (credentials for the receiver) has no place: deliveries are signed, and
-    carry the config's `token` (`push_token`) for the receiver to check."""
-    if config.HasField("authentication"):
-        raise ApiError(422, "invalid_request", "authentication: not supported; deliveries are "
-                                               "signed (Standard Webhooks) and carry the token")
+    run, to its URL, signed per Standard Webhooks with a secret the server makes, carrying
+    the config's `token` (`push_token`) and `authentication` (`push_authorization`)."""
     try:
         return WebhookCreate.model_validate({"url": config.url,
                                              "events": list(WEBHOOK_EVENT_TYPES)})
@@ -259,6 +257,29 @@ def push_token(config: TaskPushNotificationConfig) -> str | None:
                        details=[{"loc": ["token"], "msg": "not a header-safe token",
                                  "type": "value_error"}])
     return config.token
+
+
+def push_authorization(config: TaskPushNotificationConfig) -> str | None:
+    """The config's `authentication` as the `Authorization` header every delivery carries
+    (`<scheme> <credentials>`; A2A: the agent MUST include the credentials in each
+    delivery), or None without one."""
+    if not config.HasField("authentication"):
+        return None
+    scheme, credentials = config.authentication.scheme, config.authentication.credentials
+    if not _AUTH_SCHEME.fullmatch(scheme):
+        raise ApiError(422, "invalid_request", "authentication.scheme: an HTTP authentication "
+                                               "scheme (such as Bearer or Basic)",
+                       details=[{"loc": ["authentication", "scheme"],
+                                 "msg": "not an HTTP authentication scheme",
+                                 "type": "value_error"}])
+    if credentials and (len(credentials) > TOKEN_LIMIT
+                        or not _HEADER_SAFE.fullmatch(credentials)):
+        raise ApiError(422, "invalid_request", f"authentication.credentials: at most "
+                                               f"{TOKEN_LIMIT} printable ASCII characters, "
+                                               "without surrounding spaces",
+                       details=[{"loc": ["authentication", "credentials"],
+                                 "msg": "not header-safe credentials", "type": "value_error"}])
+    return f"{scheme} {credentials}" if credentials else scheme
 
 
 def push_config(hook: WebhookView, *, token: str = "") -> TaskPushNotificationConfig:

@@ -7,13 +7,21 @@ provider is configured, at this resource's OAuth protected-resource metadata (RF
 MCP's authorization spec asks). The server keeps no session: a 2026-07-28 request stands
 alone, and a handshake-era client is served statelessly too, so nothing ties one request to
 the next but the caller's credentials.
+
+Every answer is plain JSON but one: a `tasks/result` that asks for progress (a
+`progressToken` in its `_meta`) from a client that accepts `text/event-stream` is answered on
+an SSE stream, carrying `notifications/progress` with the answer being written (issue 43).
+The SDK's transport answers all JSON or all SSE per session manager, so there are two over
+the one server, and `McpEndpoint` picks one per request by its body.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any, TypeVar
 
@@ -36,7 +44,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from api.deps import authenticate_request
 from api.errors import ApiError
@@ -99,7 +107,7 @@ def build_server(registry: Registry) -> Server[Any]:
     server.add_request_handler("tasks/update", tasks.TaskUpdateParams,
                                writing(tasks.update_task))
     server.add_request_handler("tasks/cancel", tasks.TaskParams, writing(tasks.cancel_task))
-    server.add_request_handler("tasks/result", tasks.TaskParams, tasks.task_result)
+    server.add_request_handler(tasks.RESULT_METHOD, tasks.TaskParams, tasks.task_result)
     server.extensions[tasks.TASKS_EXTENSION] = {}
     return server
 
@@ -125,10 +133,49 @@ def writing(handler: Callable[[ServerRequestContext[Any], P], Awaitable[Any]]
     return counted
 
 
+@dataclass(frozen=True)
+class Sessions:
+    """The SDK's transport over the one server: `json` answers every request but those
+    `streamed` answers, as SSE (see `streams_progress`)."""
+
+    json: StreamableHTTPSessionManager
+    streamed: StreamableHTTPSessionManager
+
+
+def streams_progress(request: Request, body: bytes) -> bool:
+    """Whether a request is a `tasks/result` asking for progress (`_meta.progressToken`), by
+    a client that takes an SSE answer: the one request answered on a stream."""
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        return False
+    try:
+        call = json.loads(body)
+    except ValueError:
+        return False  # the SDK answers the parse error
+    if not isinstance(call, dict) or call.get("method") != tasks.RESULT_METHOD:
+        return False
+    params = call.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """`receive` with the body already read given again first (then the client's
+    disconnect, which the SSE answer watches for)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return replay
+
+
 class McpEndpoint:
     """`/mcp`: the caller authenticated as by every route, then the SDK's transport."""
 
-    def __init__(self, sessions: StreamableHTTPSessionManager, *,
+    def __init__(self, sessions: Sessions, *,
                  metadata_url: str | None, allowed_origins: list[str]) -> None:
         self.sessions = sessions
         self.metadata_url = metadata_url
@@ -152,7 +199,14 @@ class McpEndpoint:
             raise ApiError(401, error.code, error.message, details=error.details,
                            headers={"WWW-Authenticate": self._challenge(request, error)}
                            ) from error
-        await self.sessions.handle_request(scope, receive, send)
+        if request.method != "POST":
+            await self.sessions.json.handle_request(scope, receive, send)
+            return
+        body = await request.body()
+        sessions = self.sessions.json
+        if streams_progress(request, body):
+            sessions, scope[tasks.STREAMED_SCOPE_KEY] = self.sessions.streamed, True
+        await sessions.handle_request(scope, replaying(body, receive), send)
 
     def _challenge(self, request: Request, error: ApiError) -> str:
         """RFC 6750's challenge: the refusal when a credential was sent, and where to get
@@ -165,17 +219,18 @@ class McpEndpoint:
         return "Bearer " + ", ".join(params) if params else "Bearer"
 
 
-def mount_mcp(app: Starlette, registry: Registry, settings: Settings
-              ) -> StreamableHTTPSessionManager:
+def mount_mcp(app: Starlette, registry: Registry, settings: Settings) -> Sessions:
     """Adds `/mcp` (and, with an identity provider, the protected-resource metadata) to the
-    app; the session manager returned must run in the app's lifespan."""
-    sessions = StreamableHTTPSessionManager(
-        app=build_server(registry), stateless=True, json_response=True,
-        # Replaced by ours, not dropped: the app answers only to WAYSTATION_ALLOWED_HOSTS on
-        # every route (api.hosts.TrustedHosts) and McpEndpoint checks `Origin` against the
-        # same allowed origins as the rest of the API; the SDK's own lists would be a second
-        # copy of both settings to keep in step.
+    app; the session managers returned must run in the app's lifespan."""
+    server = build_server(registry)
+    # The SDK's DNS-rebinding lists replaced by ours, not dropped: the app answers only to
+    # WAYSTATION_ALLOWED_HOSTS on every route (api.hosts.TrustedHosts) and McpEndpoint checks
+    # `Origin` against the same allowed origins as the rest of the API; the SDK's own lists
+    # would be a second copy of both settings to keep in step.
+    sessions = Sessions(*(StreamableHTTPSessionManager(
+        app=server, stateless=True, json_response=json_response,
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        for json_response in (True, False)))
     metadata = protected_resource(settings)
     metadata_url = f"{settings.console_base}{METADATA_PATH}{PATH}" if metadata else None
     # No GET: a stateless server has nothing to send on a stream of its own, and the
@@ -196,14 +251,16 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings
 
 
 @asynccontextmanager
-async def serving(sessions: StreamableHTTPSessionManager) -> AsyncIterator[None]:
-    """Runs the SDK's session manager while the app's lifespan lasts, in a task of its own: its
-    task group must be left by the task that entered it, and a lifespan may be entered and
-    left by different tasks (a test fixture's setup and teardown)."""
+async def serving(sessions: Sessions) -> AsyncIterator[None]:
+    """Runs the SDK's session managers while the app's lifespan lasts, in a task of their own:
+    their task groups must be left by the task that entered them, and a lifespan may be
+    entered and left by different tasks (a test fixture's setup and teardown)."""
     started, stop = asyncio.Event(), asyncio.Event()
 
     async def serve() -> None:
-        async with sessions.run():
+        async with AsyncExitStack() as running:
+            for manager in (sessions.json, sessions.streamed):
+                await running.enter_async_context(manager.run())
             started.set()
             await stop.wait()
 

@@ -14,6 +14,9 @@ there, or with the `decide` tool, never by the elicitation's answer: `tasks/upda
 acknowledges it. While a conversation (an agent run) waits for its next message the task asks
 for it in form mode, and `tasks/update`'s accepted answer is that message, sent as
 `send_message` sends it.
+
+A `tasks/result` with a `progressToken` is answered on an SSE stream (api/protocols/mcp/
+server.py): while the run's model writes, `notifications/progress` carry the answer so far.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from pydantic import ValidationError
 from api.decision_payload import payload_schema
 from api.deps import still_signed_in
 from api.errors import ApiError, invalid_request
+from api.live_deltas import Shown
 from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
-from api.schemas import DecisionView, MessageRequest, RunView
+from api.rate_limits import count_call
+from api.schemas import DecisionView, MessageDelta, MessageRequest, RunView
 from api.services import live, messages, runs
 from contracts.statuses import TERMINAL_RUN_STATUSES
 
@@ -54,6 +59,13 @@ POLL_INTERVAL_MS = 2000
 # (httpx's, as the SDK's examples create it), so a call that finds the run still going is
 # answered, not dropped by the client.
 RESULT_WAIT_SECONDS = 4.0
+RESULT_METHOD = "tasks/result"
+# Set on the scope of a request answered on an SSE stream (server.McpEndpoint): its
+# `progressToken` reaches the client, and the stream keeps the connection alive (the
+# transport pings), so `tasks/result` waits up to `PROGRESS_WAIT_SECONDS` instead, ending as
+# soon as the run needs input.
+STREAMED_SCOPE_KEY = "waystation.mcp_streamed"
+PROGRESS_WAIT_SECONDS = 60.0
 # The keys of a task's input requests: a gate's decision, a conversation's next message.
 DECISION_INPUT = "decision-"
 MESSAGE_INPUT = "message-"
@@ -146,7 +158,14 @@ async def task_result(ctx: ServerRequestContext[Any, Any],
     status: the client polls `tasks/get` and asks again once it has ended."""
     require_client_extension(ctx, TASKS_EXTENSION)
     caller = Caller.of(ctx.request)
-    task = await _ended_task(caller, params.task_id)
+    streamed = bool(caller.request.scope.get(STREAMED_SCOPE_KEY))
+    if streamed:
+        # An open stream of its caller, as every other stream is (api/rate_limits.py), held
+        # until the answer is sent; over the limit, refused before anything is read.
+        with protocol_errors("MCP tasks/result", taskId=params.task_id):
+            await count_call(caller.request.scope, write=False, stream=True)
+    task = await _ended_task(caller, params.task_id,
+                             progress=_Progress(ctx) if streamed else None)
     related = {"io.modelcontextprotocol/related-task": {"taskId": params.task_id}}
     if task["status"] == "completed":
         return {**task["result"], "_meta": related}
@@ -160,26 +179,63 @@ async def task_result(ctx: ServerRequestContext[Any, Any],
                    data=data)
 
 
-async def _ended_task(caller: Caller, task_id: str) -> dict[str, Any]:
+class _Progress:
+    """A request's progress notifications: the text of the answer being written so far
+    (each a notification numbered one higher; a retried model request starts over)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self.ctx, self.shown, self.count = ctx, Shown(), 0
+        self.written: dict[str, str] = {}  # message id -> its text so far
+
+    async def tell(self, deltas: tuple[MessageDelta, ...]) -> None:
+        latest = None
+        for delta in deltas:
+            if self.shown.reset(delta):
+                self.written.clear()
+            new = None if delta.call_id else self.shown.new(delta.message_id, delta)
+            if new is not None and new[1]:
+                self.written[delta.message_id] = self.written.get(delta.message_id, "") + new[1]
+                latest = delta.message_id
+        if latest is not None:
+            self.count += 1
+            await self.ctx.session.report_progress(self.count, message=self.written[latest])
+
+
+async def _ended_task(caller: Caller, task_id: str, *,
+                      progress: _Progress | None = None) -> dict[str, Any]:
     """The task once its run has ended, or as it is after `RESULT_WAIT_SECONDS`; the live
-    loop (api/services/live.py) says when the run's status changes."""
+    loop (api/services/live.py) says when the run's status changes. With `progress`, the
+    answer being written is told as it comes, and the wait (`PROGRESS_WAIT_SECONDS`) ends
+    too when the run needs input after the call began."""
     view = await _view(caller, task_id)
+    began = view.last_seq
+
+    def settled(now: RunView) -> bool:
+        return now.status in TERMINAL_RUN_STATUSES or (
+            progress is not None and now.last_seq > began
+            and _task_of(caller, now)["status"] == "input_required")
+
     followed = live.follow(caller.request.app.state.event_hub, caller.request.app.state.pool,
                            caller.user, view.run_id, after_seq=view.last_seq,
                            subscribe_at=view.last_seq,
                            heartbeat=caller.settings.sse_heartbeat_seconds,
                            signed_in=lambda: still_signed_in(caller.request, caller.user))
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(RESULT_WAIT_SECONDS), contextlib.aclosing(followed):
+        async with asyncio.timeout(PROGRESS_WAIT_SECONDS if progress else RESULT_WAIT_SECONDS), \
+                contextlib.aclosing(followed):
             async for item in followed:
-                if view.status in TERMINAL_RUN_STATUSES:
+                if settled(view):
                     break
                 if isinstance(item, live.CutOff):
                     with protocol_errors("MCP tasks/result", taskId=task_id):
                         raise item.refusal or ApiError(401, "unauthenticated",
                                                        "the credential no longer signs in")
+                if isinstance(item, live.Deltas) and progress is not None:
+                    await progress.tell(item.deltas)
                 if isinstance(item, live.StatusChanged | live.Heartbeat):
                     view = await _view(caller, task_id)  # read again: visible, and ended?
+                    if settled(view):
+                        break
     return _task_of(caller, view)
 
 
