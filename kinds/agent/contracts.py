@@ -11,13 +11,7 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from contracts.events import (
-    AGENT_ANSWERED,
-    MESSAGE_RECEIVED,
-    TOOL_CALLED,
-    TOOL_RETRY,
-    TOOL_RETURNED,
-)
+from waystation.sdk import AGENT_ANSWERED, MESSAGE_RECEIVED, TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
 
 SUMMARY_REQUEST = "Summarize the conversation so far"
 SUMMARY_PROMPT = (f"{SUMMARY_REQUEST} in at most 80 words for a member of the group who comes "

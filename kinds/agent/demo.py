@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from contracts.kinds import KindDemo
+from waystation.sdk import KindDemo
 
 MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
             "Shortlist the first three",

@@ -10,8 +10,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from activities.agents.prices import PriceBook
-from contracts.kinds import (
+from kinds.agent.activities.metering import Accounting, use_accounting
+from kinds.agent.activities.model import model_config, use_openai_model
+from kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
+from kinds.agent.demo import DEMO
+from kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
+from kinds.agent.workflow import AgentRun
+from waystation.sdk import (
     ForkPoint,
     ForkRefused,
     KindAgents,
@@ -21,12 +26,7 @@ from contracts.kinds import (
     WorkerSetup,
     shorten,
 )
-from kinds.agent.activities.metering import Accounting, use_accounting
-from kinds.agent.activities.model import model_config, use_openai_model
-from kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
-from kinds.agent.demo import DEMO
-from kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
-from kinds.agent.workflow import AgentRun
+from waystation.sdk.agents import PriceBook
 
 
 def _activities(deps: Any) -> Sequence[Callable[..., Any]]:

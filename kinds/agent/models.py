@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.statuses import ExpiryPolicy, RunStatus
     from kinds.agent.activities.registry import agent_names
+    from waystation.sdk import ExpiryPolicy, RunStatus
 
 DAY = 24 * 3600
 MessageText = Field(min_length=1, max_length=20_000)

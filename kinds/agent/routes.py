@@ -7,10 +7,19 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, RegistryDep, TemporalClient, VisibleRun
-from api.queries import TranscriptQuery
-from api.schemas import MessageAccepted, MessagePage, MessageRequest
-from api.services import messages
+from waystation.sdk.routes import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    MessageAccepted,
+    MessagePage,
+    MessageRequest,
+    RegistryDep,
+    TemporalClient,
+    TranscriptQuery,
+    VisibleRun,
+)
+from waystation.sdk.services import send_message, transcript
 
 router = APIRouter(prefix="/runs", tags=["messages"])
 
@@ -20,12 +29,12 @@ async def post_message(run: VisibleRun, body: MessageRequest, user: CurrentUser,
                        conn: Conn, temporal: TemporalClient, registry: RegistryDep,
                        idempotency_key: IdempotencyKey = None) -> MessageAccepted:
     """The next message of a conversation; 409 unless the run waits for one."""
-    return await messages.send_message(conn, temporal, user, run, body, registry=registry,
-                                       idempotency_key=idempotency_key)
+    return await send_message(conn, temporal, user, run, body, registry=registry,
+                              idempotency_key=idempotency_key)
 
 
 @router.get("/{run_id}/messages", response_model=MessagePage)
 async def list_messages(run: VisibleRun, conn: Conn, registry: RegistryDep,
                         query: Annotated[TranscriptQuery, Query()]) -> MessagePage:
     """The conversation so far: messages, tool calls and their results, the agent's answers."""
-    return await messages.transcript(conn, run, query, registry=registry)
+    return await transcript(conn, run, query, registry=registry)

@@ -9,16 +9,20 @@ import hashlib
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.queries import TranscriptQuery
-from api.schemas import MessageAccepted, MessagePage, MessageRequest, RunView, TranscriptEntry
-from api.services.workflow_updates import execute_update
 from kinds.agent.contracts import TRANSCRIPT_TYPES
 from kinds.agent.models import MessageInput
 from kinds.agent.workflow import AgentRun
-from persistence import events as events_repo
-from persistence.models import RunRow
+from waystation.sdk import ApiError
+from waystation.sdk.reads import RunRow, list_events
+from waystation.sdk.routes import (
+    MessageAccepted,
+    MessagePage,
+    MessageRequest,
+    RunView,
+    TranscriptEntry,
+    TranscriptQuery,
+)
+from waystation.sdk.services import User, execute_update
 
 
 async def send_message(conn: asyncpg.Connection, temporal: Client, user: User, run: RunRow,
@@ -42,8 +46,8 @@ async def send_message(conn: asyncpg.Connection, temporal: Client, user: User, r
 async def transcript(conn: asyncpg.Connection, run: RunRow,
                      query: TranscriptQuery) -> MessagePage:
     """The conversation so far: messages, tool calls and their results, the agent's answers."""
-    events = await events_repo.list_events(conn, run.id, after_seq=query.after_seq,
-                                           limit=query.limit, types=TRANSCRIPT_TYPES)
+    events = await list_events(conn, run.id, after_seq=query.after_seq,
+                               limit=query.limit, types=TRANSCRIPT_TYPES)
     return MessagePage(run_id=run.id, context_summary=run.context_summary,
                        messages=[TranscriptEntry.of(e) for e in events],
                        next_after_seq=events[-1].seq if events else query.after_seq)

@@ -21,12 +21,11 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
     )
 
-    from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
-    from contracts.writes import EventWrite
     from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.metering import cost_usd
     from kinds.agent.contracts import MODEL_RESPONDED
     from kinds.agent.models import AgentUsage
+    from waystation.sdk import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED, EventWrite
 
 MakeEvent = Callable[..., EventWrite]
 

@@ -43,9 +43,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_graph import End
 
-    from contracts.events import AGENT_ANSWERED, MESSAGE_RECEIVED
-    from contracts.refusals import NOT_WAITING_FOR_MESSAGE
-    from contracts.writes import EventWrite, GateOption, RunStateWrite
     from kinds.agent.activities.entities import entity_extractors, merge_entities
     from kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
     from kinds.agent.activities.registry import agent_named
@@ -64,9 +61,17 @@ with workflow.unsafe.imports_passed_through():
         returned_event,
         turn_events,
     )
-    from workflows import search_attributes as sa
-    from workflows.gate_rules import GateSpec
-    from workflows.lifecycle import RunWorkflow
+    from waystation.sdk import (
+        AGENT_ANSWERED,
+        MESSAGE_RECEIVED,
+        EventWrite,
+        GateOption,
+        GateSpec,
+        RunWorkflow,
+    )
+    from waystation.sdk.workflow import NOT_WAITING_FOR_MESSAGE
+    from waystation.sdk.workflow import search_attributes as sa
+    from waystation.sdk.writes import RunStateWrite
 
 if TYPE_CHECKING:
     from agents import RunResult, ToolApprovalItem

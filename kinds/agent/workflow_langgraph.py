@@ -34,14 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command, Interrupt
 
-    from contracts.events import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED
-    from contracts.writes import EventWrite
     from kinds.agent.activities.langgraph import LangGraphAgent
     from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.metering import COST_KEY
     from kinds.agent.contracts import APPROVAL_SCHEMA_MARK, MODEL_RESPONDED
     from kinds.agent.models import AgentUsage
     from kinds.agent.transcript import MakeEvent
+    from waystation.sdk import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED, EventWrite
 
 # The re-priming instructions travel as a system message with this id at the head of a turn's
 # input; it is not kept in the history (the next turn is re-primed afresh).

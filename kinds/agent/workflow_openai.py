@@ -35,8 +35,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.openai_agents._openai_runner import TemporalOpenAIRunner
 
-    from contracts.events import TOOL_CALLED, TOOL_RETURNED
-    from contracts.writes import EventWrite
     from kinds.agent.activities.live import MESSAGE_ID_KEY
     from kinds.agent.activities.openai import (
         COST_KEY,
@@ -48,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from kinds.agent.contracts import MODEL_RESPONDED
     from kinds.agent.models import AgentUsage
     from kinds.agent.transcript import MakeEvent
+    from waystation.sdk import TOOL_CALLED, TOOL_RETURNED, EventWrite
 
 AGENT_HANDOFF = "agent.handoff"
 GUARDRAIL_TRIPPED = "guardrail.tripped"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from api.errors import ApiError
 from kinds.batch.activities.items_source import SourceRefused, items_sources
-from waystation.settings import Settings
+from waystation.sdk import ApiError, Settings
 
 
 def check_items_source(run_input: BaseModel, settings: Settings) -> None:

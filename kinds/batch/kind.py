@@ -10,20 +10,6 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from activities.deps import WorkerDeps
-from contracts.kinds import (
-    ConsolePage,
-    ForkPoint,
-    ForkRefused,
-    ForkSource,
-    KindRetention,
-    RunKind,
-    RunStart,
-    StartCheck,
-    ViewContext,
-    shorten,
-)
-from contracts.statuses import TERMINAL_RUN_STATUSES
 from kinds.batch import repository as jobs_repo
 from kinds.batch.activities.items import BatchActivities
 from kinds.batch.activities.items_source import ItemsSources, items_sources
@@ -32,7 +18,21 @@ from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
 from kinds.batch.rerun import RerunRefused, rerun_input
 from kinds.batch.settings import BatchSettings
 from kinds.batch.workflow import BatchJob
-from workflows.gate_rules import DecisionInput
+from waystation.sdk import (
+    TERMINAL_RUN_STATUSES,
+    ConsolePage,
+    DecisionInput,
+    ForkPoint,
+    ForkRefused,
+    ForkSource,
+    KindRetention,
+    RunKind,
+    RunStart,
+    StartCheck,
+    ViewContext,
+    WorkerDeps,
+    shorten,
+)
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -58,8 +58,8 @@ def _mcp_tools() -> list[Any]:
 
 
 async def _start_check(start: StartCheck) -> None:
-    from api.errors import ApiError  # the API's, never the worker's
     from kinds.batch.items_policy import check_items_source
+    from waystation.sdk import ApiError
 
     check_items_source(start.input, start.settings)
     try:

@@ -8,11 +8,10 @@ from uuid import UUID
 
 from pydantic import Field
 
-from api.protocols.mcp.arguments import Arguments, IdempotencyKey
-from api.protocols.mcp.mapping import Caller, ToolSpec
-from api.schemas import RunCreated
 from kinds.batch import service as jobs
 from kinds.batch.schemas import ItemPage, ItemQuery, JobView
+from waystation.sdk.mcp import Arguments, Caller, IdempotencyKey, ToolSpec
+from waystation.sdk.routes import RunCreated
 
 JobId = Annotated[UUID, Field(description="The batch job's id: the `run_id` of its batch run.")]
 

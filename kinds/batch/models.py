@@ -12,9 +12,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from contracts.output_flags import OutputFlag
 from kinds.batch.activities.spec import END, BatchJobSpec, Branch, StepDef
-from workflows.gate_rules import DecisionInput
+from kinds.batch.output_flags import OutputFlag
+from waystation.sdk import DecisionInput
 
 
 class KeptOutput(BaseModel):

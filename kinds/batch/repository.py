@@ -12,9 +12,8 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, Field
 
-from contracts.output_flags import OutputFlag
-from persistence.models import Row, Usd
-from persistence.queries import queries_in
+from kinds.batch.output_flags import OutputFlag
+from waystation.sdk.reads import Row, Usd, queries_in
 
 # Items go in this many per statement: one round trip each, small enough to stay fast.
 INSERT_CHUNK = 2000

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.output_flags import OutputFlag
 from kinds.batch.activities.spec import STEP_NAME
 from kinds.batch.models import MAX_INLINE_ITEMS
+from kinds.batch.output_flags import OutputFlag
 from kinds.batch.repository import JobRow, OutputRow, StatusCount, UnitRow
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]

@@ -14,13 +14,6 @@ from uuid import UUID
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError, invalid_field
-from api.run_kinds import create_and_start
-from api.schemas import RunCreated
-from api.services.access import may_read, require_decider, require_run_starter
-from api.services.workflow_updates import execute_update
-from contracts.writes import DEFAULT_DECIDER_ROLES
 from kinds.batch import repository as jobs_repo
 from kinds.batch.kind import BATCH
 from kinds.batch.models import BatchInput, PauseInput
@@ -40,15 +33,24 @@ from kinds.batch.schemas import (
     StepOutputView,
 )
 from kinds.batch.workflow import BatchJob
-from persistence import runs as runs_repo
-from persistence.models import TERMINAL_RUN_STATUSES, RunRow
-from waystation.settings import Settings
+from waystation.sdk import TERMINAL_RUN_STATUSES, ApiError, Settings, invalid_field
+from waystation.sdk.gates import DEFAULT_DECIDER_ROLES
+from waystation.sdk.reads import RunRow, get_run
+from waystation.sdk.routes import RunCreated
+from waystation.sdk.services import (
+    User,
+    create_and_start,
+    execute_update,
+    may_read,
+    require_decider,
+    require_run_starter,
+)
 
 
 async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> JobRow:
     """The job, if the caller may see its run; otherwise indistinguishable from none."""
     job = await jobs_repo.get_job(conn, job_id)
-    run = await runs_repo.get_run(conn, job.run_id) if job else None
+    run = await get_run(conn, job.run_id) if job else None
     if job is None or run is None or not await may_read(conn, user, run):
         raise ApiError(404, "job_not_found", f"job {job_id} not found")
     return job
@@ -57,7 +59,7 @@ async def visible_job(conn: asyncpg.Connection, user: User, job_id: UUID) -> Job
 async def visible_item(conn: asyncpg.Connection, user: User, item_id: UUID) -> UnitRow:
     """The item, if the caller may see its job's run; otherwise indistinguishable from none."""
     found = await jobs_repo.get_unit(conn, item_id)
-    run = await runs_repo.get_run(conn, found[1]) if found else None
+    run = await get_run(conn, found[1]) if found else None
     if found is None or run is None or not await may_read(conn, user, run):
         raise ApiError(404, "item_not_found", f"item {item_id} not found")
     return found[0]
@@ -215,6 +217,6 @@ async def _control(conn: asyncpg.Connection, temporal: Client, user: User, job: 
 
 
 async def _job_run(conn: asyncpg.Connection, job: JobRow) -> RunRow:
-    run = await runs_repo.get_run(conn, job.run_id)
+    run = await get_run(conn, job.run_id)
     assert run is not None, "a visible job has its run"
     return run

@@ -8,7 +8,7 @@ from uuid import UUID
 import asyncpg
 
 from kinds.batch.repository import sql
-from persistence.models import Row
+from waystation.sdk.reads import Row
 
 
 class WorkerTotals(Row):

@@ -23,11 +23,10 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from api.auth import User
-from api.services.access import may_read
 from kinds.batch import workers_repository as workers_repo
 from kinds.batch.workers_schemas import WorkerItem, WorkerStatus, WorkersView, WorkerView
-from persistence import runs as runs_repo
+from waystation.sdk.reads import get_run
+from waystation.sdk.services import User, may_read
 
 # Temporal lists a poller for five minutes after its last poll, and an idle worker's long
 # poll lasts up to about a minute: one not seen for two is gone.
@@ -93,7 +92,7 @@ async def list_workers(conn: asyncpg.Connection, temporal: Client, user: User,
     readable: dict[UUID, bool] = {}
     for unit in await workers_repo.running_units(conn, worker_ids):
         if unit.run_id not in readable:
-            run = await runs_repo.get_run(conn, unit.run_id)
+            run = await get_run(conn, unit.run_id)
             readable[unit.run_id] = run is not None and await may_read(conn, user, run)
         if readable[unit.run_id]:
             running[unit.worker_id].append(WorkerItem(

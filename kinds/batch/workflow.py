@@ -22,9 +22,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.refusals import JOB_NOT_RUNNING
-    from contracts.statuses import RunStatus
-    from contracts.writes import EventWrite, GateOption
     from kinds.batch.activities.items import (
         ITEM_FAILED,
         SLICE_BUDGET_SECONDS,
@@ -44,9 +41,22 @@ with workflow.unsafe.imports_passed_through():
         PauseInput,
         PauseResult,
     )
-    from workflows.budget import RAISE_BUDGET, STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gate_rules import DecisionInput, GateSpec, feedback_number
-    from workflows.lifecycle import RunWorkflow
+    from waystation.sdk import (
+        DecisionInput,
+        EventWrite,
+        GateOption,
+        GateSpec,
+        RunStatus,
+        RunWorkflow,
+    )
+    from waystation.sdk.gates import (
+        RAISE_BUDGET,
+        STOP_BUDGET,
+        budget_gate_spec,
+        feedback_number,
+        stopped_message,
+    )
+    from waystation.sdk.workflow import JOB_NOT_RUNNING
 
 PREPARE_TIMEOUT = timedelta(minutes=30)
 PREPARE_HEARTBEAT_TIMEOUT = timedelta(minutes=2)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from api.auth import User
-from api.errors import ApiError
 from kinds.mobile.settings import MobileSettings
-from waystation.settings import Settings
+from waystation.sdk import ApiError, Settings
+from waystation.sdk.services import User
 
 
 def check_device(run_input: BaseModel, user: User, settings: Settings) -> None:

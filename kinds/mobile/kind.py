@@ -6,9 +6,12 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from activities.artifacts import LocalArtifactStore
-from activities.deps import WorkerDeps
-from contracts.kinds import (
+from kinds.mobile import repository as graph_repo
+from kinds.mobile.activities.steps import MobileActivities
+from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from kinds.mobile.settings import MobileSettings
+from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from waystation.sdk import (
     CliCommand,
     ForkPoint,
     ForkRefused,
@@ -17,12 +20,9 @@ from contracts.kinds import (
     RunResource,
     RunStart,
     StartCheck,
+    WorkerDeps,
 )
-from kinds.mobile import repository as graph_repo
-from kinds.mobile.activities.steps import MobileActivities
-from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
-from kinds.mobile.settings import MobileSettings
-from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from waystation.sdk.artifacts import LocalArtifactStore
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:

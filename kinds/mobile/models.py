@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.apps import PACKAGE_PATTERN
-    from contracts.statuses import RunStatus
     from kinds.mobile.activities.models import ActionCommand, DriverName, ExploreStepResult
     from kinds.mobile.policy import ExplorationState, StopReason
+    from waystation.sdk import RunStatus
+    from waystation.sdk.schemas import PACKAGE_PATTERN
 
 
 

@@ -16,8 +16,10 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, Field
 
-from contracts.writes import GATE_PARTS, EventWrite, ReadModelWrite
-from persistence.queries import queries_in
+from waystation.sdk import EventWrite
+from waystation.sdk.gates import GATE_PARTS
+from waystation.sdk.reads import queries_in
+from waystation.sdk.writes import ReadModelWrite
 
 # The kind's own named queries (queries/*.sql beside this module).
 sql = queries_in(resources.files(__package__) / "queries")

@@ -14,15 +14,20 @@ import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
-from activities.artifacts import LocalArtifactStore
-from api.auth import User
-from api.deps import Conn, CurrentUser, SettingsDep, VisibleRun
-from api.errors import ApiError
-from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
-from contracts.apps import PACKAGE_PATTERN
 from kinds.mobile import graph_render
 from kinds.mobile import repository as graph_repo
 from kinds.mobile import service as graphs
+from waystation.sdk import ApiError
+from waystation.sdk.artifacts import LocalArtifactStore
+from waystation.sdk.routes import (
+    SAME_ORIGIN_FRAME_HEADERS,
+    Conn,
+    CurrentUser,
+    SettingsDep,
+    VisibleRun,
+)
+from waystation.sdk.schemas import PACKAGE_PATTERN
+from waystation.sdk.services import User
 
 router = APIRouter(tags=["screen graph"])
 

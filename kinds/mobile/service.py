@@ -7,9 +7,9 @@ from typing import Any
 
 import asyncpg
 
-from api.errors import ApiError
 from kinds.mobile import repository as graph_repo
-from persistence.models import RunRow
+from waystation.sdk import ApiError
+from waystation.sdk.reads import RunRow
 
 
 def graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[str, Any]],

@@ -18,8 +18,6 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.statuses import RunStatus
-    from contracts.writes import GateOption
     from kinds.mobile.activities.models import (
         ActionCommand,
         ActionView,
@@ -45,8 +43,7 @@ with workflow.unsafe.imports_passed_through():
         restored_state,
         route,
     )
-    from workflows.gate_rules import GateSpec
-    from workflows.lifecycle import RunWorkflow
+    from waystation.sdk import GateOption, GateSpec, RunStatus, RunWorkflow
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 # The timeout leaves room for a step to wait out a database outage of about a minute

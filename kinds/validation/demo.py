@@ -3,7 +3,7 @@ first gate."""
 
 from __future__ import annotations
 
-from contracts.kinds import KindDemo
+from waystation.sdk import KindDemo
 
 IDEA = ("A subscription service that delivers locally roasted coffee to small offices, "
         "with a dashboard to track consumption and reorder automatically.")

@@ -10,10 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from contracts.writes import GateOption
 from kinds.validation.models import ValidationInput, ValidationRunState
 from kinds.validation.phases import PhaseDef, TaskDef, segment_option
-from workflows.gate_rules import GateSpec
+from waystation.sdk import GateOption, GateSpec
 
 APPROVE = GateOption(value="approve", label="Approve", description="Continue to the next phase.")
 REJECT = GateOption(value="reject", label="Reject",

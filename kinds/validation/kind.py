@@ -5,10 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from activities.agents import backend_named
-from activities.agents.base import answers_in_place
-from activities.deps import WorkerDeps
-from contracts.kinds import ForkPoint, ForkRefused, RunKind, RunStart, StartCheck, shorten
 from kinds.validation.activities.crew_tasks import CrewTaskActivities
 from kinds.validation.demo import DEMO
 from kinds.validation.models import (
@@ -20,7 +16,17 @@ from kinds.validation.models import (
 from kinds.validation.offline_answers import ANSWERS
 from kinds.validation.phases import PHASES, phase_completed
 from kinds.validation.workflow import ValidationRun
-from workflows.gate_rules import DecisionInput
+from waystation.sdk import (
+    DecisionInput,
+    ForkPoint,
+    ForkRefused,
+    RunKind,
+    RunStart,
+    StartCheck,
+    WorkerDeps,
+    shorten,
+)
+from waystation.sdk.agents import answers_in_place, backend_named
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:

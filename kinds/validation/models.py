@@ -20,7 +20,7 @@ from kinds.validation.activities.outputs import (
     ViabilityEvidence,
 )
 from kinds.validation.phases import CHECKPOINTS
-from workflows.gate_rules import DecisionInput
+from waystation.sdk import DecisionInput
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]
 TasksMode = Literal["auto", "in_place", "activity"]

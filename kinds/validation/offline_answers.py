@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from activities.agents.offline import OfflineAnswer, keywords
 from kinds.validation.activities.outputs import (
     CustomerJob,
     CustomerProfile,
@@ -33,6 +32,8 @@ from kinds.validation.activities.outputs import (
     ValueMap,
     ViabilityEvidence,
 )
+from waystation.sdk import OfflineAnswer
+from waystation.sdk.agents import keywords
 
 _SEGMENTS = ["busy professionals", "small clinics", "independent retailers", "students",
              "remote teams", "parents of toddlers", "freelance designers", "local restaurants"]

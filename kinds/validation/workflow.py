@@ -16,8 +16,6 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.statuses import GateStatus
-    from contracts.writes import ReadModelWrite
     from kinds.validation.activities.crew_tasks import (
         CrewTaskActivities,
         CrewTaskInput,
@@ -37,10 +35,16 @@ with workflow.unsafe.imports_passed_through():
         TaskDef,
         phase_completed,
     )
-    from workflows import search_attributes as sa
-    from workflows.budget import STOP_BUDGET, budget_gate_spec, stopped_message
-    from workflows.gate_rules import DecisionInput, OpenGate, feedback_number
-    from workflows.lifecycle import RunWorkflow
+    from waystation.sdk import DecisionInput, GateStatus, RunWorkflow
+    from waystation.sdk.gates import (
+        STOP_BUDGET,
+        OpenGate,
+        budget_gate_spec,
+        feedback_number,
+        stopped_message,
+    )
+    from waystation.sdk.workflow import search_attributes as sa
+    from waystation.sdk.writes import ReadModelWrite
 
 TASK_TIMEOUT = timedelta(minutes=10)
 # Crew tasks heartbeat while they run: a task whose worker died is retried after this,

@@ -14,7 +14,7 @@ from content_review.workflow import ContentReview
 from pydantic import TypeAdapter
 
 from waystation.sdk import replay_histories
-from waystation.testing import LocalStack, eventually, local_stack, sse_events
+from waystation.sdk.testing import LocalStack, eventually, local_stack, sse_events
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 EVENT: TypeAdapter[Event] = TypeAdapter(Event)

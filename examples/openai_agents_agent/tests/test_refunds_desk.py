@@ -12,7 +12,7 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from waystation.testing import LocalStack, eventually, local_stack
+from waystation.sdk.testing import LocalStack, eventually, local_stack
 
 GATE = "approve_issue_refund_1"
 

@@ -13,9 +13,8 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from waystation.registry import load_registry
 from waystation.sdk import replay_histories
-from waystation.testing import LocalStack, eventually, local_stack
+from waystation.sdk.testing import LocalStack, eventually, load_registry, local_stack
 
 GATE = "approve_issue_refund_1"
 HISTORIES = Path(__file__).resolve().parent / "histories"

@@ -27,13 +27,13 @@ from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
-from activities.deltas import MessageStream
-from contracts.kinds import PluginError
 from kinds.agent.activities import live
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import COST_KEY, count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
 from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.sdk import PluginError
+from waystation.sdk.agents import MessageStream
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
 # bounded retries (kinds.agent.activities.model.MODEL_RETRY) and time to answer.

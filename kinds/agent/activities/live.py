@@ -33,8 +33,8 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
-from activities.deltas import MessageStream, publishing
 from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.sdk.agents import MessageStream, publishing
 
 MESSAGE_ID_KEY = "waystation_message_id"
 WORKFLOW_ID_PREFIX = "agent-"  # the agent kind's (kinds.agent.kind)

@@ -19,10 +19,8 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from activities.agents.base import Usage
-from activities.agents.metered import ModelMeter
-from activities.agents.prices import PriceBook
 from kinds.agent.activities.live import MESSAGE_ID_KEY, message_id, streamed_request, streams
+from waystation.sdk.agents import ModelMeter, PriceBook, Usage
 
 COST_KEY = "waystation_cost_usd"
 METER_BACKEND = "agent"

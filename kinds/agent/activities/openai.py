@@ -61,12 +61,12 @@ from temporalio import activity
 from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
-from contracts.kinds import PluginError
 from kinds.agent.activities import live
 from kinds.agent.activities import model as agent_model
 from kinds.agent.activities.metering import count_failed, priced
 from kinds.agent.activities.model import MODEL_RETRY
 from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.sdk import PluginError
 
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.

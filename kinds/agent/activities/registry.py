@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registrations
 
-from contracts.kinds import PluginError
 from kinds.agent.activities.local_tools import local_tool_activities
+from waystation.sdk import PluginError
 
 # The frameworks whose agents a run can carry (docs/agents.md, "Bring the agent you have");
 # each adds one adapter, not a second run kind.

@@ -31,9 +31,6 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentBackend, AgentRequest, AgentResponse
-from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
-from activities.agents.structured import AnswerProblem, validate_answer
 from kinds.batch import repository as jobs_repo
 from kinds.batch.activities.checks import output_flags
 from kinds.batch.activities.items_source import ItemsSources
@@ -42,8 +39,21 @@ from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
 from kinds.batch.activities.render_process import evaluate_bounded, render_bounded
 from kinds.batch.activities.spec import END, BatchJobSpec
 from kinds.batch.activities.templates import TemplateProblem
-from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
-from persistence.writes import ReadModelWrite, apply_write
+from waystation.sdk import AgentBackend, AgentRequest, AgentResponse
+from waystation.sdk.agents import (
+    INVALID_OUTPUT,
+    AnswerProblem,
+    ModelCallFailed,
+    Usage,
+    usage_of,
+    validate_answer,
+)
+from waystation.sdk.writes import (
+    UNAVAILABLE_ERRORS,
+    ReadModelWrite,
+    apply_write,
+    retry_while_unavailable,
+)
 
 HEARTBEAT_EVERY_SECONDS = 2.0
 # A slice starts no item after this long; the rest go back to the workflow's queue.

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from contracts.user_schemas import check_user_schema
 from kinds.batch.activities.templates import TemplateProblem, check_condition, check_template
+from waystation.sdk.schemas import check_user_schema
 
 END = "end"
 STEP_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"

@@ -7,11 +7,11 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends
 
-from api.deps import Conn, CurrentUser
 from kinds.batch import service as jobs
 from kinds.batch.repository import UnitRow
 from kinds.batch.routes import StepName
 from kinds.batch.schemas import ItemOutputs, ItemView, OutputView
+from waystation.sdk.routes import Conn, CurrentUser
 
 router = APIRouter(prefix="/items", tags=["jobs"])
 

@@ -12,14 +12,6 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from api.deps import (
-    Conn,
-    CurrentUser,
-    IdempotencyKey,
-    SettingsDep,
-    TemporalClient,
-)
-from api.schemas import RunCreated
 from kinds.batch import service as jobs
 from kinds.batch.repository import JobRow
 from kinds.batch.routes import StepName
@@ -31,6 +23,14 @@ from kinds.batch.schemas import (
     OrdinalPage,
     RerunRequest,
     StepOutputPage,
+)
+from waystation.sdk.routes import (
+    Conn,
+    CurrentUser,
+    IdempotencyKey,
+    RunCreated,
+    SettingsDep,
+    TemporalClient,
 )
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])

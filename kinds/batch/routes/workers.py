@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient
 from kinds.batch import workers_service as workers
 from kinds.batch.workers_schemas import WorkersView
+from waystation.sdk.routes import Conn, CurrentUser, SettingsDep, TemporalClient
 
 router = APIRouter(tags=["workers"])
 

@@ -7,8 +7,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from contracts.writes import ReadModelWrite
 from kinds.mobile.repository import ActionRecord, StepRecord
+from waystation.sdk.writes import ReadModelWrite
 
 DriverName = Literal["simulator", "adb"]
 ActionKind = Literal["tap", "long_tap", "input", "scroll", "back", "launch"]

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio import activity
 
-from activities.artifacts import ArtifactStore
 from kinds.mobile import repository as graph
 from kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
 from kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
@@ -32,8 +31,9 @@ from kinds.mobile.activities.models import (
 )
 from kinds.mobile.activities.sensitivity import is_sensitive
 from kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
-from persistence.db import retry_while_unavailable
-from persistence.writes import EventWrite, ReadModelWrite, apply_write, merge_writes
+from waystation.sdk import EventWrite
+from waystation.sdk.artifacts import ArtifactStore
+from waystation.sdk.writes import ReadModelWrite, apply_write, merge_writes, retry_while_unavailable
 
 # A splash or loading screen gets this many more looks before it counts as a screen.
 TRANSITIONAL_RETRIES = 3

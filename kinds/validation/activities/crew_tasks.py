@@ -30,14 +30,17 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.agents import AgentBackend, AgentRequest
-from activities.agents.base import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
-from activities.read_model import ReadModelActivities
 from kinds.validation.activities.outputs import TASK_OUTPUTS
 from kinds.validation.activities.prompts import task_prompt
-from persistence.db import retry_while_unavailable
-from persistence.events import append_events
-from persistence.writes import EventWrite, ReadModelWrite, merge_writes
+from waystation.sdk import AgentBackend, AgentRequest, EventWrite
+from waystation.sdk.agents import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
+from waystation.sdk.writes import (
+    ReadModelActivities,
+    ReadModelWrite,
+    append_events,
+    merge_writes,
+    retry_while_unavailable,
+)
 
 # How often a running crew task tells Temporal it is alive. The workflow sets a heartbeat
 # timeout a few times longer, so a task whose worker died is retried within seconds rather

@@ -1,4 +1,4 @@
-"""A flag an output check puts on a stored step output (kinds/batch/activities/checks.py)."""
+"""A flag an output check puts on a stored step output (activities/checks.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,16 @@
+"""Reading the read model: a kind's own SQL files (`queries_in` its queries folder), rows as
+pydantic models (`Row`, `RunRow`, `Usd` for money), a run by id and a run's events.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+# Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
+with workflow.unsafe.imports_passed_through():
+    from persistence.events import list_events
+    from persistence.models import Row, RunRow, Usd
+    from persistence.queries import queries_in
+    from persistence.runs import get_run
+
+__all__ = ["Row", "RunRow", "Usd", "get_run", "list_events", "queries_in"]
