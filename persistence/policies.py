@@ -93,13 +93,14 @@ async def _insert_version(conn: asyncpg.Connection, policy_id: UUID, number: int
 
 
 async def get_policy(conn: asyncpg.Connection, policy_id: UUID) -> PolicyRow | None:
-    record = await conn.fetchrow(sql("get_policy"), policy_id)
+    record = await conn.fetchrow(sql("live_policies"), policy_id, None, 1)
     return PolicyRow.from_record(record) if record else None
 
 
 async def list_policies(conn: asyncpg.Connection, *, kind: str | None,
                         limit: int) -> list[PolicyRow]:
-    return [PolicyRow.from_record(r) for r in await conn.fetch(sql("list_policies"), kind, limit)]
+    return [PolicyRow.from_record(r)
+            for r in await conn.fetch(sql("live_policies"), None, kind, limit)]
 
 
 async def live_policy_named(conn: asyncpg.Connection, name: str, *, group_id: UUID | None,

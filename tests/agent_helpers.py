@@ -21,6 +21,7 @@ from persistence import events as events_repo
 from persistence import runs as runs_repo
 from persistence.runs import create_run
 from tests.helpers import eventually
+from tests.openai_stub import CallTool, Reply
 from workflows.gate_rules import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
@@ -29,6 +30,8 @@ AVAILABILITY = "Welcome back to me. Which of them are available on 2027-02-14?"
 BOOK = "Book Rosewood Estate on 2027-02-14 for 200 guests"
 # Issue 43's follow-up: a question about the booking, not a request to book.
 FOLLOW_UP = "Which three did you shortlist, and is the booking confirmed?"
+# A refunds agent's request (the LangGraph and OpenAI Agents examples).
+LAMP = "My lamp A-7007 broke"
 # Seed 003's request as a person writes it, all steps in one message.
 NATURAL = ("We need a rustic wedding venue in Bangalore for 200 guests, under 15 lakh. "
            "Shortlist three and book the best one.")
@@ -66,6 +69,23 @@ async def waiting(handle: WorkflowHandle, what: str = "message", turn: int | Non
         return state if state.waiting_for == what and (turn is None or state.turn == turn) \
             else None
     return await eventually(check, timeout=timeout)
+
+
+async def refund_approved(pool: asyncpg.Pool, client: Client, task_queue: str,
+                          agent: str) -> tuple[AgentRunInput, WorkflowHandle, Any]:
+    """A refunds agent's run on a broken lamp (order A-7007): its refund's gate approved, and the
+    first turn's state once recorded. The model's part is `refund_script`'s."""
+    arg = await new_agent_run(pool, agent=agent, message=LAMP)
+    handle = await start_agent(client, arg, task_queue)
+    await waiting(handle, "approval")
+    await decide(handle, "approve_issue_refund_1", "approve")
+    return arg, handle, await waiting(handle, turn=1)
+
+
+def refund_script(answer: str) -> tuple[CallTool, Reply, Reply]:
+    """What the stub model says in `refund_approved`'s run: the refund, `answer`, the summary."""
+    return (CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35, "reason": "broken"}),
+            Reply(answer), Reply("One refund: A-7007, 35 EUR."))
 
 
 async def say(handle: WorkflowHandle, text: str, by: str = "priya") -> Any:

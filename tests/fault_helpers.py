@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,23 @@ SECRET = "fault-secret-0123456789-0123456789-abcdef"
 
 def auth(user: str = "alice") -> dict[str, str]:
     return {"Authorization": f"Bearer {issue_token(SECRET, user)}"}
+
+
+async def eventually_or_logs(check: Callable[[], Awaitable[Any]], logs: Callable[[], str],
+                             failing: str, *, timeout: float,  # noqa: ASYNC109
+                             interval: float) -> None:
+    """`eventually(check)`; if never, an AssertionError saying `failing`, with the workers'
+    logs (what a killed and restarted worker did is the only clue)."""
+    try:
+        await eventually(check, timeout=timeout, interval=interval)
+    except AssertionError:
+        raise AssertionError(f"{failing}:\n{logs()}") from None
+
+
+async def run_paused(pool: asyncpg.Pool, run_id: uuid.UUID) -> bool:
+    """Whether the run waits for its next message (an agent's turn is finished)."""
+    async with pool.acquire() as conn:
+        return await conn.fetchval("SELECT status FROM runs WHERE id = $1", run_id) == "paused"
 
 
 # --- servers -------------------------------------------------------------------------------

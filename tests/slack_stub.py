@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
 import yaml
+
+from tests.local_server import LocalServer, QuietHandler
 
 TOKEN = "xoxb-test-0123456789"
 MAX_BLOCKS = 50
@@ -45,7 +46,7 @@ class Message:
 
 
 @dataclass
-class SlackStub:
+class SlackStub(LocalServer):
     # Calls allowed per method and second before a 429 (Slack's tiers, shortened).
     per_second: float = 50.0
     retry_after: int = 1
@@ -185,10 +186,12 @@ class SlackStub:
         return 200
 
     # -- the server ------------------------------------------------------------------------
-    def __enter__(self) -> SlackStub:
+    path = "/api/"
+
+    def handler(self) -> type[QuietHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 self._serve(self.path, lambda: _body(self.headers, raw))
@@ -210,27 +213,13 @@ class SlackStub:
                         answer = stub._answer(method, body())
                     stub.calls.append((method, status))
                 payload = json.dumps(answer).encode() if status != 500 else b"upstream error"
-                self.send_response(status)
-                self.send_header("content-type", "application/json; charset=utf-8"
-                                 if status != 500 else "text/plain")
+                headers = {"content-type": "application/json; charset=utf-8"
+                           if status != 500 else "text/plain"}
                 if status == 429:
-                    self.send_header("retry-after", str(stub.retry_after))
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                    headers["retry-after"] = str(stub.retry_after)
+                self.answer(status, payload, headers)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_port}/api/"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return Handler
 
 
 def _body(headers: Any, raw: bytes) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.local_server import LocalServer, QuietHandler
 
 
 @dataclass
@@ -18,7 +19,7 @@ class Received:
 
 
 @dataclass
-class Receiver:
+class Receiver(LocalServer):
     fail_first: int = 0
     fail_status: int = 500
     fail_body: bytes = b""
@@ -28,11 +29,13 @@ class Receiver:
     most_at_once: int = 0
     _at_once: int = 0
 
-    def __enter__(self) -> Receiver:
+    path = "/hook"
+
+    def handler(self) -> type[QuietHandler]:
         receiver = self
         self._lock = threading.Lock()
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 with receiver._lock:
@@ -47,20 +50,6 @@ class Receiver:
                 receiver.received.append(Received(
                     headers={k.lower(): v for k, v in self.headers.items()}, body=body,
                     answered=status))
-                self.send_response(status)
-                self.send_header("content-length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                self.answer(status, answer)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_port}/hook"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return Handler

@@ -14,8 +14,9 @@ UPDATE decision_policies SET version = $2, updated_at = now()
  WHERE id = $1 AND version = $2 - 1 AND deleted_at IS NULL
 RETURNING id;
 
--- name: get_policy
--- A live policy the caller may read, at its current version, with its shadow agreement.
+-- name: live_policies
+-- The live policies the caller may read (row-level security), at their current versions, with
+-- their shadow agreement, by name: one ($1), or all of a kind ($2; NULL: any), at most $3.
 SELECT p.id, p.name, p.owner, p.group_id, p.version, p.created_at, p.updated_at,
        v.kind, v.checkpoint_name, v.project_id, v.condition, v.decision, v.mode, v.created_by,
        a.compared, a.agreed
@@ -26,23 +27,10 @@ SELECT p.id, p.name, p.owner, p.group_id, p.version, p.created_at, p.updated_at,
         FROM policy_evaluations e JOIN hitl_requests g ON g.id = e.request_id
        WHERE e.policy_id = p.id AND e.mode = 'shadow' AND e.outcome = 'decide'
          AND g.status IN ('approved', 'rejected') AND g.decision_by NOT LIKE 'policy:%') a ON true
- WHERE p.id = $1 AND p.deleted_at IS NULL;
-
--- name: list_policies
--- The live policies the caller may read (row-level security), by name.
-SELECT p.id, p.name, p.owner, p.group_id, p.version, p.created_at, p.updated_at,
-       v.kind, v.checkpoint_name, v.project_id, v.condition, v.decision, v.mode, v.created_by,
-       a.compared, a.agreed
-  FROM decision_policies p
-  JOIN decision_policy_versions v ON v.policy_id = p.id AND v.version = p.version
-  LEFT JOIN LATERAL (
-      SELECT count(*) AS compared, count(*) FILTER (WHERE e.decision = g.decision) AS agreed
-        FROM policy_evaluations e JOIN hitl_requests g ON g.id = e.request_id
-       WHERE e.policy_id = p.id AND e.mode = 'shadow' AND e.outcome = 'decide'
-         AND g.status IN ('approved', 'rejected') AND g.decision_by NOT LIKE 'policy:%') a ON true
- WHERE p.deleted_at IS NULL AND ($1::text IS NULL OR v.kind = $1)
+ WHERE p.deleted_at IS NULL AND ($1::uuid IS NULL OR p.id = $1)
+   AND ($2::text IS NULL OR v.kind = $2)
  ORDER BY p.name, p.id
- LIMIT $2;
+ LIMIT $3;
 
 -- name: live_policy_named
 -- The live policy of a name in a scope (a group's, or a person's own).

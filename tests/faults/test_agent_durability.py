@@ -18,9 +18,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from tests.agent_helpers import BOOK, SEARCH, decide, new_agent_run, start_agent, waiting
-from tests.fault_helpers import worker_env
+from tests.fault_helpers import eventually_or_logs, run_paused, worker_env
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
-from tests.helpers import eventually
 
 # Each offline model request takes this long: the window in which the worker is killed.
 MODEL_DELAY_MS = 1500
@@ -89,25 +88,15 @@ async def test_worker_sigkilled_between_a_tool_call_and_the_next_model_request(
     arg = await new_agent_run(pool, message=SEARCH)
     first = workers.start()
     handle = await start_agent(dev_env.client, arg, task_queue)
-    try:
-        await eventually(lambda: model_request_after_a_tool_call(handle), timeout=60,
-                         interval=0.05)
-    except AssertionError:
-        raise AssertionError(f"no tool call; worker log:\n{workers.logs()}") from None
+    await eventually_or_logs(lambda: model_request_after_a_tool_call(handle), workers.logs,
+                             "no tool call; worker log", timeout=60, interval=0.05)
     os.kill(first.pid, signal.SIGKILL)
     first.wait(timeout=10)
     assert first.returncode == -signal.SIGKILL
 
     workers.start()
-
-    async def answered() -> bool:
-        async with pool.acquire() as conn:
-            return await conn.fetchval("SELECT status FROM runs WHERE id = $1",
-                                       arg.run_id) == "paused"
-    try:
-        await eventually(answered, timeout=60, interval=0.2)
-    except AssertionError:
-        raise AssertionError(f"turn not finished; worker logs:\n{workers.logs()}") from None
+    await eventually_or_logs(lambda: run_paused(pool, arg.run_id), workers.logs,
+                             "turn not finished; worker logs", timeout=60, interval=0.2)
 
     history = await handle.fetch_history()
     # The tool's call completed once, and was not run again by the new worker (a local tool
@@ -146,10 +135,8 @@ async def test_worker_sigkilled_after_the_approved_tools_result_is_written(
         models = activities(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
                             "model_request")
         return bool(booked) and any(m.event_id > booked[0].event_id for m in models)
-    try:
-        await eventually(returned_then_model_request, timeout=60, interval=0.05)
-    except AssertionError:
-        raise AssertionError(f"no booking; worker log:\n{workers.logs()}") from None
+    await eventually_or_logs(returned_then_model_request, workers.logs,
+                             "no booking; worker log", timeout=60, interval=0.05)
     async with pool.acquire() as conn:
         early = await conn.fetchval(
             "SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'tool.returned'",

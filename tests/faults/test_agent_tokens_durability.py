@@ -22,9 +22,8 @@ from tests.agent_helpers import (
     shown_text,
     start_agent,
 )
-from tests.fault_helpers import worker_env
+from tests.fault_helpers import eventually_or_logs, run_paused, worker_env
 from tests.faults.test_durability import WorkerProcesses
-from tests.helpers import eventually
 
 # A slow model: each word this many milliseconds apart, so the worker dies mid-answer.
 TOKEN_MS = 60
@@ -53,22 +52,13 @@ async def test_worker_sigkilled_mid_answer_leaves_the_transcript_whole(dev_env, 
                 return bool(await conn.fetchval(
                     "SELECT 1 FROM message_partials WHERE run_id = $1 AND text LIKE 'I found%'",
                     arg.run_id))
-        try:
-            await eventually(mid_answer, timeout=60, interval=0.05)
-        except AssertionError:
-            raise AssertionError(f"no answer written; worker log:\n{workers.logs()}") from None
+        await eventually_or_logs(mid_answer, workers.logs, "no answer written; worker log",
+                                 timeout=60, interval=0.05)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
         workers.start()
-
-        async def answered() -> bool:
-            async with pool.acquire() as conn:
-                return await conn.fetchval("SELECT status FROM runs WHERE id = $1",
-                                           arg.run_id) == "paused"
-        try:
-            await eventually(answered, timeout=90, interval=0.2)
-        except AssertionError:
-            raise AssertionError(f"turn not finished; logs:\n{workers.logs()}") from None
+        await eventually_or_logs(lambda: run_paused(pool, arg.run_id), workers.logs,
+                                 "turn not finished; logs", timeout=90, interval=0.2)
 
     events = await events_of(pool, arg.run_id)
     answers = [e.output for e in events if e.type == "agent.answered"]

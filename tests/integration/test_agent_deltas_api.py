@@ -9,41 +9,26 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest_asyncio
 
 from api.services.deltas import partial_messages
 from persistence.claims import API_ROLE, WORKER_ROLE, Claims, claimed_connection
 from persistence.db import create_pool
 from tests.agent_helpers import SEARCH, shown_text
-from tests.helpers import eventually, live_api
-from tests.integration.test_walls_access import SECRET, auth, group_of
+from tests.helpers import eventually
+from tests.integration.test_walls_access import auth, group_of
+from tests.integration.test_walls_interfaces import api, http  # noqa: F401 - the fixtures
 from tests.sse_client import sse_events
-from waystation.testing import InProcessApi
 
 
-@pytest_asyncio.fixture
-async def api(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[InProcessApi]:
-    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET,
-                        sse_heartbeat_seconds=1.0) as api:
-        yield api
-
-
-@pytest_asyncio.fixture
-async def http(api: InProcessApi) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=api.url, timeout=30) as client:
-        yield client
-
-
-async def follow(http: httpx.AsyncClient, run_id: str, user: str, *, after_seq: int = 0,
+async def follow(client: httpx.AsyncClient, run_id: str, user: str, *, after_seq: int = 0,
                  until: str = "agent.answered") -> list[Any]:
     """The stream's events up to the first `until` (or its end)."""
     seen: list[Any] = []
-    async with http.stream("GET", f"/runs/{run_id}/events/stream?after_seq={after_seq}",
-                           headers=auth(user)) as response:
+    async with client.stream("GET", f"/runs/{run_id}/events/stream?after_seq={after_seq}",
+                             headers=auth(user)) as response:
         assert response.status_code == 200
         async for event in sse_events(response):
             seen.append(event)
@@ -56,7 +41,7 @@ def folded(events: list[Any], message_id: str) -> str:
     return shown_text([e.data for e in events if e.event == "message.delta"], message_id)
 
 
-async def test_the_answer_arrives_as_deltas_outside_the_seq_sequence(http):
+async def test_the_answer_arrives_as_deltas_outside_the_seq_sequence(http):  # noqa: F811
     owner = f"priya-{uuid.uuid4().hex[:6]}"
     started = await http.post("/runs", headers=auth(owner),
                               json={"kind": "agent", "input": {"message": SEARCH}})
@@ -75,7 +60,8 @@ async def test_the_answer_arrives_as_deltas_outside_the_seq_sequence(http):
     assert json.loads("".join(a["delta"] for a in args)) == called["arguments"]
 
 
-async def test_a_client_joining_mid_answer_catches_up_from_the_partial(http, pool, monkeypatch):
+async def test_a_client_joining_mid_answer_catches_up_from_the_partial(http,  # noqa: F811
+                                                                     pool, monkeypatch):
     monkeypatch.setenv("WAYSTATION_OFFLINE_TOKEN_MS", "60")  # a slow model: a window to join
     owner = f"priya-{uuid.uuid4().hex[:6]}"
     started = await http.post("/runs", headers=auth(owner),
@@ -97,7 +83,7 @@ async def test_a_client_joining_mid_answer_catches_up_from_the_partial(http, poo
     assert folded(events, message_id) == answered["text"]
 
 
-async def test_a_member_removed_while_watching_is_sent_no_delta_more(http):
+async def test_a_member_removed_while_watching_is_sent_no_delta_more(http):  # noqa: F811
     alice, bob = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
     group_id = await group_of(http, alice, **{bob: "approver"})
     started = await http.post("/runs", headers=auth(alice), json={
@@ -130,7 +116,8 @@ async def test_a_member_removed_while_watching_is_sent_no_delta_more(http):
     assert not [e for e in seen if e.event == "message.delta"]
 
 
-async def test_nobody_reads_the_partials_of_a_run_they_may_not_read(http, migrated_url):
+async def test_nobody_reads_the_partials_of_a_run_they_may_not_read(http,  # noqa: F811
+                                                                  migrated_url):
     """Row-level security on the partials (migration 080), as the API's and the workers' roles
     run: the worker publishes, the owner reads the partial, another user reads none."""
     owner = f"priya-{uuid.uuid4().hex[:6]}"
@@ -139,22 +126,22 @@ async def test_nobody_reads_the_partials_of_a_run_they_may_not_read(http, migrat
     run_id = uuid.UUID(started.json()["run_id"])
     await asyncio.wait_for(follow(http, str(run_id), owner), 60)
     worker = await create_pool(migrated_url, max_size=1, role=WORKER_ROLE)
-    api = await create_pool(migrated_url, max_size=1, role=API_ROLE)
+    api_pool = await create_pool(migrated_url, max_size=1, role=API_ROLE)
     try:
         async with worker.acquire() as conn:
             await conn.execute("SELECT publish_message_delta($1, 'm-test', 1, NULL, NULL, "
                                "'secret')", run_id)
-        async with claimed_connection(api, Claims(user="nobody")) as conn:
+        async with claimed_connection(api_pool, Claims(user="nobody")) as conn:
             assert await partial_messages(conn, run_id) == []
-        async with claimed_connection(api, Claims(user=owner)) as conn:
+        async with claimed_connection(api_pool, Claims(user=owner)) as conn:
             assert [d.delta for d in await partial_messages(conn, run_id)] == ["secret"]
         # A run that ends drops what it was writing (migration 082).
         assert (await http.post(f"/runs/{run_id}/cancel", headers=auth(owner))).is_success
 
         async def dropped() -> bool:
-            async with claimed_connection(api, Claims(user=owner)) as conn:
+            async with claimed_connection(api_pool, Claims(user=owner)) as conn:
                 return not await partial_messages(conn, run_id)
         await eventually(dropped)
     finally:
         await worker.close()
-        await api.close()
+        await api_pool.close()

@@ -6,62 +6,38 @@ user sees figures only of what they may read; GET /metrics has the histogram per
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest_asyncio
 
-from api.auth import issue_token
-from tests.helpers import eventually, live_api
+from tests.helpers import eventually
+from tests.integration.test_decision_policies import (  # noqa: F401 - the `http` fixture
+    LARGE,
+    SMALL,
+    auth,
+    book,
+    http,
+)
+from tests.integration.test_decision_policies import approval as pending
 
-SECRET = "analytics-secret-0123456789-0123456789-abcdef"
-SMALL = "Book Rosewood Estate on 2027-02-14 for 40 guests"
-LARGE = "Book Rosewood Estate on 2027-02-14 for 180 guests"
 GATE = "approve_book_vendor"
 
 
-@pytest_asyncio.fixture
-async def http(migrated_url, dev_env, pool, task_queue) -> AsyncIterator[httpx.AsyncClient]:
-    async with live_api(migrated_url, dev_env, pool, task_queue, secret=SECRET) as api, \
-            httpx.AsyncClient(base_url=api.url, timeout=30) as client:
-        yield client
-
-
-def auth(user: str, role: str = "user") -> dict[str, str]:
-    return {"Authorization": f"Bearer {issue_token(SECRET, user, role)}"}  # type: ignore[arg-type]
-
-
-async def book(http: httpx.AsyncClient, user: str, message: str, **fields: Any) -> str:
-    started = await http.post("/runs", headers=auth(user), json={
-        "kind": "agent", "input": {"message": message}, **fields})
-    assert started.status_code == 201, started.text
-    return str(started.json()["run_id"])
-
-
-async def pending(http: httpx.AsyncClient, user: str, run_id: str) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        listed = (await http.get(f"/runs/{run_id}/decisions", headers=auth(user))).json()
-        found = [d for d in listed["decisions"] if d["checkpoint_name"].startswith(GATE)]
-        return found[0] if found else None
-    return await eventually(check, timeout=60)
-
-
-async def decide(http: httpx.AsyncClient, user: str, run_id: str, option: str) -> None:
-    request = await pending(http, user, run_id)
-    decided = await http.post(f"/runs/{run_id}/decisions/{request['checkpoint_name']}",
+async def decide(client: httpx.AsyncClient, user: str, run_id: str, option: str) -> None:
+    request = await pending(client, user, run_id)
+    decided = await client.post(f"/runs/{run_id}/decisions/{request['checkpoint_name']}",
                               json={"decision": option}, headers=auth(user))
     assert decided.status_code == 200, decided.text
 
 
-async def figures(http: httpx.AsyncClient, user: str, **params: Any) -> dict[str, Any]:
-    answer = await http.get("/analytics/decisions", params={"kind": "agent", **params},
+async def figures(client: httpx.AsyncClient, user: str, **params: Any) -> dict[str, Any]:
+    answer = await client.get("/analytics/decisions", params={"kind": "agent", **params},
                             headers=auth(user))
     assert answer.status_code == 200, answer.text
     return answer.json()
 
 
-async def test_figures_per_gate_and_day_over_what_the_caller_may_read(http, pool):
+async def test_figures_per_gate_and_day_over_what_the_caller_may_read(http, pool):  # noqa: F811
     tag = uuid.uuid4().hex[:6]
     maya, omar = f"maya-{tag}", f"omar-{tag}"
     made = await http.post("/policies", headers=auth(maya), json={
@@ -128,7 +104,8 @@ async def test_figures_per_gate_and_day_over_what_the_caller_may_read(http, pool
     assert lines and float(lines[0].rsplit(" ", 1)[1]) >= 4
 
 
-async def test_a_group_s_figures_are_its_members_and_not_a_removed_one_s(http, pool):
+async def test_a_group_s_figures_are_its_members_and_not_a_removed_one_s(http,  # noqa: F811
+                                                                        pool):
     tag = uuid.uuid4().hex[:6]
     alice, bob = f"alice-{tag}", f"bob-{tag}"
     group_id = (await http.post("/groups", json={"name": "Venues"},

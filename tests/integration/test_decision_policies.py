@@ -47,9 +47,9 @@ def policy(name: str, **fields: Any) -> dict[str, Any]:
             "decision": {"decision": "approve", "feedback": "a small booking"}, **fields}
 
 
-async def book(http: httpx.AsyncClient, user: str, message: str) -> str:
-    started = await http.post("/runs", json={"kind": "agent", "input": {"message": message}},
-                              headers=auth(user))
+async def book(http: httpx.AsyncClient, user: str, message: str, **fields: Any) -> str:
+    started = await http.post("/runs", headers=auth(user), json={
+        "kind": "agent", "input": {"message": message}, **fields})
     assert started.status_code == 201, started.text
     return str(started.json()["run_id"])
 

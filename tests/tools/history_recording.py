@@ -3,28 +3,34 @@ embedded PostgreSQL, and write each case's history to tests/histories/<prefix>_<
 
 The recorders (`python -m tests.tools.record_histories`, `tests.tools.record_batch_histories`,
 `tests.tools.record_mobile_histories`) only define their cases; tests/replay/test_replay.py
-replays every file against the current workflow code.
+replays every file against the current workflow code. The notification recorders, which drive a
+whole local stack instead, share its gated run and the writing of a history.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
-from temporalio.client import WorkflowHandle
+import httpx
+from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
 from activities.agents import AgentBackend
 from persistence.db import create_pool
 from persistence.embedded import embedded_database_url, stop_embedded
 from persistence.migrate import apply_migrations
+from tests.helpers import IDEA
+from tests.webhook_receiver import Receiver
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
-from waystation.testing import installed_binary
+from waystation.testing import LocalStack, installed_binary
 from waystation.worker import build_worker
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"
@@ -86,3 +92,24 @@ def main(argv: list[str] | None, *, description: str, prefix: str, cases: dict[s
         path.write_text(text + "\n")
         print(f"wrote {path}")
     return 0
+
+
+async def gated_run(http: httpx.AsyncClient) -> dict[str, Any]:
+    """A validation run started through a local stack's API, which waits at its one gate."""
+    return (await http.post("/runs", json={"kind": "validation", "input": {
+        "entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]}})).json()
+
+
+def gate_opened_deliveries(stack: LocalStack, run: dict[str, Any],
+                           receiver: Receiver) -> WorkflowHandle:
+    """The workflow delivering `gated_run`'s `gate.opened` event (the request it names is in the
+    last body the receiver took)."""
+    request_id = json.loads(receiver.received[-1].body)["data"]["request_id"]
+    return stack.temporal.get_workflow_handle(
+        f"webhooks-{run['run_id']}-gate.opened:{request_id}")
+
+
+def write_history(name: str, history: WorkflowHistory) -> None:
+    path = HISTORIES / f"{name}.json"
+    path.write_text(history.to_json() + "\n")
+    print(f"wrote {path}: {len(history.events)} events")

@@ -12,15 +12,13 @@ purpose, and check them in.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-from pathlib import Path
 
-from tests.helpers import IDEA, eventually
+from tests.helpers import eventually
+from tests.tools.history_recording import gate_opened_deliveries, gated_run, write_history
 from tests.webhook_receiver import Receiver
 from waystation.testing import local_stack
 
-FOLDER = Path(__file__).resolve().parents[1] / "histories"
 HOOKS = 3
 
 
@@ -32,22 +30,17 @@ async def main() -> None:
                 hook = await http.post("/webhooks", json={"url": receiver.url,
                                                           "events": ["gate.opened"]})
                 assert hook.status_code == 201, hook.text
-            run = (await http.post("/runs", json={"kind": "validation", "input": {
-                "entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]}})).json()
+            run = await gated_run(http)
             await eventually(lambda: asyncio.sleep(0, sum(
                 r.answered == 204 for r in receiver.received) >= HOOKS), timeout=60)
-            request_id = json.loads(receiver.received[-1].body)["data"]["request_id"]
-            handle = stack.temporal.get_workflow_handle(
-                f"webhooks-{run['run_id']}-gate.opened:{request_id}")
+            handle = gate_opened_deliveries(stack, run, receiver)
             await handle.result()
             histories = {
                 "webhooks_fan_out_shared": await handle.fetch_history(),
                 "webhooks_fan_out_share": await stack.temporal.get_workflow_handle(
                     f"{handle.id}-share-0").fetch_history()}
     for name, history in histories.items():
-        path = FOLDER / f"{name}.json"
-        path.write_text(history.to_json() + "\n")
-        print(f"wrote {path}: {len(history.events)} events")
+        write_history(name, history)
 
 
 if __name__ == "__main__":

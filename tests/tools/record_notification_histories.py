@@ -12,14 +12,11 @@ only on purpose, and check it in.
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 
-from tests.helpers import IDEA, eventually
+from tests.helpers import eventually
+from tests.tools.history_recording import gate_opened_deliveries, gated_run, write_history
 from tests.webhook_receiver import Receiver
 from waystation.testing import local_stack
-
-FOLDER = Path(__file__).resolve().parents[1] / "histories"
 
 
 async def main() -> None:
@@ -28,19 +25,13 @@ async def main() -> None:
             hook = await http.post("/webhooks", json={"url": receiver.url,
                                                       "events": ["gate.opened"]})
             assert hook.status_code == 201, hook.text
-            run = (await http.post("/runs", json={"kind": "validation", "input": {
-                "entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]}})).json()
+            run = await gated_run(http)
             await eventually(lambda: asyncio.sleep(0, any(
                 r.answered == 204 for r in receiver.received)), timeout=60)
-            request_id = json.loads(receiver.received[-1].body)["data"]["request_id"]
-            handle = stack.temporal.get_workflow_handle(
-                f"webhooks-{run['run_id']}-gate.opened:{request_id}")
+            handle = gate_opened_deliveries(stack, run, receiver)
             await handle.result()
             history = await handle.fetch_history()
-    path = FOLDER / "webhooks_retried_after_local_attempt.json"
-    path.write_text(history.to_json() + "\n")
-    print(f"wrote {path}")
-
+    write_history("webhooks_retried_after_local_attempt", history)
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -10,13 +10,11 @@ tests/histories/slack_retried_through_outage.json. Re-record only on purpose, an
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-from tests.helpers import IDEA, eventually
+from tests.helpers import eventually
 from tests.slack_stub import TOKEN, SlackStub
+from tests.tools.history_recording import gated_run, write_history
 from waystation.testing import local_stack
-
-FOLDER = Path(__file__).resolve().parents[1] / "histories"
 
 
 async def main() -> None:
@@ -25,8 +23,7 @@ async def main() -> None:
                                slack_api_url=stub.url) as stack, \
                 stack.client("recorder") as http:
             stub.outage(2.5, status=500)
-            run = (await http.post("/runs", json={"kind": "validation", "input": {
-                "entrepreneur_input": IDEA, "gates": ["approve_founders_brief"]}})).json()
+            run = await gated_run(http)
             await eventually(lambda: asyncio.sleep(0, bool(stub.top_level())), timeout=60)
             found = [w async for w in stack.temporal.list_workflows(
                 f"WorkflowType = 'SlackNotification' AND WorkflowId STARTS_WITH "
@@ -34,9 +31,7 @@ async def main() -> None:
             handle = stack.temporal.get_workflow_handle(found[0].id)
             await handle.result()
             history = await handle.fetch_history()
-    path = FOLDER / "slack_retried_through_outage.json"
-    path.write_text(history.to_json() + "\n")
-    print(f"wrote {path}")
+    write_history("slack_retried_through_outage", history)
 
 
 if __name__ == "__main__":

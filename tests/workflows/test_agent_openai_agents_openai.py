@@ -13,16 +13,15 @@ from openai_agents_agent.agent import refunds_desk
 
 from kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import (
-    decide,
+    LAMP,
     deltas_heard,
     events_of,
-    new_agent_run,
+    refund_approved,
+    refund_script,
     run_row,
     shown_text,
-    start_agent,
-    waiting,
 )
-from tests.openai_stub import CallTool, OpenAIStub, Reply
+from tests.openai_stub import OpenAIStub
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
 
 register_agent("refunds_desk", refunds_desk, "test")
@@ -31,22 +30,15 @@ register_agent("refunds_desk", refunds_desk, "test")
 async def test_an_agents_turn_through_the_configured_openai_model(time_env, pool,
                                                                   worker,  # noqa: F811
                                                                   task_queue, stub: OpenAIStub):
-    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
-                                          "reason": "broken"}),
-                Reply("Refunded 35 EUR on A-7007."),
-                Reply("One refund: A-7007, 35 EUR."))
-    arg = await new_agent_run(pool, agent="refunds_desk", message="My lamp A-7007 broke")
-    handle = await start_agent(time_env.client, arg, task_queue)
-    await waiting(handle, "approval")
-    await decide(handle, "approve_issue_refund_1", "approve")
-    state = await waiting(handle, turn=1)
+    stub.script(*refund_script("Refunded 35 EUR on A-7007."))
+    arg, handle, state = await refund_approved(pool, time_env.client, task_queue, "refunds_desk")
     assert state.last_answer == "Refunded 35 EUR on A-7007."
     assert state.context_summary == "One refund: A-7007, 35 EUR."
     first, after_tool, summary = stub.requests
     assert first.body["model"] == "gpt-4o-mini"
     assert first.headers["authorization"] == "Bearer sk-test"
     assert [t["function"]["name"] for t in first.body["tools"]] == ["issue_refund"]
-    assert first.user_text == "My lamp A-7007 broke"
+    assert first.user_text == LAMP
     assert '"refund_id":"rf-A-7007-35"' in after_tool.tool_results[0]
     # The stub's usage, per response (the summary's too), summed on the run.
     events = await events_of(pool, arg.run_id)
@@ -66,16 +58,10 @@ async def test_an_agents_answer_is_published_as_it_is_written(time_env, pool,
                                                               task_queue, stub: OpenAIStub):
     """Issue 43: the model activity streams; the text and the tool call's arguments go out as
     deltas under the id the durable events carry; the summary request publishes none."""
-    stub.script(CallTool("issue_refund", {"order_id": "A-7007", "amount_eur": 35,
-                                          "reason": "broken"}),
-                Reply("Refunded 35 EUR on A-7007, it is on its way back to you."),
-                Reply("One refund: A-7007, 35 EUR."))
+    stub.script(*refund_script("Refunded 35 EUR on A-7007, it is on its way back to you."))
     async with deltas_heard(pool) as notes:
-        arg = await new_agent_run(pool, agent="refunds_desk", message="My lamp A-7007 broke")
-        handle = await start_agent(time_env.client, arg, task_queue)
-        await waiting(handle, "approval")
-        await decide(handle, "approve_issue_refund_1", "approve")
-        state = await waiting(handle, turn=1)
+        arg, handle, state = await refund_approved(pool, time_env.client, task_queue,
+                                                   "refunds_desk")
     events = await events_of(pool, arg.run_id)
     answered = next(e.output for e in events if e.type == "agent.answered")
     assert len([n for n in notes if n["message_id"] == answered["message_id"]]) > 3
