@@ -32,7 +32,8 @@ from bench.common import markdown_table, raw_task
 from kinds.batch.activities.items import SLICE_BUDGET_SECONDS
 from kinds.batch.kind import BATCH
 from kinds.batch.models import BatchInput, BatchRunInput
-from kinds.batch.workflow import BatchJob, slice_size
+from kinds.batch.slices import slice_size
+from kinds.batch.workflow import BatchJob
 from persistence.db import create_pool
 from persistence.runs import create_run
 

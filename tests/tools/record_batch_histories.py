@@ -18,7 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 from activities.agents import AgentRequest
 from kinds.batch.kind import BATCH
 from kinds.batch.models import BatchRunInput, PauseInput
-from kinds.batch.workflow import TEST_GATE, BatchJob
+from kinds.batch.trial import TEST_GATE
+from kinds.batch.workflow import BatchJob
 from persistence import runs as runs_repo
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
