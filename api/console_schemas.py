@@ -23,10 +23,10 @@ class ConsoleSessionView(BaseModel):
     temporal_ui_url: str
     temporal_namespace: str
     kinds: list[str]
-    # The kinds with a console section of their own (`RunKind.console_module`), loaded by a
+    # The kinds with a console section of their own (`ConsoleHooks.module`), loaded by a
     # run's page from /console/static/kinds/<kind>.js.
     kind_sections: list[str] = []
-    # The kinds' own pages (`RunKind.console_pages`), linked in the navigation as #/<name>.
+    # The kinds' own pages (`ConsoleHooks.pages`), linked in the navigation as #/<name>.
     kind_pages: list[KindPageView] = []
 
 

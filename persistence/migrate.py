@@ -4,7 +4,7 @@ Several workers and API processes may start at once on an empty database: the ad
 makes all but one wait, and the `schema_migrations` table makes the rest no-ops.
 
 The core's migrations are `persistence/migrations/NNN_name.sql`; a run kind may bring a folder
-of its own (`RunKind.migrations`, passed in as `folders`). All of them are applied in one
+of its own (`DataHooks.migrations`, passed in as `folders`). All of them are applied in one
 global order of their numbers, and a number is taken once across every folder, so a kind's
 migration may depend on the core's before it (and the core's later ones on nothing of a
 kind's). Migrations already applied keep their file, name and number wherever their kind now

@@ -12,7 +12,12 @@ from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, Mo
 from kinds.mobile.settings import MobileSettings
 from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.sdk import (
+    ApiHooks,
     CliCommand,
+    CliHooks,
+    ConsoleHooks,
+    DataHooks,
+    ForkHooks,
     ForkPoint,
     ForkRefused,
     KindRetention,
@@ -21,6 +26,7 @@ from waystation.sdk import (
     RunStart,
     StartCheck,
     WorkerDeps,
+    WorkerHooks,
 )
 from waystation.sdk.artifacts import LocalArtifactStore
 
@@ -102,13 +108,15 @@ def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
 
 MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
-    workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
-    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
-    settings=MobileSettings,
-    console_module=resources.files(__package__) / "console.js", routers=_routers,
-    mcp_run_resources=_mcp_run_resources,
-    cli_commands=[CliCommand(name="simulator", help="the offline app simulator",
-                             configure=_simulator, run=_simulator_list)],
-    retention=KindRetention(archive=graph_repo.archive_sections,
-                            forget_artifacts=graph_repo.forget_artifacts),
+    workflow_id_prefix="mobile-", summary=_summary, details=_details,
+    task_timeout=WORKFLOW_TASK_TIMEOUT, settings=MobileSettings,
+    api=ApiHooks(routers=_routers, start_check=_start_check,
+                 mcp_run_resources=_mcp_run_resources),
+    console=ConsoleHooks(module=resources.files(__package__) / "console.js"),
+    worker=WorkerHooks(activities=_activities),
+    data=DataHooks(retention=KindRetention(archive=graph_repo.archive_sections,
+                                           forget_artifacts=graph_repo.forget_artifacts)),
+    forks=ForkHooks(start=_fork),
+    cli=CliHooks(commands=[CliCommand(name="simulator", help="the offline app simulator",
+                                      configure=_simulator, run=_simulator_list)]),
     description="An agent explores an Android app and records its screen graph (seed 001).")

@@ -1,4 +1,4 @@
-"""A kind's own migrations (`RunKind.migrations`) join the core's in one order on a real
+"""A kind's own migrations (`DataHooks.migrations`) join the core's in one order on a real
 database; a database migrated before the built-in kinds moved into `kinds/` migrates on with
 nothing to do."""
 

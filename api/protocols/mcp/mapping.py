@@ -264,7 +264,7 @@ class Tools:
     def __init__(self, registry: Registry) -> None:
         run_create = TypeAdapter(run_create_model(
             [registered.kind for registered in registry.kinds.values()]))
-        # The core's tools, then each kind's own (`RunKind.mcp_tools`).
+        # The core's tools, then each kind's own (`ApiHooks.mcp_tools`).
         self.specs = {spec.name: spec for spec in [*tool_specs(run_create),
                                                    *registry.mcp_tools()]}
         self.input_schemas = {name: spec.arguments.model_json_schema()
@@ -352,7 +352,7 @@ _TEMPLATES = [
 
 
 def resource_templates(registry: Registry) -> ListResourceTemplatesResult:
-    """The core's run resources, then the kinds' (`RunKind.mcp_run_resources`)."""
+    """The core's run resources, then the kinds' (`ApiHooks.mcp_run_resources`)."""
     return ListResourceTemplatesResult(resource_templates=[*_TEMPLATES, *(
         ResourceTemplate(name=r.name, uri_template=RUN_URI + r.part,
                          mime_type="application/json", description=r.description)
