@@ -21,7 +21,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from contracts.gate_policy import GatePolicies
+from waystation.contracts.gate_policy import GatePolicies
 
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,49}$")
 
@@ -105,7 +105,7 @@ class StartCheck:
 @dataclass(frozen=True)
 class ViewContext:
     """What a kind's `ApiHooks.view` reads a run's view from: the caller's database connection
-    and the run's row (`persistence.models.RunRow`)."""
+    and the run's row (`waystation.persistence.models.RunRow`)."""
 
     conn: Any
     run: Any
@@ -189,14 +189,14 @@ class KindMessages:
     whether a run waits for one through these, for a run of any kind that has them.
 
     - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
-      api.schemas.MessageAccepted`, the one service function that sends the next message
-      (`request`: an `api.schemas.MessageRequest`) to the run (its `persistence.models.RunRow`),
+      waystation.api.schemas.MessageAccepted`, the one service function that sends the next message
+      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its `waystation.persistence.models.RunRow`),
       as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
       does not wait for one).
-    - `transcript`: `async (conn, run, query) -> api.schemas.MessagePage`, the conversation
-      so far (`query`: an `api.queries.TranscriptQuery`), its messages `contracts.events`'
+    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the conversation
+      so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages `waystation.contracts.events`'
       `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
-    - `waiting`: `(run) -> bool`, whether the run (its `api.schemas.RunView`: `status`,
+    - `waiting`: `(run) -> bool`, whether the run (its `waystation.api.schemas.RunView`: `status`,
       `pending_checkpoint`, ...) waits for a message now.
 
     A new run's first message goes in its input model's `message` field, when it has one
@@ -229,7 +229,7 @@ class KindAgents:
 class WorkerSetup:
     """What a kind's `WorkerHooks.configure` configures a worker process from: its `settings`
     (`waystation.settings.Settings`) and the `meter` its model calls are counted on
-    (`activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
+    (`waystation.activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
 
     settings: Any
     meter: Any
@@ -263,7 +263,7 @@ class ApiHooks:
       send one, read the conversation, tell that a run waits for one (REST, AG-UI, A2A and MCP
       call them).
     - `mcp_tools`: `() -> [ToolSpec]`, the kind's own MCP tools
-      (`api.protocols.mcp.mapping.ToolSpec`s, listed after the core's).
+      (`waystation.api.protocols.mcp.mapping.ToolSpec`s, listed after the core's).
     - `mcp_run_resources`: `() -> [RunResource]`, resources of a run the kind adds on the MCP
       endpoint.
     """
@@ -319,7 +319,7 @@ class DataHooks:
     """The kind's own tables and what is read from or swept out of them (`RunKind.data`).
 
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
-      `NNN_name.sql` files for the kind's own tables, applied by `persistence.migrate` in one
+      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in one
       global order with the core's and every other kind's (a version is taken once across all
       folders), once each, with the same checksums.
     - `retention`: a `KindRetention`, the kind's rows in the retention sweep's archive and

@@ -15,8 +15,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.agent.contracts import Approval
-    from kinds.agent.host import AgentHost
+    from waystation.kinds.agent.contracts import Approval
+    from waystation.kinds.agent.host import AgentHost
     from waystation.sdk import GateOption, GateSpec
 
 

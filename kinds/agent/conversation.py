@@ -17,9 +17,9 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER
-    from kinds.agent.host import AgentHost
-    from kinds.agent.models import MessageAccepted, MessageInput
+    from waystation.kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER
+    from waystation.kinds.agent.host import AgentHost
+    from waystation.kinds.agent.models import MessageAccepted, MessageInput
     from waystation.sdk import MESSAGE_RECEIVED, EventWrite
     from waystation.sdk.workflow import NOT_WAITING_FOR_MESSAGE
 

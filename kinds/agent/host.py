@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
-    from kinds.agent.models import AgentCarry, AgentRunInput, WaitingFor
+    from waystation.kinds.agent.models import AgentCarry, AgentRunInput, WaitingFor
     from waystation.sdk import EventWrite, GateOutcome, GateSpec, RunLife
 
 

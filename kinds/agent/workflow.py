@@ -31,10 +31,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic_ai.exceptions import AgentRunError, UserError
 
-    from kinds.agent.activities.registry import agent_named
-    from kinds.agent.approvals import Approvals
-    from kinds.agent.conversation import Conversation
-    from kinds.agent.models import (
+    from waystation.kinds.agent.activities.registry import agent_named
+    from waystation.kinds.agent.approvals import Approvals
+    from waystation.kinds.agent.conversation import Conversation
+    from waystation.kinds.agent.models import (
         AgentCarry,
         AgentRunInput,
         AgentRunResult,
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         MessageInput,
         WaitingFor,
     )
-    from kinds.agent.turns import turns_for
+    from waystation.kinds.agent.turns import turns_for
     from waystation.sdk import AGENT_ANSWERED, EventWrite, RunWorkflow
     from waystation.sdk.workflow import search_attributes as sa
     from waystation.sdk.writes import RunStateWrite

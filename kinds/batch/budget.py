@@ -13,7 +13,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.batch.host import BatchHost
+    from waystation.kinds.batch.host import BatchHost
     from waystation.sdk.gates import (
         RAISE_BUDGET,
         STOP_BUDGET,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from kinds.batch.activities.spec import BatchJobSpec
-    from kinds.batch.models import BatchProgress, BatchRunInput, BatchRunResult
+    from waystation.kinds.batch.activities.spec import BatchJobSpec
+    from waystation.kinds.batch.models import BatchProgress, BatchRunInput, BatchRunResult
     from waystation.sdk import DecisionInput, EventWrite, GateOutcome, GateSpec, RunLife
     from waystation.sdk.writes import ReadModelWrite
 

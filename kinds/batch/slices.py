@@ -21,7 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.batch.activities.items import (
+    from waystation.kinds.batch.activities.items import (
         ITEM_FAILED,
         SLICE_BUDGET_SECONDS,
         TEMPLATE_ERROR,
@@ -30,9 +30,9 @@ with workflow.unsafe.imports_passed_through():
         SliceInput,
         SliceResult,
     )
-    from kinds.batch.budget import Budget
-    from kinds.batch.host import BatchHost
-    from kinds.batch.models import ItemRange, ItemRetry
+    from waystation.kinds.batch.budget import Budget
+    from waystation.kinds.batch.host import BatchHost
+    from waystation.kinds.batch.models import ItemRange, ItemRetry
     from waystation.sdk import EventWrite
 
 ITEM_TIMEOUT = timedelta(minutes=10)

@@ -12,8 +12,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.batch.host import BatchHost
-    from kinds.batch.slices import Slices
+    from waystation.kinds.batch.host import BatchHost
+    from waystation.kinds.batch.slices import Slices
     from waystation.sdk import GateOption, GateSpec
 
 TEST_GATE = "test_unit_failed"

@@ -27,18 +27,18 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.batch.activities.items import BatchActivities, PrepareJobInput
-    from kinds.batch.activities.spec import BatchJobSpec
-    from kinds.batch.budget import Budget
-    from kinds.batch.models import (
+    from waystation.kinds.batch.activities.items import BatchActivities, PrepareJobInput
+    from waystation.kinds.batch.activities.spec import BatchJobSpec
+    from waystation.kinds.batch.budget import Budget
+    from waystation.kinds.batch.models import (
         BatchProgress,
         BatchRunInput,
         BatchRunResult,
         PauseInput,
         PauseResult,
     )
-    from kinds.batch.slices import Slices
-    from kinds.batch.trial import FirstItem
+    from waystation.kinds.batch.slices import Slices
+    from waystation.kinds.batch.trial import FirstItem
     from waystation.sdk import DecisionInput, RunStatus, RunWorkflow
     from waystation.sdk.workflow import JOB_NOT_RUNNING
     from waystation.sdk.writes import ReadModelWrite

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kinds.agent.activities.registry import RegisteredAgent
-    from kinds.agent.approvals import Approvals
-    from kinds.agent.host import AgentHost
-    from kinds.agent.models import MessageInput
+    from waystation.kinds.agent.activities.registry import RegisteredAgent
+    from waystation.kinds.agent.approvals import Approvals
+    from waystation.kinds.agent.host import AgentHost
+    from waystation.kinds.agent.models import MessageInput
     from waystation.sdk import EventWrite
 
-# What a turn's agent is re-primed with (kinds.agent.conversation.Conversation.priming), asked
+# What a turn's agent is re-primed with (waystation.kinds.agent.conversation.Conversation.priming), asked
 # again before each run of the agent: a tool's result may add related entities mid-turn.
 Priming = Callable[[], str | None]
 
@@ -65,13 +65,13 @@ def turns_for(registered: RegisteredAgent, recent: list[dict[str, Any]], host: A
               approvals: Approvals, priming: Priming) -> Turns:
     """The turns of the registered agent's framework, re-primed with the carried turns."""
     if registered.framework == "langgraph":
-        from kinds.agent.turns.langgraph import GraphTurns
+        from waystation.kinds.agent.turns.langgraph import GraphTurns
 
         return GraphTurns(registered.agent, recent, host, approvals, priming)
     if registered.framework == "openai_agents":
-        from kinds.agent.turns.openai_agents import OpenAITurns
+        from waystation.kinds.agent.turns.openai_agents import OpenAITurns
 
         return OpenAITurns(registered.agent, recent, host, approvals, priming)
-    from kinds.agent.turns.pydantic_ai import PydanticAITurns
+    from waystation.kinds.agent.turns.pydantic_ai import PydanticAITurns
 
     return PydanticAITurns(registered.agent, recent, host, approvals, priming)

@@ -16,13 +16,13 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.errors import GraphRecursionError
     from langgraph.types import Interrupt
 
-    from kinds.agent.activities.langgraph import LangGraphAgent
-    from kinds.agent.approvals import Approvals
-    from kinds.agent.contracts import SUMMARY_PROMPT
-    from kinds.agent.host import AgentHost
-    from kinds.agent.models import MessageInput
-    from kinds.agent.turns import Priming, TurnEnd
-    from kinds.agent.workflow_langgraph import (
+    from waystation.kinds.agent.activities.langgraph import LangGraphAgent
+    from waystation.kinds.agent.approvals import Approvals
+    from waystation.kinds.agent.contracts import SUMMARY_PROMPT
+    from waystation.kinds.agent.host import AgentHost
+    from waystation.kinds.agent.models import MessageInput
+    from waystation.kinds.agent.turns import Priming, TurnEnd
+    from waystation.kinds.agent.workflow_langgraph import (
         GraphConversation,
         add_graph_usage,
         answer,
@@ -91,13 +91,13 @@ class GraphTurns:
 
     async def _decision(self, interrupt: Interrupt) -> dict[str, Any]:
         """The gate an interrupt raises, and its decision as the `Approval` the graph resumes
-        with (kinds.agent.contracts)."""
+        with (waystation.kinds.agent.contracts)."""
         tool, call_id, arguments = call_of(interrupt)
         schema = answer_schema(interrupt)
         if schema is None:
             await self._host.fail(
                 f"agent {self._host.arg.input.agent}: an interrupt's response_schema must be "
-                "kinds.agent.langgraph.Approval[...] (or none): a gate's decision is an "
+                "waystation.kinds.agent.langgraph.Approval[...] (or none): a gate's decision is an "
                 "Approval", stop_reason="agent_error")
         assert schema is not None
         verdict = await self._approvals.ask(tool, call_id or interrupt.id, arguments, schema)

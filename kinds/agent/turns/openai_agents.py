@@ -18,13 +18,13 @@ with workflow.unsafe.imports_passed_through():
     from agents import RunResult, ToolApprovalItem
     from agents.exceptions import AgentsException
 
-    from kinds.agent.activities.openai import OpenAIAgent
-    from kinds.agent.approvals import Approvals
-    from kinds.agent.contracts import SUMMARY_PROMPT
-    from kinds.agent.host import AgentHost
-    from kinds.agent.models import MessageInput
-    from kinds.agent.turns import Priming, TurnEnd
-    from kinds.agent.workflow_openai import (
+    from waystation.kinds.agent.activities.openai import OpenAIAgent
+    from waystation.kinds.agent.approvals import Approvals
+    from waystation.kinds.agent.contracts import SUMMARY_PROMPT
+    from waystation.kinds.agent.host import AgentHost
+    from waystation.kinds.agent.models import MessageInput
+    from waystation.kinds.agent.turns import Priming, TurnEnd
+    from waystation.kinds.agent.workflow_openai import (
         AgentConversation,
         Decision,
         Tripped,

@@ -34,19 +34,19 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_graph import End
 
-    from kinds.agent.activities.entities import entity_extractors, merge_entities
-    from kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
-    from kinds.agent.approvals import Approvals
-    from kinds.agent.contracts import SUMMARY_PROMPT
-    from kinds.agent.host import AgentHost
-    from kinds.agent.models import MessageInput
-    from kinds.agent.transcript import (
+    from waystation.kinds.agent.activities.entities import entity_extractors, merge_entities
+    from waystation.kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
+    from waystation.kinds.agent.approvals import Approvals
+    from waystation.kinds.agent.contracts import SUMMARY_PROMPT
+    from waystation.kinds.agent.host import AgentHost
+    from waystation.kinds.agent.models import MessageInput
+    from waystation.kinds.agent.transcript import (
         add_usage,
         answered_message_id,
         returned_event,
         turn_events,
     )
-    from kinds.agent.turns import Priming, TurnEnd
+    from waystation.kinds.agent.turns import Priming, TurnEnd
     from waystation.sdk import EventWrite
 
 # Runs started before configured models asked for the agent's own model (None): they replay so.
@@ -173,7 +173,7 @@ class PydanticAITurns:
                                            self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
-        """The ids the agent declares in its tools' results (kinds.agent.activities.entities)."""
+        """The ids the agent declares in its tools' results (waystation.kinds.agent.activities.entities)."""
         carry = self._host.carry
         extractors = entity_extractors(self._agent)
         for message in messages:
