@@ -28,9 +28,9 @@ import asyncpg
 import httpx
 from playwright.async_api import Browser, Page, async_playwright
 
-from waystation.api.auth import issue_login_code
 from bench.bench_validation import bench_database, log
 from bench.common import markdown_table, percentile
+from waystation.api.auth import issue_login_code
 from waystation.persistence.db import create_pool
 from waystation.persistence.models import GateOption
 from waystation.persistence.runs import create_run

@@ -60,14 +60,14 @@ from aiosmtpd.controller import Controller
 from pydantic import BaseModel
 from temporalio.worker import Worker
 
-from waystation.activities.slack.web_api import SlackConfig, SlackWebApi
-from waystation.activities.smtp import send_mail
 from bench.bench_people import Receiver, wait_for
 from bench.bench_validation import GATE, IDEA, Bench, log, raw_decisions
 from bench.common import RawGate, RawShape, markdown_table, percentile, raw_task
 from bench.peers_common import Figures
 from tests.slack_client import SIGNING_SECRET, SlackPerson
 from tests.slack_stub import TOKEN, Message, SlackStub
+from waystation.activities.slack.web_api import SlackConfig, SlackWebApi
+from waystation.activities.smtp import send_mail
 from waystation.testing import LocalStack, create_database, free_port, local_stack, sse_events
 
 AGENT_GATE = "approve_book_vendor_1"

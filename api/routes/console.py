@@ -23,7 +23,14 @@ from waystation.api.auth import SESSION_COOKIE, NewSession
 from waystation.api.console_schemas import ConsoleConfig, ConsoleSessionView
 from waystation.api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
 from waystation.api.errors import ApiError
-from waystation.api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
+from waystation.api.oidc import (
+    CALLBACK_PATH,
+    FLOW_COOKIE,
+    FLOW_PATH,
+    FLOW_SECONDS,
+    OidcClient,
+    SignInFlow,
+)
 from waystation.api.services import console
 from waystation.settings import Settings
 

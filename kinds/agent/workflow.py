@@ -46,7 +46,12 @@ with workflow.unsafe.imports_passed_through():
     from waystation.kinds.agent.activities.entities import entity_extractors, merge_entities
     from waystation.kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
     from waystation.kinds.agent.activities.registry import agent_named
-    from waystation.kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER, SUMMARY_PROMPT, Approval
+    from waystation.kinds.agent.contracts import (
+        MEMBER_RETURNED,
+        RETURNING_MEMBER,
+        SUMMARY_PROMPT,
+        Approval,
+    )
     from waystation.kinds.agent.models import (
         AgentCarry,
         AgentRunInput,
@@ -392,7 +397,12 @@ class AgentRun(RunWorkflow):
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from waystation.kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
+        from waystation.kinds.agent.workflow_openai import (
+            Tripped,
+            answer,
+            answer_message_id,
+            tripped_event,
+        )
 
         c = self._carry
         seen: dict[str, int] = {}

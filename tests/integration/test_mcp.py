@@ -23,11 +23,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.mobile_helpers import NOTES
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 

@@ -22,11 +22,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 
+from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 from waystation.contracts.events import AGENT_ANSWERED, TOOL_RETURNED
 from waystation.kinds.agent.activities.registry import register_agent
 from waystation.kinds.agent.contracts import MODEL_RESPONDED
 from waystation.kinds.agent.sdk import SUMMARY_REQUEST, local_tool
-from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 
 CALLS: list[str] = []
 

@@ -106,7 +106,12 @@ with workflow.unsafe.imports_passed_through():
         WorkerSetup,
         shorten,
     )
-    from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+    from waystation.contracts.statuses import (
+        TERMINAL_RUN_STATUSES,
+        ExpiryPolicy,
+        GateStatus,
+        RunStatus,
+    )
     from waystation.contracts.writes import EventWrite, GateOption
     from waystation.replay import replay_histories
     from waystation.settings import Settings

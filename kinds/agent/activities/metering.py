@@ -19,7 +19,12 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from waystation.kinds.agent.activities.live import MESSAGE_ID_KEY, message_id, streamed_request, streams
+from waystation.kinds.agent.activities.live import (
+    MESSAGE_ID_KEY,
+    message_id,
+    streamed_request,
+    streams,
+)
 from waystation.sdk.agents import ModelMeter, PriceBook, Usage
 
 COST_KEY = "waystation_cost_usd"
