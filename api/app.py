@@ -98,7 +98,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         # Operation ids are the route functions' names: stable for generated clients.
         generate_unique_id_function=lambda route: route.name,
     )
-    # Begun by the server on SIGTERM (see waystation.api.shutdown.ApiServer), before the lifespan ends.
+    # Begun by the server on SIGTERM (see waystation.api.shutdown.ApiServer), before the lifespan
+    # ends.
     app.state.shutdown = Shutdown()
     app.state.registry = registry
     app.state.identity_provider = identity_provider(settings)

@@ -5,8 +5,8 @@ with a run writing 200 events/s (beside the same page on an idle run).
     .venv/bin/python -m bench.bench_console
 
 The API runs as its own process (`waystation api`) on a fresh database; decisions and events
-are written to the read model exactly as workflows write them (waystation.persistence.writes), so the
-figures are the console's and the API's, not Temporal's. Needs /usr/bin/chromium
+are written to the read model exactly as workflows write them (waystation.persistence.writes), so
+the figures are the console's and the API's, not Temporal's. Needs /usr/bin/chromium
 (scripts/install-system-packages).
 """
 

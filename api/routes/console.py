@@ -3,8 +3,8 @@
 `waystation console-link` prints a one-time URL; GET /console/login spends its code for an
 HttpOnly session cookie and redirects to `/`, so the code never stays in the address bar or
 the history. With an identity provider configured (WAYSTATION_OIDC_ISSUER), /console/oidc/login
-and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same way: a
-session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
+and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same
+way: a session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
 else, with the cookie (and the CSRF token from /console/session on every change). These routes
 are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI schema.
 """

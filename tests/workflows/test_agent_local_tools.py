@@ -1,5 +1,5 @@
-"""Local tools (`waystation.kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools run as
-Temporal local activities in a run, and a local tool that needs approval runs only after its
+"""Local tools (`waystation.kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools
+run as Temporal local activities in a run, and a local tool that needs approval runs only after its
 gate is approved (never when rejected)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`waystation.kinds.agent.openai_agents.local_activity_as_tool` (issue 31): an OpenAI Agents SDK agent's
-fast tool as a Temporal local activity, behind its approval gate like any other."""
+"""`waystation.kinds.agent.openai_agents.local_activity_as_tool` (issue 31): an OpenAI Agents SDK
+agent's fast tool as a Temporal local activity, behind its approval gate like any other."""
 
 from __future__ import annotations
 
