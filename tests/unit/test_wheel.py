@@ -100,8 +100,9 @@ def test_the_installed_wheel_imports_and_finds_its_data(wheel: zipfile.ZipFile,
 
 
 def test_no_source_imports_an_old_top_level_name() -> None:
-    """`import api.app` would still import from a checkout (its folder is on the path), as a
-    second copy of `waystation.api.app`; installed, it fails."""
+    """An import of a folder's old top-level name (`api`, `kinds`, ...) still works in a
+    checkout (the folder is on the path), as a second copy of the module; installed, it
+    fails."""
     folders = [*MAPPED, "tests", "bench", "examples"]
     offences = []
     for path in sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py")
