@@ -190,12 +190,13 @@ class KindMessages:
 
     - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
       waystation.api.schemas.MessageAccepted`, the one service function that sends the next message
-      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its `waystation.persistence.models.RunRow`),
-      as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
-      does not wait for one).
-    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the conversation
-      so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages `waystation.contracts.events`'
-      `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
+      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its
+      `waystation.persistence.models.RunRow`), as `user` over the caller's connection; it refuses
+      with `ApiError` (409 when the run does not wait for one).
+    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the
+      conversation so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages
+      `waystation.contracts.events`' `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user
+      and agent messages).
     - `waiting`: `(run) -> bool`, whether the run (its `waystation.api.schemas.RunView`: `status`,
       `pending_checkpoint`, ...) waits for a message now.
 
@@ -319,9 +320,9 @@ class DataHooks:
     """The kind's own tables and what is read from or swept out of them (`RunKind.data`).
 
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
-      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in one
-      global order with the core's and every other kind's (a version is taken once across all
-      folders), once each, with the same checksums.
+      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate`
+      in one global order with the core's and every other kind's (a version is taken once across
+      all folders), once each, with the same checksums.
     - `retention`: a `KindRetention`, the kind's rows in the retention sweep's archive and
       deletion.
     - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from waystation.kinds.agent.models import MessageInput
     from waystation.sdk import EventWrite
 
-# What a turn's agent is re-primed with (waystation.kinds.agent.conversation.Conversation.priming), asked
-# again before each run of the agent: a tool's result may add related entities mid-turn.
+# What a turn's agent is re-primed with (`Conversation.priming`, kinds/agent/conversation.py),
+# asked again before each run of the agent: a tool's result may add related entities mid-turn.
 Priming = Callable[[], str | None]
 
 

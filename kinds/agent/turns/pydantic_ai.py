@@ -173,7 +173,8 @@ class PydanticAITurns:
                                            self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
-        """The ids the agent declares in its tools' results (waystation.kinds.agent.activities.entities)."""
+        """The ids the agent declares in its tools' results
+        (waystation.kinds.agent.activities.entities)."""
         carry = self._host.carry
         extractors = entity_extractors(self._agent)
         for message in messages:
