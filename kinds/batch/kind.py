@@ -163,6 +163,7 @@ BATCH = RunKind(
     view=_view, worker_deps=_worker_deps, settings=BatchSettings, metrics=_metrics,
     mcp_tools=_mcp_tools,
     console_module=resources.files(__package__) / "console.js",
+    migrations=resources.files(__package__) / "migrations",
     console_pages=[ConsolePage(name="workers", title="Workers",
                                module=resources.files(__package__) / "console_workers.js")],
     retention=KindRetention(archive=jobs_repo.archive_sections,

@@ -106,6 +106,7 @@ MOBILE = RunKind(
     task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
     settings=MobileSettings,
     console_module=resources.files(__package__) / "console.js", routers=_routers,
+    migrations=resources.files(__package__) / "migrations",
     mcp_run_resources=_mcp_run_resources,
     cli_commands=[CliCommand(name="simulator", help="the offline app simulator",
                              configure=_simulator, run=_simulator_list)],

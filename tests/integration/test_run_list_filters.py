@@ -1,7 +1,8 @@
 """`GET /runs?app_package=` and `?stale_after=` (seeds 001 and 002) over HTTP, real Postgres.
 
-Runs are written with the repository (no workflow needed: both filters read the `runs` row
-only); how long a run has been quiet is set on its row, since nobody waits an hour in a test.
+Runs are written with the repository (no workflow needed: the filters read the `runs` row and
+the mobile kind's `mobile_runs`, which its trigger fills as the run is written); how long a run
+has been quiet is set on its row, since nobody waits an hour in a test.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ import uuid
 
 import asyncpg
 
-from persistence.migrate import apply_migrations
 from persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
-from tests.integration.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
 
 
 async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice") -> str:
@@ -71,18 +70,3 @@ async def test_stale_after_lists_running_runs_not_updated_for_that_long(api, poo
         assert refused.status_code == 422, bad
         assert refused.json()["error"]["message"].startswith("query.stale_after:")
 
-
-async def test_the_migration_gives_existing_mobile_runs_their_package(fresh_url):  # noqa: F811
-    conn = await asyncpg.connect(fresh_url)
-    try:
-        await apply_migrations(conn, up_to=49)
-        mobile, batch = uuid.uuid4(), uuid.uuid4()
-        for run_id, kind in ((mobile, "mobile_agent"), (batch, "batch")):
-            await conn.execute(
-                "INSERT INTO runs (id, kind, owner, workflow_id, input) VALUES ($1, $2, 'al', "
-                "$3, $4)", run_id, kind, f"x-{run_id}", '{"app_package": "com.example.old"}')
-        assert 50 in await apply_migrations(conn)
-        packages = dict(await conn.fetch("SELECT id, app_package FROM runs"))
-        assert packages == {mobile: "com.example.old", batch: None}
-    finally:
-        await conn.close()
