@@ -153,6 +153,24 @@ class RunResource:
 
 
 @dataclass(frozen=True)
+class RunListFilter:
+    """A filter of the runs list a kind adds (`RunKind.run_filters`): `GET /runs?<name>=...`
+    (a value matching `pattern`, at most `max_length` long, else 422 naming `query.<name>`)
+    and a field of the console's runs page (`label`, `placeholder`). `runs` is a query of the
+    kind's own tables selecting the ids of the runs the value keeps, the value as `$1` (its
+    only parameter): the list reads `runs.id IN (<runs>)` with the caller's row-level
+    security, so a kind's column never joins the core's `runs` table."""
+
+    name: str
+    label: str
+    description: str
+    runs: str
+    pattern: str | None = None
+    max_length: int = 200
+    placeholder: str = ""
+
+
+@dataclass(frozen=True)
 class CliCommand:
     """A `waystation` subcommand of a kind's own (`RunKind.cli_commands`), such as the mobile
     kind's `waystation simulator list`. `configure(parser)` adds its arguments (or
@@ -270,13 +288,17 @@ class RunKind:
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
       `NNN_name.sql` files for the kind's own tables, applied by `persistence.migrate` in one
       global order with the core's (a version is taken once across all folders), once each,
-      with the same checksums; a kind moved out of the core keeps its already-applied files
-      in `persistence/migrations/`.
+      with the same checksums. The first line of a migration that stands for core files of
+      before the kinds owned their tables names them (`-- replaces: 004 052`): a database
+      those files reached records it as applied without running it (`persistence.migrate`).
     - `start_check`: `async (StartCheck) -> None`, run before a run of the kind is written
       (`POST /runs`, a fork); refuses by raising `waystation.sdk.ApiError` (the API's one
       error shape: status, code, message, details).
     - `view`: `async (ViewContext) -> dict`, fields of `GET /runs/{id}`'s answer the kind
-      fills in (a batch job's cost and tokens are counted on its items).
+      fills in (a batch job's cost and tokens are counted on its items), or adds (a mobile
+      run's `app_package`, from its own table).
+    - `run_filters`: filters of `GET /runs` and the console's runs page the kind adds
+      (`RunListFilter`), over its own tables.
     - `worker_deps`: `(settings) -> object`, the kind's own dependencies, built once per
       worker from its `Settings`; its `activities` factory reads them as
       `deps.of(kind_name)`.
@@ -330,6 +352,7 @@ class RunKind:
     migrations: Any = None
     start_check: Callable[[StartCheck], Awaitable[None]] | None = None
     view: Callable[[ViewContext], Awaitable[dict[str, Any]]] | None = None
+    run_filters: Sequence[RunListFilter] = ()
     worker_deps: Callable[[Any], Any] | None = None
     console_module: Any = None
     metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None

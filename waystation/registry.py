@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -38,6 +39,7 @@ from contracts.kinds import (
     KindMessages,
     PluginError,
     RunKind,
+    RunListFilter,
     RunResource,
 )
 from workflows.definitions import is_workflow_class, workflow_type
@@ -48,6 +50,7 @@ AGENTS_GROUP = "waystation.agents"
 DISTRIBUTION = "waystation"  # whose entry points are the built-ins
 CONSOLE_PAGES_TAKEN = frozenset({"runs"})  # the console's own pages besides the inbox
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
+RUN_FILTER_PARAMETER = re.compile(r"\$(\d+)")
 
 BackendFactory = Callable[[Any], AgentBackend]
 __all__ = ["PluginError", "Registered", "Registry", "load_registry"]
@@ -115,6 +118,10 @@ class Registry:
         """Every kind's own migrations folder (`RunKind.migrations`)."""
         return [r.kind.migrations for r in self.kinds.values() if r.kind.migrations is not None]
 
+    def run_filters(self) -> list[RunListFilter]:
+        """Every kind's own filters of the runs list (`RunKind.run_filters`)."""
+        return [f for r in self.kinds.values() for f in r.kind.run_filters]
+
     def mcp_tools(self) -> list[Any]:
         """Every kind's own MCP tools (`RunKind.mcp_tools`), in registration order."""
         return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
@@ -171,6 +178,15 @@ class Registry:
                                               and issubclass(kind.settings, BaseSettings)):
             raise PluginError(f"{source}: kind {kind.name!r}: settings {kind.settings!r} is "
                               "not a pydantic-settings BaseSettings")
+        filters = {f.name for f in self.run_filters()}
+        for run_filter in kind.run_filters:
+            if not KIND_NAME.match(run_filter.name) or run_filter.name in filters:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter name "
+                                  f"{run_filter.name!r} is taken or not {KIND_NAME.pattern}")
+            if set(RUN_FILTER_PARAMETER.findall(run_filter.runs)) != {"1"}:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter "
+                                  f"{run_filter.name!r}'s query must take the value as $1, "
+                                  "its only parameter")
         pages = {page.name for _, page in self.console_pages()}
         for page in kind.console_pages:
             if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:

@@ -17,12 +17,15 @@ from waystation.sdk import (
     ForkRefused,
     KindRetention,
     RunKind,
+    RunListFilter,
     RunResource,
     RunStart,
     StartCheck,
+    ViewContext,
     WorkerDeps,
 )
 from waystation.sdk.artifacts import LocalArtifactStore
+from waystation.sdk.schemas import PACKAGE_PATTERN
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -48,6 +51,18 @@ async def _start_check(start: StartCheck) -> None:
 
     check_device(start.input, start.user, start.settings)
     check_app(start.input)
+
+
+async def _view(view: ViewContext) -> dict[str, Any]:
+    """The run's app, from the kind's own `mobile_runs`."""
+    return {"app_package": await graph_repo.run_app_package(view.conn, view.run.id)}
+
+
+# `GET /runs?app_package=` and the console's runs page: an app's runs.
+APP_PACKAGE_FILTER = RunListFilter(
+    name="app_package", label="App package", description="Only mobile runs of this app",
+    runs=graph_repo.sql("runs_of_app"), pattern=PACKAGE_PATTERN, max_length=200,
+    placeholder="com.example.app")
 
 
 def _routers() -> list[Any]:
@@ -104,7 +119,7 @@ MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
     task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
-    settings=MobileSettings,
+    settings=MobileSettings, view=_view, run_filters=[APP_PACKAGE_FILTER],
     console_module=resources.files(__package__) / "console.js", routers=_routers,
     migrations=resources.files(__package__) / "migrations",
     mcp_run_resources=_mcp_run_resources,

@@ -297,6 +297,12 @@ async def may_read_app(conn: asyncpg.Connection, package: str, owner: str | None
     return bool(await conn.fetchval(sql("may_read_app"), package, owner))
 
 
+async def run_app_package(conn: asyncpg.Connection, run_id: UUID) -> str | None:
+    """A mobile run's app (`mobile_runs`), None for a run without one."""
+    package: str | None = await conn.fetchval(sql("run_app_package"), run_id)
+    return package
+
+
 async def archive_sections(conn: asyncpg.Connection,
                            run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
     """Per run with graph outcomes: its `graph_outcomes`, as archived."""

@@ -39,7 +39,8 @@ workflow's module may import them at its top or inside `imports_passed_through()
   snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
   `ForkSource` for its `fork_input` hook (a fork's input read from the database);
   `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
-  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook,
+  shape), `ViewContext` for its `view` hook, `RunListFilter` for its `run_filters` (filters
+  of the runs list over its own tables), `KindRetention` for its `retention` hook,
   `KindMessages` for its `messages` hook (its runs take follow-up messages), `KindAgents` for
   its `agents` hook (agents registered by name), `WorkerSetup` for its `configure_worker`
   hook, `OfflineAnswer` for its `offline_answers`, `CliCommand` for its `cli_commands`
@@ -99,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         KindRetention,
         PluginError,
         RunKind,
+        RunListFilter,
         RunResource,
         RunStart,
         StartCheck,
@@ -121,7 +123,7 @@ __all__ = [
     "DecisionInput", "EventWrite", "ExpiryPolicy", "ForkPoint", "ForkRefused", "ForkSource",
     "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "KindAgents", "KindDemo",
     "KindMessages", "KindRetention", "OfflineAnswer", "PluginError", "ProgressReporter",
-    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "Settings",
-    "StartCheck", "ViewContext", "WorkerDeps", "WorkerSetup", "invalid_field", "replay_histories",
-    "shorten",
+    "RunKind", "RunLife", "RunListFilter", "RunResource", "RunStart", "RunStatus", "RunWorkflow",
+    "Settings", "StartCheck", "ViewContext", "WorkerDeps", "WorkerSetup", "invalid_field",
+    "replay_histories", "shorten",
 ]
