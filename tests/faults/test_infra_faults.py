@@ -43,6 +43,7 @@ from tests.fault_helpers import (
 )
 from tests.faults.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
 from tests.helpers import IDEA, eventually
+from waystation.registry import load_registry
 from waystation.testing import InProcessApi
 
 FINAL = ("completed", "failed", "canceled")
@@ -198,7 +199,8 @@ async def private_postgres() -> AsyncIterator[tuple[EmbeddedPostgres, str]]:
     url = await asyncio.to_thread(server.start)
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn, folders=load_registry(
+            use_entry_points=False).migration_folders())
     finally:
         await conn.close()
     try:

@@ -9,12 +9,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
 import pytest
 import pytest_asyncio
 
+from persistence.db import create_pool
+from persistence.erasure import erase_due_users, request_erasure
+from persistence.metrics import read_figures
 from persistence.migrate import (
     BEFORE_THE_MOVE,
     MigrationsTooOld,
@@ -22,6 +26,7 @@ from persistence.migrate import (
     checksum,
     migration_files,
 )
+from persistence.retention import delete_runs
 from persistence.schema_dump import dump_database
 from waystation.registry import load_registry
 from waystation.testing import create_database
@@ -195,12 +200,22 @@ async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
             "SELECT count(*) FROM pg_proc WHERE proname IN ('record_mobile_step', "
             "'record_mobile_step_needing_hash', 'worker_unit_totals', 'follow_run_status', "
             "'record_mobile_run')") == 0
-        # The core works without them: a run of a kind is written, read and deleted.
+        # The core works without them: a run is written, counted, swept, its owner erased.
         run_id = uuid.uuid4()
         await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
                            "VALUES ($1, 'mobile_agent', 'w', 'alice', "
                            "'{\"app_package\": \"com.example.notes\"}')", run_id)
-        await conn.execute("DELETE FROM runs WHERE id = $1", run_id)
+        figures = await read_figures(conn, [1.0])
+        assert sum(r.runs for r in figures.runs) == 1
+        pool = await create_pool(empty_url, max_size=2)
+        try:
+            assert await delete_runs(pool, [run_id]) == []
+            async with pool.acquire() as other:
+                await request_erasure(other, "alice")
+            assert await erase_due_users(pool, requested_before=datetime.now(UTC)) == 1
+        finally:
+            await pool.close()
+        assert await conn.fetchval("SELECT count(*) FROM runs") == 0
 
         # The batch kind installed later: its tables and no other kind's.
         assert await apply_migrations(conn, folders=[batch]) == [84]
