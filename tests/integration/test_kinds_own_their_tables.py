@@ -16,16 +16,11 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from persistence.before_the_move import BEFORE_THE_MOVE, MigrationsTooOld
 from persistence.db import create_pool
 from persistence.erasure import erase_due_users, request_erasure
 from persistence.metrics import read_figures
-from persistence.migrate import (
-    BEFORE_THE_MOVE,
-    MigrationsTooOld,
-    apply_migrations,
-    checksum,
-    migration_files,
-)
+from persistence.migrate import apply_migrations, checksum, migration_files
 from persistence.retention import delete_runs
 from persistence.schema_dump import dump_database
 from waystation.registry import load_registry
@@ -242,3 +237,10 @@ def test_the_old_files_are_those_of_the_release_before() -> None:
     kept = {int(p.name[:3]): (p.name[4:].removesuffix(".sql"), checksum(p.read_text()))
             for p in BEFORE.glob("*.sql")}
     assert kept == BEFORE_THE_MOVE
+
+
+def test_a_number_of_the_old_files_stays_taken(tmp_path: Path) -> None:
+    """A kind's new migration numbered as an old core file would be taken for it."""
+    (tmp_path / "061_my_table.sql").write_text("CREATE TABLE my_table (id int);")
+    with pytest.raises(ValueError, match="061 .* was taken before the kinds owned their tables"):
+        migration_files([tmp_path])
