@@ -10,8 +10,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field, create_model
 
-from contracts.kinds import PluginError, RunListFilter
-from persistence.models import GateStatus, RunStatus
+from waystation.contracts.kinds import PluginError, RunListFilter
+from waystation.persistence.models import GateStatus, RunStatus
 
 # A seq to read on from: 0 reads from the start.
 AfterSeq = Annotated[int, Field(ge=0, le=2**62)]

@@ -9,7 +9,7 @@ global order of their numbers, and a number is taken once across every folder, s
 migration may depend on the core's before it (and the core's later ones on nothing of a
 kind's).
 
-The kinds' tables were the core's migrations' until issue 40: `persistence.before_the_move`
+The kinds' tables were the core's migrations' until issue 40: `waystation.persistence.before_the_move`
 recognises a database those files reached (see there).
 
 Each applied migration's checksum is stored beside it. A migration file edited after it was
@@ -27,7 +27,7 @@ from typing import Any
 
 import asyncpg
 
-from persistence.before_the_move import BEFORE_THE_MOVE, applied_before_the_move, stands_for
+from waystation.persistence.before_the_move import BEFORE_THE_MOVE, applied_before_the_move, stands_for
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def migration_files(folders: Iterable[Any] = ()) -> list[tuple[int, str, str]]:
     `importlib.resources` Traversables: the kinds' own), in version order; a version found in
     two files is refused."""
     found: dict[int, tuple[str, str, str]] = {}
-    core = resources.files("persistence") / "migrations"
+    core = resources.files("waystation.persistence") / "migrations"
     for folder in [core, *folders]:
         for entry in folder.iterdir():
             if not entry.name.endswith(".sql"):

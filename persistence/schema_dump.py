@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from persistence.migrate import apply_migrations
+from waystation.persistence.migrate import apply_migrations
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.sql"
 HEADER = ("-- The schema the core's migrations (persistence/migrations/) and the built-in\n"

@@ -16,13 +16,13 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from persistence.before_the_move import BEFORE_THE_MOVE, MigrationsTooOld
-from persistence.db import create_pool
-from persistence.erasure import erase_due_users, request_erasure
-from persistence.metrics import read_figures
-from persistence.migrate import apply_migrations, checksum, migration_files
-from persistence.retention import delete_runs
-from persistence.schema_dump import dump_database
+from waystation.persistence.before_the_move import BEFORE_THE_MOVE, MigrationsTooOld
+from waystation.persistence.db import create_pool
+from waystation.persistence.erasure import erase_due_users, request_erasure
+from waystation.persistence.metrics import read_figures
+from waystation.persistence.migrate import apply_migrations, checksum, migration_files
+from waystation.persistence.retention import delete_runs
+from waystation.persistence.schema_dump import dump_database
 from waystation.registry import load_registry
 from waystation.testing import create_database
 

@@ -11,7 +11,7 @@ import uuid
 
 import asyncpg
 
-from persistence.runs import create_run
+from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
 
 
