@@ -9,8 +9,8 @@ global order of their numbers, and a number is taken once across every folder, s
 migration may depend on the core's before it (and the core's later ones on nothing of a
 kind's).
 
-The kinds' tables were the core's migrations' until issue 40: `waystation.persistence.before_the_move`
-recognises a database those files reached (see there).
+The kinds' tables were the core's migrations' until issue 40:
+`waystation.persistence.before_the_move` recognises a database those files reached (see there).
 
 Each applied migration's checksum is stored beside it. A migration file edited after it was
 applied would never run again, so the databases it already reached and the new ones would
@@ -27,7 +27,11 @@ from typing import Any
 
 import asyncpg
 
-from waystation.persistence.before_the_move import BEFORE_THE_MOVE, applied_before_the_move, stands_for
+from waystation.persistence.before_the_move import (
+    BEFORE_THE_MOVE,
+    applied_before_the_move,
+    stands_for,
+)
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from tests.console_helpers import open_gate
+from tests.helpers import new_validation_run
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import groups as groups_repo
 from waystation.persistence import runs as runs_repo
@@ -25,8 +27,6 @@ from waystation.persistence.claims import (
 from waystation.persistence.db import create_pool
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
-from tests.console_helpers import open_gate
-from tests.helpers import new_validation_run
 from waystation.registry import load_registry
 from waystation.testing import with_database
 

@@ -11,8 +11,8 @@ import uuid
 
 import asyncpg
 
-from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from waystation.persistence.runs import create_run
 
 
 async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice") -> str:
