@@ -5,7 +5,7 @@ both get the same bounds."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, Field, create_model
@@ -35,15 +35,18 @@ class RunFilter(BaseModel):
                                             "instead of visible ones")
 
 
-def run_filter_model(filters: Sequence[RunListFilter]) -> type[RunFilter]:
-    """`RunFilter` with the kinds' own filters (`RunKind.run_filters`) as fields of theirs,
-    bounded as each kind says."""
-    if taken := [f.name for f in filters if f.name in RunFilter.model_fields]:
+F = TypeVar("F", bound=RunFilter)
+
+
+def run_filter_model(filters: Sequence[RunListFilter], base: type[F]) -> type[F]:
+    """`base` (`RunFilter`, or a protocol's model built on it) with the kinds' own filters
+    (`RunKind.run_filters`) as fields of theirs, bounded as each kind says."""
+    if taken := [f.name for f in filters if f.name in base.model_fields]:
         raise PluginError(f"run filter names {taken} are the runs list's own")
     fields: dict[str, Any] = {
         f.name: (str | None, Field(None, pattern=f.pattern, max_length=f.max_length,
                                    description=f.description)) for f in filters}
-    return create_model("RunFilter", __base__=RunFilter, **fields) if fields else RunFilter
+    return create_model(base.__name__, __base__=base, **fields) if fields else base
 
 
 class EventQuery(BaseModel):

@@ -16,7 +16,7 @@ from waystation.api.deps import (
     TemporalClient,
     VisibleRun,
 )
-from waystation.api.queries import EventQuery, run_filter_model
+from waystation.api.queries import EventQuery, RunFilter, run_filter_model
 from waystation.api.schemas import (
     CancelAccepted,
     EventPage,
@@ -63,7 +63,7 @@ def create_router(registry: Registry) -> APIRouter:
         return await runs.list_runs(conn, user, query, registry=registry)
 
     list_runs.__annotations__["query"] = Annotated[
-        run_filter_model(registry.run_filters()), Query()]
+        run_filter_model(registry.run_filters(), RunFilter), Query()]
     create.get("", response_model=RunPage)(list_runs)
     return create
 
