@@ -42,7 +42,7 @@ BEFORE_THE_MOVE: dict[int, tuple[str, str]] = {
     63: ("worker_unit_totals", "a225fe319bf617aebf7ff65f244285c6e05e321c6fed9786b88f54a7d97fc67e"),
 }
 # A kind's migration that stands for old core files: its first line names them.
-REPLACES = re.compile(r"\A-- replaces:((?: \d{3})+)\n")
+REPLACES = re.compile(r"\A-- replaces:((?: \d{3})+)\r?\n")  # a checkout may convert line ends
 
 
 class MigrationsTooOld(RuntimeError):
