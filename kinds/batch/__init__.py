@@ -3,8 +3,9 @@
 - `kind.py`: the `RunKind` descriptor (registered as the entry point `batch`), with its hooks;
 - `workflow.py`, `models.py`, `rerun.py`: the `BatchJob` workflow, its models, re-runs;
 - `activities/`: item loading, templates, output checks and the activities that run items;
-- `repository.py` and `queries/`: the `jobs`, `work_units` and `item_outputs` tables (created
-  by the core's migrations 004, 022, 052, 061-063, applied before the kind moved here);
+- `repository.py` and `queries/`: the `jobs`, `work_units` and `item_outputs` tables, which
+  `migrations/084_batch_tables.sql` creates (docs/run-kinds.md: the kinds' tables before they
+  owned them);
 - `routes/`, `service.py`, `schemas.py`, `items_policy.py`: `/jobs` and `/items`;
 - `routes/workers.py`, `workers_*.py`, `queries/workers.sql`: `/workers`, the worker
   processes and the items they run;
