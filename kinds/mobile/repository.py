@@ -104,7 +104,7 @@ async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphR
 
 
 class OneCallStep(StepGraphWrite):
-    """record_mobile_step's argument (migration 027): a step's graph write, with the app's
+    """record_mobile_step's argument (migration 085): a step's graph write, with the app's
     declared activities (on a launch), the read-model write that travels with it and the
     event whose output the outcome completes."""
 
@@ -122,7 +122,7 @@ async def record_step_in_one_call(conn: asyncpg.Connection, step: OneCallStep,
 
     The screen's perceptual hash (`step.screen.phash` is left empty) is computed by
     `screen_phash` only where the statement finds the screen without one: a new screen, or
-    one whose hash a crash between the two statements left out (migration 030). Most steps
+    one whose hash a crash between the two statements left out (migration 085). Most steps
     revisit a known screen, and a worker serving several runs is bound by its CPU: computing
     every step's hash while the statement ran cost it 8–18% of its steps (bench_mobile)."""
     assert not step.write.has_gate_parts
