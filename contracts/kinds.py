@@ -155,6 +155,24 @@ class RunResource:
 
 
 @dataclass(frozen=True)
+class RunListFilter:
+    """A filter of the runs list a kind adds (`ApiHooks.run_filters`): `GET /runs?<name>=...`
+    (a value matching `pattern`, at most `max_length` long, else 422 naming `query.<name>`)
+    and a field of the console's runs page (`label`, `placeholder`). `runs` is a query of the
+    kind's own tables selecting the ids of the runs the value keeps, the value as `$1` (its
+    only parameter): the list reads `runs.id IN (<runs>)` with the caller's row-level
+    security, so a kind's column never joins the core's `runs` table."""
+
+    name: str
+    label: str
+    description: str
+    runs: str
+    pattern: str | None = None
+    max_length: int = 200
+    placeholder: str = ""
+
+
+@dataclass(frozen=True)
 class CliCommand:
     """A `waystation` subcommand of a kind's own (`CliHooks.commands`), such as the mobile
     kind's `waystation simulator list`. `configure(parser)` adds its arguments (or
@@ -259,7 +277,10 @@ class ApiHooks:
       (`POST /runs`, a fork); refuses by raising `waystation.sdk.ApiError` (the API's one
       error shape: status, code, message, details).
     - `view`: `async (ViewContext) -> dict`, fields of `GET /runs/{id}`'s answer the kind
-      fills in (a batch job's cost and tokens are counted on its items).
+      fills in (a batch job's cost and tokens are counted on its items), or adds (a mobile
+      run's `app_package`, from its own table).
+    - `run_filters`: filters of `GET /runs`, MCP's `list_runs` and the console's runs page the
+      kind adds (`RunListFilter`), over its own tables.
     - `messages`: `() -> KindMessages`, for a kind whose runs take follow-up messages: how to
       send one, read the conversation, tell that a run waits for one (REST, AG-UI, A2A and MCP
       call them).
@@ -275,6 +296,7 @@ class ApiHooks:
     messages: Callable[[], KindMessages] | None = None
     mcp_tools: Callable[[], Sequence[Any]] | None = None
     mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
+    run_filters: Sequence[RunListFilter] = ()
 
 
 @dataclass(frozen=True)
@@ -322,7 +344,10 @@ class DataHooks:
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
       `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate`
       in one global order with the core's and every other kind's (a version is taken once across
-      all folders), once each, with the same checksums.
+      all folders), once each, with the same checksums. The first line of a migration that
+      stands for core files of before the kinds owned their tables names them (`-- replaces:
+      004 052`): a database those files reached records it as applied without running it
+      (`waystation.persistence.before_the_move`).
     - `retention`: a `KindRetention`, the kind's rows in the retention sweep's archive and
       deletion.
     - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -39,6 +40,7 @@ from waystation.contracts.kinds import (
     KindRetention,
     PluginError,
     RunKind,
+    RunListFilter,
     RunResource,
     WorkerSetup,
 )
@@ -50,6 +52,7 @@ AGENTS_GROUP = "waystation.agents"
 DISTRIBUTION = "waystation"  # whose entry points are the built-ins
 CONSOLE_PAGES_TAKEN = frozenset({"runs"})  # the console's own pages besides the inbox
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
+RUN_FILTER_PARAMETER = re.compile(r"\$(\d+)")
 
 BackendFactory = Callable[[Any], AgentBackend]
 __all__ = ["PluginError", "Registered", "Registry", "load_registry"]
@@ -106,6 +109,10 @@ class Registry:
         """Every kind's own API routers (`ApiHooks.routers`), in registration order."""
         return [router for r in self.kinds.values() if r.kind.api.routers is not None
                 for router in r.kind.api.routers()]
+
+    def run_filters(self) -> list[RunListFilter]:
+        """Every kind's own filters of the runs list (`ApiHooks.run_filters`)."""
+        return [f for r in self.kinds.values() for f in r.kind.api.run_filters]
 
     def mcp_tools(self) -> list[Any]:
         """Every kind's own MCP tools (`ApiHooks.mcp_tools`), in registration order."""
@@ -201,6 +208,15 @@ class Registry:
                                               and issubclass(kind.settings, BaseSettings)):
             raise PluginError(f"{source}: kind {kind.name!r}: settings {kind.settings!r} is "
                               "not a pydantic-settings BaseSettings")
+        filters = {f.name for f in self.run_filters()}
+        for run_filter in kind.api.run_filters:
+            if not KIND_NAME.match(run_filter.name) or run_filter.name in filters:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter name "
+                                  f"{run_filter.name!r} is taken or not {KIND_NAME.pattern}")
+            if set(RUN_FILTER_PARAMETER.findall(run_filter.runs)) != {"1"}:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter "
+                                  f"{run_filter.name!r}'s query must take the value as $1, "
+                                  "its only parameter")
         pages = {page.name for _, page in self.console_pages()}
         for page in kind.console.pages:
             if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:

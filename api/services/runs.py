@@ -89,7 +89,9 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
         awaiting_human=query.awaiting_human, limit=query.limit + 1,
         before=_decode_cursor(query.cursor) if query.cursor else None,
         project_id=query.project_id, search=query.q, group_id=query.group_id,
-        app_package=query.app_package, stale_after=query.stale_after, hidden=query.hidden)
+        stale_after=query.stale_after, hidden=query.hidden,
+        kind_filters=[(f.runs, value) for f in registry.run_filters()
+                      if (value := getattr(query, f.name, None)) is not None])
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)

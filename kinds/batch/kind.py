@@ -171,7 +171,7 @@ BATCH = RunKind(
         pages=[ConsolePage(name="workers", title="Workers",
                            module=resources.files(__package__) / "console_workers.js")]),
     worker=WorkerHooks(activities=_activities, deps=_worker_deps),
-    data=DataHooks(metrics=_metrics,
+    data=DataHooks(migrations=resources.files(__package__) / "migrations", metrics=_metrics,
                    retention=KindRetention(archive=jobs_repo.archive_sections,
                                            purge=jobs_repo.delete_item_outputs)),
     forks=ForkHooks(start=_fork, input=_fork_input),

@@ -27,13 +27,16 @@ from waystation.sdk import (
     ForkRefused,
     KindRetention,
     RunKind,
+    RunListFilter,
     RunResource,
     RunStart,
     StartCheck,
+    ViewContext,
     WorkerDeps,
     WorkerHooks,
 )
 from waystation.sdk.artifacts import LocalArtifactStore
+from waystation.sdk.schemas import PACKAGE_PATTERN
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -62,6 +65,18 @@ async def _start_check(start: StartCheck) -> None:
 
     check_device(start.input, start.user, start.settings)
     check_app(start.input)
+
+
+async def _view(view: ViewContext) -> dict[str, Any]:
+    """The run's app, from the kind's own `mobile_runs`."""
+    return {"app_package": await graph_repo.run_app_package(view.conn, view.run.id)}
+
+
+# `GET /runs?app_package=` and the console's runs page: an app's runs.
+APP_PACKAGE_FILTER = RunListFilter(
+    name="app_package", label="App package", description="Only mobile runs of this app",
+    runs=graph_repo.sql("runs_of_app"), pattern=PACKAGE_PATTERN, max_length=200,
+    placeholder="com.example.app")
 
 
 def _routers() -> list[Any]:
@@ -118,11 +133,12 @@ MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
     workflow_id_prefix="mobile-", summary=_summary, details=_details,
     task_timeout=WORKFLOW_TASK_TIMEOUT, settings=MobileSettings,
-    api=ApiHooks(routers=_routers, start_check=_start_check,
-                 mcp_run_resources=_mcp_run_resources),
+    api=ApiHooks(routers=_routers, start_check=_start_check, view=_view,
+                 run_filters=[APP_PACKAGE_FILTER], mcp_run_resources=_mcp_run_resources),
     console=ConsoleHooks(module=resources.files(__package__) / "console.js"),
     worker=WorkerHooks(activities=_activities),
-    data=DataHooks(retention=KindRetention(archive=graph_repo.archive_sections,
+    data=DataHooks(migrations=resources.files(__package__) / "migrations",
+                   retention=KindRetention(archive=graph_repo.archive_sections,
                                            forget_artifacts=graph_repo.forget_artifacts)),
     forks=ForkHooks(start=_fork),
     cli=CliHooks(commands=[CliCommand(name="simulator", help="the offline app simulator",

@@ -38,7 +38,8 @@ workflow's module may import them at its top or inside `imports_passed_through()
   kind adds is grouped by concern, each group a frozen dataclass documented where it is
   defined (contracts/kinds.py): `ApiHooks` (its routers, `start_check` with `StartCheck`
   refusing with `ApiError`, the API's one error shape; `view` with `ViewContext`;
-  `messages` returning `KindMessages`; MCP tools and `RunResource`s), `ConsoleHooks` (its
+  `messages` returning `KindMessages`; MCP tools and `RunResource`s;
+  `run_filters`, `RunListFilter`s of the runs list over its own tables), `ConsoleHooks` (its
   module and `ConsolePage`s), `WorkerHooks` (its activities, worker dependencies,
   `configure` with `WorkerSetup`, `OfflineAnswer`s), `DataHooks` (its migrations,
   `KindRetention`, metrics), `ForkHooks` (`POST /runs/{id}/fork`: a new run from a snapshot
@@ -103,6 +104,7 @@ with workflow.unsafe.imports_passed_through():
         KindRetention,
         PluginError,
         RunKind,
+        RunListFilter,
         RunResource,
         RunStart,
         StartCheck,
@@ -132,7 +134,8 @@ __all__ = [
     "ExpiryPolicy", "ForkHooks", "ForkPoint", "ForkRefused", "ForkSource", "GateOption",
     "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "KindAgents", "KindDemo",
     "KindMessages", "KindRetention", "OfflineAnswer", "PluginError", "ProgressReporter",
-    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "Settings",
-    "StartCheck", "ViewContext", "WorkerDeps", "WorkerHooks", "WorkerSetup", "invalid_field",
+    "RunKind", "RunLife", "RunListFilter", "RunResource", "RunStart", "RunStatus", "RunWorkflow",
+    "Settings", "StartCheck", "ViewContext", "WorkerDeps", "WorkerHooks", "WorkerSetup",
+    "invalid_field",
     "replay_histories", "shorten",
 ]
