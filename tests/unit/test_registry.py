@@ -138,7 +138,7 @@ def test_a_kind_s_run_filter_is_refused_when_taken_or_not_one_parameter() -> Non
         registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[by_idea])), "second")
     two = replace(by_idea, name="two", runs="SELECT id FROM runs WHERE owner = $1 OR kind = $2")
     with pytest.raises(PluginError, match="must take the value as \\$1, its only parameter"):
-        registry.add_kind(replace(BATCH, run_filters=[two]), "third")
+        registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[two])), "third")
     assert list(registry.kinds) == ["validation"]
 
 
