@@ -73,17 +73,18 @@ class GroupRunView(BaseModel):
     phase_name: str | None
     pending_checkpoint: str | None = Field(description="The decision it waits for, if any.")
     hitl_checkpoint_at: datetime | None
-    context_summary: str | None = Field(description="What an agent run has done so far, to "
-                                                    "pick it up from (agent runs).")
+    context_summary: str | None = Field(description="What the run has done so far, to pick "
+                                                    "it up from, when its kind keeps a summary "
+                                                    "(agent runs).")
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, run: RunRow) -> GroupRunView:
+    def of(cls, run: RunRow, *, summary: str | None) -> GroupRunView:
         return cls(run_id=run.id, kind=run.kind, owner=run.owner, status=run.status,
                    current_phase=run.current_phase, phase_name=run.phase_name,
                    pending_checkpoint=run.hitl_state, hitl_checkpoint_at=run.hitl_checkpoint_at,
-                   context_summary=run.context_summary, created_at=run.created_at,
+                   context_summary=summary, created_at=run.created_at,
                    updated_at=run.updated_at)
 
 

@@ -154,7 +154,8 @@ class DelegationView(BaseModel):
 
 class RunView(BaseModel):
     # `GET /runs/{id}` adds the fields its kind's `view` hook gives of its own tables (a
-    # mobile run's `app_package`), which the core does not know.
+    # mobile run's `app_package`, an agent run's `context_summary` and
+    # `related_entity_ids`), which the core does not know.
     model_config = ConfigDict(extra="allow")
 
     run_id: UUID
@@ -178,8 +179,6 @@ class RunView(BaseModel):
     updated_at: datetime
     completed_at: datetime | None
     finished_at: datetime | None = Field(description="When the run reached its final status.")
-    context_summary: str | None = Field(None, description="An agent run's short summary of "
-                                                          "its conversation, re-primed from.")
     stop_reason: str | None = Field(description="Why the run stopped: `completed`, "
                                                 "`canceled`, `activity_failed`, or the kind's "
                                                 "own reason (`max_steps`, `rejected`, ...).")
@@ -190,10 +189,6 @@ class RunView(BaseModel):
                                                           "started with (`POST /runs` `gates`).")
     name: str | None = Field(None, description="The run's name within its group (`POST "
                                                "/runs` `name`).")
-    related_entity_ids: dict[str, list[str]] | None = Field(
-        None, description="Ids of the entities an agent run's tools returned that its agent "
-                          "declares, by kind (the planner: `vendor_ids` shortlisted or "
-                          "booked), re-primed from with the `context_summary`.")
     forked_from: dict[str, Any] | None = Field(
         None, description="A forked run's source (`POST /runs/{id}/fork`): `run_id`, "
                           "`snapshot` (its ordinal), `checkpoint` and the `decision` applied "
@@ -479,7 +474,9 @@ class TranscriptEntry(BaseModel):
 
 class MessagePage(BaseModel):
     run_id: UUID
-    context_summary: str | None
+    context_summary: str | None = Field(description="The conversation's summary so far, as the "
+                                                    "run's kind keeps it (its messages hook "
+                                                    "reads it); null when it keeps none.")
     messages: list[TranscriptEntry]
     next_after_seq: int = Field(description="Pass as after_seq to read on.")
 

@@ -72,10 +72,13 @@ class RunStateWrite(BaseModel):
     result: dict[str, Any] | None = None
     error_message: str | None = None
     stop_reason: str | None = None
-    # An agent run's re-priming summary (issue 12); None leaves the stored one as it is.
-    context_summary: str | None = None
-    # An agent run's related entities by kind (seed 003); None leaves the stored ones.
-    related_entity_ids: dict[str, list[str]] | None = None
+    # The run's kind's own fields of its run (the agent's summary and related entities), which
+    # the core does not read: applied in the same statement as the run's row, to the kind's
+    # own table, by the SQL function its migration registers (migration 087). None writes none;
+    # a field a kind's function gets as null keeps what it stored, by that function's rule.
+    # (Written before as fields of their own, `context_summary` and `related_entity_ids`: a
+    # recorded write that has them still decodes, as unknown fields are ignored.)
+    kind_fields: dict[str, Any] | None = None
 
 
 class RunEnd(BaseModel):

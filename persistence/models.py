@@ -47,7 +47,6 @@ class RunRow(Row):
     completed_at: datetime | None
     finished_at: datetime | None
     stop_reason: str | None
-    context_summary: str | None = None
     # The gate rules the run was started with (migration 023).
     gate_policies: dict[str, Any] | None = None
     # Summed over every model-call attempt (migration 010).
@@ -59,9 +58,8 @@ class RunRow(Row):
     # Hidden runs (erased_at, migration 020), and who hid one to be restorable (051).
     erased_at: datetime | None = None
     hidden_by: str | None = None
-    # Migration 055: the run's name within its group, and the entities its tools returned.
+    # Migration 055: the run's name within its group.
     name: str | None = None
-    related_entity_ids: dict[str, list[str]] | None = None
 
 
 class EventRow(Row):

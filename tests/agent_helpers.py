@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -16,6 +17,7 @@ from temporalio.service import RPCError
 
 from tests.helpers import eventually
 from tests.openai_stub import CallTool, Reply
+from waystation.kinds.agent import repository as agent_runs
 from waystation.kinds.agent.kind import AGENT
 from waystation.kinds.agent.models import AgentInput, AgentRunInput, MessageInput
 from waystation.kinds.agent.workflow import AgentRun
@@ -115,8 +117,12 @@ async def waiting_recorded(pool: asyncpg.Pool, run_id: uuid.UUID, turn: int) -> 
 
 
 async def run_row(pool: asyncpg.Pool, run_id: uuid.UUID) -> Any:
-    async with pool.acquire() as conn:
-        return await runs_repo.get_run(conn, run_id)
+    """The run's row with the agent kind's own fields (its `agent_runs`: `context_summary`,
+    `related_entity_ids`), read at one moment, as `GET /runs/{id}` shows them."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+        row = await runs_repo.get_run(conn, run_id)
+        fields = await agent_runs.run_fields(conn, run_id)
+    return None if row is None else SimpleNamespace(**dict(row), **fields.model_dump())
 
 
 @asynccontextmanager

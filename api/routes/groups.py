@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response
 
-from waystation.api.deps import Conn, CurrentUser
+from waystation.api.deps import Conn, CurrentUser, RegistryDep
 from waystation.api.errors import ERROR_RESPONSES
 from waystation.api.group_schemas import (
     GroupCreate,
@@ -65,8 +65,8 @@ async def remove_member(group_id: UUID, member: MemberName, user: CurrentUser,
 
 
 @router.get("/{group_id}/runs", response_model=GroupRunList)
-async def group_runs(group_id: UUID, user: CurrentUser, conn: Conn,
+async def group_runs(group_id: UUID, user: CurrentUser, conn: Conn, registry: RegistryDep,
                      query: Annotated[GroupRunQuery, Query()]) -> GroupRunList:
     """The group's runs, newest first, each with where it stands: any member picks up from
     there."""
-    return await groups.group_runs(conn, user, group_id, query)
+    return await groups.group_runs(conn, user, group_id, query, registry=registry)

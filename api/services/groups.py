@@ -21,7 +21,9 @@ from waystation.api.group_schemas import (
     MemberView,
 )
 from waystation.api.services.access import require_group_owner, require_member
+from waystation.api.services.runs import kind_view
 from waystation.persistence import groups as groups_repo
+from waystation.registry import Registry
 
 
 async def create_group(conn: asyncpg.Connection, user: User, body: GroupCreate) -> GroupView:
@@ -78,9 +80,12 @@ async def remove_member(conn: asyncpg.Connection, user: User, group_id: UUID,
 
 
 async def group_runs(conn: asyncpg.Connection, user: User, group_id: UUID,
-                     query: GroupRunQuery) -> GroupRunList:
-    """The group's runs, newest first, each with where it stands; members only."""
+                     query: GroupRunQuery, *, registry: Registry) -> GroupRunList:
+    """The group's runs, newest first, each with where it stands (the summary its kind keeps,
+    through its `view` hook, as `GET /runs/{id}` shows it); members only."""
     await require_member(conn, user, group_id)
     runs = await groups_repo.list_group_runs(conn, group_id, status=query.status,
                                              limit=query.limit)
-    return GroupRunList(group_id=group_id, runs=[GroupRunView.of(r) for r in runs])
+    return GroupRunList(group_id=group_id, runs=[
+        GroupRunView.of(r, summary=(await kind_view(conn, r, registry=registry)).get(
+            "context_summary")) for r in runs])

@@ -40,7 +40,7 @@ async def transcript(conn: asyncpg.Connection, run: RunRow, query: TranscriptQue
     """The conversation so far (none for a run of a kind that takes no messages)."""
     conversation = registry.messages(run.kind)
     if conversation is None:
-        return MessagePage(run_id=run.id, context_summary=run.context_summary, messages=[],
+        return MessagePage(run_id=run.id, context_summary=None, messages=[],
                            next_after_seq=query.after_seq)
     page: MessagePage = await conversation.transcript(conn, run, query)
     return page

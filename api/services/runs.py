@@ -127,10 +127,16 @@ async def run_view(conn: asyncpg.Connection, run: RunRow, *, registry: Registry)
     view = RunView.of(run)
     if pending is not None and pending.status == "pending":
         view.pending_decision = (await decision_views(conn, [pending]))[0]
+    return view.model_copy(update=await kind_view(conn, run, registry=registry))
+
+
+async def kind_view(conn: asyncpg.Connection, run: RunRow, *,
+                    registry: Registry) -> dict[str, Any]:
+    """The fields the run's kind adds to its view from its own tables (`ApiHooks.view`)."""
     kind = registry.kinds.get(run.kind)  # a kind no longer installed adds nothing
-    if kind is not None and kind.kind.api.view is not None:
-        view = view.model_copy(update=await kind.kind.api.view(ViewContext(conn=conn, run=run)))
-    return view
+    if kind is None or kind.kind.api.view is None:
+        return {}
+    return await kind.kind.api.view(ViewContext(conn=conn, run=run))
 
 
 async def cancel_run(conn: asyncpg.Connection, temporal: Client, user: User,

@@ -6,7 +6,9 @@
 // when its event arrives, not polled for. An answer being written grows in place from its live
 // tokens (`message.delta`, issue 43): a line per message id whose text keeps what it has and
 // adds what a delta brings (a reset of a retried request empties it), replaced where it stands
-// by the durable answer with the same message id.
+// by the durable answer with the same message id. Above it, what a member coming back looks at
+// first (seed 003): the summary the agent re-primes from and the entities its tools returned
+// (the kind's own fields of `GET /runs/{id}`), read again after each answer.
 
 import { api } from "../api.js";
 import { debounce, h, replace, timeTag } from "../dom.js";
@@ -16,6 +18,19 @@ const FINAL = new Set(["completed", "failed", "canceled"]);
 const TRANSCRIPT = new Set(["message.received", "tool.called", "tool.returned", "tool.retry",
                             "agent.answered"]);
 const ENDED = new Set(["run.completed", "run.failed", "run.canceled"]);
+
+// What an agent run's tools returned that its agent keeps (seed 003): ids by kind.
+function relatedEntities(byKind) {
+  return h("ul", { class: "related" }, Object.entries(byKind).map(([kind, ids]) =>
+    h("li", {}, `${kind}: `, ids.map((id) => h("code", {}, id)).flatMap((c, i) => (i ? [", ", c] : [c])))));
+}
+
+function showFacts(facts, run) {
+  replace(facts, ...[
+    run.context_summary ? ["Summary", run.context_summary] : null,
+    run.related_entity_ids ? ["Related", relatedEntities(run.related_entity_ids)] : null,
+  ].filter(Boolean).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
+}
 
 export function mount(slot, run, { onChange, onEvents, onDeltas }) {
   const runId = run.run_id;
@@ -36,8 +51,10 @@ export function mount(slot, run, { onChange, onEvents, onDeltas }) {
   const form = h("form", { class: "message-form", onsubmit: submit },
     h("label", { for: "agent-message" }, "Your message"), text,
     h("div", { class: "actions" }, send), status);
+  const facts = h("dl", { class: "facts", id: "agent-facts" });
+  showFacts(facts, run);
   replace(slot, h("section", { class: "panel", "aria-labelledby": "conversation-h" },
-    h("h2", { id: "conversation-h" }, "Conversation"), empty, list, form));
+    h("h2", { id: "conversation-h" }, "Conversation"), facts, empty, list, form));
   setOpen(!FINAL.has(run.status));
 
   function setOpen(open) {
@@ -91,6 +108,14 @@ export function mount(slot, run, { onChange, onEvents, onDeltas }) {
   }
   const readSoon = debounce(read, 50);
 
+  async function refreshFacts() {
+    try {
+      if (!stopped) showFacts(facts, await api(`/runs/${runId}`));
+    } catch (error) {
+      status.textContent = error.message;
+    }
+  }
+
   async function submit(event) {
     event.preventDefault();
     const message = text.value.trim();
@@ -142,6 +167,7 @@ export function mount(slot, run, { onChange, onEvents, onDeltas }) {
   const stopDeltas = onDeltas ? onDeltas(grow) : () => {};
   const unsubscribe = onEvents((events) => {
     if (events.some((e) => TRANSCRIPT.has(e.type))) readSoon();
+    if (events.some((e) => e.type === "agent.answered")) refreshFacts();
     if (events.some((e) => ENDED.has(e.type))) setOpen(false);
   });
   read();

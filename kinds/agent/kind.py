@@ -1,17 +1,19 @@
 """The `agent` run kind: a registered PydanticAI agent, LangGraph graph or OpenAI Agents SDK
 agent as a durable conversation. Its console section (`console.js`) shows the conversation and
-takes the next message; its hooks give the core its follow-up messages (`messages`), its
-agents registry (`agents`) and a worker's model configuration and accounting
-(`configure_worker`)."""
+takes the next message; its hooks give the core its follow-up messages (`messages`), a run's
+summary and related entities from its own table (`view`, `data`), its agents registry
+(`agents`) and a worker's model configuration and accounting (`configure_worker`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from waystation.kinds.agent.activities.metering import Accounting, use_accounting
 from waystation.kinds.agent.activities.model import model_config, use_openai_model
+from waystation.kinds.agent import repository
 from waystation.kinds.agent.activities.registry import (
     agent_activities,
     register_agent,
@@ -24,11 +26,13 @@ from waystation.sdk import (
     ApiHooks,
     CliHooks,
     ConsoleHooks,
+    DataHooks,
     ForkHooks,
     ForkPoint,
     ForkRefused,
     KindAgents,
     KindMessages,
+    KindRetention,
     RunKind,
     RunStart,
     WorkerHooks,
@@ -100,9 +104,12 @@ AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
     summary=_summary, details=_details,
     agents=KindAgents(register=register_agent, registered=registered_agents),
-    api=ApiHooks(routers=_routers, messages=_messages),
+    api=ApiHooks(routers=_routers, messages=_messages, view=repository.view),
     console=ConsoleHooks(module=Path(__file__).with_name("console.js")),
     worker=WorkerHooks(activities=_activities, configure=_configure_worker),
     forks=ForkHooks(start=_fork), cli=CliHooks(demo=DEMO),
+    # Its own table, `agent_runs`: the summary and related entities (GET /runs/{id}).
+    data=DataHooks(migrations=resources.files(__package__) / "migrations",
+                   retention=KindRetention(archive=repository.archive_sections)),
     description="A PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent as a durable "
                 "conversation, with tool-call approvals (issue 12, seed 003, issue 28).")

@@ -10,6 +10,7 @@ import hashlib
 import asyncpg
 from temporalio.client import Client
 
+from waystation.kinds.agent import repository
 from waystation.kinds.agent.contracts import TRANSCRIPT_TYPES
 from waystation.kinds.agent.models import MessageInput
 from waystation.kinds.agent.workflow import AgentRun
@@ -46,10 +47,12 @@ async def send_message(conn: asyncpg.Connection, temporal: Client, user: User, r
 
 async def transcript(conn: asyncpg.Connection, run: RunRow,
                      query: TranscriptQuery) -> MessagePage:
-    """The conversation so far: messages, tool calls and their results, the agent's answers."""
+    """The conversation so far: messages, tool calls and their results, the agent's answers,
+    with the run's summary (its own `agent_runs`)."""
     events = await list_events(conn, run.id, after_seq=query.after_seq,
                                limit=query.limit, types=TRANSCRIPT_TYPES)
-    return MessagePage(run_id=run.id, context_summary=run.context_summary,
+    fields = await repository.run_fields(conn, run.id)
+    return MessagePage(run_id=run.id, context_summary=fields.context_summary,
                        messages=[TranscriptEntry.of(e) for e in events],
                        next_after_seq=events[-1].seq if events else query.after_seq)
 

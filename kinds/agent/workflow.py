@@ -176,7 +176,13 @@ class AgentRun(RunWorkflow):
                                             or self.waiting_for is not None)]
 
     def _run_state(self, result: dict[str, Any] | None = None) -> RunStateWrite:
+        # The summary and the related entities are the kind's own (`agent_runs`, its migration
+        # 088): they travel with each write of the run's state as `kind_fields`, which the
+        # core's write hands to the kind's SQL in the same statement (persistence migration
+        # 087), so they commit with the run's row or not at all. Only the local activity's
+        # input changes: the workflow's commands, and so every recorded history, do not.
         state = super()._run_state(result)
-        state.context_summary = self._carry.context_summary
-        state.related_entity_ids = self._carry.related_entity_ids or None
+        fields = {"context_summary": self._carry.context_summary,
+                  "related_entity_ids": self._carry.related_entity_ids or None}
+        state.kind_fields = {k: v for k, v in fields.items() if v is not None} or None
         return state

@@ -369,12 +369,14 @@ async def test_a_named_agent_run_shows_its_summary_and_related_entities(browser,
                          input={"agent": "planner"}, name="venue booking")
         await apply_write(conn, ReadModelWrite(run_id=run_id, run=RunStateWrite(
             status="paused", current_phase=2, phase_name="waiting for a message",
-            context_summary="need: a rustic venue in Bangalore; shortlist: Old Mill Barn",
-            related_entity_ids={"vendor_ids": ["v-venue-02", "v-venue-03"]})))
+            kind_fields={
+                "context_summary": "need: a rustic venue in Bangalore; shortlist: Old Mill Barn",
+                "related_entity_ids": {"vendor_ids": ["v-venue-02", "v-venue-03"]}})))
     page = await signed_in_page(browser, live, pool, user)
     await page.goto(f"{live.url}/#/runs/{run_id}")
-    facts = page.locator("dl.facts")
-    await expect(facts).to_contain_text("venue booking")
+    await expect(page.locator("dl.facts").first).to_contain_text("venue booking")
+    # The agent kind's own section shows its own fields (its table, `agent_runs`).
+    facts = page.locator("#agent-facts")
     await expect(facts).to_contain_text("shortlist: Old Mill Barn")
     await expect(facts.locator("ul.related")).to_contain_text("vendor_ids: v-venue-02, v-venue-03")
     await shot(page, "agent-related-entities")

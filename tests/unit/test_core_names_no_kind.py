@@ -38,7 +38,8 @@ KINDS = (
     Kind(package="waystation.kinds.validation", name="validation", tables=frozenset(),
           routes=frozenset()),
     # Its routes are `/runs/{id}/messages`: under the core's `/runs`, so none of its own here.
-    Kind(package="waystation.kinds.agent", name="agent", tables=frozenset(), routes=frozenset()),
+    Kind(package="waystation.kinds.agent", name="agent", tables=frozenset({"agent_runs"}),
+          routes=frozenset(), columns=frozenset({"context_summary", "related_entity_ids"})),
 )
 
 # A kind's name the core uses as another word: (core file, what) -> what it means there.
@@ -46,6 +47,26 @@ NOT_THE_KIND = {
     ("api/schemas.py", "agent"):
         "a transcript entry's role (`user`, `agent`, `tool`: who spoke), part of the API's "
         "shape",
+}
+
+# The core's migrations that name a kind's column because they made it a column of `runs`
+# before the kind owned it, and the one that takes it away: applied files, which cannot change
+# (their checksums), and none of the core's code calls what they made any more (the agent's
+# fields: migration 087 replaced the functions, the agent kind's 088 moved the columns).
+MOVED_AWAY = {
+    ("persistence/migrations/011_agent_conversations.sql", "context_summary"): "added it",
+    ("persistence/migrations/027_mobile_step_function.sql", "context_summary"):
+        "update_run_progress wrote it (replaced by 087)",
+    ("persistence/migrations/028_progress_write_function.sql", "context_summary"):
+        "update_run_progress and apply_progress_write wrote it (replaced by 087)",
+    ("persistence/migrations/055_named_runs_and_related_entities.sql", "context_summary"):
+        "update_run_progress wrote it (replaced by 087)",
+    ("persistence/migrations/055_named_runs_and_related_entities.sql", "related_entity_ids"):
+        "added it; update_run_progress wrote it (replaced by 087)",
+    ("persistence/migrations/089_runs_without_agent_columns.sql", "context_summary"):
+        "drops it where the agent kind's migration did not",
+    ("persistence/migrations/089_runs_without_agent_columns.sql", "related_entity_ids"):
+        "drops it where the agent kind's migration did not",
 }
 
 # persistence/schema.sql shows the whole schema, the kinds' tables too (generated from the
@@ -115,7 +136,7 @@ def test_the_core_names_no_kind() -> None:
         where = path.relative_to(ROOT).as_posix()
         for kind in KINDS:
             for what in sorted(named(path, kind)):
-                if (where, what) not in NOT_THE_KIND:
+                if (where, what) not in NOT_THE_KIND | MOVED_AWAY:
                     offences.append(f"{where} names the {kind.name} kind: {what}")
     assert not offences, ("the core must reach a kind through its RunKind hooks only:\n"
                           + "\n".join(offences))
@@ -127,9 +148,9 @@ def test_the_other_words_are_still_there() -> None:
     for path in core_files():
         where = path.relative_to(ROOT).as_posix()
         by_file[where] = set().union(*(named(path, kind) for kind in KINDS))
-    stale = [f"{where}: {what}" for where, what in NOT_THE_KIND
+    stale = [f"{where}: {what}" for where, what in NOT_THE_KIND | MOVED_AWAY
              if what not in by_file.get(where, set())]
-    assert not stale, "remove from NOT_THE_KIND: " + "; ".join(stale)
+    assert not stale, "remove from NOT_THE_KIND or MOVED_AWAY: " + "; ".join(stale)
 
 
 def test_every_kind_package_is_scanned() -> None:

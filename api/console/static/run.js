@@ -33,12 +33,6 @@ function forkedFrom(from) {
     ` · snapshot ${from.snapshot}${at}${decided}`);
 }
 
-// What an agent run's tools returned that its agent keeps (seed 003): ids by kind.
-function relatedEntities(byKind) {
-  return h("ul", { class: "related" }, Object.entries(byKind).map(([kind, ids]) =>
-    h("li", {}, `${kind}: `, ids.map((id) => h("code", {}, id)).flatMap((c, i) => (i ? [", ", c] : [c])))));
-}
-
 function section(id, title, ...content) {
   return h("section", { class: "panel", "aria-labelledby": `${id}-h` },
     h("h2", { id: `${id}-h` }, title), ...content);
@@ -82,8 +76,6 @@ export function mountRun(main, session, runId) {
       ["Finished", timeTag(run.completed_at)],
       run.name ? ["Name", run.name] : null,
       run.error_message ? ["Error", run.error_message] : null,
-      run.context_summary ? ["Summary", run.context_summary] : null,
-      run.related_entity_ids ? ["Related", relatedEntities(run.related_entity_ids)] : null,
       run.forked_from ? ["Forked from", forkedFrom(run.forked_from)] : null,
     ].filter(Boolean).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
     showActions();
