@@ -104,6 +104,33 @@ $_$;
 
 
 --
+-- Name: apply_kind_run_fields(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.apply_kind_run_fields(p_run_id uuid, p_fields jsonb) RETURNS void
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    v_kind   text;
+    v_writer regprocedure;
+BEGIN
+    SELECT r.kind, w.writer INTO v_kind, v_writer
+      FROM runs r LEFT JOIN kind_run_writers w ON w.kind = r.kind
+     WHERE r.id = p_run_id AND r.status NOT IN ('completed', 'failed', 'canceled');
+    IF NOT FOUND THEN
+        RETURN;  -- a finished run's fields stay as they were, as its row does
+    END IF;
+    IF v_writer IS NULL THEN
+        RAISE EXCEPTION 'run % of kind % writes kind_fields, and its kind registered no writer '
+                        'of them (kind_run_writers)', p_run_id, v_kind
+              USING ERRCODE = 'undefined_function';
+    END IF;
+    EXECUTE format('SELECT %s($1, $2)', v_writer::regproc) USING p_run_id, p_fields;
+END
+$_$;
+
+
+--
 -- Name: apply_progress_write(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -119,11 +146,14 @@ BEGIN
         RETURN;
     END IF;
     IF r IS NOT NULL THEN
+        -- The kind's fields first: the write that ends the run still carries its last ones.
+        IF NULLIF(r->'kind_fields', 'null'::jsonb) IS NOT NULL THEN
+            PERFORM apply_kind_run_fields(p_run_id, r->'kind_fields');
+        END IF;
         PERFORM update_run_progress(
             p_run_id, r->>'status', (r->>'current_phase')::int, r->>'phase_name',
             r->>'hitl_state', NULLIF(r->'result', 'null'::jsonb), r->>'error_message',
-            r->>'stop_reason', r->>'context_summary',
-            NULLIF(r->'related_entity_ids', 'null'::jsonb));
+            r->>'stop_reason');
     END IF;
     IF jsonb_array_length(w->'snapshots') > 0 THEN
         INSERT INTO run_snapshots (run_id, step_ordinal, label, phase, state)
@@ -596,6 +626,22 @@ $$;
 
 
 --
+-- Name: record_agent_run_fields(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.record_agent_run_fields(p_run_id uuid, p_fields jsonb) RETURNS void
+    LANGUAGE sql
+    AS $$
+INSERT INTO agent_runs (run_id, context_summary, related_entity_ids)
+VALUES (p_run_id, p_fields->>'context_summary',
+        NULLIF(p_fields->'related_entity_ids', 'null'::jsonb))
+ON CONFLICT (run_id) DO UPDATE SET
+    context_summary = COALESCE(EXCLUDED.context_summary, agent_runs.context_summary),
+    related_entity_ids = COALESCE(EXCLUDED.related_entity_ids, agent_runs.related_entity_ids);
+$$;
+
+
+--
 -- Name: record_mobile_run(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -791,10 +837,10 @@ $$;
 
 
 --
--- Name: update_run_progress(uuid, text, integer, text, text, jsonb, text, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+-- Name: update_run_progress(uuid, text, integer, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.update_run_progress(p_id uuid, p_status text, p_phase integer, p_phase_name text, p_hitl text, p_result jsonb, p_error text, p_stop text, p_summary text, p_entities jsonb) RETURNS void
+CREATE FUNCTION public.update_run_progress(p_id uuid, p_status text, p_phase integer, p_phase_name text, p_hitl text, p_result jsonb, p_error text, p_stop text) RETURNS void
     LANGUAGE sql
     AS $$
 UPDATE runs SET
@@ -808,8 +854,6 @@ UPDATE runs SET
     result = COALESCE(p_result, result),
     error_message = COALESCE(p_error, error_message),
     stop_reason = COALESCE(p_stop, stop_reason),
-    context_summary = COALESCE(p_summary, context_summary),
-    related_entity_ids = COALESCE(p_entities, related_entity_ids),
     started_at = COALESCE(started_at, CASE WHEN p_status <> 'pending' THEN now() END),
     completed_at = CASE WHEN p_status IN ('completed', 'failed', 'canceled')
                         THEN COALESCE(completed_at, now()) ELSE completed_at END,
@@ -917,6 +961,19 @@ ALTER TABLE public.actions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+
+
+--
+-- Name: agent_runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.agent_runs (
+    run_id uuid NOT NULL,
+    context_summary text,
+    related_entity_ids jsonb
+);
+
+ALTER TABLE ONLY public.agent_runs FORCE ROW LEVEL SECURITY;
 
 
 --
@@ -1287,6 +1344,16 @@ ALTER TABLE ONLY public.jobs FORCE ROW LEVEL SECURITY;
 
 
 --
+-- Name: kind_run_writers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.kind_run_writers (
+    kind text NOT NULL,
+    writer regprocedure NOT NULL
+);
+
+
+--
 -- Name: message_partials; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1470,12 +1537,10 @@ CREATE TABLE public.runs (
     cost_usd numeric(18,9) DEFAULT 0 NOT NULL,
     input_tokens bigint DEFAULT 0 NOT NULL,
     output_tokens bigint DEFAULT 0 NOT NULL,
-    context_summary text,
     erased_at timestamp with time zone,
     gate_policies jsonb,
     hidden_by text,
     name text,
-    related_entity_ids jsonb,
     forked_from jsonb,
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'canceled'::text])))
 );
@@ -1786,6 +1851,14 @@ ALTER TABLE ONLY public.actions
 
 
 --
+-- Name: agent_runs agent_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_runs
+    ADD CONSTRAINT agent_runs_pkey PRIMARY KEY (run_id);
+
+
+--
 -- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1943,6 +2016,14 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_run_id_key UNIQUE (run_id);
+
+
+--
+-- Name: kind_run_writers kind_run_writers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.kind_run_writers
+    ADD CONSTRAINT kind_run_writers_pkey PRIMARY KEY (kind);
 
 
 --
@@ -2620,6 +2701,14 @@ ALTER TABLE ONLY public.actions
 
 
 --
+-- Name: agent_runs agent_runs_run_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.agent_runs
+    ADD CONSTRAINT agent_runs_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+
+--
 -- Name: api_keys api_keys_group_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2898,6 +2987,12 @@ ALTER TABLE ONLY public.work_units
 ALTER TABLE public.actions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: agent_runs; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.agent_runs ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: api_keys; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -2910,6 +3005,13 @@ ALTER TABLE public.api_keys ENABLE ROW LEVEL SECURITY;
 CREATE POLICY api_visible ON public.actions TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (EXISTS ( SELECT 1
    FROM public.screens s
   WHERE (s.id = actions.screen_id)))));
+
+
+--
+-- Name: agent_runs api_visible; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY api_visible ON public.agent_runs TO waystation_api USING (((public.waystation_claims_role() = 'service'::text) OR (run_id IN ( SELECT public.waystation_visible_runs() AS waystation_visible_runs))));
 
 
 --
@@ -3413,6 +3515,13 @@ ALTER TABLE public.work_units ENABLE ROW LEVEL SECURITY;
 --
 
 CREATE POLICY worker_all ON public.actions TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: agent_runs worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.agent_runs TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

@@ -42,8 +42,7 @@ $$;
 REVOKE ALL ON FUNCTION apply_kind_run_fields(uuid, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION apply_kind_run_fields(uuid, jsonb) TO waystation_worker;
 
-DROP FUNCTION update_run_progress(uuid, text, int, text, text, jsonb, text, text, text, text,
-                                  jsonb);
+DROP FUNCTION update_run_progress(uuid, text, int, text, text, jsonb, text, text, text, jsonb);
 CREATE FUNCTION update_run_progress(
     p_id uuid, p_status text, p_phase int, p_phase_name text, p_hitl text, p_result jsonb,
     p_error text, p_stop text) RETURNS void LANGUAGE sql AS $$

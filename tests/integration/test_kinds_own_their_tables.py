@@ -2,7 +2,9 @@
 release before (its core migrations created the kinds' tables, `runs.app_package` a column of
 `runs`) upgrades in place with every row, to the schema a new database gets; a new database
 gets a kind's tables only from that kind's own migrations; a database with only some of the
-old files is refused."""
+old files is refused. The agent kind's columns of `runs` (`context_summary`,
+`related_entity_ids`) move likewise from a database at the schema before (086) to its own
+`agent_runs`, which the core's progress write fills through the kind's own SQL."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -23,6 +26,7 @@ from waystation.persistence.metrics import read_figures
 from waystation.persistence.migrate import apply_migrations, checksum, migration_files
 from waystation.persistence.retention import delete_runs
 from waystation.persistence.schema_dump import dump_database
+from waystation.persistence.writes import EventWrite, ReadModelWrite, RunStateWrite, apply_write
 from waystation.registry import load_registry
 from waystation.testing import create_database
 
@@ -36,8 +40,11 @@ KIND_TABLES = {
     "batch": {"jobs", "work_units", "item_outputs"},
     "mobile_agent": {"apps", "screens", "actions", "edges", "graph_persistence_outcomes",
                      "mobile_runs"},
+    "agent": {"agent_runs"},
 }
-MOVED = sorted(set().union(*KIND_TABLES.values()) - {"mobile_runs"})
+MOVED = sorted(set().union(*KIND_TABLES.values()) - {"mobile_runs", "agent_runs"})
+# The agent kind's columns of `runs` (migrations 011, 055) that its migration 088 moves.
+AGENT_COLUMNS = ("context_summary", "related_entity_ids")
 MOBILE_RUN, BATCH_RUN, OTHER_MOBILE_RUN = (uuid.uuid4() for _ in range(3))
 
 
@@ -132,6 +139,11 @@ async def rows(conn: asyncpg.Connection, table: str) -> list[str]:
     return sorted(r[0] for r in await conn.fetch(f"SELECT to_jsonb(t)::text FROM {table} t"))
 
 
+async def runs_columns(conn: asyncpg.Connection) -> set[str]:
+    return {r[0] for r in await conn.fetch(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")}
+
+
 async def tables(conn: asyncpg.Connection) -> set[str]:
     return {r[0] for r in await conn.fetch(
         "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
@@ -149,7 +161,7 @@ async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
 
         # The batch's and the screen graph's migrations find their tables made by the old
         # core files; the move of `runs.app_package` runs.
-        assert await apply_migrations(conn, folders=folders) == [86]
+        assert await apply_migrations(conn, folders=folders) == [86, 87, 88, 89]
         assert {table: await rows(conn, table) for table in MOVED} == before
         assert dict(await conn.fetch("SELECT run_id, app_package FROM mobile_runs")) == {
             MOBILE_RUN: "com.example.notes", OTHER_MOBILE_RUN: "com.example.shop"}
@@ -159,7 +171,7 @@ async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
         applied = dict(await conn.fetch("SELECT version, checksum FROM schema_migrations"))
         assert {v: applied[v] for v in BEFORE_THE_MOVE} == {
             v: c for v, (_, c) in BEFORE_THE_MOVE.items()}, "the old files' rows stay"
-        assert {84, 85, 86} <= applied.keys()
+        assert {84, 85, 86, 88} <= applied.keys()
         assert await apply_migrations(conn, folders=folders) == []
 
         # A run started after the move gets its row from the mobile kind's trigger.
@@ -194,7 +206,8 @@ async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
         assert await conn.fetchval(
             "SELECT count(*) FROM pg_proc WHERE proname IN ('record_mobile_step', "
             "'record_mobile_step_needing_hash', 'worker_unit_totals', 'follow_run_status', "
-            "'record_mobile_run')") == 0
+            "'record_mobile_run', 'record_agent_run_fields')") == 0
+        assert await runs_columns(conn) & set(AGENT_COLUMNS) == set()
         # The core works without them: a run is written, counted, swept, its owner erased.
         run_id = uuid.uuid4()
         await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
@@ -244,3 +257,133 @@ def test_a_number_of_the_old_files_stays_taken(tmp_path: Path) -> None:
     (tmp_path / "061_my_table.sql").write_text("CREATE TABLE my_table (id int);")
     with pytest.raises(ValueError, match="061 .* was taken before the kinds owned their tables"):
         migration_files([tmp_path])
+
+
+# --- the agent kind's columns of `runs` (migrations 087-089) ---------------------------------
+
+SUMMARY_RUN, ENTITIES_RUN, BOTH_RUN, PLAIN_AGENT_RUN, OTHER_KIND_RUN = (
+    uuid.uuid4() for _ in range(5))
+AGENT_ROWS = {  # run id -> (kind, context_summary, related_entity_ids) as `runs` held them
+    SUMMARY_RUN: ("agent", "need: a venue", None),
+    ENTITIES_RUN: ("agent", None, {"vendor_ids": ["v-1"]}),
+    BOTH_RUN: ("agent", "booked: Banyan Courtyard", {"vendor_ids": ["v-2", "v-3"]}),
+    PLAIN_AGENT_RUN: ("agent", None, None),
+    OTHER_KIND_RUN: ("validation", None, None),
+}
+LAST_WITH_THE_COLUMNS = 86  # the schema before the agent kind owned them: main at 092c7cf
+
+
+async def fill_the_agent_columns(conn: asyncpg.Connection) -> None:
+    for run_id, (kind, summary, entities) in AGENT_ROWS.items():
+        await conn.execute(
+            "INSERT INTO runs (id, kind, workflow_id, owner, input, context_summary, "
+            "related_entity_ids) VALUES ($1, $2, $3, 'alice', '{}', $4, $5)",
+            run_id, kind, f"w-{run_id}", summary,
+            None if entities is None else json.dumps(entities))
+
+
+async def agent_runs(conn: asyncpg.Connection) -> dict[uuid.UUID, tuple[Any, Any]]:
+    return {r["run_id"]: (r["context_summary"], None if r["related_entity_ids"] is None
+                          else json.loads(r["related_entity_ids"]))
+            for r in await conn.fetch("SELECT run_id, context_summary, "
+                                      "related_entity_ids::text FROM agent_runs")}
+
+
+MOVED_AGENT_ROWS = {run_id: (summary, entities)
+                    for run_id, (_, summary, entities) in AGENT_ROWS.items()
+                    if summary is not None or entities is not None}
+
+
+async def test_the_agent_kind_s_columns_move_to_its_own_table_with_their_rows(
+        empty_url: str, other_empty_url: str) -> None:
+    folders = load_registry(use_entry_points=False).migration_folders()
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await apply_migrations(conn, folders=folders, up_to=LAST_WITH_THE_COLUMNS)
+        assert set(AGENT_COLUMNS) <= await runs_columns(conn)
+        await fill_the_agent_columns(conn)
+
+        assert await apply_migrations(conn, folders=folders) == [87, 88, 89]
+        assert await agent_runs(conn) == MOVED_AGENT_ROWS
+        assert await runs_columns(conn) & set(AGENT_COLUMNS) == set()
+        assert await conn.fetchval("SELECT count(*) FROM runs") == len(AGENT_ROWS)
+        assert await apply_migrations(conn, folders=folders) == []
+    finally:
+        await conn.close()
+
+    fresh = await asyncpg.connect(other_empty_url)
+    try:
+        await apply_migrations(fresh, folders=folders)
+    finally:
+        await fresh.close()
+    for privileges in (False, True):
+        assert await dump_database(empty_url, privileges=privileges) == \
+            await dump_database(other_empty_url, privileges=privileges)
+
+
+async def test_a_core_only_database_keeps_the_agent_columns_holding_values_until_the_kind_moves_them(  # noqa: E501
+        empty_url: str) -> None:
+    registry = load_registry(use_entry_points=False)
+    agent = registry.kind("agent").data.migrations
+    others = [f for f in registry.migration_folders() if f != agent]
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await apply_migrations(conn, folders=others, up_to=LAST_WITH_THE_COLUMNS)
+        await fill_the_agent_columns(conn)
+        # Without the agent kind: the core stops writing them, and drops none holding a value.
+        assert await apply_migrations(conn, folders=others) == [87, 89]
+        assert set(AGENT_COLUMNS) <= await runs_columns(conn)
+        # The agent kind installed later moves them.
+        assert await apply_migrations(conn, folders=[agent]) == [88]
+        assert await agent_runs(conn) == MOVED_AGENT_ROWS
+        assert await runs_columns(conn) & set(AGENT_COLUMNS) == set()
+    finally:
+        await conn.close()
+
+
+async def test_a_kind_s_fields_are_written_with_the_run_s_progress_by_its_own_sql(
+        empty_url: str) -> None:
+    """The core's progress write hands `kind_fields` to the run's kind's function (087): an
+    upsert in the same statement, idempotent, a null field keeping what is stored, nothing
+    after the run has finished; a kind that registered no writer refuses the whole write."""
+    folders = load_registry(use_entry_points=False).migration_folders()
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await apply_migrations(conn, folders=folders)
+        await fill_runs_without_the_columns(conn)
+
+        def progress(run_id: uuid.UUID, status: str, fields: dict[str, Any] | None,
+                     key: str) -> ReadModelWrite:
+            return ReadModelWrite(run_id=run_id, run=RunStateWrite(
+                status=status, current_phase=1, kind_fields=fields),
+                events=[EventWrite(event_key=key, type="run.progress")])
+
+        first = progress(BOTH_RUN, "running", {"context_summary": "need: a venue"}, "a")
+        for _ in range(2):  # applied again (a retried activity): the same
+            await apply_write(conn, first)
+            assert await agent_runs(conn) == {BOTH_RUN: ("need: a venue", None)}
+        await apply_write(conn, progress(BOTH_RUN, "paused", {
+            "related_entity_ids": {"vendor_ids": ["v-2"]}}, "b"))
+        assert await agent_runs(conn) == {BOTH_RUN: ("need: a venue", {"vendor_ids": ["v-2"]})}
+        await apply_write(conn, progress(BOTH_RUN, "completed", {
+            "context_summary": "booked", "related_entity_ids": None}, "c"))
+        assert await agent_runs(conn) == {BOTH_RUN: ("booked", {"vendor_ids": ["v-2"]})}
+        # A finished run's fields stay as they are, as its row does.
+        await apply_write(conn, progress(BOTH_RUN, "running", {"context_summary": "late"}, "d"))
+        assert await agent_runs(conn) == {BOTH_RUN: ("booked", {"vendor_ids": ["v-2"]})}
+
+        # A run of a kind with no writer: refused, and nothing of the write is left.
+        with pytest.raises(asyncpg.UndefinedFunctionError, match="registered no writer"):
+            await apply_write(conn, progress(OTHER_KIND_RUN, "running", {"x": 1}, "e"))
+        assert await conn.fetchval("SELECT status FROM runs WHERE id = $1",
+                                   OTHER_KIND_RUN) == "pending"
+        assert await conn.fetchval("SELECT count(*) FROM run_events WHERE run_id = $1",
+                                   OTHER_KIND_RUN) == 0
+    finally:
+        await conn.close()
+
+
+async def fill_runs_without_the_columns(conn: asyncpg.Connection) -> None:
+    for run_id, (kind, _, _) in AGENT_ROWS.items():
+        await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
+                           "VALUES ($1, $2, $3, 'alice', '{}')", run_id, kind, f"w-{run_id}")
