@@ -54,8 +54,8 @@ def test_builtin_kinds_bring_their_parts_through_the_hooks() -> None:
     assert retention and retention.archive and retention.purge
     assert registry.kind("mobile_agent").api.start_check is not None
     # The worker's sweep and the API's /metrics get every kind's share from the registry.
-    assert {batch.data.retention, registry.kind("mobile_agent").data.retention} \
-        == set(registry.retention())
+    assert {batch.data.retention, registry.kind("mobile_agent").data.retention,
+            registry.kind("agent").data.retention} == set(registry.retention())
     assert batch.data.metrics in registry.metrics()
 
 
