@@ -11,9 +11,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from waystation.kinds.agent import repository
 from waystation.kinds.agent.activities.metering import Accounting, use_accounting
 from waystation.kinds.agent.activities.model import model_config, use_openai_model
-from waystation.kinds.agent import repository
 from waystation.kinds.agent.activities.registry import (
     agent_activities,
     register_agent,
