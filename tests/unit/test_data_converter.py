@@ -19,6 +19,7 @@ from waystation.kinds.agent.models import (
     AgentUsage,
     MessageInput,
 )
+from waystation.sdk.writes import ReadModelWrite
 from waystation.temporal_client import DATA_CONVERTER
 
 RUN = AgentRunInput(
@@ -71,3 +72,17 @@ def test_the_sdks_model_input_falls_back_to_lenient_construction() -> None:
         [payload], [invoke.ActivityModelInput])
     assert decoded["input"][1]["call_id"] == "call_1"
     assert decoded["model_name"] == "waystation:desk"
+
+
+def test_a_recorded_write_with_the_agent_s_old_run_fields_still_decodes() -> None:
+    """The recorder's input (`ReadModelWrite`) carried an agent run's `context_summary` and
+    `related_entity_ids` as fields of its run state before they became the agent kind's
+    `kind_fields` (issue 40): a write encoded then decodes, the old fields ignored."""
+    old = {"run_id": str(RUN.run_id), "events": [], "snapshots": [],
+           "run": {"status": "paused", "current_phase": 2, "phase_name": "waiting",
+                   "context_summary": "Shortlisted v-1.",
+                   "related_entity_ids": {"vendor_ids": ["v-1"]}}}
+    [payload] = DATA_CONVERTER.payload_converter.to_payloads([old])
+    [write] = DATA_CONVERTER.payload_converter.from_payloads([payload], [ReadModelWrite])
+    assert write.run is not None and write.run.status == "paused"
+    assert write.run.kind_fields is None
