@@ -35,7 +35,7 @@ async def test_a_kind_s_migrations_apply_once_after_the_core_s(fresh_url: str,
     try:
         assert await apply_migrations(conn) == core
         # The built-in kinds' own, after every one of the core's.
-        assert await apply_migrations(conn, folders=builtin) == [84, 85, 86]
+        assert await apply_migrations(conn, folders=builtin) == [84, 85, 86, 88]
         assert await apply_migrations(conn, folders=builtin) == []
 
         (tmp_path / "069_my_kind_rows.sql").write_text(
