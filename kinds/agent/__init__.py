@@ -1,8 +1,9 @@
 """The agent kind (`agent`): a registered PydanticAI agent, LangGraph graph or OpenAI Agents SDK
 agent as a durable conversation (issue 12, seed 003).
 
-- `kind.py`: the descriptor and its hooks (`agents`; `api`: routes, messages; `console`;
-  `worker`: activities, configure; `forks`; `cli`: demo).
+- `kind.py`: the descriptor and its hooks (`agents`; `api`: routes, messages, view;
+  `console`; `data`: migrations, retention; `worker`: activities, configure; `forks`; `cli`:
+  demo).
 - `workflow.py` (`AgentRun`) and the parts it composes: `conversation.py` (the people's
   messages, the wait, a returning member), `approvals.py` (a tool call's gate), `turns/` (one
   framework's turns per module, behind one interface), `host.py` (what they ask of the run);
@@ -11,6 +12,9 @@ agent as a durable conversation (issue 12, seed 003).
 - `activities/`: the agents registry (`registry.py`), each framework's activities, the model
   configuration and metering, local tools, related entities.
 - `planner/`: the bundled planner agent; `service.py` + `routes.py`: `/runs/{id}/messages`;
-  `console.js`: the conversation on a run's page.
+  `console.js`: the conversation on a run's page, with the run's summary and related entities.
+- `migrations/` (`088_agent_runs.sql`: its own table, `agent_runs`, moved out of `runs`),
+  `queries/` and `repository.py`: a run's summary and related entities, written with the
+  run's progress (`kind_fields`), read for its view, its transcript and the archive.
 - `sdk.py`, `langgraph.py`, `openai_agents.py`: what an agent registered for the kind imports.
 """
