@@ -1352,6 +1352,8 @@ CREATE TABLE public.kind_run_writers (
     writer regprocedure NOT NULL
 );
 
+ALTER TABLE ONLY public.kind_run_writers FORCE ROW LEVEL SECURITY;
+
 
 --
 -- Name: message_partials; Type: TABLE; Schema: public; Owner: -
@@ -3385,6 +3387,12 @@ ALTER TABLE public.item_outputs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE public.jobs ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: kind_run_writers; Type: ROW SECURITY; Schema: public; Owner: -
+--
+
+ALTER TABLE public.kind_run_writers ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: message_partials; Type: ROW SECURITY; Schema: public; Owner: -
 --
 
@@ -3641,6 +3649,13 @@ CREATE POLICY worker_all ON public.item_outputs TO waystation_worker USING (true
 --
 
 CREATE POLICY worker_all ON public.jobs TO waystation_worker USING (true) WITH CHECK (true);
+
+
+--
+-- Name: kind_run_writers worker_all; Type: POLICY; Schema: public; Owner: -
+--
+
+CREATE POLICY worker_all ON public.kind_run_writers TO waystation_worker USING (true) WITH CHECK (true);
 
 
 --

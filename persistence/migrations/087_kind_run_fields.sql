@@ -16,8 +16,13 @@ CREATE TABLE kind_run_writers (
     kind    text PRIMARY KEY,
     writer  regprocedure NOT NULL
 );
--- Read by the workers' write path; written by migrations only.
+-- Read by the workers' write path; written by migrations only (the worker role is granted no
+-- more than SELECT; the policy lets the owner that migrates, a member of that role, insert a
+-- kind's row under forced row-level security).
 GRANT SELECT ON kind_run_writers TO waystation_worker;
+ALTER TABLE kind_run_writers ENABLE ROW LEVEL SECURITY;
+ALTER TABLE kind_run_writers FORCE ROW LEVEL SECURITY;
+CREATE POLICY worker_all ON kind_run_writers TO waystation_worker USING (true) WITH CHECK (true);
 
 CREATE FUNCTION apply_kind_run_fields(p_run_id uuid, p_fields jsonb)
 RETURNS void LANGUAGE plpgsql AS $$

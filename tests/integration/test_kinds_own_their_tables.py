@@ -345,12 +345,15 @@ async def test_a_kind_s_fields_are_written_with_the_run_s_progress_by_its_own_sq
         empty_url: str) -> None:
     """The core's progress write hands `kind_fields` to the run's kind's function (087): an
     upsert in the same statement, idempotent, a null field keeping what is stored, nothing
-    after the run has finished; a kind that registered no writer refuses the whole write."""
+    after the run has finished; a kind that registered no writer refuses the whole write.
+    Written as the workers' role writes it."""
     folders = load_registry(use_entry_points=False).migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await apply_migrations(conn, folders=folders)
         await fill_runs_without_the_columns(conn)
+        # As the workers write: their role's grants and row-level security.
+        await conn.execute("SET ROLE waystation_worker")
 
         def progress(run_id: uuid.UUID, status: str, fields: dict[str, Any] | None,
                      key: str) -> ReadModelWrite:
