@@ -23,6 +23,7 @@ from waystation.api.group_schemas import (
 from waystation.api.services.access import require_group_owner, require_member
 from waystation.api.services.runs import kind_view
 from waystation.persistence import groups as groups_repo
+from waystation.persistence.models import RunRow
 from waystation.registry import Registry
 
 
@@ -81,11 +82,19 @@ async def remove_member(conn: asyncpg.Connection, user: User, group_id: UUID,
 
 async def group_runs(conn: asyncpg.Connection, user: User, group_id: UUID,
                      query: GroupRunQuery, *, registry: Registry) -> GroupRunList:
-    """The group's runs, newest first, each with where it stands (the summary its kind keeps,
-    through its `view` hook, as `GET /runs/{id}` shows it); members only."""
+    """The group's runs, newest first, each with where it stands; members only."""
     await require_member(conn, user, group_id)
     runs = await groups_repo.list_group_runs(conn, group_id, status=query.status,
                                              limit=query.limit)
     return GroupRunList(group_id=group_id, runs=[
-        GroupRunView.of(r, summary=(await kind_view(conn, r, registry=registry)).get(
-            "context_summary")) for r in runs])
+        GroupRunView.of(r, summary=await _summary(conn, r, registry)) for r in runs])
+
+
+async def _summary(conn: asyncpg.Connection, run: RunRow, registry: Registry) -> str | None:
+    """A conversation's summary, to pick the run up from: what its kind's view gives (its own
+    table's, as `GET /runs/{id}` shows it). Asked only of a kind whose runs take messages, so
+    listing a group reads no other kind's view (a batch job's counts its items)."""
+    if registry.messages(run.kind) is None:
+        return None
+    summary: str | None = (await kind_view(conn, run, registry=registry)).get("context_summary")
+    return summary

@@ -13,6 +13,8 @@ import pytest_asyncio
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
 from waystation.api.auth import issue_token
+from waystation.persistence.runs import create_run
+from waystation.persistence.writes import ReadModelWrite, RunStateWrite, apply_write
 
 SECRET = "groups-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"
@@ -301,3 +303,24 @@ async def test_a_gate_naming_its_roles_reaches_exactly_those_members(pool):
     assert not InboxSubscription(owner=p["bob"], group_roles={str(group_id): "approver"}
                                  ).concerns(change)
     assert InboxSubscription(owner=p["alice"]).concerns(change)
+
+
+async def test_a_group_s_agent_run_shows_the_summary_its_kind_keeps(http, pool):
+    """Seed 003: a member picks a group's agent run up from its summary, which the agent kind
+    keeps in its own table (`agent_runs`, issue 40); a viewer of the group sees it, another
+    user does not see the group's runs at all."""
+    p = people()
+    group_id = await wedding(http, p)
+    run_id = uuid.uuid4()
+    async with pool.acquire() as conn:
+        await create_run(conn, run_id=run_id, kind="agent", owner=p["alice"],
+                         group_id=uuid.UUID(group_id), workflow_id=f"agent-{run_id}",
+                         idempotency_key=None, input={"agent": "planner"})
+        await apply_write(conn, ReadModelWrite(run_id=run_id, run=RunStateWrite(
+            status="paused", current_phase=1, phase_name="waiting for a message",
+            kind_fields={"context_summary": "shortlist: Old Mill Barn"})))
+    listed = await http.get(f"/groups/{group_id}/runs", headers=auth(p["carol"]))
+    assert [(r["run_id"], r["context_summary"]) for r in listed.json()["runs"]] == [
+        (str(run_id), "shortlist: Old Mill Barn")]
+    refused = await http.get(f"/groups/{group_id}/runs", headers=auth(p["dave"]))
+    assert refused.status_code == 404
