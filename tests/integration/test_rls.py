@@ -218,8 +218,7 @@ async def test_a_non_superuser_owner_deployment(database_url: str):
         try:
             # The roles exist already (cluster-wide); the migration only uses them.
             await admin.execute(f"GRANT {API_ROLE}, {WORKER_ROLE} TO {login}")
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
         finally:
             await conn.close()
         api = await create_pool(url, max_size=1, role=API_ROLE)

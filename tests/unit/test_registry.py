@@ -21,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
     registry = load_registry()
-    assert registry.names[:3] == ["validation", "batch", "mobile_agent"]
+    assert registry.names[:3] == ["validation", "batch", "agent"]
     assert registry.kinds["validation"].source == "builtin"
+    # The mobile kind is a distribution of its own (kinds/mobile), registered as a plug-in.
+    assert "(waystation-mobile 0.1.0)" in registry.kinds["mobile_agent"].source
     assert "entry point waystation.run_kinds:content_review" in \
         registry.kinds["content_review"].source
     assert "house_style" in registry.backends
@@ -138,7 +140,7 @@ def test_a_kind_s_run_filter_is_refused_when_taken_or_not_one_parameter() -> Non
         registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[by_idea])), "second")
     two = replace(by_idea, name="two", runs="SELECT id FROM runs WHERE owner = $1 OR kind = $2")
     with pytest.raises(PluginError, match="must take the value as \\$1, its only parameter"):
-        registry.add_kind(replace(BATCH, run_filters=[two]), "third")
+        registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[two])), "third")
     assert list(registry.kinds) == ["validation"]
 
 

@@ -7,8 +7,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from waystation.kinds.mobile.repository import ActionRecord, StepRecord
 from waystation.sdk.writes import ReadModelWrite
+from waystation_mobile.repository import ActionRecord, StepRecord
 
 DriverName = Literal["simulator", "adb"]
 ActionKind = Literal["tap", "long_tap", "input", "scroll", "back", "launch"]

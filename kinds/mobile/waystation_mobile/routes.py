@@ -14,9 +14,6 @@ import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
-from waystation.kinds.mobile import graph_render
-from waystation.kinds.mobile import repository as graph_repo
-from waystation.kinds.mobile import service as graphs
 from waystation.sdk import ApiError
 from waystation.sdk.artifacts import LocalArtifactStore
 from waystation.sdk.routes import (
@@ -28,6 +25,9 @@ from waystation.sdk.routes import (
 )
 from waystation.sdk.schemas import PACKAGE_PATTERN
 from waystation.sdk.services import User
+from waystation_mobile import graph_render
+from waystation_mobile import repository as graph_repo
+from waystation_mobile import service as graphs
 
 router = APIRouter(tags=["screen graph"])
 

@@ -6,10 +6,10 @@ import asyncio
 import json
 
 import asyncpg
+from mobile_helpers import new_mobile_run
+from waystation_mobile import repository as graph
 
-from tests.mobile_helpers import new_mobile_run
 from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
-from waystation.kinds.mobile import repository as graph
 from waystation.persistence.events import append_events
 
 PKG = "com.example.retry"

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
+from mobile_helpers import NOTES
 
 from tests.helpers import eventually
-from tests.mobile_helpers import NOTES
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token

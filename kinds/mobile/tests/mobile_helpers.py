@@ -7,16 +7,15 @@ from collections import deque
 from typing import Any
 
 import asyncpg
+from waystation_mobile.activities.identity import identify
+from waystation_mobile.activities.simulator.driver import SimulatorDriver, load_app
+from waystation_mobile.activities.uixml import parse_hierarchy
+from waystation_mobile.kind import MOBILE
+from waystation_mobile.models import MobileAgentRunInput, MobileInput
 
-from waystation.kinds.mobile.activities.identity import identify
-from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver, load_app
-from waystation.kinds.mobile.activities.uixml import parse_hierarchy
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.models import MobileAgentRunInput, MobileInput
+from tests.helpers import NOTES as NOTES  # the bundled apps, for the tests here
+from tests.helpers import SHOP as SHOP
 from waystation.persistence.runs import create_run
-
-NOTES = "com.waystation.sample.notes"
-SHOP = "com.waystation.sample.shop"
 
 
 async def new_mobile_run(pool: asyncpg.Pool, owner: str = "alice",

@@ -18,15 +18,18 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio import activity
 
-from waystation.kinds.mobile import repository as graph
-from waystation.kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
-from waystation.kinds.mobile.activities.identity import (
+from waystation.sdk import EventWrite
+from waystation.sdk.artifacts import ArtifactStore
+from waystation.sdk.writes import ReadModelWrite, apply_write, merge_writes, retry_while_unavailable
+from waystation_mobile import repository as graph
+from waystation_mobile.activities.driver import DeviceDriver, DriverError, Observation
+from waystation_mobile.activities.identity import (
     ActionInfo,
     ScreenIdentity,
     identify,
     perceptual_hash,
 )
-from waystation.kinds.mobile.activities.models import (
+from waystation_mobile.activities.models import (
     ActionCommand,
     ActionView,
     ExploreStepInput,
@@ -34,17 +37,14 @@ from waystation.kinds.mobile.activities.models import (
     ForkGraph,
     ForkGraphInput,
 )
-from waystation.kinds.mobile.activities.sensitivity import is_sensitive
-from waystation.kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
-from waystation.sdk import EventWrite
-from waystation.sdk.artifacts import ArtifactStore
-from waystation.sdk.writes import ReadModelWrite, apply_write, merge_writes, retry_while_unavailable
+from waystation_mobile.activities.sensitivity import is_sensitive
+from waystation_mobile.activities.uixml import HierarchyError, parse_hierarchy
 
 # A splash or loading screen gets this many more looks before it counts as a screen.
 TRANSITIONAL_RETRIES = 3
 MAX_SESSIONS = 64
 # How long a step's writes wait for the database to come back (a restart, a failover); the
-# workflow gives a step longer than this (waystation.kinds.mobile.workflow LOCAL_STEP_TIMEOUT).
+# workflow gives a step longer than this (waystation_mobile.workflow LOCAL_STEP_TIMEOUT).
 OUTAGE_PATIENCE_SECONDS = 75.0
 T = TypeVar("T")
 
@@ -231,10 +231,10 @@ def _heartbeat() -> None:
 
 def _new_driver(arg: ExploreStepInput) -> DeviceDriver:
     if arg.driver == "adb":
-        from waystation.kinds.mobile.activities.adb import AdbDriver
+        from waystation_mobile.activities.adb import AdbDriver
 
         return AdbDriver(serial=arg.device_serial)
-    from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver
+    from waystation_mobile.activities.simulator.driver import SimulatorDriver
 
     return SimulatorDriver(arg.app_package)
 

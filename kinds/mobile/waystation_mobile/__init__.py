@@ -1,5 +1,7 @@
 """The mobile exploration kind (`mobile_agent`): an agent explores an Android app and records
-its screen graph (seed 001).
+its screen graph (seed 001). A distribution of its own, `waystation-mobile` (kinds/mobile), a
+plug-in registered by its `waystation.run_kinds` entry point, importing Waystation only
+through `waystation.sdk`.
 
 - `kind.py`: the `RunKind` descriptor with its hooks (its start check: `device_policy.py`);
 - `workflow.py`, `models.py`, `policy.py`: the `MobileAgentRun` workflow, its models and the

@@ -6,16 +6,6 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from waystation.kinds.mobile import repository as graph_repo
-from waystation.kinds.mobile.activities.steps import MobileActivities
-from waystation.kinds.mobile.models import (
-    MobileAgentRunInput,
-    MobileFork,
-    MobileInput,
-    MobileRunState,
-)
-from waystation.kinds.mobile.settings import MobileSettings
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.sdk import (
     ApiHooks,
     CliCommand,
@@ -37,6 +27,16 @@ from waystation.sdk import (
 )
 from waystation.sdk.artifacts import LocalArtifactStore
 from waystation.sdk.schemas import PACKAGE_PATTERN
+from waystation_mobile import repository as graph_repo
+from waystation_mobile.activities.steps import MobileActivities
+from waystation_mobile.models import (
+    MobileAgentRunInput,
+    MobileFork,
+    MobileInput,
+    MobileRunState,
+)
+from waystation_mobile.settings import MobileSettings
+from waystation_mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -58,7 +58,7 @@ def _details(run: RunStart) -> str:
 async def _start_check(start: StartCheck) -> None:
     """A device attached to the worker is driven only by whom the operator allows; the
     simulator explores only the apps it has."""
-    from waystation.kinds.mobile.device_policy import (  # the API's, not the worker's
+    from waystation_mobile.device_policy import (  # the API's, not the worker's
         check_app,
         check_device,
     )
@@ -80,13 +80,13 @@ APP_PACKAGE_FILTER = RunListFilter(
 
 
 def _routers() -> list[Any]:
-    from waystation.kinds.mobile import routes  # the API's, never the worker's
+    from waystation_mobile import routes  # the API's, never the worker's
 
     return [routes.router]
 
 
 def _mcp_run_resources() -> list[RunResource]:
-    from waystation.kinds.mobile import service  # the API's, never the worker's
+    from waystation_mobile import service  # the API's, never the worker's
 
     return [RunResource(name="screen_graph", part="/graph",
                         description="The screen graph a mobile_agent run explored: screens and "
@@ -100,7 +100,7 @@ def _simulator(parser: Any) -> None:
 
 
 def _simulator_list(settings: Any, args: Any) -> int:
-    from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
+    from waystation_mobile.activities.simulator.driver import bundled_packages
 
     print("\n".join(bundled_packages()))
     return 0
@@ -108,7 +108,7 @@ def _simulator_list(settings: Any, args: Any) -> int:
 
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
     """A new exploration from the screen the snapshot's step stood at, carrying the graph
-    recorded up to that step (waystation.kinds.mobile.workflow `_restore`)."""
+    recorded up to that step (waystation_mobile.workflow `_restore`)."""
     inp: MobileInput = run.input
     state = MobileRunState.model_validate(point.state)
     if point.decision is not None:

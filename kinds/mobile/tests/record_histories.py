@@ -1,10 +1,11 @@
-"""Record MobileAgentRun histories for the replay test:
-`python -m tests.tools.record_mobile_histories`.
+"""Record MobileAgentRun histories for the replay test, from the repository's root:
+`PYTHONPATH=. .venv/bin/python kinds/mobile/tests/record_histories.py` (the repository's test
+kit, `tests`, on the path; this folder is, as the script's).
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
-tests/histories/mobile_<case>.json; tests/replay/test_replay.py replays them against the current
-code. Re-record only on purpose, as for the validation histories.
+kinds/mobile/tests/histories/mobile_<case>.json; replay/test_mobile_replay.py replays them
+against the current code. Re-record only on purpose, as for the validation histories.
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+from mobile_helpers import NOTES, SHOP, new_mobile_run
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
+from waystation_mobile.kind import MOBILE
+from waystation_mobile.models import MobileFork, MobileRunState
+from waystation_mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 from tests.helpers import eventually
-from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from waystation.activities.agents import backend_named
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.models import MobileFork, MobileRunState
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
 from waystation.workflows.gate_rules import DecisionInput
 
-HISTORIES = Path(__file__).resolve().parents[1] / "histories"
+HISTORIES = Path(__file__).resolve().parent / "histories"
 TASK_QUEUE = "record-mobile-histories"
 
 
@@ -105,7 +106,7 @@ CASES: dict[str, Case] = {
 def main(argv: list[str] | None = None) -> int:
     return history_recording.main(
         argv, description=__doc__.splitlines()[0], prefix="mobile", cases=CASES,
-        task_queue=TASK_QUEUE, backend=backend_named("offline"))
+        task_queue=TASK_QUEUE, backend=backend_named("offline"), out=HISTORIES)
 
 
 if __name__ == "__main__":

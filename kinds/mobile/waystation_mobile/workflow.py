@@ -18,22 +18,23 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from waystation.kinds.mobile.activities.models import (
+    from waystation.sdk import GateOption, GateSpec, RunStatus, RunWorkflow
+    from waystation_mobile.activities.models import (
         ActionCommand,
         ActionView,
         ExploreStepInput,
         ExploreStepResult,
         ForkGraphInput,
     )
-    from waystation.kinds.mobile.activities.steps import MobileActivities
-    from waystation.kinds.mobile.models import (
+    from waystation_mobile.activities.steps import MobileActivities
+    from waystation_mobile.models import (
         MobileAgentRunInput,
         MobileAgentRunResult,
         MobileCarry,
         MobileFork,
         MobileRunState,
     )
-    from waystation.kinds.mobile.policy import (
+    from waystation_mobile.policy import (
         LAUNCH,
         POLICIES,
         Choice,
@@ -43,11 +44,10 @@ with workflow.unsafe.imports_passed_through():
         restored_state,
         route,
     )
-    from waystation.sdk import GateOption, GateSpec, RunStatus, RunWorkflow
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 # The timeout leaves room for a step to wait out a database outage of about a minute
-# (waystation.kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act
+# (waystation_mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act
 # again.
 LOCAL_STEP_TIMEOUT = timedelta(seconds=90)
 # A real device may take seconds to dump its hierarchy: a regular activity that heartbeats.

@@ -8,16 +8,16 @@ from pathlib import Path
 import asyncpg
 import pytest
 import pytest_asyncio
+from mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
+from waystation_mobile.kind import MOBILE
+from waystation_mobile.models import MobileAgentRunInput, MobileAgentRunResult
+from waystation_mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 from tests.helpers import eventually
-from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
 from waystation.activities.agents import backend_named
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.models import MobileAgentRunInput, MobileAgentRunResult
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.persistence import events as events_repo
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
@@ -186,7 +186,7 @@ async def test_cancel_records_the_stop_reason(time_env, pool, worker, task_queue
 
 
 def test_mobile_histories_are_recorded():
-    # tests/replay/test_replay.py replays every file; this guards that the mobile ones exist.
+    # replay/test_mobile_replay.py replays every file; this guards that the mobile ones exist.
     folder = Path(__file__).resolve().parents[1] / "histories"
     assert {"mobile_explore_continue_as_new.json", "mobile_sensitive_gates.json"} <= {
         p.name for p in folder.glob("mobile_*.json")}

@@ -7,9 +7,9 @@ from typing import Any
 
 import asyncpg
 
-from waystation.kinds.mobile import repository as graph_repo
 from waystation.sdk import ApiError
 from waystation.sdk.reads import RunRow
+from waystation_mobile import repository as graph_repo
 
 
 def graph_json(package: str, screens: list[dict[str, Any]], edges: list[dict[str, Any]],

@@ -7,7 +7,10 @@ import os
 import signal
 
 import pytest
+from mobile_helpers import SHOP, new_mobile_run
 from temporalio.testing import WorkflowEnvironment
+from waystation_mobile.kind import MOBILE
+from waystation_mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
@@ -16,9 +19,6 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
     worker_processes,
 )
 from tests.helpers import eventually
-from tests.mobile_helpers import SHOP, new_mobile_run
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 
 @pytest.mark.slow

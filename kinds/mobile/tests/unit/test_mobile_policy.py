@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
-from tests.mobile_helpers import NOTES, SHOP, reachable_screens
-from tests.mobile_offline import explore_offline
-from waystation.kinds.mobile.activities.identity import identify
-from waystation.kinds.mobile.activities.models import ActionView, ExploreStepResult
-from waystation.kinds.mobile.activities.simulator.driver import (
+from mobile_helpers import NOTES, SHOP, reachable_screens
+from mobile_offline import explore_offline
+from waystation_mobile.activities.identity import identify
+from waystation_mobile.activities.models import ActionView, ExploreStepResult
+from waystation_mobile.activities.simulator.driver import (
     KEYBOARD_PACKAGE,
     LAUNCHER_PACKAGE,
     SimulatorDriver,
     bundled_packages,
     load_app,
 )
-from waystation.kinds.mobile.activities.uixml import parse_hierarchy
-from waystation.kinds.mobile.policy import ExplorationState, GreedyDfs
+from waystation_mobile.activities.uixml import parse_hierarchy
+from waystation_mobile.policy import ExplorationState, GreedyDfs
 
 
 def test_bundled_apps_are_big_enough():
