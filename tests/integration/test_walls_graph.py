@@ -7,7 +7,7 @@ import base64
 import uuid
 
 from tests.helpers import NOTES
-from tests.integration.test_mobile_api import api, auth, finished, settings  # noqa: F401 - fixtures
+from tests.inprocess_api import api, auth, finished, settings  # noqa: F401 - fixtures
 from waystation.activities.artifacts import LocalArtifactStore
 
 

@@ -21,3 +21,4 @@ from tests.conftest import (  # noqa: F401 - the fixtures these tests take, and 
     time_env,
     worker,
 )
+from tests.inprocess_api import api, settings  # noqa: F401 - an API with a worker
