@@ -139,7 +139,7 @@ async def tables(conn: asyncpg.Connection) -> set[str]:
 
 async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
         empty_url: str, other_empty_url: str) -> None:
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await migrate_as_before(conn)
@@ -185,7 +185,7 @@ async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
 
 async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
         empty_url: str) -> None:
-    registry = load_registry(use_entry_points=False)
+    registry = load_registry()
     batch = registry.kind("batch").data.migrations
     conn = await asyncpg.connect(empty_url)
     try:
@@ -220,7 +220,7 @@ async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
 
 
 async def test_a_database_with_only_some_of_the_old_files_is_refused(empty_url: str) -> None:
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await migrate_as_before(conn, up_to=55)  # before 061-063: an older release's
