@@ -18,7 +18,9 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -160,15 +162,29 @@ asyncio.run(main())
 
 
 @pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    mktemp = tmp_path_factory.mktemp
-    return [build_wheel(core_source(mktemp("core")), mktemp("core-wheel")),
-            build_wheel(mobile_source(mktemp("src") / "mobile"), mktemp("mobile-wheel"))]
+def workspace() -> Iterator[Path]:
+    """A folder of this module's own, outside pytest's numbered folders: the pytest runs of
+    other checkouts on this machine remove old ones, and the environment lives for minutes."""
+    folder = Path(tempfile.mkdtemp(prefix="waystation-mobile-dist-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_folder(workspace: Path, name: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=workspace))
 
 
 @pytest.fixture(scope="module")
-def python(wheels: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fresh_environment(tmp_path_factory.mktemp("env"), wheels)
+def wheels(workspace: Path) -> list[Path]:
+    return [build_wheel(core_source(new_folder(workspace, "core")),
+                        new_folder(workspace, "core-wheel")),
+            build_wheel(mobile_source(new_folder(workspace, "mobile") / "src"),
+                        new_folder(workspace, "mobile-wheel"))]
+
+
+@pytest.fixture(scope="module")
+def python(wheels: list[Path], workspace: Path) -> Path:
+    return fresh_environment(new_folder(workspace, "env"), wheels)
 
 
 def test_the_wheels_split_waystation_and_its_mobile_kind(wheels: list[Path]) -> None:
@@ -186,8 +202,8 @@ def test_the_wheels_split_waystation_and_its_mobile_kind(wheels: list[Path]) -> 
     assert "mobile = waystation_mobile.kind:MOBILE" in mobile.read(entry_points).decode()
 
 
-def test_the_fresh_environment_sees_the_wheels_alone(python: Path, tmp_path: Path) -> None:
-    done = run(python, "-c", PROBE, cwd=tmp_path, timeout=120)
+def test_the_fresh_environment_sees_the_wheels_alone(python: Path, workspace: Path) -> None:
+    done = run(python, "-c", PROBE, cwd=new_folder(workspace, "probe"), timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     venv = str(python.parents[1])
@@ -197,8 +213,8 @@ def test_the_fresh_environment_sees_the_wheels_alone(python: Path, tmp_path: Pat
     assert seen["kinds"][-1] == "mobile_agent", seen
 
 
-def test_an_exploration_runs_to_its_end_on_a_real_stack(python: Path, tmp_path: Path) -> None:
-    done = run(python, "-c", EXPLORE, cwd=tmp_path, timeout=300)
+def test_an_exploration_runs_to_its_end_on_a_real_stack(python: Path, workspace: Path) -> None:
+    done = run(python, "-c", EXPLORE, cwd=new_folder(workspace, "explore"), timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "completed", result
@@ -207,30 +223,34 @@ def test_an_exploration_runs_to_its_end_on_a_real_stack(python: Path, tmp_path: 
     assert {85, 86} <= set(result["migrations"]), result
 
 
-def test_the_kinds_own_tests_pass_installed(python: Path, tmp_path: Path) -> None:
+def test_the_kinds_own_tests_pass_installed(python: Path, workspace: Path) -> None:
     """`pytest kinds/mobile/tests` (its default selection: all but `slow`) with the core's test
     kit beside it, as in the checkout, and neither distribution's sources."""
-    shutil.copytree(ROOT / "tests", tmp_path / "tests",
+    kit = new_folder(workspace, "kit")
+    shutil.copytree(ROOT / "tests", kit / "tests",
                     ignore=shutil.ignore_patterns("__pycache__", "node_modules", "histories",
                                                   "artifacts"))
-    shutil.copytree(MOBILE / "tests", tmp_path / "kinds" / "mobile" / "tests",
+    shutil.copytree(MOBILE / "tests", kit / "kinds" / "mobile" / "tests",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(MOBILE / "pyproject.toml", tmp_path / "kinds" / "mobile" / "pyproject.toml")
+    shutil.copy(MOBILE / "pyproject.toml", kit / "kinds" / "mobile" / "pyproject.toml")
     done = run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "kinds/mobile/tests",
-               cwd=tmp_path, timeout=900)
+               f"--basetemp={kit / 'basetemp'}", cwd=kit, timeout=900)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    assert " passed" in done.stdout and "error" not in done.stdout.splitlines()[-1]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "error" not in summary and "failed" not in summary, summary
 
 
 def test_a_wheel_without_its_data_fails_in_the_fresh_environment(
-        tmp_path_factory: pytest.TempPathFactory, wheels: list[Path]) -> None:
+        workspace: Path, wheels: list[Path]) -> None:
     """The check can fail: the mobile wheel built without a bundled app's data cannot explore
     that app."""
-    out = tmp_path_factory.mktemp("broken")
+    out = new_folder(workspace, "broken-wheel")
     broken = build_wheel(mobile_source(
-        tmp_path_factory.mktemp("src") / "mobile",
+        new_folder(workspace, "broken") / "src",
         leave_out="waystation_mobile/activities/simulator/apps/com.waystation.sample.notes/"
                   "app.json"), out)
-    python = fresh_environment(tmp_path_factory.mktemp("env"), [wheels[0], broken])
+    python = fresh_environment(new_folder(workspace, "broken-env"), [wheels[0], broken])
     done = run(python, "-c", EXPLORE, cwd=out, timeout=300)
-    assert done.returncode != 0 and "com.waystation.sample.notes" in done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "the simulator has no app 'com.waystation.sample.notes'" in done.stderr, \
+        done.stderr[-3000:]

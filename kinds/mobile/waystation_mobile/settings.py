@@ -10,7 +10,7 @@ class MobileSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
 
     # Devices attached to workers (`driver: adb`) that users may name by serial,
-    # comma-separated; the service role may name any (kinds/mobile/device_policy.py). Empty: none.
+    # comma-separated; the service role may name any (device_policy.py). Empty: none.
     adb_devices: str = Field("", validation_alias="WAYSTATION_ADB_DEVICES")
 
     @property

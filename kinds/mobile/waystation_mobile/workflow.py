@@ -1,6 +1,6 @@
 """MobileAgentRun: explore an Android app step by step and record its screen graph (seed 001).
 
-observe → identify → persist (one activity, see kinds/mobile/activities/steps.py) → choose (the
+observe → identify → persist (one activity, see activities/steps.py) → choose (the
 policy, here in the workflow: deterministic) → act (first thing of the next step's activity)
 → repeat, until a stop condition: max steps, nothing left to explore, the goal activity
 reached, a cancel, or the error budget spent. The history is the checkpoint; the run continues

@@ -14,7 +14,8 @@
 
 `-s SERIAL` picks the device when several are attached; the `adb` binary is found on PATH
 (or WAYSTATION_ADB). Every command has a timeout; a failure is a DriverError, which the run
-counts against its error budget. Tested against a fake `adb` script (tests/unit/test_mobile_adb.py).
+counts against its error budget. Tested against a fake `adb` script
+(kinds/mobile/tests/unit/test_mobile_adb.py).
 """
 
 from __future__ import annotations
