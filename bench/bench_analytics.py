@@ -34,10 +34,10 @@ from typing import Any
 
 import asyncpg
 
+from bench.common import percentile
 from waystation.api.analytics_schemas import AnalyticsQuery
 from waystation.api.auth import User
 from waystation.api.services import analytics
-from bench.common import percentile
 from waystation.persistence import analytics as repo
 from waystation.persistence.claims import API_ROLE, Claims, set_claims
 from waystation.persistence.db import create_pool

@@ -23,9 +23,9 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from bench.common import latency_summary
 from waystation.api.app import create_app
 from waystation.api.metrics import DECISION_LATENCY_BOUNDS
-from bench.common import latency_summary
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.metrics import read_figures
 from waystation.persistence.migrate import apply_migrations

@@ -36,10 +36,10 @@ import httpx
 import uvicorn
 from standardwebhooks import Webhook
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.persistence import gates as gates_repo
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded

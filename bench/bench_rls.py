@@ -41,10 +41,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.persistence import events as events_repo
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import runs as runs_repo

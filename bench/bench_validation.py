@@ -43,9 +43,9 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from waystation.activities.agents import backend_named
 from bench.common import RawGate, RawShape, expect_start, markdown_table, percentile, raw_task
 from bench.common import ratio as fmt_ratio
+from waystation.activities.agents import backend_named
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationInput, ValidationRunInput
 from waystation.kinds.validation.phases import PHASE_COUNT, PHASES

@@ -19,8 +19,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from waystation.activities.agents import backend_named
-from waystation.api.run_kinds import start_run
 from bench import peer_agent
 from bench.bench_agent import EVENTS_CHANNEL, Answers, Conversation
 from bench.bench_validation import GATE as VALIDATION_GATE
@@ -42,6 +40,8 @@ from bench.peers_common import (
     throughput,
     wait_for_row,
 )
+from waystation.activities.agents import backend_named
+from waystation.api.run_kinds import start_run
 from waystation.contracts.kinds import StartCheck
 from waystation.kinds.validation.models import TasksMode, ValidationInput
 from waystation.persistence.db import create_pool

@@ -188,12 +188,13 @@ class KindMessages:
 
     - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
       waystation.api.schemas.MessageAccepted`, the one service function that sends the next message
-      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its `waystation.persistence.models.RunRow`),
-      as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
-      does not wait for one).
-    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the conversation
-      so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages `waystation.contracts.events`'
-      `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
+      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its
+      `waystation.persistence.models.RunRow`), as `user` over the caller's connection; it refuses
+      with `ApiError` (409 when the run does not wait for one).
+    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the
+      conversation so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages
+      `waystation.contracts.events`' `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user
+      and agent messages).
     - `waiting`: `(run) -> bool`, whether the run (its `waystation.api.schemas.RunView`: `status`,
       `pending_checkpoint`, ...) waits for a message now.
 
@@ -268,8 +269,8 @@ class RunKind:
     - `routers`: the FastAPI routers of the kind's own routes (`/jobs`, ...), as a callable
       so a worker never imports the API; they get the API's error responses and auth.
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
-      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in one
-      global order with the core's (a version is taken once across all folders), once each,
+      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in
+      one global order with the core's (a version is taken once across all folders), once each,
       with the same checksums; a kind moved out of the core keeps its already-applied files
       in `persistence/migrations/`.
     - `start_check`: `async (StartCheck) -> None`, run before a run of the kind is written
@@ -290,8 +291,8 @@ class RunKind:
     - `mcp_run_resources`: resources of a run the kind adds on the MCP endpoint
       (`RunResource`s), as a callable so a worker never imports the API.
     - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
-    - `mcp_tools`: the kind's own MCP tools (`waystation.api.protocols.mcp.mapping.ToolSpec`s, listed
-      after the core's), as a callable so a worker never imports the API.
+    - `mcp_tools`: the kind's own MCP tools (`waystation.api.protocols.mcp.mapping.ToolSpec`s,
+      listed after the core's), as a callable so a worker never imports the API.
     - `settings`: the kind's own settings, a pydantic-settings `BaseSettings` whose fields'
       `validation_alias`es name the environment variables it reads; its hooks read them from
       the core's settings as `settings.of(MySettings)`, and the API and the worker read them

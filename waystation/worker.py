@@ -19,7 +19,12 @@ from waystation.activities.agents import AgentBackend, backend_named
 from waystation.activities.agents.metered import MeteredBackend, ModelMeter
 from waystation.activities.agents.offline import use_offline_answers
 from waystation.activities.artifacts import LocalArtifactStore
-from waystation.activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
+from waystation.activities.channels import (
+    MailChannel,
+    NotificationChannel,
+    SlackChannel,
+    WebhookChannel,
+)
 from waystation.activities.decision_mail import DecisionMailActivities, MailSettings
 from waystation.activities.decision_policies import DecisionPolicyActivities
 from waystation.activities.deltas import use_deltas
@@ -30,11 +35,11 @@ from waystation.activities.slack.channel import SlackActivities
 from waystation.activities.slack.web_api import SlackConfig
 from waystation.activities.webhooks import WebhookActivities
 from waystation.contracts.kinds import WorkerSetup
+from waystation.database import login_url
+from waystation.heap import startup_heap_frozen
 from waystation.persistence import events as events_repo
 from waystation.persistence.claims import WORKER_ROLE
 from waystation.persistence.db import create_pool
-from waystation.database import login_url
-from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
 from waystation.sandboxing import SandboxEveryWorkflow

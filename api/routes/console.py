@@ -3,8 +3,8 @@
 `waystation console-link` prints a one-time URL; GET /console/login spends its code for an
 HttpOnly session cookie and redirects to `/`, so the code never stays in the address bar or
 the history. With an identity provider configured (WAYSTATION_OIDC_ISSUER), /console/oidc/login
-and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same way: a
-session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
+and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same
+way: a session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
 else, with the cookie (and the CSRF token from /console/session on every change). These routes
 are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI schema.
 """
@@ -23,7 +23,14 @@ from waystation.api.auth import SESSION_COOKIE, NewSession
 from waystation.api.console_schemas import ConsoleConfig, ConsoleSessionView
 from waystation.api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
 from waystation.api.errors import ApiError
-from waystation.api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
+from waystation.api.oidc import (
+    CALLBACK_PATH,
+    FLOW_COOKIE,
+    FLOW_PATH,
+    FLOW_SECONDS,
+    OidcClient,
+    SignInFlow,
+)
 from waystation.api.services import console
 from waystation.settings import Settings
 

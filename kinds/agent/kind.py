@@ -12,7 +12,11 @@ from typing import Any
 
 from waystation.kinds.agent.activities.metering import Accounting, use_accounting
 from waystation.kinds.agent.activities.model import model_config, use_openai_model
-from waystation.kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
+from waystation.kinds.agent.activities.registry import (
+    agent_activities,
+    register_agent,
+    registered_agents,
+)
 from waystation.kinds.agent.demo import DEMO
 from waystation.kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
 from waystation.kinds.agent.workflow import AgentRun

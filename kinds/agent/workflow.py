@@ -2,14 +2,15 @@
 as a conversation (issue 12, seed 003, issue 28).
 
 A turn is one `agent.run` of the registered agent (a graph's turn:
-waystation.kinds.agent.workflow_langgraph; an OpenAI agent's: waystation.kinds.agent.workflow_openai); its
-`TemporalDurability` capability makes each model request and each tool call an activity,
-so a worker that dies mid-turn loses nothing and no completed tool call runs again. A tool
-that needs approval ends the agent run with `DeferredToolRequests`; each call becomes a
-Waystation gate (approve, reject with feedback, edit the arguments), and the run goes on with
-the answers as `DeferredToolResults`. After a turn the agent writes its `context_summary`, and
-the run waits, at no cost, for the next `post_message` Update, for weeks if need be. Past the
-history budget it continues as new at that wait, carrying the summary and the recent turns.
+waystation.kinds.agent.workflow_langgraph; an OpenAI agent's:
+waystation.kinds.agent.workflow_openai); its `TemporalDurability` capability makes each model
+request and each tool call an activity, so a worker that dies mid-turn loses nothing and no
+completed tool call runs again. A tool that needs approval ends the agent run with
+`DeferredToolRequests`; each call becomes a Waystation gate (approve, reject with feedback, edit the
+arguments), and the run goes on with the answers as `DeferredToolResults`. After a turn the agent
+writes its `context_summary`, and the run waits, at no cost, for the next `post_message` Update, for
+weeks if need be. Past the history budget it continues as new at that wait, carrying the summary and
+the recent turns.
 
 Not sandboxed: the agent object (model, toolsets, capability) lives in the worker process and
 is found by name; PydanticAI's own workflow-side code keeps to Temporal's rules.
@@ -46,7 +47,12 @@ with workflow.unsafe.imports_passed_through():
     from waystation.kinds.agent.activities.entities import entity_extractors, merge_entities
     from waystation.kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
     from waystation.kinds.agent.activities.registry import agent_named
-    from waystation.kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER, SUMMARY_PROMPT, Approval
+    from waystation.kinds.agent.contracts import (
+        MEMBER_RETURNED,
+        RETURNING_MEMBER,
+        SUMMARY_PROMPT,
+        Approval,
+    )
     from waystation.kinds.agent.models import (
         AgentCarry,
         AgentRunInput,
@@ -302,7 +308,8 @@ class AgentRun(RunWorkflow):
         self._pending_events = turn_events(self.event, c.turn, start, new, self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
-        """The ids the agent declares in its tools' results (waystation.kinds.agent.activities.entities)."""
+        """The ids the agent declares in its tools' results
+        (waystation.kinds.agent.activities.entities)."""
         extractors = entity_extractors(self._agent)
         for message in messages:
             for part in message.parts:
@@ -320,7 +327,7 @@ class AgentRun(RunWorkflow):
                 return index
         return 0
 
-    # --- a LangGraph graph's turn (waystation.kinds.agent.workflow_langgraph) ------------------------
+    # --- a LangGraph graph's turn (waystation.kinds.agent.workflow_langgraph) -------------
 
     async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
         """The graph invoked with the person's message; each interrupt it stops at is a gate,
@@ -380,19 +387,24 @@ class AgentRun(RunWorkflow):
         schema = answer_schema(interrupt)
         if schema is None:
             await self.fail(f"agent {self._arg.input.agent}: an interrupt's response_schema "
-                            "must be waystation.kinds.agent.langgraph.Approval[...] (or none): a gate's "
-                            "decision is an Approval", stop_reason="agent_error")
+                            "must be waystation.kinds.agent.langgraph.Approval[...] (or none): "
+                            "a gate's decision is an Approval", stop_reason="agent_error")
         assert schema is not None
         verdict = await self._ask_approval(tool, call_id or interrupt.id, arguments, schema)
         return verdict.model_dump()
 
-    # --- an OpenAI Agents SDK agent's turn (waystation.kinds.agent.workflow_openai) -----------------------
+    # --- an OpenAI Agents SDK agent's turn (waystation.kinds.agent.workflow_openai) ------
 
     async def _openai_turn(self, conversation: AgentConversation,
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from waystation.kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
+        from waystation.kinds.agent.workflow_openai import (
+            Tripped,
+            answer,
+            answer_message_id,
+            tripped_event,
+        )
 
         c = self._carry
         seen: dict[str, int] = {}

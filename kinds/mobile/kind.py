@@ -8,7 +8,12 @@ from typing import Any
 
 from waystation.kinds.mobile import repository as graph_repo
 from waystation.kinds.mobile.activities.steps import MobileActivities
-from waystation.kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from waystation.kinds.mobile.models import (
+    MobileAgentRunInput,
+    MobileFork,
+    MobileInput,
+    MobileRunState,
+)
 from waystation.kinds.mobile.settings import MobileSettings
 from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.sdk import (
@@ -44,7 +49,10 @@ def _details(run: RunStart) -> str:
 async def _start_check(start: StartCheck) -> None:
     """A device attached to the worker is driven only by whom the operator allows; the
     simulator explores only the apps it has."""
-    from waystation.kinds.mobile.device_policy import check_app, check_device  # the API's, not the worker's
+    from waystation.kinds.mobile.device_policy import (  # the API's, not the worker's
+        check_app,
+        check_device,
+    )
 
     check_device(start.input, start.user, start.settings)
     check_app(start.input)

@@ -25,10 +25,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.kinds.validation.kind import VALIDATION
-from waystation.persistence import runs as runs_repo
-from waystation.persistence.db import create_pool
-from waystation.persistence.migrate import apply_migrations
 from tests.fault_helpers import (
     EmbeddedPostgres,
     ReadModelWatcher,
@@ -43,6 +39,10 @@ from tests.fault_helpers import (
 )
 from tests.faults.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
 from tests.helpers import IDEA, eventually
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
 from waystation.testing import InProcessApi
 
 FINAL = ("completed", "failed", "canceled")

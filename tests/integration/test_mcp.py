@@ -23,11 +23,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.mobile_helpers import NOTES
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 
@@ -466,6 +466,11 @@ async def test_an_agent_run_as_a_task_asks_for_its_next_message(api):
                                    input_responses={key_sent: response})
             assert bad.value.error.code == -32602
             assert bad.value.error.data["error"]["message"].startswith(where)  # type: ignore[index]
+        # More answers than a task can ask for: refused before any is read.
+        many = {f"message-{n}": {"action": "cancel"} for n in range(51)}
+        with pytest.raises(MCPError) as too_many:
+            await task_request(client, "tasks/update", task_id, input_responses=many)
+        assert too_many.value.error.code == -32602
         # A dismissed form sends nothing either.
         await task_request(client, "tasks/update", task_id,
                            input_responses={key: {"action": "cancel"}})

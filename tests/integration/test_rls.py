@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from tests.console_helpers import open_gate
+from tests.helpers import new_validation_run
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import groups as groups_repo
 from waystation.persistence import runs as runs_repo
@@ -26,8 +28,6 @@ from waystation.persistence.claims import (
 from waystation.persistence.db import create_pool, release_soon
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
-from tests.console_helpers import open_gate
-from tests.helpers import new_validation_run
 from waystation.testing import with_database
 
 # The run tables, read with no WHERE at all: the policies are the only filter.

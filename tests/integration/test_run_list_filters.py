@@ -10,10 +10,10 @@ import uuid
 
 import asyncpg
 
-from waystation.persistence.migrate import apply_migrations
-from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
 from tests.integration.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
+from waystation.persistence.migrate import apply_migrations
+from waystation.persistence.runs import create_run
 
 
 async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice") -> str:

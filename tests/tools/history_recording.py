@@ -23,12 +23,12 @@ import httpx
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import IDEA
+from tests.webhook_receiver import Receiver
 from waystation.activities.agents import AgentBackend
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
-from tests.helpers import IDEA
-from tests.webhook_receiver import Receiver
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import LocalStack, installed_binary
 from waystation.worker import build_worker

@@ -17,7 +17,7 @@ CONSOLE = ROOT / "api" / "console" / "static"
 
 @dataclass(frozen=True)
 class Kind:
-    package: str  # its import path
+    package: str  # its import path (installed: its folder under kinds/ is `waystation.kinds.*`)
     name: str  # its `RunKind.name`
     tables: frozenset[str]
     routes: frozenset[str]  # first path segments of its own routes
@@ -91,7 +91,7 @@ def named(path: Path, kind: Kind) -> set[str]:
         found |= {t for t in kind.tables if re.search(rf"\b{t}\b", code)}
     elif path.suffix == ".js":
         code = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)
-        folder = kind.package.replace(".", "/")
+        folder = kind.package.removeprefix("waystation.").replace(".", "/")
         if re.search(rf"""["'`][^"'`]*({re.escape(folder)}|/{kind.name}\.js)""", code):
             found.add(kind.package)
         if re.search(rf"""["'`]{re.escape(kind.name)}["'`]""", code):
@@ -145,6 +145,6 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     for name, text in samples.items():
         (tmp_path / name).write_text(text)
         found[name] = named(tmp_path / name, batch)
-    assert found == {"a.py": {"waystation.kinds.batch"}, "b.py": {"batch"}, "c.py": {"work_units"},
-                     "d.py": {"/jobs"}, "e.sql": {"item_outputs"},
+    assert found == {"a.py": {"waystation.kinds.batch"}, "b.py": {"batch"},
+                     "c.py": {"work_units"}, "d.py": {"/jobs"}, "e.sql": {"item_outputs"},
                      "f.js": {"waystation.kinds.batch", "/items"}, "g.py": set()}

@@ -12,12 +12,12 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
 
+from waystation import cli
 from waystation.contracts.kinds import CliCommand, PluginError, RunKind
 from waystation.kinds.batch.settings import BatchSettings
 from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
 from waystation.kinds.mobile.settings import MobileSettings
 from waystation.persistence.migrate import migration_files
-from waystation import cli
 from waystation.registry import Registered, Registry, load_registry
 from waystation.settings import Settings
 from waystation.testing import settings_env

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import IDEA
 from waystation.contracts.kinds import StartCheck
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationInput
-from tests.helpers import IDEA
 from waystation.settings import Settings
 
 

@@ -55,8 +55,8 @@ registered under `waystation.agent_backends`, and `replay_histories` for a plug-
 
 The agent kind's own authoring surface (an agent registered under `waystation.agents`:
 `ConfiguredModel`, `MODEL_RETRY`, `SUMMARY_REQUEST`, `RelatedEntities`, `local_tool`, ...) is
-that kind's package: `waystation.kinds.agent.sdk`, `waystation.kinds.agent.langgraph`, `waystation.kinds.agent.openai_agents`
-(docs/agents.md, "Bring the agent you have").
+that kind's package: `waystation.kinds.agent.sdk`, `waystation.kinds.agent.langgraph`,
+`waystation.kinds.agent.openai_agents` (docs/agents.md, "Bring the agent you have").
 """
 
 from __future__ import annotations
@@ -106,7 +106,12 @@ with workflow.unsafe.imports_passed_through():
         WorkerSetup,
         shorten,
     )
-    from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+    from waystation.contracts.statuses import (
+        TERMINAL_RUN_STATUSES,
+        ExpiryPolicy,
+        GateStatus,
+        RunStatus,
+    )
     from waystation.contracts.writes import EventWrite, GateOption
     from waystation.replay import replay_histories
     from waystation.settings import Settings

@@ -1,6 +1,6 @@
 """MCP tools and resources onto the service layer: each tool is a REST route of the same
-meaning, calling the same `waystation.api.services` function with the same arguments (`run_id`, `kind`,
-`input`, `checkpoint`, `decision`, ...) and answering the same view (`RunView`,
+meaning, calling the same `waystation.api.services` function with the same arguments (`run_id`,
+`kind`, `input`, `checkpoint`, `decision`, ...) and answering the same view (`RunView`,
 `DecisionView`, ...).
 
 A tool takes one pydantic model (its `inputSchema`) and returns one (its `outputSchema`, the

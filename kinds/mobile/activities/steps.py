@@ -20,7 +20,12 @@ from temporalio import activity
 
 from waystation.kinds.mobile import repository as graph
 from waystation.kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
-from waystation.kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
+from waystation.kinds.mobile.activities.identity import (
+    ActionInfo,
+    ScreenIdentity,
+    identify,
+    perceptual_hash,
+)
 from waystation.kinds.mobile.activities.models import (
     ActionCommand,
     ActionView,
