@@ -1,7 +1,7 @@
 """The two latencies a person feels, through the whole stack, with many runs waiting.
 
     python -m bench.bench_human [--waiting 1000] [--people 20] [--clicks 100]
-                                [--agent-clicks 40] [--warm 15] [--notices 50]
+                                [--agent-clicks 40] [--warm 15] [--notices 50] [--timeline]
 
 One local stack as `waystation up` runs it (`waystation.testing.local_stack(processes=True)`:
 embedded PostgreSQL, a Temporal dev server, `waystation worker` with the noop backend and
@@ -33,6 +33,10 @@ to the mail's acceptance by the SMTP server, and to the Slack message's arrival 
 stand-in for Slack's Web API (tests/slack_stub.py). Baselines: the same process POSTing
 straight to the receiver, sending one mail straight to the SMTP server (waystation.activities.smtp),
 and calling chat.postMessage on the stand-in straight (waystation.activities.slack.web_api).
+
+With `--timeline`, where one person's validation clicks go (bench/click_timeline.py): each
+step's median time from the click, out of the worker's cache and in it, from the clicked runs'
+histories and rows.
 
 (c) Click in Slack → next step: on those `--notices` runs, the owner (linked to a Slack user)
 clicks Approve on each message, one at a time: a signed interaction posted to
