@@ -112,9 +112,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
-    app.state.metrics_figures = CachedFigures(
-        settings.metrics_cache_seconds,
-        [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
+    app.state.metrics_figures = CachedFigures(settings.metrics_cache_seconds,
+                                              registry.metrics())
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     limiter = app.state.limiter = Limiter(max_streams=settings.max_streams_per_user,
                                           writes_per_minute=settings.writes_per_minute,

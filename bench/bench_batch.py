@@ -32,7 +32,8 @@ from waystation.activities.agents import backend_named
 from waystation.kinds.batch.activities.items import SLICE_BUDGET_SECONDS
 from waystation.kinds.batch.kind import BATCH
 from waystation.kinds.batch.models import BatchInput, BatchRunInput
-from waystation.kinds.batch.workflow import BatchJob, slice_size
+from waystation.kinds.batch.slices import slice_size
+from waystation.kinds.batch.workflow import BatchJob
 from waystation.persistence.db import create_pool
 from waystation.persistence.runs import create_run
 

@@ -53,6 +53,7 @@ from waystation.kinds.validation.workflow import ValidationRun
 from waystation.persistence.db import create_pool
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.runs import create_run
+from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
@@ -94,7 +95,8 @@ async def bench_database() -> AsyncIterator[str]:
         url = with_database(base, name)
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
         finally:
             await conn.close()
         try:

@@ -94,7 +94,8 @@ class KindCase:
 
 async def measure(plan: Plan) -> list[Figures]:
     conn = await asyncpg.connect(plan.database_url)
-    await apply_migrations(conn)
+    await apply_migrations(conn, folders=load_registry(
+        use_entry_points=False).migration_folders())
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
         dev_server_existing_path=installed_binary("temporal"),
@@ -128,8 +129,8 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
         run_id = uuid.uuid4()
         run_input = kind.input_model.model_validate(case.input(gated))
         async with pool.acquire() as c:  # the runs row first, as the API writes it
-            if kind.start_check is not None:
-                await kind.start_check(StartCheck(input=run_input, user=None,
+            if kind.api.start_check is not None:
+                await kind.api.start_check(StartCheck(input=run_input, user=None,
                                                   settings=SETTINGS, conn=c))
             run, _ = await create_run(
                 c, run_id=run_id, kind=kind.name, owner="bench", group_id=None,

@@ -188,7 +188,7 @@ async def console_session(request: Request, user: CurrentUser, conn: Conn,
 
 @router.get(STATIC_PATH + "/kinds/{kind}/{page}.js")
 async def kind_page(kind: str, page: str, registry: RegistryDep) -> Response:
-    """A kind's console page (`RunKind.console_pages`), a JavaScript module served from the
+    """A kind's console page (`ConsoleHooks.pages`), a JavaScript module served from the
     kind's package (it imports the console's modules as `../../dom.js`)."""
     module = next((p.module for k, p in registry.console_pages() if (k, p.name) == (kind, page)),
                   None)
@@ -200,7 +200,7 @@ async def kind_page(kind: str, page: str, registry: RegistryDep) -> Response:
 
 @router.get(STATIC_PATH + "/kinds/{kind}.js")
 async def kind_section(kind: str, registry: RegistryDep) -> Response:
-    """A kind's console section (`RunKind.console_module`), a JavaScript module served from
+    """A kind's console section (`ConsoleHooks.module`), a JavaScript module served from
     the kind's package beside the console's own (so it imports them as `../dom.js`)."""
     module = registry.console_modules().get(kind)
     if module is None:

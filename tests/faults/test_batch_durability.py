@@ -17,7 +17,8 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
 )
 from tests.helpers import eventually
 from waystation.kinds.batch.kind import BATCH
-from waystation.kinds.batch.workflow import BatchJob, slice_size
+from waystation.kinds.batch.slices import slice_size
+from waystation.kinds.batch.workflow import BatchJob
 
 STEPS = [{"name": "summarize", "template": "Summarize {{ item.text }}"},
          {"name": "grade", "template": "Grade {{ outputs.summarize.summary }}"}]

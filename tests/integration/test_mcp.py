@@ -535,9 +535,14 @@ async def test_a_mobile_run_s_screen_graph_is_a_resource(api):
         assert (content["app_package"], content["run_id"]) == (NOTES, run_id)
         assert content["screens"] and content["edges"]
         assert content["edges"][0]["first_seen_at"][10] == "T"  # ISO 8601, as REST writes it
+        # The mobile kind's own filter of list_runs (`ApiHooks.run_filters`), and its field.
+        listed = await call(client, "list_runs", app_package=NOTES)
+        assert run_id in [r["run_id"] for r in listed["runs"]]
+        assert (await call(client, "get_run", run_id=run_id))["app_package"] == NOTES
     async with mcp(api, "mallory") as other:
         hidden = await _resource_error(other, f"waystation://runs/{run_id}/graph")
         assert hidden["code"] == "run_not_found"
+        assert (await call(other, "list_runs", app_package=NOTES))["runs"] == []
 
 
 # --- progress on a running task (issue 43) ------------------------------------------------

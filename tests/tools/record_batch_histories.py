@@ -22,7 +22,8 @@ from tests.tools.history_recording import Case
 from waystation.activities.agents import AgentRequest
 from waystation.kinds.batch.kind import BATCH
 from waystation.kinds.batch.models import BatchRunInput, PauseInput
-from waystation.kinds.batch.workflow import TEST_GATE, BatchJob
+from waystation.kinds.batch.trial import TEST_GATE
+from waystation.kinds.batch.workflow import BatchJob
 from waystation.persistence import runs as runs_repo
 from waystation.workflows.gate_rules import DecisionInput
 

@@ -144,8 +144,8 @@ async def fork_reject_past_decision(env: WorkflowEnvironment, pool: asyncpg.Pool
     fork = await new_validation_run(pool, gates=[GATES[0]])
     decision = {"checkpoint_name": GATES[0], "decision": "reject",
                 "feedback": "focus on dentists", "decided_by": "alice"}
-    assert VALIDATION.fork is not None
-    arg = VALIDATION.fork(
+    assert VALIDATION.forks.start is not None
+    arg = VALIDATION.forks.start(
         RunStart(run_id=fork.run_id, owner=fork.owner, input=fork.input),
         ForkPoint(source_run_id=source_id, snapshot=snapshot.step_ordinal, label=snapshot.label,
                   state=snapshot.state, checkpoint=GATES[0], decision=decision,

@@ -187,7 +187,7 @@ async def test_raising_the_budget_lets_the_run_go_on(time_env, pool, worker, tas
 async def test_offline_answers_are_typed_consistent_and_deterministic() -> None:
     # The validation kind's answers, as a worker gives them to the offline backend, to
     # requests as its crew task sends them (each asking for its task's output schema).
-    use_offline_answers(VALIDATION.offline_answers)
+    use_offline_answers(VALIDATION.worker.offline_answers)
     backend = backend_named("offline")
 
     async def ask(task: str, context: dict[str, Any]) -> dict[str, Any]:
