@@ -389,8 +389,9 @@ async def run(args: argparse.Namespace) -> None:
             cached = await people(stack, crowd, warm, 1)
             clicked = await people(stack, crowd, rest, args.people)
             steps = await timeline(stack.temporal, stack.pool, {
-                "out of the worker's cache": alone.get("validation", []),
-                "in the worker's cache": cached.get("validation", [])}) \
+                "started first (out of the worker's cache when --waiting fills it)":
+                    alone.get("validation", []),
+                "started last (in the worker's cache)": cached.get("validation", [])}) \
                 if args.timeline else ""
             log("(a) baselines: DBOS in-process resume, raw Temporal Update → activity")
             dbos = await dbos_baseline(stack, args.baseline)
