@@ -90,7 +90,7 @@ def release_soon(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
 async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
     try:
         await pool.release(conn)
-    except (asyncpg.InterfaceError, *UNAVAILABLE_ERRORS) as error:
+    except Exception as error:  # noqa: BLE001 - nobody awaits this: logged, not lost
         log.warning("a pooled connection could not be reset, and was closed: %s", error)
 
 
