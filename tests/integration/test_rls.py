@@ -23,8 +23,9 @@ from waystation.persistence.claims import (
     WORKER_ROLE,
     Claims,
     claimed_connection,
+    set_claims,
 )
-from waystation.persistence.db import create_pool
+from waystation.persistence.db import create_pool, release_soon
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
 from waystation.registry import load_registry
@@ -127,6 +128,22 @@ async def test_no_claims_no_rows_and_claims_do_not_outlive_a_borrowing(api_pool,
     async with claimed_connection(api_pool, Claims(user=world["alice"])):
         pass
     assert await visible(api_pool, None) == {table: set() for table in UNFILTERED}
+
+
+async def test_a_connection_released_without_waiting_is_lent_again_only_reset(migrated_url,
+                                                                              world):
+    """The API gives its lookups' connections back without waiting for the reset
+    (`release_soon`): the next borrower, on a pool of one, gets it reset all the same."""
+    pool = await create_pool(migrated_url, max_size=1, role=API_ROLE)
+    try:
+        for claims in (SERVICE, Claims(user=world["alice"])):  # type: ignore[arg-type]
+            conn = await pool.acquire()
+            await set_claims(conn, claims)
+            assert await conn.fetchval("SELECT count(*) FROM runs") > 0
+            release_soon(pool, conn)
+            assert await visible(pool, None) == {table: set() for table in UNFILTERED}
+    finally:
+        await pool.close()
 
 
 async def test_a_login_role_pool_gives_connections_back_outside_any_transaction(migrated_url):
