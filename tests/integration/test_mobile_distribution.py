@@ -1,6 +1,8 @@
 """The mobile kind is a distribution of its own (`kinds/mobile`, issue 40): both wheels, built
 offline from copies of the sources, installed into a fresh environment that sees no copy of the
-checkout, run a mobile exploration on a real stack to its end and pass the kind's own tests.
+checkout, migrate a database with the kind's migrations (`waystation migrate`), run a mobile
+exploration on a real stack to its end and pass the kind's own tests; a mobile wheel built
+without a bundled app's data fails there.
 
 The fresh environment is a venv holding only the two wheels; the third-party packages they need
 come from this interpreter's site-packages through a folder of links to it that leaves out every
@@ -221,6 +223,26 @@ def test_an_exploration_runs_to_its_end_on_a_real_stack(python: Path, workspace:
     assert result["screens"] > 5, result
     # The kind's migrations, applied by the stack's migration through the entry point.
     assert {85, 86} <= set(result["migrations"]), result
+
+
+def test_waystation_migrate_applies_the_installed_kind_s_migrations(python: Path,
+                                                                     workspace: Path) -> None:
+    """`waystation migrate` (as `up` and a worker migrate on start) finds the kind's migrations
+    folder through its entry point: a plug-in's tables are made like a built-in kind's."""
+    data = new_folder(workspace, "data")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(WAYSTATION_DATA_DIR=str(data))
+    env.pop("DATABASE_URL", None)
+    try:
+        done = subprocess.run([str(python.parent / "waystation"), "migrate"], capture_output=True,
+                              text=True, cwd=data, env=env, timeout=300)
+    finally:
+        run(python, "-c", "import sys; from pathlib import Path; from waystation.persistence."
+            "embedded import stop_embedded; stop_embedded(Path(sys.argv[1]))",
+            str(data / "pgdata"), cwd=data, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    applied = done.stdout.split("applied migrations: ", 1)[1].strip()
+    assert {84, 85, 86} <= set(json.loads(applied)), done.stdout
 
 
 def test_the_kinds_own_tests_pass_installed(python: Path, workspace: Path) -> None:
