@@ -9,7 +9,8 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 COPY . .
-RUN pip install .
+# Waystation and the mobile kind, a distribution of its own (kinds/mobile).
+RUN pip install . ./kinds/mobile
 
 FROM python:3.11-slim
 # Production unless told otherwise: a plain `docker run` then refuses the dev JWT secret and

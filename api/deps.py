@@ -29,7 +29,7 @@ from waystation.api.services.access import claims_of
 from waystation.api.services.runs import visible_run
 from waystation.api.temporal_gateway import TemporalGateway
 from waystation.persistence.claims import AUTHENTICATOR, Claims, set_claims
-from waystation.persistence.db import UNAVAILABLE_ERRORS
+from waystation.persistence.db import UNAVAILABLE_ERRORS, release_soon
 from waystation.persistence.models import RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -58,7 +58,7 @@ async def pooled_connection(request: Request, claims: Claims) -> AsyncIterator[a
             raise unavailable(f"database is unavailable: {error}") from error
         yield conn
     finally:
-        await pool.release(conn)
+        release_soon(pool, conn)
 
 
 async def get_temporal(request: Request) -> Client:

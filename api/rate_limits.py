@@ -45,7 +45,7 @@ from waystation.api.errors import ApiError, error_response, unavailable
 from waystation.api.identity import is_provider_token
 from waystation.api.limits import BODY_METHODS
 from waystation.persistence import user_limits
-from waystation.persistence.db import UNAVAILABLE_ERRORS
+from waystation.persistence.db import UNAVAILABLE_ERRORS, release_soon
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class Limiter:
         try:
             yield conn
         finally:
-            await self.pool.release(conn)
+            release_soon(self.pool, conn)
 
 
 class Charge:

@@ -96,8 +96,7 @@ async def fill(url: str, requests: int) -> float:
     request."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn, folders=load_registry(
-            use_entry_points=False).migration_folders())
+        await apply_migrations(conn, folders=load_registry().migration_folders())
         async with conn.transaction():
             for statement in FILL:
                 if "$1" in statement:

@@ -1,7 +1,7 @@
 """The two latencies a person feels, through the whole stack, with many runs waiting.
 
     python -m bench.bench_human [--waiting 1000] [--people 20] [--clicks 100]
-                                [--agent-clicks 40] [--warm 15] [--notices 50]
+                                [--agent-clicks 40] [--warm 15] [--notices 50] [--timeline]
 
 One local stack as `waystation up` runs it (`waystation.testing.local_stack(processes=True)`:
 embedded PostgreSQL, a Temporal dev server, `waystation worker` with the noop backend and
@@ -34,6 +34,10 @@ stand-in for Slack's Web API (tests/slack_stub.py). Baselines: the same process 
 straight to the receiver, sending one mail straight to the SMTP server (waystation.activities.smtp),
 and calling chat.postMessage on the stand-in straight (waystation.activities.slack.web_api).
 
+With `--timeline`, where one person's validation clicks go (bench/click_timeline.py): each
+step's median time from the click, out of the worker's cache and in it, from the clicked runs'
+histories and rows.
+
 (c) Click in Slack → next step: on those `--notices` runs, the owner (linked to a Slack user)
 clicks Approve on each message, one at a time: a signed interaction posted to
 `/slack/interactions`, timed to the next step's first event on the run's SSE stream, beside
@@ -51,6 +55,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -62,6 +67,7 @@ from temporalio.worker import Worker
 
 from bench.bench_people import Receiver, wait_for
 from bench.bench_validation import GATE, IDEA, Bench, log, raw_decisions
+from bench.click_timeline import Timed, timeline
 from bench.common import RawGate, RawShape, markdown_table, percentile, raw_task
 from bench.peers_common import Figures
 from tests.slack_client import SIGNING_SECRET, SlackPerson
@@ -140,8 +146,9 @@ async def fill(stack: LocalStack, crowd: dict[str, httpx.AsyncClient],
 
 
 async def click(crowd: dict[str, httpx.AsyncClient], run: Click,
-                together: asyncio.Barrier) -> float:
-    """Seconds from the click to the next step's first event on the run's SSE stream."""
+                together: asyncio.Barrier) -> Timed:
+    """The click's times: sent, answered by the API, the next step's first event on the
+    run's SSE stream."""
     http = crowd[run.owner]
     async with http.stream("GET", f"/runs/{run.run_id}/events/stream") as response:
         events = sse_events(response)
@@ -149,19 +156,25 @@ async def click(crowd: dict[str, httpx.AsyncClient], run: Click,
             if event.event == "gate.opened":
                 break
         await together.wait()  # everyone has the question on screen: all click at once
-        sent = time.perf_counter()
-        decided = asyncio.create_task(http.post(
-            f"/runs/{run.run_id}/decisions/{run.checkpoint}", json={"decision": "approve"}))
+        sent = time.time()
+        decided = asyncio.create_task(answered(http.post(
+            f"/runs/{run.run_id}/decisions/{run.checkpoint}", json={"decision": "approve"})))
         seen: float | None = None
         async for event in events:
             if event.id is not None and not event.event.startswith("gate."):
-                seen = time.perf_counter()
+                seen = time.time()
                 break
-        response_ = await decided
+        response_, answered_at = await decided
         if seen is None:
             raise RuntimeError(f"run {run.run_id}'s stream ended before its next step")
         assert response_.status_code == 200, response_.text
-    return seen - sent
+    return Timed(run_id=run.run_id, sent=sent, answered=answered_at, seen=seen)
+
+
+async def answered(request: Awaitable[httpx.Response]) -> tuple[httpx.Response, float]:
+    """The response and when it arrived (time.time())."""
+    response = await request
+    return response, time.time()
 
 
 # A decided run is done with the work its click set off when one of these is written.
@@ -169,12 +182,12 @@ SETTLED = ("run.completed", "run.failed", "agent.answered")
 
 
 async def people(stack: LocalStack, crowd: dict[str, httpx.AsyncClient], runs: list[Click],
-                 count: int) -> dict[str, list[float]]:
+                 count: int) -> dict[str, list[Timed]]:
     """Bursts of `count` people clicking at once; latencies by kind. Each burst's runs finish
     the work the clicks set off before the next burst, so that a burst measures 20 people
     deciding at once, not the backlog of the bursts before it (people think between two
     decisions; clicking back to back would measure the worker's throughput instead)."""
-    samples: dict[str, list[float]] = {}
+    samples: dict[str, list[Timed]] = {}
     for first in range(0, len(runs), count):
         burst = runs[first:first + count]
         together = asyncio.Barrier(len(burst))
@@ -375,6 +388,11 @@ async def run(args: argparse.Namespace) -> None:
             alone = await people(stack, crowd, solo, 1)
             cached = await people(stack, crowd, warm, 1)
             clicked = await people(stack, crowd, rest, args.people)
+            steps = await timeline(stack.temporal, stack.pool, {
+                "started first (out of the worker's cache when --waiting fills it)":
+                    alone.get("validation", []),
+                "started last (in the worker's cache)": cached.get("validation", [])}) \
+                if args.timeline else ""
             log("(a) baselines: DBOS in-process resume, raw Temporal Update → activity")
             dbos = await dbos_baseline(stack, args.baseline)
             raw = await raw_temporal_baseline(stack, args.baseline)
@@ -389,9 +407,18 @@ async def run(args: argparse.Namespace) -> None:
         slack.__exit__()
         smtp.stop()
         await receiver.stop()
-    print(report(args, {"one person": alone, "one person, the run in the worker's cache": cached,
-                        f"{args.people} at once": clicked}, dbos, raw,
+    print(report(args, {"one person": latencies(alone),
+                        "one person, the run in the worker's cache": latencies(cached),
+                        f"{args.people} at once": latencies(clicked)}, dbos, raw,
                  told, raw_hooks, raw_smtp, raw_slack, in_slack, load_before))
+    if steps:
+        print(f"\nWhere one person's validation click goes, its steps' times from the click:\n"
+              f"\n{steps}")
+
+
+def latencies(timed: dict[str, list[Timed]]) -> dict[str, list[float]]:
+    """Seconds from each click to the next step seen on the stream, by kind."""
+    return {kind: [t.seen - t.sent for t in clicks] for kind, clicks in timed.items()}
 
 
 def report(args: argparse.Namespace, clicks: dict[str, dict[str, list[float]]],
@@ -452,6 +479,9 @@ def main() -> None:
     parser.add_argument("--notices", type=int, default=50,
                         help="gates opened one after another for the webhook, mail and "
                              "Slack, then clicked in Slack")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print where one person's validation clicks go: each step's "
+                             "median time from the click (bench/click_timeline.py)")
     parser.add_argument("--in-process", action="store_true",
                         help="run the API and the worker in this process, not as children")
     parser.add_argument("--baseline", type=int, default=50,

@@ -109,8 +109,7 @@ async def main(args: argparse.Namespace) -> None:
         url = await asyncio.to_thread(embedded_database_url, folder / "pgdata")
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
             empty = await measure(url, "empty read model")
             began = time.perf_counter()
             per_run = -(-args.decided // args.waiting)

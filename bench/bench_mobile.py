@@ -33,16 +33,16 @@ from pathlib import Path
 
 import asyncpg
 from temporalio.client import Client
+from waystation_mobile import repository as graph_repo
+from waystation_mobile.activities.identity import identify, perceptual_hash
+from waystation_mobile.activities.simulator.driver import SimulatorDriver
+from waystation_mobile.activities.uixml import parse_hierarchy
+from waystation_mobile.kind import MOBILE
+from waystation_mobile.models import MobileAgentRunInput, MobileInput
+from waystation_mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 from bench.bench_validation import bench_database, bench_temporal, log
 from waystation.activities.agents import backend_named
-from waystation.kinds.mobile import repository as graph_repo
-from waystation.kinds.mobile.activities.identity import identify, perceptual_hash
-from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver
-from waystation.kinds.mobile.activities.uixml import parse_hierarchy
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.models import MobileAgentRunInput, MobileInput
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.persistence.db import create_pool
 from waystation.persistence.runs import create_run
 from waystation.worker import build_worker

@@ -97,8 +97,7 @@ async def bench_inbox(args: argparse.Namespace) -> None:
         url = await asyncio.to_thread(embedded_database_url, folder / "pgdata")
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
             async with conn.transaction():
                 for statement in FILL:
                     used = [n for n in (1, 2) if f"${n}" in statement]

@@ -91,8 +91,7 @@ async def fill(url: str, args: argparse.Namespace) -> uuid.UUID:
     """Fills the database; returns the reader's big run."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn, folders=load_registry(
-            use_entry_points=False).migration_folders())
+        await apply_migrations(conn, folders=load_registry().migration_folders())
         async with conn.transaction():
             for statement in FILL:
                 used = [n for n in (1, 2) if f"${n}::int" in statement]

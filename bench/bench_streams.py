@@ -509,8 +509,7 @@ async def fresh_database(base: str) -> AsyncIterator[str]:
     try:
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
         finally:
             await conn.close()
         yield url

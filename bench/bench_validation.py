@@ -95,8 +95,7 @@ async def bench_database() -> AsyncIterator[str]:
         url = with_database(base, name)
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
         finally:
             await conn.close()
         try:

@@ -94,8 +94,7 @@ class KindCase:
 
 async def measure(plan: Plan) -> list[Figures]:
     conn = await asyncpg.connect(plan.database_url)
-    await apply_migrations(conn, folders=load_registry(
-        use_entry_points=False).migration_folders())
+    await apply_migrations(conn, folders=load_registry().migration_folders())
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
         dev_server_existing_path=installed_binary("temporal"),

@@ -2,7 +2,9 @@
 docs/architecture.md): its workflow, models, activities, descriptor, routes, queries,
 migrations and console module. They are registered through the `waystation.run_kinds` entry
 point of the root `pyproject.toml` (`builtin = "waystation.kinds:builtin_kinds"`), as a plug-in is;
-the core imports none of them.
+the core imports none of them. `kinds/mobile/` is not one of them: it is the mobile kind's own
+distribution (`waystation-mobile`, package `waystation_mobile`), a plug-in installed beside
+Waystation (docs/mobile.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ def builtin_kinds() -> list[Any]:
     sandbox, and this package's import must stay free of side effects."""
     from waystation.kinds.agent.kind import AGENT
     from waystation.kinds.batch.kind import BATCH
-    from waystation.kinds.mobile.kind import MOBILE
     from waystation.kinds.validation.kind import VALIDATION
 
-    return [VALIDATION, BATCH, MOBILE, AGENT]
+    return [VALIDATION, BATCH, AGENT]

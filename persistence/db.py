@@ -72,6 +72,28 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10,
     return pool
 
 
+# Releases under way (see `release_soon`): held so that none is garbage-collected unfinished.
+_RELEASING: set[asyncio.Task[None]] = set()
+
+
+def release_soon(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+    """Give `conn` back to `pool` without waiting for it: an API-role pool resets each
+    connection it gets back (`RESET ALL`, a round trip), which a request borrowing a
+    connection for one lookup (its caller's credential, the rate limit) need not wait for
+    before its next step. The connection is in the pool again, for the next borrower, only
+    once reset; one that cannot be reset is closed by the pool, as when awaited."""
+    task = asyncio.get_running_loop().create_task(_release(pool, conn))
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
+
+
+async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+    try:
+        await pool.release(conn)
+    except Exception as error:  # noqa: BLE001 - nobody awaits this: logged, not lost
+        log.warning("a pooled connection could not be reset, and was closed: %s", error)
+
+
 async def retry_while_unavailable(call: Callable[[], Awaitable[T]], *,
                                   give_up_after: float = 300.0) -> T:
     """`call()`, again and again while the database is unreachable (backing off to 5 s), for

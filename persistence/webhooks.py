@@ -136,12 +136,14 @@ async def delete_webhook(conn: asyncpg.Connection, webhook_id: UUID, owner: str 
 async def enqueue(conn: asyncpg.Connection, run_id: UUID,
                   notifications: list[Notification]) -> list[str]:
     """Deliveries for each notification to every webhook that wants it; returns the keys of
-    the notifications with pending deliveries (those enqueued by an earlier try included)."""
+    the notifications with pending deliveries (those enqueued by an earlier try included).
+    One round trip a notification: a decision's transaction waits for it before its commit."""
+    pending = set()
     for note in notifications:
-        await conn.execute(sql("enqueue_deliveries"), run_id, note.key, note.type, note.payload)
-    records = await conn.fetch(sql("pending_deliveries_of"), run_id,
-                               [n.key for n in notifications])
-    return sorted({r["event_key"] for r in records})
+        if await conn.fetchval(sql("enqueue_deliveries"), run_id, note.key, note.type,
+                               note.payload):
+            pending.add(note.key)
+    return sorted(pending)
 
 
 async def pending_deliveries(conn: asyncpg.Connection, run_id: UUID,

@@ -40,7 +40,6 @@ BIN = Path(sys.executable).parent
 
 # The tiers, one folder each under tests/, by what their tests start (docs/tests.md).
 TIERS = ("unit", "workflows", "integration", "browser", "faults", "replay")
-TESTS = Path(__file__).resolve().parent
 
 # anyio and schemathesis import their modules lazily, and pytest rewrites them on import
 # (both are pytest plugins). Rewriting compiles an AST, and CPython 3.11.7's compile is not
@@ -61,12 +60,15 @@ os.environ.setdefault("WAYSTATION_OFFLINE_TOKEN_MS", "2")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier, so `pytest -m workflows` runs one tier. A plug-in's own
-    tests (examples/*/tests) start its local stack: integration, their replays replay."""
+    """Mark each test with its tier, so `pytest -m workflows` runs one tier: the folder under
+    a `tests` folder, this one's or a kind distribution's (kinds/mobile/tests/unit, ...). A
+    plug-in's own tests (examples/*/tests) start its local stack: integration, their replays
+    replay."""
     for item in items:
-        path = item.path.resolve()
-        if path.is_relative_to(TESTS) and path.relative_to(TESTS).parts[0] in TIERS:
-            tier = path.relative_to(TESTS).parts[0]
+        parts = item.path.resolve().parts
+        under = [i for i, part in enumerate(parts[:-2]) if part == "tests"]
+        if under and parts[under[-1] + 1] in TIERS:
+            tier = parts[under[-1] + 1]
         else:
             tier = "replay" if "replay" in item.name else "integration"
         item.add_marker(tier)

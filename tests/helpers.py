@@ -28,6 +28,10 @@ from waystation.testing import eventually as eventually  # shared with plug-ins'
 from waystation.worker import build_worker
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
+# The mobile kind's bundled apps (the `waystation-mobile` distribution, kinds/mobile), which the
+# cross-cutting tests start mobile runs of.
+NOTES = "com.waystation.sample.notes"
+SHOP = "com.waystation.sample.shop"
 
 
 class FailingTasks:

@@ -236,8 +236,9 @@ def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
-    # The built-in kinds' migrations only: the file is the schema of Waystation itself.
-    folders = load_registry(use_entry_points=False).migration_folders()
+    # What `waystation migrate` applies here: the core's and every installed kind's migrations
+    # (built in or a plug-in, kinds/mobile's too where the README's commands installed it).
+    folders = load_registry(settings.plugin_modules).migration_folders()
     schema = asyncio.run(dump_schema(settings.database_url, folders))
     if args.write:
         SCHEMA_FILE.write_text(schema)

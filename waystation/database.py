@@ -40,13 +40,13 @@ def _passwords(settings: Settings) -> dict[str, str | None]:
 
 async def migrate(url: str, folders: Iterable[Any] | None = None, *,
                   settings: Settings | None = None) -> list[int]:
-    """The core's migrations and the kinds' (`folders`; default: those of the built-in and
-    installed kinds), as `url`'s user, the owner; with `settings`, then the login roles'
-    passwords it gives."""
+    """The core's migrations and the kinds' (`folders`; default: those of every installed
+    kind, built in or a plug-in by entry point or `settings`' WAYSTATION_PLUGINS), as `url`'s
+    user, the owner; with `settings`, then the login roles' passwords it gives."""
     if folders is None:
         from waystation.registry import load_registry
 
-        folders = load_registry().migration_folders()
+        folders = load_registry(settings.plugin_modules if settings else ()).migration_folders()
     conn = await asyncpg.connect(url)
     try:
         applied = await apply_migrations(conn, folders=folders)

@@ -296,8 +296,7 @@ async def create_database(server_url: str, prefix: str, *, migrate: bool = True)
     if migrate:
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
         finally:
             await conn.close()
     return url

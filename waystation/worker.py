@@ -79,8 +79,9 @@ def build_worker(
     webhook_private_networks: bool | None = None,
     slack: SlackConfig | None = None,
 ) -> Worker:
-    """A worker for every registered kind's workflow and activities (built-ins only when no
-    registry is given), and the notifications' (webhooks; email when `mail` is given).
+    """A worker for every registered kind's workflow and activities (when no registry is given,
+    every installed kind's: the built-in ones and the plug-ins' entry points), and the
+    notifications' (webhooks; email when `mail` is given).
 
     `sandbox_every_workflow` (default: WAYSTATION_SANDBOX_EVERY_WORKFLOW) runs the built-in
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
@@ -94,7 +95,7 @@ def build_worker(
         sandbox_every_workflow = settings.sandbox_every_workflow
     if webhook_private_networks is None:
         webhook_private_networks = settings.webhooks_to_private_networks
-    registry = registry or load_registry(use_entry_points=False)
+    registry = registry or load_registry()
     # The offline backend's typed answers to the kinds' own tasks.
     use_offline_answers(registry.offline_answers())
     # Where model requests publish their live deltas (activities/deltas.py).

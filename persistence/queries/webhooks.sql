@@ -37,20 +37,28 @@ SELECT id FROM gone;
 -- name: enqueue_deliveries
 -- One delivery per live webhook that wants this event of this run: the owner's own, the
 -- group's (registered by a member who still is one), and those for this one run (registered
--- by someone who may still read it); a repeated enqueue adds nothing.
-INSERT INTO webhook_deliveries (id, webhook_id, run_id, event_key, event_type, payload)
-SELECT gen_random_uuid(), w.id, r.id, $2, $3, $4
-  FROM runs r JOIN webhooks w
-    ON (w.run_id IS NULL AND w.group_id IS NULL AND w.owner = r.owner)
-    OR (w.run_id IS NULL AND w.group_id = r.group_id
-        AND EXISTS (SELECT 1 FROM group_members m
-                     WHERE m.group_id = w.group_id AND m.user_name = w.owner))
-    OR (w.run_id = r.id
-        AND (w.owner = r.owner
-             OR EXISTS (SELECT 1 FROM group_members m
-                         WHERE m.group_id = r.group_id AND m.user_name = w.owner)))
- WHERE r.id = $1 AND w.deleted_at IS NULL AND $3 = ANY (w.events)
-ON CONFLICT (webhook_id, event_key) DO NOTHING;
+-- by someone who may still read it); a repeated enqueue adds nothing. Answers whether the
+-- event has deliveries still to make, these or an earlier try's, in the same round trip (the
+-- outer query's snapshot does not see the rows just added, hence `added`).
+WITH added AS (
+    INSERT INTO webhook_deliveries (id, webhook_id, run_id, event_key, event_type, payload)
+    SELECT gen_random_uuid(), w.id, r.id, $2, $3, $4
+      FROM runs r JOIN webhooks w
+        ON (w.run_id IS NULL AND w.group_id IS NULL AND w.owner = r.owner)
+        OR (w.run_id IS NULL AND w.group_id = r.group_id
+            AND EXISTS (SELECT 1 FROM group_members m
+                         WHERE m.group_id = w.group_id AND m.user_name = w.owner))
+        OR (w.run_id = r.id
+            AND (w.owner = r.owner
+                 OR EXISTS (SELECT 1 FROM group_members m
+                             WHERE m.group_id = r.group_id AND m.user_name = w.owner)))
+     WHERE r.id = $1 AND w.deleted_at IS NULL AND $3 = ANY (w.events)
+    ON CONFLICT (webhook_id, event_key) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM added)
+    OR EXISTS (SELECT 1 FROM webhook_deliveries
+                WHERE run_id = $1 AND event_key = $2 AND status = 'pending');
 
 -- name: pending_deliveries_of
 -- The deliveries of some events of a run still to make (a retried enqueue finds them again).

@@ -199,8 +199,7 @@ async def private_postgres() -> AsyncIterator[tuple[EmbeddedPostgres, str]]:
     url = await asyncio.to_thread(server.start)
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn, folders=load_registry(
-            use_entry_points=False).migration_folders())
+        await apply_migrations(conn, folders=load_registry().migration_folders())
     finally:
         await conn.close()
     try:

@@ -29,21 +29,22 @@ async def fresh_url(database_url: str) -> AsyncIterator[str]:
 
 async def test_a_kind_s_migrations_apply_once_after_the_core_s(fresh_url: str,
                                                                tmp_path: Path) -> None:
-    builtin = load_registry(use_entry_points=False).migration_folders()
+    # The installed kinds': the built-in batch and agent kinds' and the mobile kind's (kinds/mobile).
+    installed = load_registry().migration_folders()
     core = [version for version, _, _ in migration_files()]
     conn = await asyncpg.connect(fresh_url)
     try:
         assert await apply_migrations(conn) == core
-        # The built-in kinds' own, after every one of the core's.
-        assert await apply_migrations(conn, folders=builtin) == [84, 85, 86, 88]
-        assert await apply_migrations(conn, folders=builtin) == []
+        # The kinds' own, after every one of the core's.
+        assert await apply_migrations(conn, folders=installed) == [84, 85, 86, 88]
+        assert await apply_migrations(conn, folders=installed) == []
 
         (tmp_path / "069_my_kind_rows.sql").write_text(
             "CREATE TABLE my_kind_rows (run_id uuid PRIMARY KEY REFERENCES runs (id));")
-        assert await apply_migrations(conn, folders=[*builtin, tmp_path]) == [69]
+        assert await apply_migrations(conn, folders=[*installed, tmp_path]) == [69]
         assert await conn.fetchval("SELECT to_regclass('my_kind_rows')::text") == \
             "my_kind_rows"
-        assert await apply_migrations(conn, folders=[*builtin, tmp_path]) == []
+        assert await apply_migrations(conn, folders=[*installed, tmp_path]) == []
     finally:
         await conn.close()
 

@@ -151,7 +151,7 @@ async def tables(conn: asyncpg.Connection) -> set[str]:
 
 async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
         empty_url: str, other_empty_url: str) -> None:
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await migrate_as_before(conn)
@@ -197,7 +197,7 @@ async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
 
 async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
         empty_url: str) -> None:
-    registry = load_registry(use_entry_points=False)
+    registry = load_registry()
     batch = registry.kind("batch").data.migrations
     conn = await asyncpg.connect(empty_url)
     try:
@@ -233,7 +233,7 @@ async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
 
 
 async def test_a_database_with_only_some_of_the_old_files_is_refused(empty_url: str) -> None:
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await migrate_as_before(conn, up_to=55)  # before 061-063: an older release's
@@ -296,7 +296,7 @@ MOVED_AGENT_ROWS = {run_id: (summary, entities)
 
 async def test_the_agent_kind_s_columns_move_to_its_own_table_with_their_rows(
         empty_url: str, other_empty_url: str) -> None:
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await apply_migrations(conn, folders=folders, up_to=LAST_WITH_THE_COLUMNS)
@@ -323,7 +323,7 @@ async def test_the_agent_kind_s_columns_move_to_its_own_table_with_their_rows(
 
 async def test_a_core_only_database_keeps_the_agent_columns_holding_values_until_the_kind_moves_them(  # noqa: E501
         empty_url: str) -> None:
-    registry = load_registry(use_entry_points=False)
+    registry = load_registry()
     agent = registry.kind("agent").data.migrations
     others = [f for f in registry.migration_folders() if f != agent]
     conn = await asyncpg.connect(empty_url)
@@ -347,7 +347,7 @@ async def test_a_kind_s_fields_are_written_with_the_run_s_progress_by_its_own_sq
     upsert in the same statement, idempotent, a null field keeping what is stored, nothing
     after the run has finished; a kind that registered no writer refuses the whole write.
     Written as the workers' role writes it."""
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     conn = await asyncpg.connect(empty_url)
     try:
         await apply_migrations(conn, folders=folders)

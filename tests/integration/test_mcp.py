@@ -24,8 +24,7 @@ from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Resul
 from pydantic import ConfigDict
 
 from tests.agent_helpers import LIKE, SEARCH
-from tests.helpers import IDEA, eventually, live_api
-from tests.mobile_helpers import NOTES
+from tests.helpers import IDEA, NOTES, eventually, live_api
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
 from waystation.settings import Settings

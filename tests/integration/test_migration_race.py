@@ -25,7 +25,7 @@ from waystation.testing import eventually, free_port, with_database
 
 ROOT = Path(__file__).resolve().parents[2]
 # The core's migrations and the built-in kinds' own, as `waystation migrate` applies them.
-FOLDERS = load_registry(use_entry_points=False).migration_folders()
+FOLDERS = load_registry().migration_folders()
 PROCESSES = 5
 SCHEMA_QUERIES = {
     "columns": """SELECT table_name, column_name, data_type, is_nullable, column_default

@@ -23,8 +23,9 @@ from waystation.persistence.claims import (
     WORKER_ROLE,
     Claims,
     claimed_connection,
+    set_claims,
 )
-from waystation.persistence.db import create_pool
+from waystation.persistence.db import create_pool, release_soon
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
 from waystation.registry import load_registry
@@ -129,6 +130,22 @@ async def test_no_claims_no_rows_and_claims_do_not_outlive_a_borrowing(api_pool,
     assert await visible(api_pool, None) == {table: set() for table in UNFILTERED}
 
 
+async def test_a_connection_released_without_waiting_is_lent_again_only_reset(migrated_url,
+                                                                              world):
+    """The API gives its lookups' connections back without waiting for the reset
+    (`release_soon`): the next borrower, on a pool of one, gets it reset all the same."""
+    pool = await create_pool(migrated_url, max_size=1, role=API_ROLE)
+    try:
+        for claims in (SERVICE, Claims(user=world["alice"])):  # type: ignore[arg-type]
+            conn = await pool.acquire()
+            await set_claims(conn, claims)
+            assert await conn.fetchval("SELECT count(*) FROM runs") > 0
+            release_soon(pool, conn)
+            assert await visible(pool, None) == {table: set() for table in UNFILTERED}
+    finally:
+        await pool.close()
+
+
 async def test_a_login_role_pool_gives_connections_back_outside_any_transaction(migrated_url):
     """A pool without a role (the workers') skips the reset round trip on release; what it
     keeps: a transaction left open is rolled back, so the next borrower starts clean."""
@@ -218,8 +235,7 @@ async def test_a_non_superuser_owner_deployment(database_url: str):
         try:
             # The roles exist already (cluster-wide); the migration only uses them.
             await admin.execute(f"GRANT {API_ROLE}, {WORKER_ROLE} TO {login}")
-            await apply_migrations(conn, folders=load_registry(
-                use_entry_points=False).migration_folders())
+            await apply_migrations(conn, folders=load_registry().migration_folders())
         finally:
             await conn.close()
         api = await create_pool(url, max_size=1, role=API_ROLE)

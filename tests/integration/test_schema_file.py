@@ -10,7 +10,7 @@ from waystation.registry import load_registry
 
 
 async def test_schema_file_is_what_the_migrations_produce(database_url: str):
-    folders = load_registry(use_entry_points=False).migration_folders()
+    folders = load_registry().migration_folders()
     produced = await dump_schema(database_url, folders)
     committed = SCHEMA_FILE.read_text()
     diff = "".join(difflib.unified_diff(committed.splitlines(keepends=True),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import uuid
 
-from tests.integration.test_mobile_api import api, auth, finished, settings  # noqa: F401 - fixtures
-from tests.mobile_helpers import NOTES
+from tests.helpers import NOTES
+from tests.inprocess_api import api, auth, finished, settings  # noqa: F401 - fixtures
 from waystation.activities.artifacts import LocalArtifactStore
 
 

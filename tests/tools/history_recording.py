@@ -2,7 +2,7 @@
 embedded PostgreSQL, and write each case's history to tests/histories/<prefix>_<case>.json.
 
 The recorders (`python -m tests.tools.record_histories`, `tests.tools.record_batch_histories`,
-`tests.tools.record_mobile_histories`) only define their cases; tests/replay/test_replay.py
+kinds/mobile/tests/record_histories.py) only define their cases; tests/replay/test_replay.py
 replays every file against the current workflow code. The notification recorders, which drive a
 whole local stack instead, share its gated run and the writing of a history.
 """
@@ -46,8 +46,7 @@ async def record(url: str, cases: dict[str, Case], *, task_queue: str,
     run that continued as new, the last run's)."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn, folders=load_registry(
-            use_entry_points=False).migration_folders())
+        await apply_migrations(conn, folders=load_registry().migration_folders())
     finally:
         await conn.close()
     env = await WorkflowEnvironment.start_time_skipping(
@@ -73,10 +72,11 @@ async def record(url: str, cases: dict[str, Case], *, task_queue: str,
 
 
 def main(argv: list[str] | None, *, description: str, prefix: str, cases: dict[str, Case],
-         task_queue: str, backend: AgentBackend) -> int:
+         task_queue: str, backend: AgentBackend, out: Path = HISTORIES) -> int:
+    """Record `cases` and write them to `out` (a kind's own histories: its tests' folder)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("cases", nargs="*", help=f"any of {', '.join(cases)} (default: all)")
-    parser.add_argument("--out", type=Path, default=HISTORIES)
+    parser.add_argument("--out", type=Path, default=out)
     args = parser.parse_args(argv)
     if unknown := set(args.cases) - set(cases):
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")

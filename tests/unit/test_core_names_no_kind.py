@@ -19,7 +19,7 @@ CONSOLE = ROOT / "api" / "console" / "static"
 
 @dataclass(frozen=True)
 class Kind:
-    package: str  # its import path (installed: its folder under kinds/ is `waystation.kinds.*`)
+    package: str  # its import path (installed: a folder under kinds/ is `waystation.kinds.*`)
     name: str  # its `RunKind.name`
     tables: frozenset[str]
     routes: frozenset[str]  # first path segments of its own routes
@@ -30,7 +30,8 @@ KINDS = (
     Kind(package="waystation.kinds.batch", name="batch",
           tables=frozenset({"jobs", "work_units", "item_outputs"}),
           routes=frozenset({"/jobs", "/items", "/workers"})),
-    Kind(package="waystation.kinds.mobile", name="mobile_agent",
+    # A distribution of its own (kinds/mobile), installed as `waystation_mobile`.
+    Kind(package="waystation_mobile", name="mobile_agent",
           tables=frozenset({"apps", "screens", "actions", "edges",
                             "graph_persistence_outcomes", "mobile_runs"}),
           routes=frozenset({"/apps", "/artifacts"}),
@@ -154,8 +155,10 @@ def test_the_other_words_are_still_there() -> None:
 
 
 def test_every_kind_package_is_scanned() -> None:
-    """A new package in `kinds/` is added to KINDS, with its tables and routes."""
-    here = {p.name for p in (ROOT / "kinds").iterdir() if (p / "kind.py").exists()}
+    """A new package in `kinds/` (or a kind's distribution there, `kinds/<kind>/<package>`) is
+    added to KINDS, with its tables and routes."""
+    here = {p.name for p in (ROOT / "kinds").glob("*/") if (p / "kind.py").exists()} | {
+        p.parent.name for p in (ROOT / "kinds").glob("*/*/kind.py")}
     assert {k.package.rpartition(".")[2] for k in KINDS} == here
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
+from waystation_mobile.activities.simulator.driver import bundled_packages
+from waystation_mobile.settings import MobileSettings
 
 from waystation import cli
 from waystation.contracts.kinds import CliCommand, CliHooks, PluginError, RunKind
 from waystation.kinds.batch.settings import BatchSettings
-from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
-from waystation.kinds.mobile.settings import MobileSettings
 from waystation.persistence.migrate import migration_files
 from waystation.registry import Registered, Registry, load_registry
 from waystation.settings import Settings
@@ -41,8 +41,9 @@ def test_a_migration_number_is_taken_once_across_folders(tmp_path: Path) -> None
         migration_files([tmp_path])
 
 
-def test_builtin_kinds_bring_their_parts_through_the_hooks() -> None:
-    registry = load_registry(use_entry_points=False)
+def test_kinds_bring_their_parts_through_the_hooks() -> None:
+    # The built-in batch kind and the mobile kind, a plug-in installed from kinds/mobile.
+    registry = load_registry()
     paths = {route.path for router in registry.routers() for route in router.routes}
     assert {"/jobs/{job_id}", "/items/{item_id}"} <= paths
     sections = registry.console_modules()

@@ -21,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_builtins_and_the_installed_example_plugin_are_registered() -> None:
     registry = load_registry()
-    assert registry.names[:3] == ["validation", "batch", "mobile_agent"]
+    assert registry.names[:3] == ["validation", "batch", "agent"]
     assert registry.kinds["validation"].source == "builtin"
+    # The mobile kind is a distribution of its own (kinds/mobile), registered as a plug-in.
+    assert "(waystation-mobile 0.1.0)" in registry.kinds["mobile_agent"].source
     assert "entry point waystation.run_kinds:content_review" in \
         registry.kinds["content_review"].source
     assert "house_style" in registry.backends

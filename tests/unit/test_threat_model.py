@@ -36,10 +36,11 @@ def first_segment(path: str) -> str:
 
 @pytest.fixture(scope="module")
 def app() -> FastAPI:
-    # The built-in kinds only: the table is Waystation's own; creating the app connects to
-    # nothing (its lifespan does).
+    # The installed kinds: the built-in ones and the mobile kind's distribution (kinds/mobile),
+    # whose routes the table covers too; creating the app connects to nothing (its lifespan
+    # does).
     return create_app(Settings(database_url="postgresql://nobody@localhost/none"),
-                      registry=load_registry(use_entry_points=False))
+                      registry=load_registry())
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,15 @@ OLD_NAMES = frozenset(MAPPED) - {"waystation"}
 # Files of those folders that are not installed: the schema a person reads, generated from the
 # migrations (`waystation schema --write`), which are installed.
 NOT_INSTALLED = {"persistence/schema.sql"}
+# Folders that are not this distribution's: the mobile kind's own (waystation-mobile), whose
+# wheel tests/integration/test_mobile_distribution.py builds.
+OTHER_DISTRIBUTIONS = (Path("kinds/mobile"),)
 
 
 def source_files() -> list[Path]:
     return sorted(p.relative_to(ROOT) for folder in MAPPED for p in (ROOT / folder).rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts)
+                  if p.is_file() and "__pycache__" not in p.parts and not any(
+                      p.relative_to(ROOT).is_relative_to(other) for other in OTHER_DISTRIBUTIONS))
 
 
 def installed_path(source: Path) -> str:
@@ -57,6 +61,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
 def test_the_wheel_installs_waystation_alone(wheel: zipfile.ZipFile) -> None:
     tops = {name.split("/")[0] for name in wheel.namelist()}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"waystation"}, tops
+    # The mobile kind is a distribution of its own: nothing of it is in Waystation's wheel.
+    assert not [n for n in wheel.namelist() if n.startswith("waystation/kinds/mobile/")]
 
 
 def test_every_source_file_is_installed_under_its_package(wheel: zipfile.ZipFile) -> None:
@@ -95,8 +101,7 @@ def test_the_installed_wheel_imports_and_finds_its_data(wheel: zipfile.ZipFile,
     done = subprocess.run([sys.executable, "-c", probe, str(target)], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == str(sorted(["validation", "batch", "mobile_agent",
-                                                     "agent"]))
+    assert done.stdout.split("\n")[0] == str(sorted(["validation", "batch", "agent"]))
 
 
 def test_no_source_imports_an_old_top_level_name() -> None:
