@@ -29,7 +29,8 @@ async def fresh_url(database_url: str) -> AsyncIterator[str]:
 
 async def test_a_kind_s_migrations_apply_once_after_the_core_s(fresh_url: str,
                                                                tmp_path: Path) -> None:
-    # The installed kinds': the built-in batch and agent kinds' and the mobile kind's (kinds/mobile).
+    # The installed kinds': the built-in batch and agent kinds' and the mobile kind's
+    # (kinds/mobile).
     installed = load_registry().migration_folders()
     core = [version for version, _, _ in migration_files()]
     conn = await asyncpg.connect(fresh_url)
