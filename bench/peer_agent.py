@@ -15,7 +15,7 @@ the agent's first step" is measured alike.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic_ai import Tool
@@ -68,18 +68,29 @@ def _model() -> FunctionModel:
 
 
 def _instrument() -> None:
-    """Wrap the planner model's function once, so that every system's request is noted."""
+    """Wrap the planner model's functions once, so that every system's request is noted:
+    `function` answers a whole request (the peers' and the summary), `stream_function` a
+    streamed one (Waystation's model requests since issue 43: noting only `function` timed
+    its message → the summary request instead)."""
     model = _model()
-    plan = model.function
+    plan, stream = model.function, model.stream_function
     if getattr(plan, "_noted", False) or plan is None:
         return
 
-    async def noted(messages: list[ModelMessage], info: Any) -> ModelResponse:
+    def note() -> None:
         if FIRST_REQUEST.at is None:
             FIRST_REQUEST.at = time.perf_counter()
+
+    async def noted(messages: list[ModelMessage], info: Any) -> ModelResponse:
+        note()
         return await plan(messages, info)  # type: ignore[misc]
     noted._noted = True  # type: ignore[attr-defined]
     model.function = noted
+    if stream is not None:
+        def noted_stream(messages: list[ModelMessage], info: Any) -> AsyncIterator[Any]:
+            note()
+            return stream(messages, info)
+        model.stream_function = noted_stream
 
 
 _instrument()
