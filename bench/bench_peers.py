@@ -26,6 +26,8 @@ the raw-Temporal row is the same shape with one no-op activity per step and noth
   over `--runs` sequential runs without the approval (raw Temporal: run time / 5);
 - approval → next step: from sending the approval to the next step's event, p50/p99;
 - runs/s: `--throughput-runs` runs without the approval, 20 at a time.
+- CPU ms a run: while runs/s is measured, each process's CPU (the system's Python process,
+  its child the Temporal dev server, PostgreSQL's postmaster and backends) over the runs.
 
 For the agent, a "step" is a whole turn (message → answer), "approval → next step" is the
 person's message → the model's first request of the turn, and runs/s is conversations/s
