@@ -17,21 +17,21 @@ from uuid import UUID
 import asyncpg
 from temporalio import activity
 
-from activities.decision_mail import (
+from waystation.activities.decision_mail import (
     DecisionMailActivities,
     DecisionMailInput,
     start_decision_mail,
 )
-from activities.notifications import may_notify, notifications_of
-from activities.slack.channel import (
+from waystation.activities.notifications import may_notify, notifications_of
+from waystation.activities.slack.channel import (
     SlackActivities,
     slack_may_change,
     start_slack_sync,
     sync_key,
 )
-from activities.webhooks import WebhookActivities, start_notifications
-from contracts.writes import ReadModelWrite
-from persistence import webhooks as webhooks_repo
+from waystation.activities.webhooks import WebhookActivities, start_notifications
+from waystation.contracts.writes import ReadModelWrite
+from waystation.persistence import webhooks as webhooks_repo
 
 
 class NotificationChannel(ABC):

@@ -22,12 +22,12 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.smtp import send_mail
-from activities.start_once import start_once
-from contracts.decision_links import sign_link
-from persistence import decision_mail as mail_repo
-from persistence import gates as gates_repo
-from persistence.models import GateRow
+from waystation.activities.smtp import send_mail
+from waystation.activities.start_once import start_once
+from waystation.contracts.decision_links import sign_link
+from waystation.persistence import decision_mail as mail_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence.models import GateRow
 
 log = logging.getLogger(__name__)
 DECISION_MAIL_WORKFLOW = "DecisionMail"

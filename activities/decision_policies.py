@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
-from activities.policy_rules import activation, judge
-from contracts.decision_policies import EvaluatePoliciesInput, PolicyVerdicts
-from persistence import policies as policies_repo
+from waystation.activities.policy_rules import activation, judge
+from waystation.contracts.decision_policies import EvaluatePoliciesInput, PolicyVerdicts
+from waystation.persistence import policies as policies_repo
 
 
 class DecisionPolicyActivities:

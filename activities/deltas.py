@@ -25,7 +25,7 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.queries import sql
+from waystation.persistence.queries import sql
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 
-from activities.agents.base import AgentBackend
-from activities.read_model import ReadModelActivities
+from waystation.activities.agents.base import AgentBackend
+from waystation.activities.read_model import ReadModelActivities
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from contracts.events import (
+from waystation.contracts.events import (
     GATE_DECIDED,
     GATE_ESCALATED,
     GATE_EXPIRED,
@@ -19,11 +19,11 @@ from contracts.events import (
     GATE_REMINDED,
     RUN_FINISHED,
 )
-from contracts.writes import ReadModelWrite
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence.models import GateRow, RunRow
-from persistence.webhooks import Notification
+from waystation.contracts.writes import ReadModelWrite
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.models import GateRow, RunRow
+from waystation.persistence.webhooks import Notification
 
 _CLOSED_EVENT = {"approved": GATE_DECIDED, "rejected": GATE_DECIDED, "expired": GATE_EXPIRED}
 

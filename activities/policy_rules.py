@@ -14,7 +14,7 @@ from typing import Any
 
 import cel
 
-from contracts.decision_policies import (
+from waystation.contracts.decision_policies import (
     PolicyDecision,
     PolicyMode,
     PolicyRequest,

@@ -14,16 +14,16 @@ import asyncpg
 from pydantic import BaseModel
 from temporalio import activity
 
-from activities.channels import NotificationChannel, WebhookChannel
-from contracts.writes import RunEnd
-from persistence.runs import run_end
-from persistence.writes import ReadModelWrite, apply_write
+from waystation.activities.channels import NotificationChannel, WebhookChannel
+from waystation.contracts.writes import RunEnd
+from waystation.persistence.runs import run_end
+from waystation.persistence.writes import ReadModelWrite, apply_write
 
 
 class RecordResult(BaseModel):
     seqs: dict[str, int]
     # A write ending a run that had already ended writes nothing (migration 028); this is the
-    # end it found, which the workflow then ends as (workflows.lifecycle).
+    # end it found, which the workflow then ends as (waystation.workflows.lifecycle).
     ended: RunEnd | None = None
 
 

@@ -22,12 +22,12 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.artifacts import ArtifactStore
-from contracts.kinds import KindRetention
-from persistence import erasure as erasure_repo
-from persistence import events as events_repo
-from persistence import retention as retention_repo
-from workflows.retention_models import PurgeBatchInput, PurgeBatchResult
+from waystation.activities.artifacts import ArtifactStore
+from waystation.contracts.kinds import KindRetention
+from waystation.persistence import erasure as erasure_repo
+from waystation.persistence import events as events_repo
+from waystation.persistence import retention as retention_repo
+from waystation.workflows.retention_models import PurgeBatchInput, PurgeBatchResult
 
 
 class RetentionActivities:

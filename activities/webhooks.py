@@ -32,11 +32,11 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.start_once import start_once
-from activities.webhook_targets import Target, TargetRefused, resolve
-from persistence import webhooks as webhooks_repo
-from persistence.sealing import SecretsBox, SecretUnreadable
-from persistence.webhooks import message_id
+from waystation.activities.start_once import start_once
+from waystation.activities.webhook_targets import Target, TargetRefused, resolve
+from waystation.persistence import webhooks as webhooks_repo
+from waystation.persistence.sealing import SecretsBox, SecretUnreadable
+from waystation.persistence.webhooks import message_id
 
 log = logging.getLogger(__name__)
 NOTIFICATION_WORKFLOW = "WebhookNotification"

@@ -10,9 +10,9 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User
-from api.errors import ApiError
-from persistence import api_keys as keys_repo
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.persistence import api_keys as keys_repo
 
 KEY_PREFIX = "wsk_"
 

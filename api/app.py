@@ -12,20 +12,20 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
-from api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
-from api.event_hub import EventHub
-from api.hosts import TrustedHosts
-from api.identity import IdentityProvider
-from api.limits import BODY_METHODS, BodyLimits
-from api.metrics import ApiMetrics, HttpMetrics
-from api.oidc import OidcClient
-from api.protocols import a2a
-from api.protocols.a2a.card import RPC_PATH
-from api.protocols.ag_ui import router as ag_ui
-from api.protocols.mcp import server as mcp
-from api.protocols.slack import router as slack
-from api.rate_limits import Limiter, UserLimits
-from api.routes import (
+from waystation.api.errors import BODY_ONLY_ERRORS, ERROR_RESPONSES, install_error_handlers
+from waystation.api.event_hub import EventHub
+from waystation.api.hosts import TrustedHosts
+from waystation.api.identity import IdentityProvider
+from waystation.api.limits import BODY_METHODS, BodyLimits
+from waystation.api.metrics import ApiMetrics, HttpMetrics
+from waystation.api.oidc import OidcClient
+from waystation.api.protocols import a2a
+from waystation.api.protocols.a2a.card import RPC_PATH
+from waystation.api.protocols.ag_ui import router as ag_ui
+from waystation.api.protocols.mcp import server as mcp
+from waystation.api.protocols.slack import router as slack
+from waystation.api.rate_limits import Limiter, UserLimits
+from waystation.api.routes import (
     admin,
     analytics,
     api_keys,
@@ -41,12 +41,12 @@ from api.routes import (
     streams,
     webhooks,
 )
-from api.security_headers import SecurityHeaders
-from api.services.metrics import CachedFigures
-from api.shutdown import Shutdown
-from api.temporal_gateway import TemporalGateway
-from persistence.claims import API_ROLE
-from persistence.db import create_pool
+from waystation.api.security_headers import SecurityHeaders
+from waystation.api.services.metrics import CachedFigures
+from waystation.api.shutdown import Shutdown
+from waystation.api.temporal_gateway import TemporalGateway
+from waystation.persistence.claims import API_ROLE
+from waystation.persistence.db import create_pool
 from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
@@ -98,7 +98,7 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         # Operation ids are the route functions' names: stable for generated clients.
         generate_unique_id_function=lambda route: route.name,
     )
-    # Begun by the server on SIGTERM (see api.shutdown.ApiServer), before the lifespan ends.
+    # Begun by the server on SIGTERM (see waystation.api.shutdown.ApiServer), before the lifespan ends.
     app.state.shutdown = Shutdown()
     app.state.registry = registry
     app.state.identity_provider = identity_provider(settings)

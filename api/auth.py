@@ -22,9 +22,9 @@ import asyncpg
 import jwt
 from pydantic import BaseModel
 
-from api.errors import ApiError
-from persistence import console_sessions, token_cutoffs
-from persistence.models import RunRow
+from waystation.api.errors import ApiError
+from waystation.persistence import console_sessions, token_cutoffs
+from waystation.persistence.models import RunRow
 
 SESSION_COOKIE = "waystation_session"
 CSRF_HEADER = "X-CSRF-Token"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.schemas import DecisionView
+from waystation.api.schemas import DecisionView
 
 FEEDBACK_MAX = 10_000  # as DecisionRequest.feedback
 

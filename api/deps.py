@@ -12,8 +12,8 @@ from fastapi import Depends, Header, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from api.api_keys import authenticate_api_key, is_api_key
-from api.auth import (
+from waystation.api.api_keys import authenticate_api_key, is_api_key
+from waystation.api.auth import (
     CSRF_HEADER,
     SESSION_COOKIE,
     User,
@@ -22,15 +22,15 @@ from api.auth import (
     bearer_token,
     require_not_cut_off,
 )
-from api.errors import ApiError, unavailable
-from api.identity import IdentityProvider, is_provider_token
-from api.rate_limits import settle_charge
-from api.services.access import claims_of
-from api.services.runs import visible_run
-from api.temporal_gateway import TemporalGateway
-from persistence.claims import AUTHENTICATOR, Claims, set_claims
-from persistence.db import UNAVAILABLE_ERRORS
-from persistence.models import RunRow
+from waystation.api.errors import ApiError, unavailable
+from waystation.api.identity import IdentityProvider, is_provider_token
+from waystation.api.rate_limits import settle_charge
+from waystation.api.services.access import claims_of
+from waystation.api.services.runs import visible_run
+from waystation.api.temporal_gateway import TemporalGateway
+from waystation.persistence.claims import AUTHENTICATOR, Claims, set_claims
+from waystation.persistence.db import UNAVAILABLE_ERRORS
+from waystation.persistence.models import RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -134,7 +134,7 @@ TemporalClient = Annotated[Client, Depends(get_temporal)]
 # The caller's claims are set on it (see claims_of).
 Conn = Annotated[asyncpg.Connection, Depends(get_conn, scope="function")]
 # For routes whose caller is known only by a secret the request carries (a sign-in code, a
-# mailed link): it sees credentials only, until `api.services.access.act_as`.
+# mailed link): it sees credentials only, until `waystation.api.services.access.act_as`.
 AuthenticatorConn = Annotated[asyncpg.Connection,
                               Depends(get_authenticator_conn, scope="function")]
 

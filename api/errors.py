@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from temporalio.service import RPCError, RPCStatusCode
 
-from persistence.db import UNAVAILABLE_ERRORS
+from waystation.persistence.db import UNAVAILABLE_ERRORS
 
 log = logging.getLogger(__name__)
 

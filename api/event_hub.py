@@ -31,10 +31,10 @@ from uuid import UUID
 
 import asyncpg
 
-from api.schemas import EventView, MessageDelta
-from api.sse import LiveEvent
-from persistence import events as events_repo
-from persistence.claims import SERVICE, claimed_connection
+from waystation.api.schemas import EventView, MessageDelta
+from waystation.api.sse import LiveEvent
+from waystation.persistence import events as events_repo
+from waystation.persistence.claims import SERVICE, claimed_connection
 
 log = logging.getLogger(__name__)
 

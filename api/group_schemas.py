@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from persistence.models import GroupRow, MemberRow, RunRow, RunStatus
+from waystation.persistence.models import GroupRow, MemberRow, RunRow, RunStatus
 
 # The same rule as the column's CHECK (migration 012): a team may name any role.
 Role = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$",

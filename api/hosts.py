@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.errors import error_response
+from waystation.api.errors import error_response
 
 
 class HostAllowList:

@@ -15,8 +15,8 @@ from typing import Any
 
 import jwt
 
-from api.auth import User, issued_at
-from api.errors import ApiError, unavailable
+from waystation.api.auth import User, issued_at
+from waystation.api.errors import ApiError, unavailable
 
 ALGORITHMS = ("RS256", "ES256")
 JWKS_TIMEOUT_SECONDS = 5.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from api.schemas import MessageDelta
-from api.sse import sse
+from waystation.api.schemas import MessageDelta
+from waystation.api.sse import sse
 
 DELTA_EVENT = "message.delta"
 

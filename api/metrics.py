@@ -32,9 +32,9 @@ from prometheus_client.process_collector import ProcessCollector
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.event_hub import EventHub
-from persistence.analytics import BUCKETS, bucket_bounds
-from persistence.metrics import ReadModelFigures
+from waystation.api.event_hub import EventHub
+from waystation.persistence.analytics import BUCKETS, bucket_bounds
+from waystation.persistence.metrics import ReadModelFigures
 
 # Upper bounds of the decision-latency buckets: a minute to a week, humans' pace.
 DECISION_LATENCY_BOUNDS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0, 3 * 86400.0,

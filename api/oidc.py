@@ -6,7 +6,7 @@ challenge. The three are kept in a short-lived cookie signed with the installati
 finish it, and an abandoned sign-in leaves nothing behind. The callback spends the code at the
 provider's token endpoint (with the PKCE verifier, and the client secret for a confidential
 client) and believes the ID token only once its signature (the provider's JWKS, through
-api.identity), `iss`, `aud`, `exp` and `nonce` hold.
+waystation.api.identity), `iss`, `aud`, `exp` and `nonce` hold.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import httpx
 import jwt
 from pydantic import BaseModel, ValidationError
 
-from api.auth import ALGORITHM
-from api.errors import ApiError, unavailable
-from api.identity import IdentityProvider
+from waystation.api.auth import ALGORITHM
+from waystation.api.errors import ApiError, unavailable
+from waystation.api.identity import IdentityProvider
 from waystation.settings import Settings
 
 FLOW_COOKIE = "waystation_oidc"

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.decision_policies import PolicyDecision, PolicyMode, VerdictOutcome
-from persistence.policies import PolicyRow
+from waystation.contracts.decision_policies import PolicyDecision, PolicyMode, VerdictOutcome
+from waystation.persistence.policies import PolicyRow
 
 Checkpoint = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[a-z0-9_]+$")]
 

@@ -9,8 +9,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from contracts.apps import PACKAGE_PATTERN
-from persistence.models import GateStatus, RunStatus
+from waystation.contracts.apps import PACKAGE_PATTERN
+from waystation.persistence.models import GateStatus, RunStatus
 
 # A seq to read on from: 0 reads from the start.
 AfterSeq = Annotated[int, Field(ge=0, le=2**62)]

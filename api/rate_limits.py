@@ -39,13 +39,13 @@ import asyncpg
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api.api_keys import is_api_key
-from api.auth import SESSION_COOKIE, authenticate, bearer_token
-from api.errors import ApiError, error_response, unavailable
-from api.identity import is_provider_token
-from api.limits import BODY_METHODS
-from persistence import user_limits
-from persistence.db import UNAVAILABLE_ERRORS
+from waystation.api.api_keys import is_api_key
+from waystation.api.auth import SESSION_COOKIE, authenticate, bearer_token
+from waystation.api.errors import ApiError, error_response, unavailable
+from waystation.api.identity import is_provider_token
+from waystation.api.limits import BODY_METHODS
+from waystation.persistence import user_limits
+from waystation.persistence.db import UNAVAILABLE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Limiter:
 class Charge:
     """What a request has been counted as. An API key, a provider token or a session is
     counted as itself until it is checked; `settle` (called once the request is
-    authenticated, `api.deps.authenticate_request`) counts it as its user too, so a user's keys
+    authenticated, `waystation.api.deps.authenticate_request`) counts it as its user too, so a user's keys
     and sessions share the user's limits instead of multiplying them. A JSON-RPC call is
     counted at its dispatch (`count_call`), once its method is known."""
 

@@ -21,15 +21,15 @@ from temporalio.common import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.errors import ApiError
-from api.services.workflow_updates import temporal_refusal
-from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
-from contracts.kinds import ForkPoint, RunKind, RunStart
-from persistence import runs as runs_repo
-from persistence.models import RunRow
-from persistence.runs import CreateOutcome
-from workflows import search_attributes as sa
-from workflows.definitions import workflow_arg_type, workflow_type
+from waystation.api.errors import ApiError
+from waystation.api.services.workflow_updates import temporal_refusal
+from waystation.contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, merge_policies
+from waystation.contracts.kinds import ForkPoint, RunKind, RunStart
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.models import RunRow
+from waystation.persistence.runs import CreateOutcome
+from waystation.workflows import search_attributes as sa
+from waystation.workflows.definitions import workflow_arg_type, workflow_type
 
 _POLICIES = TypeAdapter(GatePolicies)
 

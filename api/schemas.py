@@ -8,10 +8,10 @@ from uuid import UUID
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, create_model, model_validator
 
-from contracts.gate_policy import GatePolicies
-from contracts.kinds import RunKind
-from persistence.api_keys import ApiKeyRow
-from persistence.models import (
+from waystation.contracts.gate_policy import GatePolicies
+from waystation.contracts.kinds import RunKind
+from waystation.persistence.api_keys import ApiKeyRow
+from waystation.persistence.models import (
     EventRow,
     GateAudit,
     GateOption,
@@ -20,7 +20,7 @@ from persistence.models import (
     RunRow,
     RunStatus,
 )
-from persistence.runs import CreateOutcome
+from waystation.persistence.runs import CreateOutcome
 
 ProjectId = Annotated[str | None, Field(min_length=1, max_length=200,
                                         description="The project the run belongs to; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from api.schemas import EventView
+from waystation.api.schemas import EventView
 
 # Every event stream's: no cache or proxy buffering holds an event back.
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no",

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from temporalio.client import Client
 
-from api.errors import unavailable
+from waystation.api.errors import unavailable
 
 
 class TemporalGateway:

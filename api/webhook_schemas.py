@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import AnyUrl, BaseModel, ConfigDict, Field, UrlConstraints, field_validator
 
-from persistence.webhooks import DeliveryRow, WebhookRow
+from waystation.persistence.webhooks import DeliveryRow, WebhookRow
 
 WebhookEvent = Literal["gate.opened", "gate.reminded", "gate.escalated", "gate.decided",
                        "gate.expired", "run.finished"]

@@ -42,19 +42,19 @@ import asyncpg
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowHandle
 
-from activities.agents import backend_named
+from waystation.activities.agents import backend_named
 from bench import agent_breakdown
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
 from bench.peer_agent import MESSAGES
-from contracts.events import AGENT_ANSWERED
-from kinds.agent.contracts import SUMMARY_PROMPT
-from kinds.agent.kind import AGENT
-from kinds.agent.models import AgentInput, AgentRunInput, MessageInput
-from kinds.agent.planner.agent import planner
-from kinds.agent.workflow import AgentRun
-from persistence.db import create_pool
-from persistence.runs import create_run
+from waystation.contracts.events import AGENT_ANSWERED
+from waystation.kinds.agent.contracts import SUMMARY_PROMPT
+from waystation.kinds.agent.kind import AGENT
+from waystation.kinds.agent.models import AgentInput, AgentRunInput, MessageInput
+from waystation.kinds.agent.planner.agent import planner
+from waystation.kinds.agent.workflow import AgentRun
+from waystation.persistence.db import create_pool
+from waystation.persistence.runs import create_run
 from waystation.worker import build_worker
 
 WARM_UP_CONVERSATIONS = 3

@@ -18,10 +18,10 @@ import time
 
 import httpx
 
-from activities.agents import AgentRequest
-from activities.agents.openai_compatible import OpenAICompatibleBackend
+from waystation.activities.agents import AgentRequest
+from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
 from bench.common import markdown_table, percentile, ratio
-from kinds.validation.activities.outputs import ValidationSignal
+from waystation.kinds.validation.activities.outputs import ValidationSignal
 from tests.openai_stub import OpenAIStub
 
 SCHEMA = ValidationSignal.model_json_schema()

@@ -34,15 +34,15 @@ from typing import Any
 
 import asyncpg
 
-from api.analytics_schemas import AnalyticsQuery
-from api.auth import User
-from api.services import analytics
+from waystation.api.analytics_schemas import AnalyticsQuery
+from waystation.api.auth import User
+from waystation.api.services import analytics
 from bench.common import percentile
-from persistence import analytics as repo
-from persistence.claims import API_ROLE, Claims, set_claims
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from waystation.persistence import analytics as repo
+from waystation.persistence.claims import API_ROLE, Claims, set_claims
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.migrate import apply_migrations
 
 READER = "reader"
 READER_USER = User(name=READER, role="user")

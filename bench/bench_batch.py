@@ -25,16 +25,16 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.agents import backend_named
+from waystation.activities.agents import backend_named
 from bench.batch_raw import RawBatch, RawBatchInput
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, raw_task
-from kinds.batch.activities.items import SLICE_BUDGET_SECONDS
-from kinds.batch.kind import BATCH
-from kinds.batch.models import BatchInput, BatchRunInput
-from kinds.batch.workflow import BatchJob, slice_size
-from persistence.db import create_pool
-from persistence.runs import create_run
+from waystation.kinds.batch.activities.items import SLICE_BUDGET_SECONDS
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchInput, BatchRunInput
+from waystation.kinds.batch.workflow import BatchJob, slice_size
+from waystation.persistence.db import create_pool
+from waystation.persistence.runs import create_run
 
 
 async def _largest_history(client: Client, workflow_id: str) -> tuple[int, int]:

@@ -5,7 +5,7 @@ with a run writing 200 events/s (beside the same page on an idle run).
     .venv/bin/python -m bench.bench_console
 
 The API runs as its own process (`waystation api`) on a fresh database; decisions and events
-are written to the read model exactly as workflows write them (persistence.writes), so the
+are written to the read model exactly as workflows write them (waystation.persistence.writes), so the
 figures are the console's and the API's, not Temporal's. Needs /usr/bin/chromium
 (scripts/install-system-packages).
 """
@@ -28,13 +28,13 @@ import asyncpg
 import httpx
 from playwright.async_api import Browser, Page, async_playwright
 
-from api.auth import issue_login_code
+from waystation.api.auth import issue_login_code
 from bench.bench_validation import bench_database, log
 from bench.common import markdown_table, percentile
-from persistence.db import create_pool
-from persistence.models import GateOption
-from persistence.runs import create_run
-from persistence.writes import EventWrite, GateOpenWrite, ReadModelWrite, apply_write
+from waystation.persistence.db import create_pool
+from waystation.persistence.models import GateOption
+from waystation.persistence.runs import create_run
+from waystation.persistence.writes import EventWrite, GateOpenWrite, ReadModelWrite, apply_write
 from waystation.testing import free_port
 
 SECRET = "bench-console-secret-0123456789-0123456789"

@@ -23,12 +23,12 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from api.app import create_app
-from api.metrics import DECISION_LATENCY_BOUNDS
+from waystation.api.app import create_app
+from waystation.api.metrics import DECISION_LATENCY_BOUNDS
 from bench.common import latency_summary
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.metrics import read_figures
-from persistence.migrate import apply_migrations
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.metrics import read_figures
+from waystation.persistence.migrate import apply_migrations
 from waystation.settings import Settings
 
 SCRAPES = 50

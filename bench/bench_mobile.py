@@ -34,17 +34,17 @@ from pathlib import Path
 import asyncpg
 from temporalio.client import Client
 
-from activities.agents import backend_named
+from waystation.activities.agents import backend_named
 from bench.bench_validation import bench_database, bench_temporal, log
-from kinds.mobile import repository as graph_repo
-from kinds.mobile.activities.identity import identify, perceptual_hash
-from kinds.mobile.activities.simulator.driver import SimulatorDriver
-from kinds.mobile.activities.uixml import parse_hierarchy
-from kinds.mobile.kind import MOBILE
-from kinds.mobile.models import MobileAgentRunInput, MobileInput
-from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
-from persistence.db import create_pool
-from persistence.runs import create_run
+from waystation.kinds.mobile import repository as graph_repo
+from waystation.kinds.mobile.activities.identity import identify, perceptual_hash
+from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver
+from waystation.kinds.mobile.activities.uixml import parse_hierarchy
+from waystation.kinds.mobile.kind import MOBILE
+from waystation.kinds.mobile.models import MobileAgentRunInput, MobileInput
+from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from waystation.persistence.db import create_pool
+from waystation.persistence.runs import create_run
 from waystation.worker import build_worker
 
 APP = "com.waystation.sample.shop"

@@ -35,8 +35,8 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from activities.agents import backend_named
-from activities.agents.metered import MeteredBackend
+from waystation.activities.agents import backend_named
+from waystation.activities.agents.metered import MeteredBackend
 from bench.bench_validation import (
     Bench,
     EventListener,
@@ -48,7 +48,7 @@ from bench.bench_validation import (
     waystation_throughput,
 )
 from bench.common import markdown_table, percentile, ratio
-from persistence.db import create_pool
+from waystation.persistence.db import create_pool
 from waystation.logs import configure_logging
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER

@@ -29,12 +29,12 @@ from urllib.parse import urlparse
 import asyncpg
 
 from bench.common import markdown_table, percentile, ratio
-from contracts.writes import EventWrite
-from persistence import retention as retention_repo
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.events import append_events, list_events
-from persistence.migrate import apply_migrations
+from waystation.contracts.writes import EventWrite
+from waystation.persistence import retention as retention_repo
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.events import append_events, list_events
+from waystation.persistence.migrate import apply_migrations
 from waystation.testing import create_database
 
 SEED_RUNS = """

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from bench.common import markdown_table
 from bench.peers_common import KINDS, Figures
-from persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.testing import create_database
 
 HARNESSES = {"waystation": "bench.peers_waystation", "langgraph": "bench.peers_langgraph",

@@ -36,14 +36,14 @@ import httpx
 import uvicorn
 from standardwebhooks import Webhook
 
-from api.app import create_app
-from api.auth import issue_token
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
-from persistence import gates as gates_repo
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from waystation.persistence import gates as gates_repo
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.migrate import apply_migrations
 from waystation.settings import Settings
 from waystation.testing import free_port, local_stack
 

@@ -23,16 +23,16 @@ import uuid
 
 import asyncpg
 
-from activities.agents import backend_named
+from waystation.activities.agents import backend_named
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
-from contracts.writes import EventWrite
-from persistence.db import create_pool
-from persistence.events import append_events
-from persistence.runs import create_run
+from waystation.contracts.writes import EventWrite
+from waystation.persistence.db import create_pool
+from waystation.persistence.events import append_events
+from waystation.persistence.runs import create_run
 from waystation.worker import build_worker
-from workflows.retention import RetentionSweep
-from workflows.retention_models import RetentionSweepInput
+from waystation.workflows.retention import RetentionSweep
+from waystation.workflows.retention_models import RetentionSweepInput
 
 TASK_QUEUE = "bench-retention"
 IDLE_SECONDS = 15.0

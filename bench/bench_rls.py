@@ -41,17 +41,17 @@ from typing import Any
 import asyncpg
 import httpx
 
-from api.app import create_app
-from api.auth import issue_token
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
-from persistence import events as events_repo
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence.claims import API_ROLE, Claims, set_claims
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from waystation.persistence import events as events_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.claims import API_ROLE, Claims, set_claims
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.migrate import apply_migrations
 from waystation.settings import Settings
 
 READER = "reader"

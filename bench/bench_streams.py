@@ -8,7 +8,7 @@ DATABASE_URL, in a fresh database it drops afterwards) and the API as a separate
 needed: the stream endpoint never talks to Temporal. SSE clients (httpx) run in separate
 client processes, so neither the writer nor the API shares an event loop with them.
 
-Timing: every event is appended by `append_run_events` through `persistence.events`; the
+Timing: every event is appended by `append_run_events` through `waystation.persistence.events`; the
 writer records t0 = CLOCK_MONOTONIC (system-wide on Linux) right after the append returns,
 i.e. after commit (it also puts its pre-append timestamp in the event's `output`). A client
 records t1 when it has parsed the event. Latency = t1 - t0.
@@ -332,8 +332,8 @@ async def write_events(pool: asyncpg.Pool, run_ids: list[uuid.UUID], total: int,
     `writers` connections (a run always goes to the same writer when len(run_ids) % writers
     == 0). Returns, per run, the monotonic ns after commit and the one embedded in the event
     before the append (index i = seq i + 1)."""
-    from persistence.events import append_events
-    from persistence.writes import EventWrite
+    from waystation.persistence.events import append_events
+    from waystation.persistence.writes import EventWrite
 
     slots: dict[uuid.UUID, dict[int, tuple[int, int]]] = {r: {} for r in run_ids}
     start = time.monotonic() + 0.05
@@ -424,7 +424,7 @@ def split(items: list[Any], parts: int) -> list[list[Any]]:
 async def sse_phase(args: argparse.Namespace, pool: asyncpg.Pool, api_url: str, pid: int,
                     client_runs: list[uuid.UUID], total: int, rate: float, writers: int,
                     procs: int) -> Figures:
-    from api.auth import issue_token
+    from waystation.api.auth import issue_token
 
     distinct = list(dict.fromkeys(client_runs))
     per_run = total // len(distinct)
@@ -466,7 +466,7 @@ async def notify_phase(args: argparse.Namespace, url: str, total: int, rate: flo
 
 
 async def create_runs(pool: asyncpg.Pool, count: int) -> list[uuid.UUID]:
-    from persistence.runs import create_run
+    from waystation.persistence.runs import create_run
 
     ids = [uuid.uuid4() for _ in range(count)]
     async with pool.acquire() as conn:
@@ -486,7 +486,7 @@ def postgres() -> Iterator[str]:
     if base:
         yield base
         return
-    from persistence.embedded import embedded_database_url, stop_embedded
+    from waystation.persistence.embedded import embedded_database_url, stop_embedded
 
     folder = Path(tempfile.mkdtemp(prefix="waystation-bench-pg-"))
     try:
@@ -498,7 +498,7 @@ def postgres() -> Iterator[str]:
 
 @contextlib.asynccontextmanager
 async def fresh_database(base: str) -> AsyncIterator[str]:
-    from persistence.migrate import apply_migrations
+    from waystation.persistence.migrate import apply_migrations
 
     name = f"waystation_bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(base)
@@ -563,7 +563,7 @@ async def api_process(url: str, log_path: Path) -> AsyncIterator[tuple[str, int]
 
 
 async def run(args: argparse.Namespace) -> int:
-    from persistence.db import create_pool
+    from waystation.persistence.db import create_pool
 
     started = time.monotonic()
     with postgres() as base:

@@ -43,21 +43,21 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.agents import backend_named
+from waystation.activities.agents import backend_named
 from bench.common import RawGate, RawShape, expect_start, markdown_table, percentile, raw_task
 from bench.common import ratio as fmt_ratio
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationInput, ValidationRunInput
-from kinds.validation.phases import PHASE_COUNT, PHASES
-from kinds.validation.workflow import ValidationRun
-from persistence.db import create_pool
-from persistence.migrate import apply_migrations
-from persistence.runs import create_run
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationInput, ValidationRunInput
+from waystation.kinds.validation.phases import PHASE_COUNT, PHASES
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
+from waystation.persistence.runs import create_run
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
-from workflows import search_attributes
-from workflows.gate_rules import DecisionInput
+from waystation.workflows import search_attributes
+from waystation.workflows.gate_rules import DecisionInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"
@@ -79,7 +79,7 @@ async def bench_database() -> AsyncIterator[str]:
     base = os.environ.get("DATABASE_URL")
     scratch: Path | None = None
     if base is None:
-        from persistence.embedded import embedded_database_url, stop_embedded
+        from waystation.persistence.embedded import embedded_database_url, stop_embedded
 
         scratch = Path(tempfile.mkdtemp(prefix="waystation-bench-pg-"))
         log("starting embedded PostgreSQL")

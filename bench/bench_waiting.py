@@ -42,13 +42,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from bench.bench_validation import EventListener, bench_database, bench_temporal
 from bench.common import markdown_table, percentile
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationInput, ValidationRunInput
-from kinds.validation.phases import PHASES
-from kinds.validation.workflow import ValidationRun
-from persistence.db import create_pool
-from persistence.runs import create_run
-from workflows.gate_rules import DecisionInput
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationInput, ValidationRunInput
+from waystation.kinds.validation.phases import PHASES
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence.db import create_pool
+from waystation.persistence.runs import create_run
+from waystation.workflows.gate_rules import DecisionInput
 
 IDEA = "An app that helps small clinics schedule patients and cut no-shows."
 GATE = "approve_founders_brief"

@@ -31,9 +31,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import FunctionModel
 
-from kinds.agent.contracts import SUMMARY_PROMPT
-from kinds.agent.planner.agent import INSTRUCTIONS, planner
-from kinds.agent.planner.catalogue import check_availability, search_vendors, shortlist
+from waystation.kinds.agent.contracts import SUMMARY_PROMPT
+from waystation.kinds.agent.planner.agent import INSTRUCTIONS, planner
+from waystation.kinds.agent.planner.catalogue import check_availability, search_vendors, shortlist
 
 MESSAGES = ("I need a wedding venue in Bangalore for 200 guests, rustic style",
             "I like the first three",

@@ -19,8 +19,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.agents import backend_named
-from api.run_kinds import start_run
+from waystation.activities.agents import backend_named
+from waystation.api.run_kinds import start_run
 from bench import peer_agent
 from bench.bench_agent import EVENTS_CHANNEL, Answers, Conversation
 from bench.bench_validation import GATE as VALIDATION_GATE
@@ -43,19 +43,19 @@ from bench.peers_common import (
     throughput,
     wait_for_row,
 )
-from contracts.kinds import StartCheck
-from kinds.validation.models import TasksMode, ValidationInput
-from persistence.db import create_pool
-from persistence.migrate import apply_migrations
-from persistence.runs import create_run
+from waystation.contracts.kinds import StartCheck
+from waystation.kinds.validation.models import TasksMode, ValidationInput
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
+from waystation.persistence.runs import create_run
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import DEV_SERVER_ARGS, installed_binary
 from waystation.worker import build_worker
-from workflows import search_attributes
-from workflows.gate_handlers import GatedWorkflow
-from workflows.gate_rules import DecisionInput
+from waystation.workflows import search_attributes
+from waystation.workflows.gate_handlers import GatedWorkflow
+from waystation.workflows.gate_rules import DecisionInput
 
 STEP_TIMES = ("SELECT created_at FROM run_events WHERE run_id = $1::uuid "
               "AND type = 'step.completed' ORDER BY seq")

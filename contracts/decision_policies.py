@@ -13,7 +13,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contracts.gate_policy import Role, UserName
+from waystation.contracts.gate_policy import Role, UserName
 
 PolicyMode = Literal["decide", "shadow"]
 Outcome = Literal["decide", "route", "quorum", "people"]

@@ -1,6 +1,6 @@
 """Who decides a gate, what they answer, and how the wait reminds and escalates.
 
-A run kind's gates carry their own rules (`workflows.gate_rules.GateSpec`); a kind may set defaults
+A run kind's gates carry their own rules (`waystation.workflows.gate_rules.GateSpec`); a kind may set defaults
 for all its runs (`RunKind.gate_policy`) and a run may override them at `POST /runs`
 (`"gates": {"<checkpoint>" | "*": {...}}`). The API merges the two and hands them to the
 workflow in its memo (`GATE_POLICY_MEMO`), which is part of the run's start event: a change of
@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from contracts.user_schemas import check_user_schema
+from waystation.contracts.user_schemas import check_user_schema
 
 GATE_POLICY_MEMO = "waystation_gates"
 ALL_GATES = "*"

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from contracts.gate_policy import GatePolicies
+from waystation.contracts.gate_policy import GatePolicies
 
 KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,49}$")
 
@@ -103,7 +103,7 @@ class StartCheck:
 @dataclass(frozen=True)
 class ViewContext:
     """What a kind's `view` hook reads a run's view from: the caller's database connection
-    and the run's row (`persistence.models.RunRow`)."""
+    and the run's row (`waystation.persistence.models.RunRow`)."""
 
     conn: Any
     run: Any
@@ -187,14 +187,14 @@ class KindMessages:
     whether a run waits for one through these, for a run of any kind that has them.
 
     - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
-      api.schemas.MessageAccepted`, the one service function that sends the next message
-      (`request`: an `api.schemas.MessageRequest`) to the run (its `persistence.models.RunRow`),
+      waystation.api.schemas.MessageAccepted`, the one service function that sends the next message
+      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its `waystation.persistence.models.RunRow`),
       as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
       does not wait for one).
-    - `transcript`: `async (conn, run, query) -> api.schemas.MessagePage`, the conversation
-      so far (`query`: an `api.queries.TranscriptQuery`), its messages `contracts.events`'
+    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the conversation
+      so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages `waystation.contracts.events`'
       `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
-    - `waiting`: `(run) -> bool`, whether the run (its `api.schemas.RunView`: `status`,
+    - `waiting`: `(run) -> bool`, whether the run (its `waystation.api.schemas.RunView`: `status`,
       `pending_checkpoint`, ...) waits for a message now.
 
     A new run's first message goes in its input model's `message` field, when it has one
@@ -227,7 +227,7 @@ class KindAgents:
 class WorkerSetup:
     """What a kind's `configure_worker` hook configures a worker process from: its `settings`
     (`waystation.settings.Settings`) and the `meter` its model calls are counted on
-    (`activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
+    (`waystation.activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
 
     settings: Any
     meter: Any
@@ -268,7 +268,7 @@ class RunKind:
     - `routers`: the FastAPI routers of the kind's own routes (`/jobs`, ...), as a callable
       so a worker never imports the API; they get the API's error responses and auth.
     - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
-      `NNN_name.sql` files for the kind's own tables, applied by `persistence.migrate` in one
+      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in one
       global order with the core's (a version is taken once across all folders), once each,
       with the same checksums; a kind moved out of the core keeps its already-applied files
       in `persistence/migrations/`.
@@ -290,7 +290,7 @@ class RunKind:
     - `mcp_run_resources`: resources of a run the kind adds on the MCP endpoint
       (`RunResource`s), as a callable so a worker never imports the API.
     - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
-    - `mcp_tools`: the kind's own MCP tools (`api.protocols.mcp.mapping.ToolSpec`s, listed
+    - `mcp_tools`: the kind's own MCP tools (`waystation.api.protocols.mcp.mapping.ToolSpec`s, listed
       after the core's), as a callable so a worker never imports the API.
     - `settings`: the kind's own settings, a pydantic-settings `BaseSettings` whose fields'
       `validation_alias`es name the environment variables it reads; its hooks read them from

@@ -1,7 +1,7 @@
 """What a run writes to the read model, as one model applied in one transaction.
 
 Workflows describe a write (events, the run's visible state, a snapshot, a gate opening or
-closing) and the recorder activity applies it (persistence.writes.apply_write). Every part is
+closing) and the recorder activity applies it (waystation.persistence.writes.apply_write). Every part is
 idempotent: events by key, snapshots by ordinal, gates by the id the workflow chose, the run
 row by refusing to leave a terminal status.
 """
@@ -14,8 +14,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from contracts.gate_policy import AnswerMode
-from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+from waystation.contracts.gate_policy import AnswerMode
+from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
 
 # Who in a run's group may decide a gate that names no roles.
 DEFAULT_DECIDER_ROLES = ("owner", "approver")

@@ -1,7 +1,7 @@
 """The built-in run kinds, each one package shaped like an outside plug-in (see
 docs/architecture.md): its workflow, models, activities, descriptor, routes, queries,
 migrations and console module. They are registered through the `waystation.run_kinds` entry
-point of the root `pyproject.toml` (`builtin = "kinds:builtin_kinds"`), as a plug-in is; the
+point of the root `pyproject.toml` (`builtin = "waystation.kinds:builtin_kinds"`), as a plug-in is; the
 core imports none of them.
 """
 
@@ -14,9 +14,9 @@ def builtin_kinds() -> list[Any]:
     """Every built-in kind, in the order `POST /runs` and `waystation kinds` list them.
     Imported here, not at the top: a kind's workflow module is re-imported in Temporal's
     sandbox, and this package's import must stay free of side effects."""
-    from kinds.agent.kind import AGENT
-    from kinds.batch.kind import BATCH
-    from kinds.mobile.kind import MOBILE
-    from kinds.validation.kind import VALIDATION
+    from waystation.kinds.agent.kind import AGENT
+    from waystation.kinds.batch.kind import BATCH
+    from waystation.kinds.mobile.kind import MOBILE
+    from waystation.kinds.validation.kind import VALIDATION
 
     return [VALIDATION, BATCH, MOBILE, AGENT]

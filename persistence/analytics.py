@@ -10,8 +10,8 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from persistence.models import Row
-from persistence.queries import sql
+from waystation.persistence.models import Row
+from waystation.persistence.queries import sql
 
 # The roll-ups' histogram (decision_bucket, migration 075): bucket 1 holds times under a
 # second, bucket i from 2^((i-2)/2) to 2^((i-1)/2) seconds, bucket 49 everything longer.

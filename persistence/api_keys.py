@@ -7,10 +7,10 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.db import Conflict
-from persistence.groups import remove_member
-from persistence.models import Row
-from persistence.queries import sql
+from waystation.persistence.db import Conflict
+from waystation.persistence.groups import remove_member
+from waystation.persistence.models import Row
+from waystation.persistence.queries import sql
 
 PRINCIPAL_PREFIX = "apikey:"
 

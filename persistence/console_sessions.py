@@ -13,7 +13,7 @@ from typing import Literal
 import asyncpg
 from pydantic import BaseModel
 
-from persistence.queries import sql
+from waystation.persistence.queries import sql
 
 ConsoleRole = Literal["user", "service"]
 

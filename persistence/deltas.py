@@ -9,8 +9,8 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import Row
-from persistence.queries import sql
+from waystation.persistence.models import Row
+from waystation.persistence.queries import sql
 
 
 class MessagePartialRow(Row):

@@ -1,5 +1,5 @@
 """Repository functions for erasing one user's personal rows beyond their runs (their runs go
-through persistence.retention): access ends at the request, the rest after the grace period.
+through waystation.persistence.retention): access ends at the request, the rest after the grace period.
 
 What erasure means for each kind of row: what is only the user's (contact address, decision
 links, group memberships, API keys, console sessions and codes, their own webhooks and what
@@ -16,8 +16,8 @@ from datetime import datetime
 
 import asyncpg
 
-from persistence import token_cutoffs
-from persistence.queries import sql
+from waystation.persistence import token_cutoffs
+from waystation.persistence.queries import sql
 
 # Run at the request, in its transaction: nothing signed in as the user works from then on,
 # no mailed link decides as them, and no group of theirs lets a later holder of the same name

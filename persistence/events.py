@@ -1,4 +1,4 @@
-"""Repository functions for `run_events` (appends go through persistence.writes)."""
+"""Repository functions for `run_events` (appends go through waystation.persistence.writes)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import EventRow
-from persistence.queries import sql
+from waystation.persistence.models import EventRow
+from waystation.persistence.queries import sql
 
 # How far ahead run_events' monthly partitions are created: the worker does it at start and
 # before each retention batch, so an event's month always exists long before its first event.
 PARTITION_MONTHS_AHEAD = 3
 
 if TYPE_CHECKING:
-    from contracts.writes import EventWrite
+    from waystation.contracts.writes import EventWrite
 
 
 async def append_events(

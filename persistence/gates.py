@@ -1,4 +1,4 @@
-"""Repository functions for `hitl_requests` (writes go through persistence.writes)."""
+"""Repository functions for `hitl_requests` (writes go through waystation.persistence.writes)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import GateAudit, GateRow
-from persistence.queries import sql
+from waystation.persistence.models import GateAudit, GateRow
+from waystation.persistence.queries import sql
 
 
 async def get_gate(conn: asyncpg.Connection, gate_id: UUID) -> GateRow | None:

@@ -7,9 +7,9 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.db import Conflict
-from persistence.models import GroupRow, MemberRow, RunRow
-from persistence.queries import sql
+from waystation.persistence.db import Conflict
+from waystation.persistence.models import GroupRow, MemberRow, RunRow
+from waystation.persistence.queries import sql
 
 OWNER = "owner"
 

@@ -8,8 +8,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from persistence.analytics import GateHistogram, time_to_decide
-from persistence.queries import sql
+from waystation.persistence.analytics import GateHistogram, time_to_decide
+from waystation.persistence.queries import sql
 
 
 class RunCount(BaseModel):

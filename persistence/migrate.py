@@ -45,7 +45,7 @@ def migration_files(folders: Iterable[Any] = ()) -> list[tuple[int, str, str]]:
     `importlib.resources` Traversables: the kinds' own), in version order; a version found in
     two files is refused."""
     found: dict[int, tuple[str, str, str]] = {}
-    for folder in [resources.files("persistence") / "migrations", *folders]:
+    for folder in [resources.files("waystation.persistence") / "migrations", *folders]:
         for entry in folder.iterdir():
             if not entry.name.endswith(".sql"):
                 continue

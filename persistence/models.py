@@ -9,8 +9,8 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, BeforeValidator, Field
 
-from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
-from contracts.writes import DEFAULT_DECIDER_ROLES, GateOption
+from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES, GateOption
 
 # The statuses and GateOption live in the contracts layer; re-exported for the repositories.
 __all__ = ["ExpiryPolicy", "GateOption", "GateStatus", "RunStatus", "TERMINAL_RUN_STATUSES"]

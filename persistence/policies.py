@@ -9,9 +9,9 @@ from uuid import UUID
 
 import asyncpg
 
-from contracts.decision_policies import PolicyDecision, PolicyMode, PolicyRun, PolicyVerdict
-from persistence.models import Row
-from persistence.queries import sql
+from waystation.contracts.decision_policies import PolicyDecision, PolicyMode, PolicyRun, PolicyVerdict
+from waystation.persistence.models import Row
+from waystation.persistence.queries import sql
 
 
 class PolicyVersion(Row):

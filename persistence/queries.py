@@ -38,7 +38,7 @@ def queries_in(folder: Any) -> Callable[[str], str]:
 
 @cache
 def _all_queries() -> dict[str, str]:
-    return load_queries(resources.files("persistence") / "queries")
+    return load_queries(resources.files("waystation.persistence") / "queries")
 
 
 def sql(name: str) -> str:

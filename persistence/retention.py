@@ -9,8 +9,8 @@ from uuid import UUID
 
 import asyncpg
 
-from contracts.kinds import KindRetention
-from persistence.queries import sql
+from waystation.contracts.kinds import KindRetention
+from waystation.persistence.queries import sql
 
 # Rows deleted per statement from the tables that grow with a run's length: each statement is
 # its own short transaction, so live appends never wait long behind a sweep.

@@ -8,10 +8,10 @@ from uuid import UUID
 
 import asyncpg
 
-from contracts.writes import RunEnd
-from persistence.db import Conflict
-from persistence.models import RunRow
-from persistence.queries import sql
+from waystation.contracts.writes import RunEnd
+from waystation.persistence.db import Conflict
+from waystation.persistence.models import RunRow
+from waystation.persistence.queries import sql
 
 # How `create_run` answered: a new run, the run an idempotency key already made, or the
 # group's run of that kind and name already in progress.

@@ -10,8 +10,8 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import GateRow, Row
-from persistence.queries import sql
+from waystation.persistence.models import GateRow, Row
+from waystation.persistence.queries import sql
 
 
 class SlackUser(Row):

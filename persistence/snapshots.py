@@ -1,4 +1,4 @@
-"""Repository functions for `run_snapshots` (writes go through persistence.writes)."""
+"""Repository functions for `run_snapshots` (writes go through waystation.persistence.writes)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.models import Row, SnapshotRow
-from persistence.queries import sql
+from waystation.persistence.models import Row, SnapshotRow
+from waystation.persistence.queries import sql
 
 
 class SnapshotHeadRow(Row):

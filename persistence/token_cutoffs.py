@@ -9,7 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
-from persistence.queries import sql
+from waystation.persistence.queries import sql
 
 
 def _subject_hash(user: str) -> str:

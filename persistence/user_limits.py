@@ -6,7 +6,7 @@ from uuid import UUID
 
 import asyncpg
 
-from persistence.queries import sql
+from waystation.persistence.queries import sql
 
 
 async def take_write(conn: asyncpg.Connection, caller: str, per_minute: int) -> float:

@@ -9,10 +9,10 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel
 
-from persistence.db import Conflict
-from persistence.models import Row
-from persistence.queries import sql
-from persistence.sealing import SecretsBox, SecretUnreadable
+from waystation.persistence.db import Conflict
+from waystation.persistence.models import Row
+from waystation.persistence.queries import sql
+from waystation.persistence.sealing import SecretsBox, SecretUnreadable
 
 
 def message_id(delivery_id: UUID) -> str:

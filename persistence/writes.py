@@ -1,4 +1,4 @@
-"""Applies a run's write (contracts.writes.ReadModelWrite) to the read model in one transaction.
+"""Applies a run's write (waystation.contracts.writes.ReadModelWrite) to the read model in one transaction.
 
 Every part is idempotent: events by key, snapshots by ordinal, gates by the id the workflow
 chose, the run row by refusing to leave a terminal status. So a retried activity or a
@@ -11,7 +11,7 @@ import contextlib
 
 import asyncpg
 
-from contracts.writes import (
+from waystation.contracts.writes import (
     DelegationWrite,
     EventWrite,
     GateCloseWrite,
@@ -22,7 +22,7 @@ from contracts.writes import (
     VoteWrite,
     merge_writes,
 )
-from persistence.queries import sql
+from waystation.persistence.queries import sql
 
 # The write models are the contracts layer's; re-exported for the activities that apply them.
 __all__ = ["DelegationWrite", "EventWrite", "GateCloseWrite", "GateOpenWrite", "ReadModelWrite",

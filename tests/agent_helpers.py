@@ -14,15 +14,15 @@ import asyncpg
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from kinds.agent.kind import AGENT
-from kinds.agent.models import AgentInput, AgentRunInput, MessageInput
-from kinds.agent.workflow import AgentRun
-from persistence import events as events_repo
-from persistence import runs as runs_repo
-from persistence.runs import create_run
+from waystation.kinds.agent.kind import AGENT
+from waystation.kinds.agent.models import AgentInput, AgentRunInput, MessageInput
+from waystation.kinds.agent.workflow import AgentRun
+from waystation.persistence import events as events_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.runs import create_run
 from tests.helpers import eventually
 from tests.openai_stub import CallTool, Reply
-from workflows.gate_rules import DecisionInput
+from waystation.workflows.gate_rules import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"
 LIKE = "I like Old Mill Barn, Rosewood Estate and Banyan Courtyard. Let me think about it."

@@ -11,11 +11,11 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 
-from activities.agents import AgentRequest, AgentResponse
-from activities.agents.base import ProgressReporter
-from kinds.batch.kind import BATCH
-from kinds.batch.models import BatchInput, BatchRunInput
-from persistence.runs import create_run
+from waystation.activities.agents import AgentRequest, AgentResponse
+from waystation.activities.agents.base import ProgressReporter
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchInput, BatchRunInput
+from waystation.persistence.runs import create_run
 
 
 async def new_batch_run(pool: asyncpg.Pool, owner: str = "alice", *, round_size: int = 1000,

@@ -26,15 +26,15 @@ import schemathesis
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.agents import backend_named
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
+from waystation.activities.agents import backend_named
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from tests.openai_stub import OpenAIStub
 from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, create_database, installed_binary
 from waystation.worker import build_worker
-from workflows import search_attributes
+from waystation.workflows import search_attributes
 
 BIN = Path(sys.executable).parent
 

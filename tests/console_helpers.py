@@ -1,5 +1,5 @@
 """Helpers shared by the console tests and benchmark: sign-in links, and read-model rows
-written the way a workflow writes them (persistence.writes), for states a test wants to be in
+written the way a workflow writes them (waystation.persistence.writes), for states a test wants to be in
 at once (a gate with a typed answer, a thousand pending decisions, a busy event stream)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import issue_login_code
-from persistence.models import GateOption
-from persistence.writes import (
+from waystation.api.auth import issue_login_code
+from waystation.persistence.models import GateOption
+from waystation.persistence.writes import (
     EventWrite,
     GateOpenWrite,
     ReadModelWrite,

@@ -20,7 +20,7 @@ import httpx
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.sse_client import SseEvent, sse_events
 from waystation.devstack import find_temporal_binary, temporal_argv
 from waystation.settings import Settings
@@ -114,7 +114,7 @@ class EmbeddedPostgres:
         self.url = ""
 
     def start(self) -> str:
-        from persistence.embedded import embedded_database_url
+        from waystation.persistence.embedded import embedded_database_url
 
         if not self.url:
             self.url = embedded_database_url(self.pgdata)
@@ -129,7 +129,7 @@ class EmbeddedPostgres:
         self._server().stop()
 
     def destroy(self) -> None:
-        from persistence.embedded import stop_embedded
+        from waystation.persistence.embedded import stop_embedded
 
         with contextlib.suppress(Exception):
             stop_embedded(self.pgdata)

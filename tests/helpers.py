@@ -12,16 +12,16 @@ from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import AgentRequest, AgentResponse, backend_named
-from activities.agents.base import (
+from waystation.activities.agents import AgentRequest, AgentResponse, backend_named
+from waystation.activities.agents.base import (
     INVALID_OUTPUT,
     ModelCallFailed,
     ProgressReporter,
     Usage,
 )
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationInput, ValidationRunInput
-from persistence.runs import create_run, get_run
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationInput, ValidationRunInput
+from waystation.persistence.runs import create_run, get_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.testing import eventually as eventually  # shared with plug-ins' tests

@@ -8,12 +8,12 @@ from typing import Any
 
 import asyncpg
 
-from kinds.mobile.activities.identity import identify
-from kinds.mobile.activities.simulator.driver import SimulatorDriver, load_app
-from kinds.mobile.activities.uixml import parse_hierarchy
-from kinds.mobile.kind import MOBILE
-from kinds.mobile.models import MobileAgentRunInput, MobileInput
-from persistence.runs import create_run
+from waystation.kinds.mobile.activities.identity import identify
+from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver, load_app
+from waystation.kinds.mobile.activities.uixml import parse_hierarchy
+from waystation.kinds.mobile.kind import MOBILE
+from waystation.kinds.mobile.models import MobileAgentRunInput, MobileInput
+from waystation.persistence.runs import create_run
 
 NOTES = "com.waystation.sample.notes"
 SHOP = "com.waystation.sample.shop"

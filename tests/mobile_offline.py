@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from kinds.mobile.activities.models import ExploreStepInput, ExploreStepResult
-from kinds.mobile.activities.steps import MobileActivities
-from kinds.mobile.policy import LAUNCH, ExplorationState, GreedyDfs
+from waystation.kinds.mobile.activities.models import ExploreStepInput, ExploreStepResult
+from waystation.kinds.mobile.activities.steps import MobileActivities
+from waystation.kinds.mobile.policy import LAUNCH, ExplorationState, GreedyDfs
 
 
 async def explore_offline(package: str, steps: int, seed: int = 0, *,

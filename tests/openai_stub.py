@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from activities.agents.schema_example import example_for
+from waystation.activities.agents.schema_example import example_for
 from tests.fault_helpers import free_port
 from tests.helpers import eventually
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import asyncpg
 from temporalio.client import Client
 
-from activities.artifacts import LocalArtifactStore
+from waystation.activities.artifacts import LocalArtifactStore
 
 # Every table whose rows belong to one run (directly by run_id, or through jobs / work units).
 RUN_TABLES = {

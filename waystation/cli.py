@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from contracts.kinds import PluginError
+from waystation.contracts.kinds import PluginError
 from waystation.logs import configure_logging
 from waystation.settings import Settings, load_settings
 
@@ -200,9 +200,9 @@ def cmd_worker(settings: Settings) -> int:
 
 def cmd_api(settings: Settings) -> int:
 
-    from api.app import create_app
-    from api.serving import server_config
-    from api.shutdown import ApiServer
+    from waystation.api.app import create_app
+    from waystation.api.serving import server_config
+    from waystation.api.shutdown import ApiServer
     from waystation.registry import load_registry
     from waystation.telemetry import configure_tracing
 
@@ -231,7 +231,7 @@ def cmd_migrate(settings: Settings) -> int:
 
 
 def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
-    from persistence.schema_dump import SCHEMA_FILE, dump_schema
+    from waystation.persistence.schema_dump import SCHEMA_FILE, dump_schema
     from waystation.registry import load_registry
 
     settings = _with_database_url(settings)
@@ -248,7 +248,7 @@ def cmd_schema(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_secrets_key() -> int:
-    from persistence.sealing import new_key
+    from waystation.persistence.sealing import new_key
 
     print(new_key())
     return 0
@@ -259,7 +259,7 @@ def cmd_reseal_secrets(settings: Settings) -> int:
     once after an upgrade from a version that stored webhook secrets in clear."""
     import asyncpg
 
-    from persistence.webhooks import reseal_secrets
+    from waystation.persistence.webhooks import reseal_secrets
 
     settings = _with_database_url(settings)
     assert settings.database_url is not None
@@ -283,7 +283,7 @@ def cmd_reseal_secrets(settings: Settings) -> int:
 
 
 def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
-    from api.auth import issue_token
+    from waystation.api.auth import issue_token
 
     # Only the token on stdout, so `TOKEN=$(waystation token --user me)` works.
     print(issue_token(settings.jwt_secret, args.user, role=args.role, ttl_seconds=args.ttl))
@@ -293,7 +293,7 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_console_link(settings: Settings, args: argparse.Namespace) -> int:
     import asyncpg
 
-    from api.auth import issue_login_code
+    from waystation.api.auth import issue_login_code
 
     if not args.user.strip() or len(args.user) > 200:
         print("--user must be 1 to 200 characters", file=sys.stderr)
@@ -323,7 +323,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_kinds(settings: Settings) -> int:
     from waystation.registry import BUILTIN_BACKENDS, load_registry
-    from workflows.definitions import workflow_type
+    from waystation.workflows.definitions import workflow_type
 
     registry = load_registry(settings.plugin_modules)
     _print_table(("KIND", "WORKFLOW", "ID PREFIX", "SOURCE"), [
@@ -460,7 +460,7 @@ def _run_command(args: argparse.Namespace, settings: Settings) -> int:
         "up": cmd_up, "worker": cmd_worker, "api": cmd_api, "migrate": cmd_migrate,
         "reseal-secrets": cmd_reseal_secrets,
     }  # fmt: skip
-    from persistence.migrate import MigrationEdited
+    from waystation.persistence.migrate import MigrationEdited
 
     try:
         return handlers[command](settings)

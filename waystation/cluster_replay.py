@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.worker import Replayer
 
 from waystation.temporal_client import DATA_CONVERTER
-from workflows.definitions import workflow_type
+from waystation.workflows.definitions import workflow_type
 
 # The SDK core reports a failed activation as its Rust debug text; the message inside it is
 # the nondeterminism error an operator needs.

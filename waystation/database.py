@@ -8,10 +8,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import asyncpg
 
-from persistence.claims import API_ROLE, WORKER_ROLE, set_login_password
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url
-from persistence.migrate import apply_migrations
+from waystation.persistence.claims import API_ROLE, WORKER_ROLE, set_login_password
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url
+from waystation.persistence.migrate import apply_migrations
 from waystation.settings import Settings
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from contracts.kinds import RunKind
+from waystation.contracts.kinds import RunKind
 from waystation.settings import Settings
 
 DEMO_TIMEOUT_S = 180.0
@@ -95,7 +95,7 @@ class Written:
 
 
 def run_demo(settings: Settings, kind: RunKind, *, api: str | None, token: str | None) -> int:
-    from api.auth import issue_token
+    from waystation.api.auth import issue_token
     from waystation.devstack import read_state
 
     assert kind.demo is not None

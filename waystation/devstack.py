@@ -322,7 +322,7 @@ async def prepare_database(settings: Settings) -> str:
 async def stop_database(settings: Settings) -> None:
     if settings.database_url:
         return  # not ours to stop
-    from persistence.embedded import stop_embedded
+    from waystation.persistence.embedded import stop_embedded
 
     try:
         await asyncio.to_thread(stop_embedded, settings.embedded_pgdata)
@@ -430,7 +430,7 @@ def banner(urls: StackUrls, token: str) -> str:
 
 
 def _dev_token(settings: Settings) -> str:
-    from api.auth import issue_token
+    from waystation.api.auth import issue_token
 
     return issue_token(settings.jwt_secret, "dev")
 

@@ -20,8 +20,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
-from activities.engine_probe import probe_step
-from workflows.engine_probe import EngineProbe, ProbeChain
+from waystation.activities.engine_probe import probe_step
+from waystation.workflows.engine_probe import EngineProbe, ProbeChain
 
 # Enough activities in a row to spend a default reader's burst of polls (the first 40 or so
 # of a chain were not held up, on a busy machine) and show its steady rate in the second half.

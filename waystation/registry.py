@@ -29,9 +29,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings
 
-from activities.agents.base import AgentBackend
-from activities.agents.offline import OfflineAnswer
-from contracts.kinds import (
+from waystation.activities.agents.base import AgentBackend
+from waystation.activities.agents.offline import OfflineAnswer
+from waystation.contracts.kinds import (
     KIND_NAME,
     ConsolePage,
     KindAgents,
@@ -40,7 +40,7 @@ from contracts.kinds import (
     RunKind,
     RunResource,
 )
-from workflows.definitions import is_workflow_class, workflow_type
+from waystation.workflows.definitions import is_workflow_class, workflow_type
 
 KINDS_GROUP = "waystation.run_kinds"
 BACKENDS_GROUP = "waystation.agent_backends"

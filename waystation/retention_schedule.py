@@ -24,8 +24,8 @@ from temporalio.client import (
 )
 
 from waystation.settings import Settings
-from workflows.retention import RetentionSweep
-from workflows.retention_models import RetentionSweepInput
+from waystation.workflows.retention import RetentionSweep
+from waystation.workflows.retention_models import RetentionSweepInput
 
 SCHEDULE_ID = "waystation-retention"
 SWEEP_WORKFLOW_ID = "waystation-retention-sweep"

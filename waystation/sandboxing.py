@@ -24,7 +24,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from workflows.definitions import WorkflowDefinition
+from waystation.workflows.definitions import WorkflowDefinition
 
 # AgentRun's agent (model, toolsets) lives in the worker process and is found by name: a
 # sandbox's re-imported registry would be empty.

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from activities.agents.prices import ModelPrice
-from persistence.sealing import SecretsBox, parse_keys
+from waystation.activities.agents.prices import ModelPrice
+from waystation.persistence.sealing import SecretsBox, parse_keys
 
 KindSettings = TypeVar("KindSettings", bound=BaseSettings)
 DEV_JWT_SECRET = "waystation-dev-secret-change-me-0123456789"

@@ -28,7 +28,7 @@ from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from waystation.settings import Settings
-from workflows import search_attributes
+from waystation.workflows import search_attributes
 
 # The modules whose types the lenient fallback may build: the OpenAI Agents SDK's, the OpenAI
 # client's and Temporal's OpenAI Agents integration's (its model activity's input and output).

@@ -41,19 +41,19 @@ from pydantic_core import to_json
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
-from api.app import create_app
-from api.auth import issue_token
-from api.serving import server_config
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from waystation.activities.agents import backend_named
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
+from waystation.api.serving import server_config
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.migrate import apply_migrations
 from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker, mail_settings, slack_config
-from workflows import search_attributes
+from waystation.workflows import search_attributes
 
 TEST_SECRET = "waystation-test-secret-0123456789-abcdef"
 

@@ -15,24 +15,24 @@ from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.agents import AgentBackend, backend_named
-from activities.agents.metered import MeteredBackend, ModelMeter
-from activities.agents.offline import use_offline_answers
-from activities.artifacts import LocalArtifactStore
-from activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
-from activities.decision_mail import DecisionMailActivities, MailSettings
-from activities.decision_policies import DecisionPolicyActivities
-from activities.deltas import use_deltas
-from activities.deps import WorkerDeps
-from activities.read_model import ReadModelActivities
-from activities.retention import RetentionActivities
-from activities.slack.channel import SlackActivities
-from activities.slack.web_api import SlackConfig
-from activities.webhooks import WebhookActivities
-from contracts.kinds import WorkerSetup
-from persistence import events as events_repo
-from persistence.claims import WORKER_ROLE
-from persistence.db import create_pool
+from waystation.activities.agents import AgentBackend, backend_named
+from waystation.activities.agents.metered import MeteredBackend, ModelMeter
+from waystation.activities.agents.offline import use_offline_answers
+from waystation.activities.artifacts import LocalArtifactStore
+from waystation.activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
+from waystation.activities.decision_mail import DecisionMailActivities, MailSettings
+from waystation.activities.decision_policies import DecisionPolicyActivities
+from waystation.activities.deltas import use_deltas
+from waystation.activities.deps import WorkerDeps
+from waystation.activities.read_model import ReadModelActivities
+from waystation.activities.retention import RetentionActivities
+from waystation.activities.slack.channel import SlackActivities
+from waystation.activities.slack.web_api import SlackConfig
+from waystation.activities.webhooks import WebhookActivities
+from waystation.contracts.kinds import WorkerSetup
+from waystation.persistence import events as events_repo
+from waystation.persistence.claims import WORKER_ROLE
+from waystation.persistence.db import create_pool
 from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
@@ -42,11 +42,11 @@ from waystation.settings import Settings
 from waystation.telemetry import configure_tracing
 from waystation.temporal_client import connect_temporal
 from waystation.worker_metrics import metrics_runtime
-from workflows.decision_mail import DecisionMail
-from workflows.definitions import activity_name
-from workflows.retention import RetentionSweep
-from workflows.slack_notification import SlackNotification
-from workflows.webhook_notification import WebhookNotification
+from waystation.workflows.decision_mail import DecisionMail
+from waystation.workflows.definitions import activity_name
+from waystation.workflows.retention import RetentionSweep
+from waystation.workflows.slack_notification import SlackNotification
+from waystation.workflows.webhook_notification import WebhookNotification
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from contracts.statuses import ExpiryPolicy
-from contracts.writes import GateOption
-from workflows.gate_rules import GateSpec
+from waystation.contracts.statuses import ExpiryPolicy
+from waystation.contracts.writes import GateOption
+from waystation.workflows.gate_rules import GateSpec
 
 RAISE_BUDGET = "raise_budget"
 STOP_BUDGET = "budget"

@@ -10,13 +10,13 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.decision_mail import (
+    from waystation.activities.decision_mail import (
         DECISION_MAIL_WORKFLOW,
         DecisionMailActivities,
         DecisionMailInput,
         DecisionMailResult,
     )
-    from workflows.webhook_notification import (
+    from waystation.workflows.webhook_notification import (
         DELIVERY_RETRY,
         FIRST_ATTEMPT_FAILED,
         first_attempt,

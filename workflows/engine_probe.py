@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.engine_probe import ENGINE_PROBE_WORKFLOW, ProbeStep, probe_step
+    from waystation.activities.engine_probe import ENGINE_PROBE_WORKFLOW, ProbeStep, probe_step
 
 STEP_TIMEOUT = timedelta(seconds=30)
 

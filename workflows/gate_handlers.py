@@ -1,6 +1,6 @@
 """The human-gate handlers and waiting loop, shared by every workflow that asks a human.
 
-Run kinds get it through `workflows.lifecycle.RunWorkflow`, which calls `_init_gates` and
+Run kinds get it through `waystation.workflows.lifecycle.RunWorkflow`, which calls `_init_gates` and
 provides the hooks at the bottom (the run's visible state); a kind calls `ask_human`. The
 workflow then answers the `decide` Update (validated before anything is written), the
 `decide_signal` Signal and the `reopen` Update exactly like every other run kind, so the API
@@ -22,18 +22,18 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
 
-    from activities.decision_policies import DecisionPolicyActivities
-    from contracts.decision_policies import (
+    from waystation.activities.decision_policies import DecisionPolicyActivities
+    from waystation.contracts.decision_policies import (
         EvaluatePoliciesInput,
         PolicyRequest,
         PolicyVerdict,
         PolicyVerdicts,
     )
-    from contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, policy_for
-    from contracts.refusals import GATE_NOT_PENDING
-    from contracts.statuses import GateStatus, RunStatus
-    from contracts.writes import DelegationWrite, GateNoticeWrite, RunStateWrite
-    from workflows.gate_rules import (
+    from waystation.contracts.gate_policy import GATE_POLICY_MEMO, GatePolicies, policy_for
+    from waystation.contracts.refusals import GATE_NOT_PENDING
+    from waystation.contracts.statuses import GateStatus, RunStatus
+    from waystation.contracts.writes import DelegationWrite, GateNoticeWrite, RunStateWrite
+    from waystation.workflows.gate_rules import (
         SYSTEM_DECIDER,
         DecisionInput,
         DelegateInput,
@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         OpenGate,
         ReopenInput,
     )
-    from workflows.recorder import RECORD_RETRY, RunRecorder
+    from waystation.workflows.recorder import RECORD_RETRY, RunRecorder
 
 
 @dataclass

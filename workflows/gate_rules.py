@@ -28,8 +28,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from contracts.gate_policy import AnswerMode, GatePolicy
-    from contracts.refusals import (
+    from waystation.contracts.gate_policy import AnswerMode, GatePolicy
+    from waystation.contracts.refusals import (
         ALREADY_VOTED,
         GATE_NOT_PENDING,
         INVALID_ANSWER,
@@ -40,9 +40,9 @@ with workflow.unsafe.imports_passed_through():
         UNKNOWN_CHECKPOINT,
         UNKNOWN_OPTION,
     )
-    from contracts.statuses import ExpiryPolicy, GateStatus
-    from contracts.user_schemas import user_schema_validator
-    from contracts.writes import (
+    from waystation.contracts.statuses import ExpiryPolicy, GateStatus
+    from waystation.contracts.user_schemas import user_schema_validator
+    from waystation.contracts.writes import (
         DEFAULT_DECIDER_ROLES,
         DEFAULT_REJECTING,
         GateCloseWrite,
@@ -110,7 +110,7 @@ class GateSpec(BaseModel):
                            rejecting=self.rejecting_options)
 
     def with_policy(self, policy: GatePolicy | None) -> GateSpec:
-        """This gate under a kind's or a run's rules (contracts.gate_policy)."""
+        """This gate under a kind's or a run's rules (waystation.contracts.gate_policy)."""
         if policy is None:
             return self
         update = {name: value for name in _POLICY_FIELDS

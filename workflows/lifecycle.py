@@ -26,17 +26,17 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from contracts import events as ev
-    from contracts.statuses import (
+    from waystation.contracts import events as ev
+    from waystation.contracts.statuses import (
         STOP_ACTIVITY_FAILED,
         STOP_CANCELED,
         STOP_COMPLETED,
         RunStatus,
     )
-    from contracts.writes import EventWrite, RunEnd, RunStateWrite
-    from workflows import search_attributes as sa
-    from workflows.gate_handlers import GatedWorkflow
-    from workflows.recorder import RunRecorder
+    from waystation.contracts.writes import EventWrite, RunEnd, RunStateWrite
+    from waystation.workflows import search_attributes as sa
+    from waystation.workflows.gate_handlers import GatedWorkflow
+    from waystation.workflows.recorder import RunRecorder
 
 R = TypeVar("R")
 RUN_FAILED_ERROR = "RunFailed"

@@ -4,7 +4,7 @@ Writes that need not be visible at once (a phase starting or completing, its sna
 *staged* and travel with the next write that must happen anyway: the first event of the next
 crew task (applied by that activity in the same transaction) or the next local activity. That
 spends one Temporal round trip where there would be three. Everything the recorder writes is
-idempotent (see persistence.writes), so a retried activity or a replay may apply it again.
+idempotent (see waystation.persistence.writes), so a retried activity or a replay may apply it again.
 Event keys and snapshot ordinals come from workflow state, so a replay produces the same keys.
 """
 
@@ -19,8 +19,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.read_model import ReadModelActivities
-    from contracts.writes import (
+    from waystation.activities.read_model import ReadModelActivities
+    from waystation.contracts.writes import (
         DelegationWrite,
         EventWrite,
         GateCloseWrite,

@@ -14,8 +14,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.retention import RetentionActivities
-    from workflows.retention_models import (
+    from waystation.activities.retention import RetentionActivities
+    from waystation.workflows.retention_models import (
         PurgeBatchInput,
         RetentionSweepInput,
         RetentionSweepResult,

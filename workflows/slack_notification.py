@@ -11,13 +11,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.slack.channel import (
+    from waystation.activities.slack.channel import (
         SLACK_WORKFLOW,
         SlackActivities,
         SlackSyncInput,
         SlackSyncResult,
     )
-    from workflows.webhook_notification import DELIVERY_RETRY
+    from waystation.workflows.webhook_notification import DELIVERY_RETRY
 
 SEND_TIMEOUT = timedelta(minutes=1)
 # A gate's message that cannot be brought up to date within a day is left: the console, the

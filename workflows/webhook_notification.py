@@ -23,7 +23,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as LocalActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from activities.webhooks import (
+    from waystation.activities.webhooks import (
         NOTIFICATION_WORKFLOW,
         DeliveryInput,
         DeliveryResult,

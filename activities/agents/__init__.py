@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities.agents.base import AgentBackend, AgentRequest, AgentResponse
-from activities.agents.choose import backend_named
+from waystation.activities.agents.base import AgentBackend, AgentRequest, AgentResponse
+from waystation.activities.agents.choose import backend_named
 
 __all__ = ["AgentBackend", "AgentRequest", "AgentResponse", "backend_named"]

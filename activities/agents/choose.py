@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from activities.agents.base import AgentBackend
-from activities.agents.noop import NoopBackend
-from activities.agents.offline import OfflineBackend
-from activities.agents.prices import ModelPrice, PriceBook
+from waystation.activities.agents.base import AgentBackend
+from waystation.activities.agents.noop import NoopBackend
+from waystation.activities.agents.offline import OfflineBackend
+from waystation.activities.agents.prices import ModelPrice, PriceBook
 
 
 def backend_named(name: str, *, delay_ms: int = 0, base_url: str | None = None,
@@ -17,7 +17,7 @@ def backend_named(name: str, *, delay_ms: int = 0, base_url: str | None = None,
     if name == "noop":
         return NoopBackend()
     if name == "openai":
-        from activities.agents.openai_compatible import OpenAICompatibleBackend
+        from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
 
         return OpenAICompatibleBackend(
             base_url=base_url or "https://api.openai.com/v1", api_key=api_key,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from temporalio.common import MetricMeter
 
-from activities.agents.base import (
+from waystation.activities.agents.base import (
     AgentBackend,
     AgentRequest,
     AgentResponse,
@@ -22,7 +22,7 @@ from activities.agents.base import (
 
 class ModelMeter:
     """The `waystation_model_*` counters: every model call a worker makes, the crews' through
-    the backend and the agent runs' through PydanticAI (kinds.agent.activities.metering), counted
+    the backend and the agent runs' through PydanticAI (waystation.kinds.agent.activities.metering), counted
     here. One per runtime meter."""
 
     def __init__(self, meter: MetricMeter) -> None:

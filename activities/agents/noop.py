@@ -7,8 +7,8 @@ empty output.
 
 from __future__ import annotations
 
-from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
-from activities.agents.schema_example import example_for
+from waystation.activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
+from waystation.activities.agents.schema_example import example_for
 
 
 class NoopBackend:

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
-from activities.agents.schema_example import example_for
+from waystation.activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
+from waystation.activities.agents.schema_example import example_for
 
 # A kind's typed answer to one of its tasks: (the task's context, a person's feedback, the
 # request's seeded generator) -> the task's output model.

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from activities.agents.base import (
+from waystation.activities.agents.base import (
     INVALID_OUTPUT,
     MODEL_REFUSED,
     MODEL_UNAVAILABLE,
@@ -31,8 +31,8 @@ from activities.agents.base import (
     ProgressReporter,
     Usage,
 )
-from activities.agents.prices import PriceBook
-from activities.agents.structured import (
+from waystation.activities.agents.prices import PriceBook
+from waystation.activities.agents.structured import (
     AnswerProblem,
     extract_json_object,
     read_answer,

@@ -15,8 +15,8 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from activities.slack.web_api import SlackConfig
-from persistence.models import GateAudit, GateRow, RunRow
+from waystation.activities.slack.web_api import SlackConfig
+from waystation.persistence.models import GateAudit, GateRow, RunRow
 
 SECTION_TEXT_LIMIT = 3000
 BUTTON_TEXT_LIMIT = 75

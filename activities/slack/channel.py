@@ -28,21 +28,21 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.slack.blocks import SlackMessage, gate_message, gone_message, notice_text
-from activities.slack.web_api import (
+from waystation.activities.slack.blocks import SlackMessage, gate_message, gone_message, notice_text
+from waystation.activities.slack.web_api import (
     SlackConfig,
     SlackError,
     SlackRateLimited,
     SlackRefused,
     SlackWebApi,
 )
-from activities.start_once import start_once
-from contracts.writes import ReadModelWrite
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence import slack as slack_repo
-from persistence.models import GateRow, RunRow
-from persistence.slack import SlackMessageRow
+from waystation.activities.start_once import start_once
+from waystation.contracts.writes import ReadModelWrite
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence import slack as slack_repo
+from waystation.persistence.models import GateRow, RunRow
+from waystation.persistence.slack import SlackMessageRow
 
 log = logging.getLogger(__name__)
 SLACK_WORKFLOW = "SlackNotification"

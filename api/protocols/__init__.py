@@ -1,2 +1,2 @@
 """Waystation offered through agent protocols (AG-UI, MCP, A2A), each one package on top of
-`api.services`, as the REST routes are: a protocol maps, it never decides."""
+`waystation.api.services`, as the REST routes are: a protocol maps, it never decides."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import Conn, CurrentUser, SettingsDep, TemporalClient
-from api.schemas import ErasureAccepted, ErasureRequest
-from api.services import erasure
+from waystation.api.deps import Conn, CurrentUser, SettingsDep, TemporalClient
+from waystation.api.schemas import ErasureAccepted, ErasureRequest
+from waystation.api.services import erasure
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 

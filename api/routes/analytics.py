@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.analytics_schemas import AnalyticsQuery, DecisionAnalytics
-from api.deps import Conn, CurrentUser
-from api.services import analytics
+from waystation.api.analytics_schemas import AnalyticsQuery, DecisionAnalytics
+from waystation.api.deps import Conn, CurrentUser
+from waystation.api.services import analytics
 
 router = APIRouter(prefix="/analytics", tags=["analytics"])
 

@@ -6,9 +6,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Response
 
-from api.deps import Conn, CurrentUser, SettingsDep
-from api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList
-from api.services import api_keys
+from waystation.api.deps import Conn, CurrentUser, SettingsDep
+from waystation.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList
+from waystation.api.services import api_keys
 
 router = APIRouter(prefix="/api-keys", tags=["people"])
 

@@ -3,7 +3,7 @@
 `waystation console-link` prints a one-time URL; GET /console/login spends its code for an
 HttpOnly session cookie and redirects to `/`, so the code never stays in the address bar or
 the history. With an identity provider configured (WAYSTATION_OIDC_ISSUER), /console/oidc/login
-and its callback sign in the OpenID Connect way instead (see api.oidc) and end the same way: a
+and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same way: a
 session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
 else, with the cookie (and the CSRF token from /console/session on every change). These routes
 are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI schema.
@@ -19,17 +19,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from api.auth import SESSION_COOKIE, NewSession
-from api.console_schemas import ConsoleConfig, ConsoleSessionView
-from api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
-from api.errors import ApiError
-from api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
-from api.services import console
+from waystation.api.auth import SESSION_COOKIE, NewSession
+from waystation.api.console_schemas import ConsoleConfig, ConsoleSessionView
+from waystation.api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
+from waystation.api.errors import ApiError
+from waystation.api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
+from waystation.api.services import console
 from waystation.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 
-STATIC_PACKAGE = "api.console"
+STATIC_PACKAGE = "waystation.api.console"
 STATIC_PATH = "/console/static"
 # The page loads only its own scripts and styles; the mobile graph picture is a same-origin
 # frame; screenshots are same-origin images.

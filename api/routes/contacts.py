@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import Conn, CurrentUser
-from api.schemas import ContactPut, ContactView
-from api.services import contacts
+from waystation.api.deps import Conn, CurrentUser
+from waystation.api.schemas import ContactPut, ContactView
+from waystation.api.services import contacts
 
 router = APIRouter(prefix="/me/contact", tags=["people"])
 

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from api.deps import AuthenticatorConn, SettingsDep, TemporalClient
-from api.errors import ERROR_RESPONSES
-from api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionView
-from api.services import decision_links
+from waystation.api.deps import AuthenticatorConn, SettingsDep, TemporalClient
+from waystation.api.errors import ERROR_RESPONSES
+from waystation.api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionView
+from waystation.api.services import decision_links
 
 router = APIRouter(prefix="/decide-link", tags=["decisions"])
 

@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
-from api.queries import InboxQuery
-from api.schemas import DecisionList, DecisionRequest, DecisionView, DelegationRequest
-from api.services import decisions
+from waystation.api.deps import Conn, CurrentUser, IdempotencyKey, TemporalClient, VisibleRun
+from waystation.api.queries import InboxQuery
+from waystation.api.schemas import DecisionList, DecisionRequest, DecisionView, DelegationRequest
+from waystation.api.services import decisions
 
 router = APIRouter(tags=["decisions"])
 

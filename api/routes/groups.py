@@ -7,9 +7,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response
 
-from api.deps import Conn, CurrentUser
-from api.errors import ERROR_RESPONSES
-from api.group_schemas import (
+from waystation.api.deps import Conn, CurrentUser
+from waystation.api.errors import ERROR_RESPONSES
+from waystation.api.group_schemas import (
     GroupCreate,
     GroupDetail,
     GroupList,
@@ -19,7 +19,7 @@ from api.group_schemas import (
     MemberPut,
     MemberView,
 )
-from api.services import groups
+from waystation.api.services import groups
 
 router = APIRouter(prefix="/groups", tags=["groups"])
 

@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from api.errors import RETRY_AFTER_SECONDS
-from api.schemas import Health, Liveness
+from waystation.api.errors import RETRY_AFTER_SECONDS
+from waystation.api.schemas import Health, Liveness
 
 router = APIRouter(tags=["health"])
 

@@ -15,10 +15,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 
-from api.deps import SettingsDep, authenticate_request
-from api.errors import ApiError
-from api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
-from api.services.metrics import CachedFigures
+from waystation.api.deps import SettingsDep, authenticate_request
+from waystation.api.errors import ApiError
+from waystation.api.metrics import CONTENT_TYPE_LATEST, ApiMetrics
+from waystation.api.services.metrics import CachedFigures
 
 router = APIRouter(tags=["operations"])
 

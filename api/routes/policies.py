@@ -7,8 +7,8 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import Conn, CurrentUser, RegistryDep
-from api.policy_schemas import (
+from waystation.api.deps import Conn, CurrentUser, RegistryDep
+from waystation.api.policy_schemas import (
     DryRunRequest,
     DryRunView,
     PolicyChange,
@@ -17,7 +17,7 @@ from api.policy_schemas import (
     PolicyQuery,
     PolicyView,
 )
-from api.services import policies
+from waystation.api.services import policies
 
 router = APIRouter(prefix="/policies", tags=["policies"])
 

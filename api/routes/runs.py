@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Response
 
-from api.deps import (
+from waystation.api.deps import (
     Conn,
     CurrentUser,
     IdempotencyKey,
@@ -16,8 +16,8 @@ from api.deps import (
     TemporalClient,
     VisibleRun,
 )
-from api.queries import EventQuery, RunFilter
-from api.schemas import (
+from waystation.api.queries import EventQuery, RunFilter
+from waystation.api.schemas import (
     CancelAccepted,
     EventPage,
     ForkRequest,
@@ -29,7 +29,7 @@ from api.schemas import (
     SnapshotView,
     run_create_model,
 )
-from api.services import events, fork, runs
+from waystation.api.services import events, fork, runs
 from waystation.registry import Registry
 
 router = APIRouter(prefix="/runs", tags=["runs"])

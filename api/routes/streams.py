@@ -21,16 +21,16 @@ import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from api import live_deltas
-from api.auth import User
-from api.deps import CurrentUser, VisibleRun, still_signed_in
-from api.errors import ApiError
-from api.event_hub import EventHub, InboxSubscription
-from api.schemas import DecisionView
-from api.services import live, streams
-from api.sse import STREAM_HEADERS, sse
-from contracts.events import TERMINAL_EVENT_TYPES
-from contracts.statuses import TERMINAL_RUN_STATUSES
+from waystation.api import live_deltas
+from waystation.api.auth import User
+from waystation.api.deps import CurrentUser, VisibleRun, still_signed_in
+from waystation.api.errors import ApiError
+from waystation.api.event_hub import EventHub, InboxSubscription
+from waystation.api.schemas import DecisionView
+from waystation.api.services import live, streams
+from waystation.api.sse import STREAM_HEADERS, sse
+from waystation.contracts.events import TERMINAL_EVENT_TYPES
+from waystation.contracts.statuses import TERMINAL_RUN_STATUSES
 
 router = APIRouter(tags=["streams"])
 

@@ -7,9 +7,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import Conn, CurrentUser, SettingsDep
-from api.services import webhooks
-from api.webhook_schemas import (
+from waystation.api.deps import Conn, CurrentUser, SettingsDep
+from waystation.api.services import webhooks
+from waystation.api.webhook_schemas import (
     DeliveryList,
     WebhookCreate,
     WebhookCreated,

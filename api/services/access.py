@@ -11,12 +11,12 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User, can_access, is_decider, may_decide
-from api.errors import ApiError
-from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence import groups as groups_repo
-from persistence.claims import SERVICE, Claims, set_claims
-from persistence.models import RunRow
+from waystation.api.auth import User, can_access, is_decider, may_decide
+from waystation.api.errors import ApiError
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES
+from waystation.persistence import groups as groups_repo
+from waystation.persistence.claims import SERVICE, Claims, set_claims
+from waystation.persistence.models import RunRow
 
 VIEWER = "viewer"
 

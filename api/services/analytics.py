@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from api.analytics_schemas import (
+from waystation.api.analytics_schemas import (
     AnalyticsQuery,
     Counts,
     DayFigures,
@@ -18,10 +18,10 @@ from api.analytics_schemas import (
     ShadowFigures,
     TimeToDecide,
 )
-from api.auth import User
-from persistence import analytics as repo
-from persistence import groups as groups_repo
-from persistence.analytics import FigureRow, Filters
+from waystation.api.auth import User
+from waystation.persistence import analytics as repo
+from waystation.persistence import groups as groups_repo
+from waystation.persistence.analytics import FigureRow, Filters
 
 DEFAULT_WINDOW = timedelta(days=30)
 

@@ -6,12 +6,12 @@ from uuid import UUID
 
 import asyncpg
 
-from api.api_keys import new_key, require_person
-from api.auth import User
-from api.errors import ApiError
-from api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyView
-from api.services.access import require_group_owner
-from persistence import api_keys as keys_repo
+from waystation.api.api_keys import new_key, require_person
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyView
+from waystation.api.services.access import require_group_owner
+from waystation.persistence import api_keys as keys_repo
 from waystation.settings import Settings
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncpg
 
-from api.auth import NewSession, User, exchange_login_code, start_session
-from api.console_schemas import ConsoleSessionView, KindPageView
-from persistence import console_sessions
+from waystation.api.auth import NewSession, User, exchange_login_code, start_session
+from waystation.api.console_schemas import ConsoleSessionView, KindPageView
+from waystation.persistence import console_sessions
 from waystation.registry import Registry
 from waystation.settings import Settings
 

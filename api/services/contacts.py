@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncpg
 
-from api.auth import User
-from api.errors import ApiError
-from api.schemas import ContactPut, ContactView
-from persistence import decision_mail as mail_repo
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.schemas import ContactPut, ContactView
+from waystation.persistence import decision_mail as mail_repo
 
 
 async def put_contact(conn: asyncpg.Connection, user: User, body: ContactPut) -> ContactView:

@@ -14,16 +14,16 @@ from uuid import UUID
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionRequest, DecisionView
-from api.services.access import act_as
-from api.services.decisions import decide
-from contracts.decision_links import verify_link
-from persistence import decision_mail as mail_repo
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence.decision_mail import LinkRow
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionRequest, DecisionView
+from waystation.api.services.access import act_as
+from waystation.api.services.decisions import decide
+from waystation.contracts.decision_links import verify_link
+from waystation.persistence import decision_mail as mail_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.decision_mail import LinkRow
 from waystation.settings import Settings
 
 

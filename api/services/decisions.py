@@ -11,17 +11,17 @@ from uuid import UUID
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.queries import InboxQuery
-from api.schemas import DecisionList, DecisionRequest, DecisionView, DelegationRequest
-from api.services.access import require_decider
-from api.services.workflow_updates import execute_update
-from persistence import gates as gates_repo
-from persistence import groups as groups_repo
-from persistence.models import TERMINAL_RUN_STATUSES, GateRow, RunRow
-from workflows.gate_handlers import GatedWorkflow
-from workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.queries import InboxQuery
+from waystation.api.schemas import DecisionList, DecisionRequest, DecisionView, DelegationRequest
+from waystation.api.services.access import require_decider
+from waystation.api.services.workflow_updates import execute_update
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import groups as groups_repo
+from waystation.persistence.models import TERMINAL_RUN_STATUSES, GateRow, RunRow
+from waystation.workflows.gate_handlers import GatedWorkflow
+from waystation.workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
 
 
 async def inbox(conn: asyncpg.Connection, user: User, query: InboxQuery) -> DecisionList:

@@ -13,8 +13,8 @@ from uuid import UUID
 
 import asyncpg
 
-from api.schemas import MessageDelta
-from persistence import deltas as deltas_repo
+from waystation.api.schemas import MessageDelta
+from waystation.persistence import deltas as deltas_repo
 
 
 async def partial_messages(conn: asyncpg.Connection, run_id: UUID) -> list[MessageDelta]:

@@ -9,12 +9,12 @@ from datetime import timedelta
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.schemas import ErasureAccepted, ErasureRequest
-from api.services.workflow_updates import cancel_workflow
-from persistence import erasure as erasure_repo
-from persistence import retention as retention_repo
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.schemas import ErasureAccepted, ErasureRequest
+from waystation.api.services.workflow_updates import cancel_workflow
+from waystation.persistence import erasure as erasure_repo
+from waystation.persistence import retention as retention_repo
 from waystation.settings import Settings
 
 

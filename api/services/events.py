@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncpg
 
-from api.errors import ApiError
-from api.queries import EventQuery
-from api.schemas import EventPage, EventView, SnapshotHead, SnapshotList, SnapshotView
-from persistence import events as events_repo
-from persistence import snapshots as snapshots_repo
-from persistence.models import RunRow
+from waystation.api.errors import ApiError
+from waystation.api.queries import EventQuery
+from waystation.api.schemas import EventPage, EventView, SnapshotHead, SnapshotList, SnapshotView
+from waystation.persistence import events as events_repo
+from waystation.persistence import snapshots as snapshots_repo
+from waystation.persistence.models import RunRow
 
 
 async def list_events(conn: asyncpg.Connection, run: RunRow, query: EventQuery) -> EventPage:

@@ -11,17 +11,17 @@ import asyncpg
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError, invalid_field
-from api.run_kinds import create_and_start, gate_policies_of
-from api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
-from api.services.access import may_act, require_decider
-from api.services.runs import check_start
-from contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart
-from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence import gates as gates_repo
-from persistence import snapshots as snapshots_repo
-from persistence.models import RunRow, SnapshotRow
+from waystation.api.auth import User
+from waystation.api.errors import ApiError, invalid_field
+from waystation.api.run_kinds import create_and_start, gate_policies_of
+from waystation.api.schemas import DecisionRequest, ForkFrom, ForkRequest, RunCreated
+from waystation.api.services.access import may_act, require_decider
+from waystation.api.services.runs import check_start
+from waystation.contracts.kinds import ForkPoint, ForkRefused, ForkSource, RunKind, RunStart
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import snapshots as snapshots_repo
+from waystation.persistence.models import RunRow, SnapshotRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 

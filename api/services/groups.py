@@ -7,9 +7,9 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User
-from api.errors import ApiError
-from api.group_schemas import (
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.group_schemas import (
     GroupCreate,
     GroupDetail,
     GroupList,
@@ -20,8 +20,8 @@ from api.group_schemas import (
     MemberPut,
     MemberView,
 )
-from api.services.access import require_group_owner, require_member
-from persistence import groups as groups_repo
+from waystation.api.services.access import require_group_owner, require_member
+from waystation.persistence import groups as groups_repo
 
 
 async def create_group(conn: asyncpg.Connection, user: User, body: GroupCreate) -> GroupView:

@@ -37,16 +37,16 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User
-from api.errors import ApiError
-from api.event_hub import EventHub, Handed, InboxSubscription, RunSubscription, StatusNotice
-from api.schemas import EventView, MessageDelta
-from api.services import deltas as deltas_service
-from api.services import runs
-from api.services.access import claims_of
-from api.sse import LiveEvent
-from persistence import events as events_repo
-from persistence.claims import claimed_connection
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.event_hub import EventHub, Handed, InboxSubscription, RunSubscription, StatusNotice
+from waystation.api.schemas import EventView, MessageDelta
+from waystation.api.services import deltas as deltas_service
+from waystation.api.services import runs
+from waystation.api.services.access import claims_of
+from waystation.api.sse import LiveEvent
+from waystation.persistence import events as events_repo
+from waystation.persistence.claims import claimed_connection
 
 CATCH_UP_PAGE = 500
 T = TypeVar("T")

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.queries import TranscriptQuery
-from api.schemas import MessageAccepted, MessagePage, MessageRequest, RunView
-from api.services.access import require_decider
-from contracts.kinds import KindMessages
-from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.queries import TranscriptQuery
+from waystation.api.schemas import MessageAccepted, MessagePage, MessageRequest, RunView
+from waystation.api.services.access import require_decider
+from waystation.contracts.kinds import KindMessages
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES
+from waystation.persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import asyncpg
 
-from api.metrics import DECISION_LATENCY_BOUNDS
-from persistence.claims import SERVICE, claimed_connection
-from persistence.db import UNAVAILABLE_ERRORS
-from persistence.metrics import ReadModelFigures, read_figures
+from waystation.api.metrics import DECISION_LATENCY_BOUNDS
+from waystation.persistence.claims import SERVICE, claimed_connection
+from waystation.persistence.db import UNAVAILABLE_ERRORS
+from waystation.persistence.metrics import ReadModelFigures, read_figures
 
 log = logging.getLogger(__name__)
 

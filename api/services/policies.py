@@ -13,10 +13,10 @@ from uuid import UUID
 
 import asyncpg
 
-from activities.policy_rules import ConditionError, activation, compile_condition, judge
-from api.auth import User
-from api.errors import ApiError
-from api.policy_schemas import (
+from waystation.activities.policy_rules import ConditionError, activation, compile_condition, judge
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.policy_schemas import (
     DryRunItem,
     DryRunRequest,
     DryRunView,
@@ -27,11 +27,11 @@ from api.policy_schemas import (
     PolicyQuery,
     PolicyView,
 )
-from api.services.access import require_member
-from contracts.decision_policies import PolicyRequest, PolicyRun
-from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence import policies as repo
-from persistence.policies import PolicyRow, PolicyVersion
+from waystation.api.services.access import require_member
+from waystation.contracts.decision_policies import PolicyRequest, PolicyRun
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES
+from waystation.persistence import policies as repo
+from waystation.persistence.policies import PolicyRow, PolicyVersion
 from waystation.registry import Registry
 
 

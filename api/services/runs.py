@@ -12,20 +12,20 @@ from uuid import UUID
 import asyncpg
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.queries import RunFilter
-from api.run_kinds import create_and_start
-from api.schemas import CancelAccepted, RunCreated, RunPage, RunView, RunVisibility
-from api.services.access import may_read, require_decider, require_run_starter
-from api.services.decisions import decision_views
-from api.services.workflow_updates import cancel_workflow
-from contracts.kinds import RunKind, StartCheck, ViewContext
-from contracts.statuses import RunStatus
-from contracts.writes import DEFAULT_DECIDER_ROLES
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.queries import RunFilter
+from waystation.api.run_kinds import create_and_start
+from waystation.api.schemas import CancelAccepted, RunCreated, RunPage, RunView, RunVisibility
+from waystation.api.services.access import may_read, require_decider, require_run_starter
+from waystation.api.services.decisions import decision_views
+from waystation.api.services.workflow_updates import cancel_workflow
+from waystation.contracts.kinds import RunKind, StartCheck, ViewContext
+from waystation.contracts.statuses import RunStatus
+from waystation.contracts.writes import DEFAULT_DECIDER_ROLES
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -23,17 +23,17 @@ import asyncpg
 from pydantic import BaseModel, ValidationError
 from temporalio.client import Client
 
-from api.auth import User
-from api.errors import ApiError
-from api.schemas import DecisionRequest, DecisionView, SlackLinkView
-from api.services.access import act_as
-from api.services.decisions import decide, require_voter
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence import slack as slack_repo
-from persistence import token_cutoffs
-from persistence.claims import AUTHENTICATOR, set_claims
-from persistence.models import GateRow, RunRow
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.schemas import DecisionRequest, DecisionView, SlackLinkView
+from waystation.api.services.access import act_as
+from waystation.api.services.decisions import decide, require_voter
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence import slack as slack_repo
+from waystation.persistence import token_cutoffs
+from waystation.persistence.claims import AUTHENTICATOR, set_claims
+from waystation.persistence.models import GateRow, RunRow
 
 NOT_LINKED = ApiError(403, "slack_not_linked",
                       "your Slack user is not linked to Waystation: type `/waystation link`")

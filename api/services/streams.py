@@ -9,15 +9,15 @@ from uuid import UUID
 
 import asyncpg
 
-from api.auth import User
-from api.schemas import DecisionView
-from api.services.access import claims_of
-from api.services.decisions import decision_views
-from persistence import gates as gates_repo
-from persistence import groups as groups_repo
-from persistence import runs as runs_repo
-from persistence.claims import claimed_connection
-from persistence.models import TERMINAL_RUN_STATUSES
+from waystation.api.auth import User
+from waystation.api.schemas import DecisionView
+from waystation.api.services.access import claims_of
+from waystation.api.services.decisions import decision_views
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import groups as groups_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.claims import claimed_connection
+from waystation.persistence.models import TERMINAL_RUN_STATUSES
 
 # Every open request goes out when an inbox stream starts: a console shows them all at once
 # (1,000 render in well under a second; see bench/bench_console.py).

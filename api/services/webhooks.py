@@ -11,11 +11,11 @@ from uuid import UUID
 
 import asyncpg
 
-from activities.webhook_targets import registration_refusal
-from api.auth import User
-from api.errors import ApiError
-from api.services.access import require_group_decider
-from api.webhook_schemas import (
+from waystation.activities.webhook_targets import registration_refusal
+from waystation.api.auth import User
+from waystation.api.errors import ApiError
+from waystation.api.services.access import require_group_decider
+from waystation.api.webhook_schemas import (
     DeliveryList,
     DeliveryView,
     WebhookCreate,
@@ -23,8 +23,8 @@ from api.webhook_schemas import (
     WebhookList,
     WebhookView,
 )
-from persistence import webhooks as webhooks_repo
-from persistence.models import RunRow
+from waystation.persistence import webhooks as webhooks_repo
+from waystation.persistence.models import RunRow
 from waystation.settings import Settings
 
 SECRET_BYTES = 32

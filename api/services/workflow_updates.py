@@ -3,7 +3,7 @@ Temporal answers to `ApiError`s (`temporal_refusal`, which every service that ta
 Temporal uses): a validator's refusal to its error code, no worker in time or a workflow task
 being retried to 503 (send it again), a workflow that has ended to the caller's own 409.
 Temporal unreachable, or refusing for a reason no caller can act on, is left to
-`api.errors.as_api_error` (503, 502), which every transport applies to what escapes."""
+`waystation.api.errors.as_api_error` (503, 502), which every transport applies to what escapes."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from api.errors import ApiError, unavailable
-from contracts import refusals
+from waystation.api.errors import ApiError, unavailable
+from waystation.contracts import refusals
 
 # How long an Update may wait for a worker to take it before the caller hears 503.
 UPDATE_RPC_TIMEOUT = timedelta(seconds=10)
@@ -83,7 +83,7 @@ def temporal_refusal(error: RPCError, *, what: str,
     """What Temporal's `error` answering `what` means to the caller: 503 (send it again) for
     a run whose workflow task is being retried, `ended` for a workflow that no longer runs;
     None for Temporal unreachable or refusing otherwise, which the caller re-raises for
-    `api.errors.as_api_error` (503, or 502 logged as a bug) to answer on every transport."""
+    `waystation.api.errors.as_api_error` (503, or 502 logged as a bug) to answer on every transport."""
     if workflow_not_ready(error):
         return unavailable(f"the run cannot take {what} this instant (its last workflow "
                            "task is being retried); send it again")

@@ -25,7 +25,7 @@ RETURNING_MEMBER = "Returning member:"
 MEMBER_RETURNED = "member.returned"
 
 # The event types that make up a conversation's transcript (`GET /runs/{id}/messages`); its
-# messages and answers are the core's (`contracts.events`), which AG-UI and A2A show.
+# messages and answers are the core's (`waystation.contracts.events`), which AG-UI and A2A show.
 MODEL_RESPONDED = "model.responded"
 TRANSCRIPT_TYPES = (MESSAGE_RECEIVED, TOOL_CALLED, TOOL_RETURNED, TOOL_RETRY, AGENT_ANSWERED)
 

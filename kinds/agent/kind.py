@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kinds.agent.activities.metering import Accounting, use_accounting
-from kinds.agent.activities.model import model_config, use_openai_model
-from kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
-from kinds.agent.demo import DEMO
-from kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
-from kinds.agent.workflow import AgentRun
+from waystation.kinds.agent.activities.metering import Accounting, use_accounting
+from waystation.kinds.agent.activities.model import model_config, use_openai_model
+from waystation.kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
+from waystation.kinds.agent.demo import DEMO
+from waystation.kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
+from waystation.kinds.agent.workflow import AgentRun
 from waystation.sdk import (
     ForkPoint,
     ForkRefused,
@@ -68,13 +68,13 @@ def _fork(run: RunStart, point: ForkPoint) -> AgentRunInput:
 
 
 def _routers() -> Sequence[Any]:
-    from kinds.agent.routes import router
+    from waystation.kinds.agent.routes import router
 
     return [router]
 
 
 def _messages() -> KindMessages:
-    from kinds.agent import service
+    from waystation.kinds.agent import service
 
     return KindMessages(send=service.send_message, transcript=service.transcript,
                         waiting=service.waits_for_message)

@@ -5,13 +5,13 @@
   and gets an `Approval` (approve, reject with `feedback`, or edit with `answer`, an `Args`).
 - `configured_chat_model(own)`: the chat model a node calls: the worker's configured
   OpenAI-compatible endpoint, else the graph's own (an offline model, say).
-- `MODEL_RETRY`, `SUMMARY_REQUEST`: as for a PydanticAI agent (kinds.agent.sdk).
+- `MODEL_RETRY`, `SUMMARY_REQUEST`: as for a PydanticAI agent (waystation.kinds.agent.sdk).
 """
 
 from __future__ import annotations
 
-from kinds.agent.activities.langgraph import configured_chat_model
-from kinds.agent.activities.model import MODEL_RETRY
-from kinds.agent.contracts import SUMMARY_REQUEST, Approval
+from waystation.kinds.agent.activities.langgraph import configured_chat_model
+from waystation.kinds.agent.activities.model import MODEL_RETRY
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST, Approval
 
 __all__ = ["MODEL_RETRY", "SUMMARY_REQUEST", "Approval", "configured_chat_model"]

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.agent.activities.registry import agent_names
+    from waystation.kinds.agent.activities.registry import agent_names
     from waystation.sdk import ExpiryPolicy, RunStatus
 
 DAY = 24 * 3600
@@ -79,7 +79,7 @@ class AgentCarry(BaseModel):
     recent: list[dict[str, Any]] = Field(default_factory=list)
     usage: AgentUsage = Field(default_factory=AgentUsage)
     last_answer: str | None = None
-    # Ids the agent's declared tools returned, by kind (kinds.agent.activities.entities).
+    # Ids the agent's declared tools returned, by kind (waystation.kinds.agent.activities.entities).
     related_entity_ids: dict[str, list[str]] = Field(default_factory=dict)
     # Turns re-primed for a returning member: from the first on, the summary primes every turn,
     # as after a continuation.

@@ -8,7 +8,7 @@
 - `local_activity_as_tool(fn, ...)`: the local-activity counterpart of the integration's
   `activity_as_tool`: a fast, idempotent activity whose calls in a run are Temporal local
   activities (no server round trip; docs/agents.md, "Fast tools as local activities").
-- `MODEL_RETRY`, `SUMMARY_REQUEST`: as for a PydanticAI agent (kinds.agent.sdk).
+- `MODEL_RETRY`, `SUMMARY_REQUEST`: as for a PydanticAI agent (waystation.kinds.agent.sdk).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from agents.function_schema import function_schema
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
-from kinds.agent.activities.local_tools import LOCAL_TOOL_RETRY, LOCAL_TOOL_TIMEOUT
-from kinds.agent.activities.model import MODEL_RETRY
-from kinds.agent.activities.openai import configured_model
-from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.kinds.agent.activities.local_tools import LOCAL_TOOL_RETRY, LOCAL_TOOL_TIMEOUT
+from waystation.kinds.agent.activities.model import MODEL_RETRY
+from waystation.kinds.agent.activities.openai import configured_model
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST
 
 
 def needs_approval(tool: Any) -> FunctionTool:

@@ -12,15 +12,15 @@ a `WAYSTATION_PLUGINS` module).
 - `local_tool`: a PydanticAI `Tool` whose calls in a run are Temporal local activities (for
   fast, idempotent lookups).
 
-A LangGraph graph imports from `kinds.agent.langgraph` instead, an OpenAI Agents SDK agent from
-`kinds.agent.openai_agents`.
+A LangGraph graph imports from `waystation.kinds.agent.langgraph` instead, an OpenAI Agents SDK agent from
+`waystation.kinds.agent.openai_agents`.
 """
 
 from __future__ import annotations
 
-from kinds.agent.activities.entities import RelatedEntities
-from kinds.agent.activities.local_tools import local_tool
-from kinds.agent.activities.model import MODEL_RETRY, ConfiguredModel
-from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.kinds.agent.activities.entities import RelatedEntities
+from waystation.kinds.agent.activities.local_tools import local_tool
+from waystation.kinds.agent.activities.model import MODEL_RETRY, ConfiguredModel
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST
 
 __all__ = ["MODEL_RETRY", "SUMMARY_REQUEST", "ConfiguredModel", "RelatedEntities", "local_tool"]

@@ -1,6 +1,6 @@
 """An agent run's conversation, the kind's `messages` hook: send the next message (an Update
 of its workflow), read the transcript, tell whether a run waits for a message. Called through
-the core's `api.services.messages`, which checks who may send and that the run goes on."""
+the core's `waystation.api.services.messages`, which checks who may send and that the run goes on."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import hashlib
 import asyncpg
 from temporalio.client import Client
 
-from kinds.agent.contracts import TRANSCRIPT_TYPES
-from kinds.agent.models import MessageInput
-from kinds.agent.workflow import AgentRun
+from waystation.kinds.agent.contracts import TRANSCRIPT_TYPES
+from waystation.kinds.agent.models import MessageInput
+from waystation.kinds.agent.workflow import AgentRun
 from waystation.sdk import ApiError
 from waystation.sdk.reads import RunRow, list_events
 from waystation.sdk.routes import (

@@ -21,10 +21,10 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
     )
 
-    from kinds.agent.activities.live import MESSAGE_ID_KEY
-    from kinds.agent.activities.metering import cost_usd
-    from kinds.agent.contracts import MODEL_RESPONDED
-    from kinds.agent.models import AgentUsage
+    from waystation.kinds.agent.activities.live import MESSAGE_ID_KEY
+    from waystation.kinds.agent.activities.metering import cost_usd
+    from waystation.kinds.agent.contracts import MODEL_RESPONDED
+    from waystation.kinds.agent.models import AgentUsage
     from waystation.sdk import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED, EventWrite
 
 MakeEvent = Callable[..., EventWrite]
@@ -64,7 +64,7 @@ def turn_events(make: MakeEvent, turn: int, first: int,
 
 def answered_message_id(messages: Sequence[ModelMessage]) -> str | None:
     """The id of the response that holds the turn's answer (its last with text), as its model
-    request named it for its live deltas (kinds.agent.activities.live)."""
+    request named it for its live deltas (waystation.kinds.agent.activities.live)."""
     for message in reversed(messages):
         if isinstance(message, ModelResponse) and any(isinstance(p, TextPart)
                                                       for p in message.parts):

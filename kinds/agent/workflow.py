@@ -2,7 +2,7 @@
 as a conversation (issue 12, seed 003, issue 28).
 
 A turn is one `agent.run` of the registered agent (a graph's turn:
-kinds.agent.workflow_langgraph; an OpenAI agent's: kinds.agent.workflow_openai); its
+waystation.kinds.agent.workflow_langgraph; an OpenAI agent's: waystation.kinds.agent.workflow_openai); its
 `TemporalDurability` capability makes each model request and each tool call an activity,
 so a worker that dies mid-turn loses nothing and no completed tool call runs again. A tool
 that needs approval ends the agent run with `DeferredToolRequests`; each call becomes a
@@ -43,11 +43,11 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_graph import End
 
-    from kinds.agent.activities.entities import entity_extractors, merge_entities
-    from kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
-    from kinds.agent.activities.registry import agent_named
-    from kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER, SUMMARY_PROMPT, Approval
-    from kinds.agent.models import (
+    from waystation.kinds.agent.activities.entities import entity_extractors, merge_entities
+    from waystation.kinds.agent.activities.model import CONFIGURED_MODEL, follows_configuration
+    from waystation.kinds.agent.activities.registry import agent_named
+    from waystation.kinds.agent.contracts import MEMBER_RETURNED, RETURNING_MEMBER, SUMMARY_PROMPT, Approval
+    from waystation.kinds.agent.models import (
         AgentCarry,
         AgentRunInput,
         AgentRunResult,
@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
         MessageAccepted,
         MessageInput,
     )
-    from kinds.agent.transcript import (
+    from waystation.kinds.agent.transcript import (
         add_usage,
         answered_message_id,
         returned_event,
@@ -77,9 +77,9 @@ if TYPE_CHECKING:
     from agents import RunResult, ToolApprovalItem
     from langgraph.types import Interrupt
 
-    from kinds.agent.activities.registry import RegisteredAgent
-    from kinds.agent.workflow_langgraph import GraphConversation
-    from kinds.agent.workflow_openai import AgentConversation, Decision
+    from waystation.kinds.agent.activities.registry import RegisteredAgent
+    from waystation.kinds.agent.workflow_langgraph import GraphConversation
+    from waystation.kinds.agent.workflow_openai import AgentConversation, Decision
 
 # Runs started before configured models asked for the agent's own model (None): they replay so.
 CONFIGURED_MODEL_PATCH = "agent-configured-model"
@@ -302,7 +302,7 @@ class AgentRun(RunWorkflow):
         self._pending_events = turn_events(self.event, c.turn, start, new, self._returned_early)
 
     def _keep_entities(self, messages: list[ModelMessage]) -> None:
-        """The ids the agent declares in its tools' results (kinds.agent.activities.entities)."""
+        """The ids the agent declares in its tools' results (waystation.kinds.agent.activities.entities)."""
         extractors = entity_extractors(self._agent)
         for message in messages:
             for part in message.parts:
@@ -320,12 +320,12 @@ class AgentRun(RunWorkflow):
                 return index
         return 0
 
-    # --- a LangGraph graph's turn (kinds.agent.workflow_langgraph) ------------------------
+    # --- a LangGraph graph's turn (waystation.kinds.agent.workflow_langgraph) ------------------------
 
     async def _graph_turn(self, graph: GraphConversation, message: MessageInput) -> None:
         """The graph invoked with the person's message; each interrupt it stops at is a gate,
         and the graph resumes with every decision at once, each to its own interrupt."""
-        from kinds.agent.workflow_langgraph import answer, interrupts, message_id_of
+        from waystation.kinds.agent.workflow_langgraph import answer, interrupts, message_id_of
 
         c = self._carry
         first = len(graph.history)
@@ -366,33 +366,33 @@ class AgentRun(RunWorkflow):
                                                   graph.history[first:])
 
     def _graph_events(self, start: int, messages: list[Any]) -> list[EventWrite]:
-        from kinds.agent.workflow_langgraph import add_graph_usage, graph_events
+        from waystation.kinds.agent.workflow_langgraph import add_graph_usage, graph_events
 
         add_graph_usage(self._carry.usage, messages)
         return graph_events(self.event, self._carry.turn, start, messages)
 
     async def _graph_decision(self, interrupt: Interrupt) -> dict[str, Any]:
         """The gate an interrupt raises, and its decision as the `Approval` the graph resumes
-        with (kinds.agent.contracts)."""
-        from kinds.agent.workflow_langgraph import answer_schema, call_of
+        with (waystation.kinds.agent.contracts)."""
+        from waystation.kinds.agent.workflow_langgraph import answer_schema, call_of
 
         tool, call_id, arguments = call_of(interrupt)
         schema = answer_schema(interrupt)
         if schema is None:
             await self.fail(f"agent {self._arg.input.agent}: an interrupt's response_schema "
-                            "must be kinds.agent.langgraph.Approval[...] (or none): a gate's "
+                            "must be waystation.kinds.agent.langgraph.Approval[...] (or none): a gate's "
                             "decision is an Approval", stop_reason="agent_error")
         assert schema is not None
         verdict = await self._ask_approval(tool, call_id or interrupt.id, arguments, schema)
         return verdict.model_dump()
 
-    # --- an OpenAI Agents SDK agent's turn (kinds.agent.workflow_openai) -----------------------
+    # --- an OpenAI Agents SDK agent's turn (waystation.kinds.agent.workflow_openai) -----------------------
 
     async def _openai_turn(self, conversation: AgentConversation,
                            message: MessageInput) -> None:
         """The agent run on the person's message; each tool call that needs approval is a
         gate, and the run goes on from its state with every decision."""
-        from kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
+        from waystation.kinds.agent.workflow_openai import Tripped, answer, answer_message_id, tripped_event
 
         c = self._carry
         seen: dict[str, int] = {}
@@ -426,7 +426,7 @@ class AgentRun(RunWorkflow):
     async def _run_openai(self, run: Any) -> RunResult:
         from agents.exceptions import AgentsException
 
-        from kinds.agent.workflow_openai import Tripped
+        from waystation.kinds.agent.workflow_openai import Tripped
 
         try:
             return await run
@@ -440,7 +440,7 @@ class AgentRun(RunWorkflow):
 
     def _openai_events(self, result: RunResult, seen: dict[str, int],
                        prefix: str = "") -> list[EventWrite]:
-        from kinds.agent.workflow_openai import agent_events
+        from waystation.kinds.agent.workflow_openai import agent_events
 
         return agent_events(self.event, self._carry.turn, result, seen, self._carry.usage,
                             prefix)
@@ -449,7 +449,7 @@ class AgentRun(RunWorkflow):
                                item: ToolApprovalItem) -> Decision:
         """The gate a tool call that needs approval raises, and its decision as the SDK
         takes it."""
-        from kinds.agent.workflow_openai import call_of
+        from waystation.kinds.agent.workflow_openai import call_of
 
         tool, call_id, arguments = call_of(item)
         schema = conversation.agent.schemas.get(tool, {"type": "object"})
@@ -658,7 +658,7 @@ def _graph_conversation(registered: RegisteredAgent,
     Imported here: an installation without LangGraph runs PydanticAI agents only."""
     if registered.framework != "langgraph":
         return None
-    from kinds.agent.workflow_langgraph import GraphConversation
+    from waystation.kinds.agent.workflow_langgraph import GraphConversation
 
     return GraphConversation(registered.agent, recent)
 
@@ -669,7 +669,7 @@ def _openai_conversation(registered: RegisteredAgent,
     framework's. Imported here: an installation without the SDK never imports it."""
     if registered.framework != "openai_agents":
         return None
-    from kinds.agent.workflow_openai import AgentConversation
+    from waystation.kinds.agent.workflow_openai import AgentConversation
 
     return AgentConversation(registered.agent, recent)
 

@@ -34,12 +34,12 @@ with workflow.unsafe.imports_passed_through():
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command, Interrupt
 
-    from kinds.agent.activities.langgraph import LangGraphAgent
-    from kinds.agent.activities.live import MESSAGE_ID_KEY
-    from kinds.agent.activities.metering import COST_KEY
-    from kinds.agent.contracts import APPROVAL_SCHEMA_MARK, MODEL_RESPONDED
-    from kinds.agent.models import AgentUsage
-    from kinds.agent.transcript import MakeEvent
+    from waystation.kinds.agent.activities.langgraph import LangGraphAgent
+    from waystation.kinds.agent.activities.live import MESSAGE_ID_KEY
+    from waystation.kinds.agent.activities.metering import COST_KEY
+    from waystation.kinds.agent.contracts import APPROVAL_SCHEMA_MARK, MODEL_RESPONDED
+    from waystation.kinds.agent.models import AgentUsage
+    from waystation.kinds.agent.transcript import MakeEvent
     from waystation.sdk import TOOL_CALLED, TOOL_RETRY, TOOL_RETURNED, EventWrite
 
 # The re-priming instructions travel as a system message with this id at the head of a turn's
@@ -174,7 +174,7 @@ def add_graph_usage(usage: AgentUsage, messages: Sequence[BaseMessage]) -> Agent
 def graph_events(make: MakeEvent, turn: int, first: int,
                  messages: Sequence[BaseMessage]) -> list[EventWrite]:
     """Events of `messages`, the turn's messages from position `first` on, keyed as a
-    PydanticAI turn's are (kinds.agent.transcript), so each is recorded once."""
+    PydanticAI turn's are (waystation.kinds.agent.transcript), so each is recorded once."""
     events: list[EventWrite] = []
     for offset, message in enumerate(messages):
         at = f"t{turn}.m{first + offset}"
@@ -204,7 +204,7 @@ def graph_events(make: MakeEvent, turn: int, first: int,
 
 
 def message_id_of(message: BaseMessage) -> str | None:
-    """The id a response's live tokens carried (kinds.agent.activities.langgraph.LiveTokens)."""
+    """The id a response's live tokens carried (waystation.kinds.agent.activities.langgraph.LiveTokens)."""
     if not isinstance(message, AIMessage):
         return None
     metadata = message.response_metadata or \
@@ -214,7 +214,7 @@ def message_id_of(message: BaseMessage) -> str | None:
 
 
 def _cost(message: AIMessage) -> float:
-    """What the worker priced the response at (kinds.agent.activities.langgraph.PricedResponses);
+    """What the worker priced the response at (waystation.kinds.agent.activities.langgraph.PricedResponses);
     0 for a graph's own model, which is not priced."""
     metadata = message.response_metadata or \
         message.additional_kwargs.get("response_metadata") or {}

@@ -7,7 +7,7 @@ activity, each `activity_as_tool` tool an activity) on the conversation's input 
 person's message; a tool that needs approval stops it with `interruptions`, and the turn goes on
 from `result.to_state()` with each decision applied (`approve`, or `reject` with the feedback
 as the message the model sees; an edit approves and hands the tool the edited arguments for that
-call id: kinds.agent.activities.openai.edited_arguments). A `RunState` never leaves the workflow
+call id: waystation.kinds.agent.activities.openai.edited_arguments). A `RunState` never leaves the workflow
 (round-tripped through JSON it would resume with the agent as written, not as the integration
 converted it); between turns, and across continue-as-new, the conversation is
 `result.to_input_list()`.
@@ -35,17 +35,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from temporalio.openai_agents._openai_runner import TemporalOpenAIRunner
 
-    from kinds.agent.activities.live import MESSAGE_ID_KEY
-    from kinds.agent.activities.openai import (
+    from waystation.kinds.agent.activities.live import MESSAGE_ID_KEY
+    from waystation.kinds.agent.activities.openai import (
         COST_KEY,
         MODEL_ACTIVITY,
         MODEL_KEY,
         OpenAIAgent,
         edited_arguments,
     )
-    from kinds.agent.contracts import MODEL_RESPONDED
-    from kinds.agent.models import AgentUsage
-    from kinds.agent.transcript import MakeEvent
+    from waystation.kinds.agent.contracts import MODEL_RESPONDED
+    from waystation.kinds.agent.models import AgentUsage
+    from waystation.kinds.agent.transcript import MakeEvent
     from waystation.sdk import TOOL_CALLED, TOOL_RETURNED, EventWrite
 
 AGENT_HANDOFF = "agent.handoff"
@@ -214,7 +214,7 @@ def _response_event(make: MakeEvent, turn: int, result: RunResult, response: Any
                     usage: AgentUsage) -> EventWrite:
     """One model response's event; its usage summed into `usage`."""
     inputs, outputs = response.usage.input_tokens, response.usage.output_tokens
-    # Priced in the model activity (kinds.agent.activities.openai.PricedModel): in history.
+    # Priced in the model activity (waystation.kinds.agent.activities.openai.PricedModel): in history.
     raw = response.raw_usage or {}
     cost = float(raw.get(COST_KEY, 0.0))
     usage.requests += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kinds.batch.activities.items_source import SourceRefused, items_sources
+from waystation.kinds.batch.activities.items_source import SourceRefused, items_sources
 from waystation.sdk import ApiError, Settings
 
 

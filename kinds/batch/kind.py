@@ -10,14 +10,14 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kinds.batch import repository as jobs_repo
-from kinds.batch.activities.items import BatchActivities
-from kinds.batch.activities.items_source import ItemsSources, items_sources
-from kinds.batch.activities.spec import StepTemplateRefused, check_templates
-from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
-from kinds.batch.rerun import RerunRefused, rerun_input
-from kinds.batch.settings import BatchSettings
-from kinds.batch.workflow import BatchJob
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.activities.items import BatchActivities
+from waystation.kinds.batch.activities.items_source import ItemsSources, items_sources
+from waystation.kinds.batch.activities.spec import StepTemplateRefused, check_templates
+from waystation.kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, BatchRunInput
+from waystation.kinds.batch.rerun import RerunRefused, rerun_input
+from waystation.kinds.batch.settings import BatchSettings
+from waystation.kinds.batch.workflow import BatchJob
 from waystation.sdk import (
     TERMINAL_RUN_STATUSES,
     ConsolePage,
@@ -46,19 +46,19 @@ def _worker_deps(settings: Any) -> ItemsSources:
 
 
 def _routers() -> list[Any]:
-    from kinds.batch.routes import items, jobs, workers  # the API's, never the worker's
+    from waystation.kinds.batch.routes import items, jobs, workers  # the API's, never the worker's
 
     return [jobs.router, items.router, workers.router]
 
 
 def _mcp_tools() -> list[Any]:
-    from kinds.batch import mcp  # the API's, never the worker's
+    from waystation.kinds.batch import mcp  # the API's, never the worker's
 
     return mcp.tools()
 
 
 async def _start_check(start: StartCheck) -> None:
-    from kinds.batch.items_policy import check_items_source
+    from waystation.kinds.batch.items_policy import check_items_source
     from waystation.sdk import ApiError
 
     check_items_source(start.input, start.settings)

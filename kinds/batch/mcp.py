@@ -8,8 +8,8 @@ from uuid import UUID
 
 from pydantic import Field
 
-from kinds.batch import service as jobs
-from kinds.batch.schemas import ItemPage, ItemQuery, JobView
+from waystation.kinds.batch import service as jobs
+from waystation.kinds.batch.schemas import ItemPage, ItemQuery, JobView
 from waystation.sdk.mcp import Arguments, Caller, IdempotencyKey, ToolSpec
 from waystation.sdk.routes import RunCreated
 

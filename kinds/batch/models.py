@@ -1,6 +1,6 @@
 """Inputs, state and result of a batch job workflow (seeds 002 and 004).
 
-`BatchInput` is what a user submits; `BatchJobSpec` (kinds.batch.activities.spec) is the same
+`BatchInput` is what a user submits; `BatchJobSpec` (waystation.kinds.batch.activities.spec) is the same
 without the items: items go to Postgres, never into workflow history.
 """
 
@@ -12,8 +12,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kinds.batch.activities.spec import END, BatchJobSpec, Branch, StepDef
-from kinds.batch.output_flags import OutputFlag
+from waystation.kinds.batch.activities.spec import END, BatchJobSpec, Branch, StepDef
+from waystation.kinds.batch.output_flags import OutputFlag
 from waystation.sdk import DecisionInput
 
 

@@ -12,7 +12,7 @@ from uuid import UUID
 import asyncpg
 from pydantic import BaseModel, Field
 
-from kinds.batch.output_flags import OutputFlag
+from waystation.kinds.batch.output_flags import OutputFlag
 from waystation.sdk.reads import Row, Usd, queries_in
 
 # Items go in this many per statement: one round trip each, small enough to stay fast.

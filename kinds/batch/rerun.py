@@ -13,9 +13,9 @@ from uuid import UUID
 
 import asyncpg
 
-from kinds.batch import repository as jobs_repo
-from kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, KeptOutput
-from kinds.batch.repository import JobRow
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.models import MAX_INLINE_ITEMS, BatchInput, KeptOutput
+from waystation.kinds.batch.repository import JobRow
 
 
 class RerunRefused(Exception):

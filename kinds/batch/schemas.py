@@ -8,10 +8,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kinds.batch.activities.spec import STEP_NAME
-from kinds.batch.models import MAX_INLINE_ITEMS
-from kinds.batch.output_flags import OutputFlag
-from kinds.batch.repository import JobRow, OutputRow, StatusCount, UnitRow
+from waystation.kinds.batch.activities.spec import STEP_NAME
+from waystation.kinds.batch.models import MAX_INLINE_ITEMS
+from waystation.kinds.batch.output_flags import OutputFlag
+from waystation.kinds.batch.repository import JobRow, OutputRow, StatusCount, UnitRow
 
 UnitStatus = Literal["pending", "running", "retrying", "completed", "failed"]
 

@@ -14,12 +14,12 @@ from uuid import UUID
 import asyncpg
 from temporalio.client import Client
 
-from kinds.batch import repository as jobs_repo
-from kinds.batch.kind import BATCH
-from kinds.batch.models import BatchInput, PauseInput
-from kinds.batch.repository import JobRow, UnitRow
-from kinds.batch.rerun import RerunRefused, rerun_input, step_index
-from kinds.batch.schemas import (
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchInput, PauseInput
+from waystation.kinds.batch.repository import JobRow, UnitRow
+from waystation.kinds.batch.rerun import RerunRefused, rerun_input, step_index
+from waystation.kinds.batch.schemas import (
     ItemOutputs,
     ItemPage,
     ItemQuery,
@@ -32,7 +32,7 @@ from kinds.batch.schemas import (
     StepOutputPage,
     StepOutputView,
 )
-from kinds.batch.workflow import BatchJob
+from waystation.kinds.batch.workflow import BatchJob
 from waystation.sdk import TERMINAL_RUN_STATUSES, ApiError, Settings, invalid_field
 from waystation.sdk.gates import DEFAULT_DECIDER_ROLES
 from waystation.sdk.reads import RunRow, get_run

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import asyncpg
 
-from kinds.batch.repository import sql
+from waystation.kinds.batch.repository import sql
 from waystation.sdk.reads import Row
 
 

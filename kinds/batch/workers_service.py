@@ -23,8 +23,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from kinds.batch import workers_repository as workers_repo
-from kinds.batch.workers_schemas import WorkerItem, WorkerStatus, WorkersView, WorkerView
+from waystation.kinds.batch import workers_repository as workers_repo
+from waystation.kinds.batch.workers_schemas import WorkerItem, WorkerStatus, WorkersView, WorkerView
 from waystation.sdk.reads import get_run
 from waystation.sdk.services import User, may_read
 

@@ -22,7 +22,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.batch.activities.items import (
+    from waystation.kinds.batch.activities.items import (
         ITEM_FAILED,
         SLICE_BUDGET_SECONDS,
         TEMPLATE_ERROR,
@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         SliceInput,
         SliceResult,
     )
-    from kinds.batch.models import (
+    from waystation.kinds.batch.models import (
         BatchProgress,
         BatchRunInput,
         BatchRunResult,

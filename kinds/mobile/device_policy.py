@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kinds.mobile.settings import MobileSettings
+from waystation.kinds.mobile.settings import MobileSettings
 from waystation.sdk import ApiError, Settings
 from waystation.sdk.services import User
 
@@ -36,7 +36,7 @@ def check_app(run_input: BaseModel) -> None:
     fail at its first step, retried as a device error."""
     if getattr(run_input, "driver", None) != "simulator":
         return
-    from kinds.mobile.activities.simulator.driver import bundled_packages
+    from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
 
     package, bundled = getattr(run_input, "app_package", None), bundled_packages()
     if package in bundled:

@@ -6,11 +6,11 @@ from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
-from kinds.mobile import repository as graph_repo
-from kinds.mobile.activities.steps import MobileActivities
-from kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
-from kinds.mobile.settings import MobileSettings
-from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from waystation.kinds.mobile import repository as graph_repo
+from waystation.kinds.mobile.activities.steps import MobileActivities
+from waystation.kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from waystation.kinds.mobile.settings import MobileSettings
+from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.sdk import (
     CliCommand,
     ForkPoint,
@@ -44,20 +44,20 @@ def _details(run: RunStart) -> str:
 async def _start_check(start: StartCheck) -> None:
     """A device attached to the worker is driven only by whom the operator allows; the
     simulator explores only the apps it has."""
-    from kinds.mobile.device_policy import check_app, check_device  # the API's, not the worker's
+    from waystation.kinds.mobile.device_policy import check_app, check_device  # the API's, not the worker's
 
     check_device(start.input, start.user, start.settings)
     check_app(start.input)
 
 
 def _routers() -> list[Any]:
-    from kinds.mobile import routes  # the API's, never the worker's
+    from waystation.kinds.mobile import routes  # the API's, never the worker's
 
     return [routes.router]
 
 
 def _mcp_run_resources() -> list[RunResource]:
-    from kinds.mobile import service  # the API's, never the worker's
+    from waystation.kinds.mobile import service  # the API's, never the worker's
 
     return [RunResource(name="screen_graph", part="/graph",
                         description="The screen graph a mobile_agent run explored: screens and "
@@ -71,7 +71,7 @@ def _simulator(parser: Any) -> None:
 
 
 def _simulator_list(settings: Any, args: Any) -> int:
-    from kinds.mobile.activities.simulator.driver import bundled_packages
+    from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
 
     print("\n".join(bundled_packages()))
     return 0
@@ -79,7 +79,7 @@ def _simulator_list(settings: Any, args: Any) -> int:
 
 def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
     """A new exploration from the screen the snapshot's step stood at, carrying the graph
-    recorded up to that step (kinds.mobile.workflow `_restore`)."""
+    recorded up to that step (waystation.kinds.mobile.workflow `_restore`)."""
     inp: MobileInput = run.input
     state = MobileRunState.model_validate(point.state)
     if point.decision is not None:

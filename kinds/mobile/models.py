@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.mobile.activities.models import ActionCommand, DriverName, ExploreStepResult
-    from kinds.mobile.policy import ExplorationState, StopReason
+    from waystation.kinds.mobile.activities.models import ActionCommand, DriverName, ExploreStepResult
+    from waystation.kinds.mobile.policy import ExplorationState, StopReason
     from waystation.sdk import RunStatus
     from waystation.sdk.schemas import PACKAGE_PATTERN
 

@@ -29,8 +29,8 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.mobile.activities.models import ActionCommand, ActionView, ExploreStepResult
-    from kinds.mobile.repository import ActionRecord, StepRecord
+    from waystation.kinds.mobile.activities.models import ActionCommand, ActionView, ExploreStepResult
+    from waystation.kinds.mobile.repository import ActionRecord, StepRecord
 
 ROW_SATURATION = 2
 RANDOM_SHARE = 0.05

@@ -118,7 +118,7 @@ async def record_step_in_one_call(conn: asyncpg.Connection, step: OneCallStep,
                                   ) -> StepGraphResult | None:
     """`step` in one round trip and one transaction. None when the step was recorded before:
     then nothing was written, and a retry's path is `record_step`'s. Call outside a
-    transaction. A write with gate parts goes the general way (persistence.writes).
+    transaction. A write with gate parts goes the general way (waystation.persistence.writes).
 
     The screen's perceptual hash (`step.screen.phash` is left empty) is computed by
     `screen_phash` only where the statement finds the screen without one: a new screen, or

@@ -14,9 +14,9 @@ import asyncpg
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse
 
-from kinds.mobile import graph_render
-from kinds.mobile import repository as graph_repo
-from kinds.mobile import service as graphs
+from waystation.kinds.mobile import graph_render
+from waystation.kinds.mobile import repository as graph_repo
+from waystation.kinds.mobile import service as graphs
 from waystation.sdk import ApiError
 from waystation.sdk.artifacts import LocalArtifactStore
 from waystation.sdk.routes import (

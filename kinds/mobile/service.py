@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from kinds.mobile import repository as graph_repo
+from waystation.kinds.mobile import repository as graph_repo
 from waystation.sdk import ApiError
 from waystation.sdk.reads import RunRow
 

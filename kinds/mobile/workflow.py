@@ -18,22 +18,22 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.mobile.activities.models import (
+    from waystation.kinds.mobile.activities.models import (
         ActionCommand,
         ActionView,
         ExploreStepInput,
         ExploreStepResult,
         ForkGraphInput,
     )
-    from kinds.mobile.activities.steps import MobileActivities
-    from kinds.mobile.models import (
+    from waystation.kinds.mobile.activities.steps import MobileActivities
+    from waystation.kinds.mobile.models import (
         MobileAgentRunInput,
         MobileAgentRunResult,
         MobileCarry,
         MobileFork,
         MobileRunState,
     )
-    from kinds.mobile.policy import (
+    from waystation.kinds.mobile.policy import (
         LAUNCH,
         POLICIES,
         Choice,
@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 # The timeout leaves room for a step to wait out a database outage of about a minute
-# (kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act again.
+# (waystation.kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act again.
 LOCAL_STEP_TIMEOUT = timedelta(seconds=90)
 # A real device may take seconds to dump its hierarchy: a regular activity that heartbeats.
 DEVICE_STEP_TIMEOUT = timedelta(minutes=2)

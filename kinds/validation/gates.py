@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from kinds.validation.models import ValidationInput, ValidationRunState
-from kinds.validation.phases import PhaseDef, TaskDef, segment_option
+from waystation.kinds.validation.models import ValidationInput, ValidationRunState
+from waystation.kinds.validation.phases import PhaseDef, TaskDef, segment_option
 from waystation.sdk import GateOption, GateSpec
 
 APPROVE = GateOption(value="approve", label="Approve", description="Continue to the next phase.")

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kinds.validation.activities.crew_tasks import CrewTaskActivities
-from kinds.validation.demo import DEMO
-from kinds.validation.models import (
+from waystation.kinds.validation.activities.crew_tasks import CrewTaskActivities
+from waystation.kinds.validation.demo import DEMO
+from waystation.kinds.validation.models import (
     ValidationInput,
     ValidationRunInput,
     ValidationRunState,
     ValidationStart,
 )
-from kinds.validation.offline_answers import ANSWERS
-from kinds.validation.phases import PHASES, phase_completed
-from kinds.validation.workflow import ValidationRun
+from waystation.kinds.validation.offline_answers import ANSWERS
+from waystation.kinds.validation.phases import PHASES, phase_completed
+from waystation.kinds.validation.workflow import ValidationRun
 from waystation.sdk import (
     DecisionInput,
     ForkPoint,

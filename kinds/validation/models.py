@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kinds.validation.activities.outputs import (
+from waystation.kinds.validation.activities.outputs import (
     CustomerProfile,
     DesirabilityEvidence,
     FeasibilityEvidence,
@@ -19,7 +19,7 @@ from kinds.validation.activities.outputs import (
     ValueMap,
     ViabilityEvidence,
 )
-from kinds.validation.phases import CHECKPOINTS
+from waystation.kinds.validation.phases import CHECKPOINTS
 from waystation.sdk import DecisionInput
 
 Checkpoint = Literal[CHECKPOINTS]  # type: ignore[valid-type]

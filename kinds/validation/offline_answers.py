@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from kinds.validation.activities.outputs import (
+from waystation.kinds.validation.activities.outputs import (
     CustomerJob,
     CustomerProfile,
     DesirabilityEvidence,

@@ -16,19 +16,19 @@ from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from kinds.validation.activities.crew_tasks import (
+    from waystation.kinds.validation.activities.crew_tasks import (
         CrewTaskActivities,
         CrewTaskInput,
         CrewTaskResult,
     )
-    from kinds.validation.activities.outputs import TASK_OUTPUTS
-    from kinds.validation.gates import TASK_FAILED, gate_spec, task_failed_gate_spec
-    from kinds.validation.models import (
+    from waystation.kinds.validation.activities.outputs import TASK_OUTPUTS
+    from waystation.kinds.validation.gates import TASK_FAILED, gate_spec, task_failed_gate_spec
+    from waystation.kinds.validation.models import (
         ValidationRunInput,
         ValidationRunResult,
         ValidationRunState,
     )
-    from kinds.validation.phases import (
+    from waystation.kinds.validation.phases import (
         PHASE_COUNT,
         PHASES,
         PhaseDef,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import live_api
 
 SECRET = "ag-ui-page-secret-0123456789-0123456789-abc"

@@ -17,11 +17,11 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from activities.agents import backend_named
-from api.auth import issue_token
-from persistence.groups import create_group
-from persistence.runs import create_run
-from persistence.writes import (
+from waystation.activities.agents import backend_named
+from waystation.api.auth import issue_token
+from waystation.persistence.groups import create_group
+from waystation.persistence.runs import create_run
+from waystation.persistence.writes import (
     EventWrite,
     ReadModelWrite,
     RunStateWrite,

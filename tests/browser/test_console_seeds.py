@@ -16,9 +16,9 @@ import httpx
 import pytest_asyncio
 from playwright.async_api import expect
 
-from activities.agents import AgentRequest, AgentResponse
-from activities.agents.base import ProgressReporter
-from persistence.runs import create_run
+from waystation.activities.agents import AgentRequest, AgentResponse
+from waystation.activities.agents.base import ProgressReporter
+from waystation.persistence.runs import create_run
 from tests.browser.test_console_browser import (  # noqa: F401 - the browser fixtures
     SECRET,
     bearer,

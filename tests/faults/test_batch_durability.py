@@ -8,8 +8,8 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from kinds.batch.kind import BATCH
-from kinds.batch.workflow import BatchJob, slice_size
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.workflow import BatchJob, slice_size
 from tests.batch_helpers import new_batch_run
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,

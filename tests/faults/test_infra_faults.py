@@ -25,10 +25,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from kinds.validation.kind import VALIDATION
-from persistence import runs as runs_repo
-from persistence.db import create_pool
-from persistence.migrate import apply_migrations
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
 from tests.fault_helpers import (
     EmbeddedPostgres,
     ReadModelWatcher,
@@ -341,7 +341,7 @@ async def test_database_going_away_mid_request_is_503_never_500():
     )
     from fastapi import FastAPI
 
-    from api.errors import install_error_handlers
+    from waystation.api.errors import install_error_handlers
 
     errors = {"shutdown": AdminShutdownError, "starting": CannotConnectNowError,
               "closed": ConnectionDoesNotExistError, "refused": ConnectionRefusedError,
@@ -375,8 +375,8 @@ async def test_decision_refused_while_workflow_task_is_retried_is_503_not_409():
     from temporalio.api.common.v1 import GrpcStatus
     from temporalio.service import RPCError, RPCStatusCode
 
-    from api.errors import ApiError
-    from api.services.workflow_updates import execute_update
+    from waystation.api.errors import ApiError
+    from waystation.api.services.workflow_updates import execute_update
 
     def refusal(*details: str) -> RPCError:
         status = GrpcStatus(code=9, message="Workflow Task in failed state", details=[

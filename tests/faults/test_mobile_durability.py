@@ -9,8 +9,8 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from kinds.mobile.kind import MOBILE
-from kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
+from waystation.kinds.mobile.kind import MOBILE
+from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
     assert_read_model_consistent,

@@ -18,8 +18,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from kinds.batch.kind import BATCH
-from persistence.db import create_pool
+from waystation.kinds.batch.kind import BATCH
+from waystation.persistence.db import create_pool
 from tests.batch_helpers import activity_counts
 from tests.fault_helpers import StreamFollower, api_settings, auth, worker_env
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent

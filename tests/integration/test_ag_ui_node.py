@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import live_api
 
 SECRET = "ag-ui-node-secret-0123456789-0123456789-abc"

@@ -10,15 +10,15 @@ from typing import Any
 
 import asyncpg
 
-from api.auth import User
-from api.event_hub import EventHub
-from api.protocols.ag_ui.mapping import Position
-from api.protocols.ag_ui.stream import ThreadStream
-from api.services import decisions as decisions_service
-from contracts.writes import GateOption
-from persistence.claims import Claims
-from persistence.runs import create_run, get_run
-from persistence.writes import (
+from waystation.api.auth import User
+from waystation.api.event_hub import EventHub
+from waystation.api.protocols.ag_ui.mapping import Position
+from waystation.api.protocols.ag_ui.stream import ThreadStream
+from waystation.api.services import decisions as decisions_service
+from waystation.contracts.writes import GateOption
+from waystation.persistence.claims import Claims
+from waystation.persistence.runs import create_run, get_run
+from waystation.persistence.writes import (
     EventWrite,
     GateOpenWrite,
     ReadModelWrite,

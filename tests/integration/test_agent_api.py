@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.agent_helpers import BOOK, FOLLOW_UP, LIKE, SEARCH
 from tests.helpers import eventually, live_api
 from tests.sse_client import sse_events

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from api.services.deltas import partial_messages
-from persistence.claims import API_ROLE, WORKER_ROLE, Claims, claimed_connection
-from persistence.db import create_pool
+from waystation.api.services.deltas import partial_messages
+from waystation.persistence.claims import API_ROLE, WORKER_ROLE, Claims, claimed_connection
+from waystation.persistence.db import create_pool
 from tests.agent_helpers import SEARCH, shown_text
 from tests.helpers import eventually
 from tests.integration.test_walls_access import auth, group_of

@@ -9,9 +9,9 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from activities.agents import backend_named
-from api.app import create_app
-from kinds.batch.settings import BatchSettings
+from waystation.activities.agents import backend_named
+from waystation.api.app import create_app
+from waystation.kinds.batch.settings import BatchSettings
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings

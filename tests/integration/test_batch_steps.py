@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from activities.agents import AgentRequest
-from api.app import create_app
-from kinds.batch.activities.checks import output_flags
+from waystation.activities.agents import AgentRequest
+from waystation.api.app import create_app
+from waystation.kinds.batch.activities.checks import output_flags
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kinds.batch import repository as jobs_repo
+from waystation.kinds.batch import repository as jobs_repo
 from tests.batch_helpers import new_batch_run
 
 

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from api.app import create_app
-from api.auth import SESSION_COOKIE, issue_token
-from persistence.writes import ReadModelWrite, SnapshotWrite, apply_write
+from waystation.api.app import create_app
+from waystation.api.auth import SESSION_COOKIE, issue_token
+from waystation.persistence.writes import ReadModelWrite, SnapshotWrite, apply_write
 from tests.console_helpers import login_path
 from tests.helpers import new_validation_run
 from waystation.settings import Settings

@@ -11,9 +11,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from api.app import create_app
-from api.auth import SESSION_COOKIE
-from api.oidc import FLOW_COOKIE
+from waystation.api.app import create_app
+from waystation.api.auth import SESSION_COOKIE
+from waystation.api.oidc import FLOW_COOKIE
 from tests.oidc_stub import OidcStub, oidc_provider
 from waystation.settings import Settings
 from waystation.testing import free_port

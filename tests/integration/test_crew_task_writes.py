@@ -12,11 +12,11 @@ import asyncpg
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
-from activities.agents.noop import NoopBackend
-from activities.read_model import ReadModelActivities
-from contracts.writes import EventWrite, ReadModelWrite
-from kinds.validation.activities.crew_tasks import (
+from waystation.activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
+from waystation.activities.agents.noop import NoopBackend
+from waystation.activities.read_model import ReadModelActivities
+from waystation.contracts.writes import EventWrite, ReadModelWrite
+from waystation.kinds.validation.activities.crew_tasks import (
     STARTED_WITHIN,
     CrewTaskActivities,
     CrewTaskInput,

@@ -15,7 +15,7 @@ import httpx
 import pytest_asyncio
 from temporalio.worker import Replayer
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import eventually, live_api
 from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER

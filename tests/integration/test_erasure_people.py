@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest_asyncio
 
-from persistence.db import create_pool
+from waystation.persistence.db import create_pool
 from tests.fault_helpers import api_settings
 from tests.integration.test_erasure import client
 from tests.integration.test_retention import sweep
 from waystation.testing import InProcessApi, create_database
-from workflows.retention_models import RetentionSweepInput
+from waystation.workflows.retention_models import RetentionSweepInput
 
 TABLES = """
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

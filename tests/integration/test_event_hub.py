@@ -8,12 +8,12 @@ import uuid
 
 import asyncpg
 
-from api.event_hub import EventHub
-from api.schemas import EventView
-from api.sse import LiveEvent
-from persistence import events as events_repo
-from persistence.runs import create_run
-from persistence.writes import EventWrite
+from waystation.api.event_hub import EventHub
+from waystation.api.schemas import EventView
+from waystation.api.sse import LiveEvent
+from waystation.persistence import events as events_repo
+from waystation.persistence.runs import create_run
+from waystation.persistence.writes import EventWrite
 
 
 async def _new_run(pool: asyncpg.Pool) -> uuid.UUID:

@@ -8,7 +8,7 @@ import uuid
 
 import asyncpg
 
-from persistence.runs import create_run
+from waystation.persistence.runs import create_run
 from tests.helpers import IDEA, eventually
 from tests.integration.test_api import (  # noqa: F401 - the api and settings fixtures
     api,

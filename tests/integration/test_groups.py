@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
 
@@ -260,12 +260,12 @@ async def test_member_inbox_stream_gets_group_requests(http):
 async def test_a_gate_naming_its_roles_reaches_exactly_those_members(pool):
     """A gate's decider_roles go from the write to the row, the inbox query and the NOTIFY
     that wakes inbox streams."""
-    from api.event_hub import InboxSubscription
-    from contracts.writes import GateOpenWrite, GateOption, ReadModelWrite
-    from persistence import gates as gates_repo
-    from persistence import groups as groups_repo
-    from persistence.runs import create_run
-    from persistence.writes import apply_write
+    from waystation.api.event_hub import InboxSubscription
+    from waystation.contracts.writes import GateOpenWrite, GateOption, ReadModelWrite
+    from waystation.persistence import gates as gates_repo
+    from waystation.persistence import groups as groups_repo
+    from waystation.persistence.runs import create_run
+    from waystation.persistence.writes import apply_write
 
     p = people()
     group_id, run_id = uuid.uuid4(), uuid.uuid4()

@@ -9,8 +9,8 @@ import httpx
 import pytest_asyncio
 from fastapi.routing import APIRoute
 
-from api.app import create_app
-from api.auth import issue_token
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 
 SECRET = "hardening-secret-0123456789-0123456789-ab"

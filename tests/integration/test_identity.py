@@ -18,9 +18,9 @@ import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from api.app import create_app
-from api.auth import issue_token
-from api.identity import IdentityProvider
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
+from waystation.api.identity import IdentityProvider
 from tests.helpers import eventually
 from waystation.settings import Settings
 

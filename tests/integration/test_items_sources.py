@@ -13,11 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.app import create_app
-from api.auth import issue_token
-from kinds.batch.activities.items_source import ItemsSources, SourceRefused
-from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
-from kinds.batch.settings import BatchSettings
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
+from waystation.kinds.batch.activities.items_source import ItemsSources, SourceRefused
+from waystation.kinds.batch.activities.loading import ItemsUnreadable, read_chunks
+from waystation.kinds.batch.settings import BatchSettings
 from waystation.settings import Settings
 
 SECRET = "items-secret-0123456789-0123456789-abcdef"

@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from persistence.migrate import apply_migrations, migration_files
+from waystation.persistence.migrate import apply_migrations, migration_files
 from waystation.registry import load_registry
 from waystation.testing import with_database
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import IDEA, live_api, wait_gate
 from waystation.testing import InProcessApi
 

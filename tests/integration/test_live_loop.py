@@ -10,11 +10,11 @@ import uuid
 
 import asyncpg
 
-from api.auth import User
-from api.event_hub import DELTA_CAPACITY, EventHub
-from api.services import live
-from persistence.runs import create_run
-from persistence.writes import EventWrite, ReadModelWrite, RunStateWrite, apply_write
+from waystation.api.auth import User
+from waystation.api.event_hub import DELTA_CAPACITY, EventHub
+from waystation.api.services import live
+from waystation.persistence.runs import create_run
+from waystation.persistence.writes import EventWrite, ReadModelWrite, RunStateWrite, apply_write
 from tests.helpers import eventually
 
 OWNER = "lena"

@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
-from api.app import create_app
-from api.auth import issue_token
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.mobile_helpers import NOTES

@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import pytest_asyncio
 
-from persistence.migrate import apply_migrations, checksum, migration_files
+from waystation.persistence.migrate import apply_migrations, checksum, migration_files
 from waystation.testing import with_database
 
 ROOT = Path(__file__).resolve().parents[2]

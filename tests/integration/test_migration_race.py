@@ -19,7 +19,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
+from waystation.persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
 from waystation.testing import eventually, free_port, with_database
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from activities.agents import backend_named
-from api.app import create_app
-from api.auth import issue_token
+from waystation.activities.agents import backend_named
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from tests.helpers import eventually
 from tests.mobile_helpers import NOTES
 from waystation.settings import Settings

@@ -7,9 +7,9 @@ import json
 
 import asyncpg
 
-from contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
-from kinds.mobile import repository as graph
-from persistence.events import append_events
+from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
+from waystation.kinds.mobile import repository as graph
+from waystation.persistence.events import append_events
 from tests.mobile_helpers import new_mobile_run
 
 PKG = "com.example.retry"

@@ -15,10 +15,10 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from contracts.writes import EventWrite
-from persistence.db import create_pool
-from persistence.events import append_events, maintain_partitions
-from persistence.migrate import apply_migrations
+from waystation.contracts.writes import EventWrite
+from waystation.persistence.db import create_pool
+from waystation.persistence.events import append_events, maintain_partitions
+from waystation.persistence.migrate import apply_migrations
 from waystation.testing import create_database, eventually
 
 BEFORE_PARTITIONS = 20

@@ -13,15 +13,15 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
-from activities.artifacts import LocalArtifactStore
+from waystation.activities.agents import backend_named
+from waystation.activities.artifacts import LocalArtifactStore
 from tests.helpers import eventually
 from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
 from waystation.retention_schedule import SCHEDULE_ID, ensure_retention_schedule
 from waystation.settings import Settings
 from waystation.worker import build_worker
-from workflows.retention import RetentionSweep
-from workflows.retention_models import RetentionSweepInput, RetentionSweepResult
+from waystation.workflows.retention import RetentionSweep
+from waystation.workflows.retention_models import RetentionSweepInput, RetentionSweepResult
 
 # What seed_run writes for a run with its default 3 events.
 SEEDED = {table: 3 if table == "run_events" else 1 for table in RUN_TABLES}

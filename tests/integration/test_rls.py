@@ -11,10 +11,10 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from persistence import gates as gates_repo
-from persistence import groups as groups_repo
-from persistence import runs as runs_repo
-from persistence.claims import (
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import groups as groups_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.claims import (
     API_ROLE,
     AUTHENTICATOR,
     SERVICE,
@@ -22,9 +22,9 @@ from persistence.claims import (
     Claims,
     claimed_connection,
 )
-from persistence.db import create_pool
-from persistence.migrate import apply_migrations
-from persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
+from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
 from tests.console_helpers import open_gate
 from tests.helpers import new_validation_run
 from waystation.testing import with_database

@@ -8,8 +8,8 @@ from uuid import UUID
 
 import asyncpg
 
-from contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
-from persistence.writes import apply_write
+from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
+from waystation.persistence.writes import apply_write
 from tests.console_helpers import open_gate
 from tests.helpers import new_validation_run
 

@@ -9,10 +9,10 @@ from datetime import datetime
 
 import asyncpg
 
-from persistence.runs import create_run
+from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
 from tests.integration.test_retention import sweep
-from workflows.retention_models import RetentionSweepInput
+from waystation.workflows.retention_models import RetentionSweepInput
 
 
 async def _run(pool: asyncpg.Pool, owner: str, *, status: str = "completed",

@@ -10,8 +10,8 @@ import uuid
 
 import asyncpg
 
-from persistence.migrate import apply_migrations
-from persistence.runs import create_run
+from waystation.persistence.migrate import apply_migrations
+from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
 from tests.integration.test_migration_checksums import fresh_url  # noqa: F401 - an empty database
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from persistence.schema_dump import SCHEMA_FILE, dump_schema
+from waystation.persistence.schema_dump import SCHEMA_FILE, dump_schema
 from waystation.registry import load_registry
 
 

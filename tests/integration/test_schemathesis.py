@@ -42,7 +42,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase
 from temporalio.service import RPCError
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import IDEA
 from waystation.testing import free_port
 

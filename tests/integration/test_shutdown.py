@@ -11,8 +11,8 @@ import asyncpg
 import httpx
 import pytest
 
-from persistence.events import append_events
-from persistence.writes import EventWrite
+from waystation.persistence.events import append_events
+from waystation.persistence.writes import EventWrite
 from tests.api_process import ApiProcess
 from tests.fault_helpers import StreamFollower, auth, free_port
 from tests.helpers import eventually, new_validation_run

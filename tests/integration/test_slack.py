@@ -18,10 +18,10 @@ import httpx
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
-from activities.slack.channel import SlackActivities, SlackSyncInput
-from activities.slack.web_api import SlackConfig
-from api.auth import issue_token
+from waystation.activities.agents import backend_named
+from waystation.activities.slack.channel import SlackActivities, SlackSyncInput
+from waystation.activities.slack.web_api import SlackConfig
+from waystation.api.auth import issue_token
 from tests.agent_helpers import BOOK
 from tests.helpers import IDEA
 from tests.slack_client import SIGNING_SECRET, SlackPerson, buttons, signed, text_of

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
 from waystation.testing import InProcessApi

@@ -23,10 +23,10 @@ from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from activities.agents import backend_named
-from api.app import create_app
-from api.auth import issue_token
-from api.temporal_gateway import TemporalGateway
+from waystation.activities.agents import backend_named
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
+from waystation.api.temporal_gateway import TemporalGateway
 from tests.helpers import IDEA, eventually
 from waystation import telemetry
 from waystation.settings import Settings

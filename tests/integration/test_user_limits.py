@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from api.auth import SESSION_COOKIE
-from persistence import user_limits
+from waystation.api.auth import SESSION_COOKIE
+from waystation.persistence import user_limits
 from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA

@@ -15,8 +15,8 @@ import asyncpg
 import httpx
 import pytest_asyncio
 
-from api.auth import SESSION_COOKIE, issue_token
-from contracts.decision_links import sign_link
+from waystation.api.auth import SESSION_COOKIE, issue_token
+from waystation.contracts.decision_links import sign_link
 from tests.console_helpers import login_path
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events

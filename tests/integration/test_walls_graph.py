@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import uuid
 
-from activities.artifacts import LocalArtifactStore
+from waystation.activities.artifacts import LocalArtifactStore
 from tests.integration.test_mobile_api import api, auth, finished, settings  # noqa: F401 - fixtures
 from tests.mobile_helpers import NOTES
 

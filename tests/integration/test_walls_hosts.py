@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from api.auth import issue_token
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi, free_port
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kinds.mobile.activities.adb import typing_commands
-from kinds.mobile.settings import MobileSettings
+from waystation.kinds.mobile.activities.adb import typing_commands
+from waystation.kinds.mobile.settings import MobileSettings
 from tests.integration.test_mobile_api import SECRET, api, auth  # noqa: F401 - the api fixture
 from tests.mobile_helpers import NOTES
 from waystation.settings import Settings

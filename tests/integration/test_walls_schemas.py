@@ -13,18 +13,18 @@ import pytest
 import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 
-from activities.agents.structured import AnswerProblem, validate_answer
-from contracts.user_schemas import (
+from waystation.activities.agents.structured import AnswerProblem, validate_answer
+from waystation.contracts.user_schemas import (
     MAX_SCHEMA_BYTES,
     MAX_SCHEMA_DEPTH,
     MAX_SCHEMA_PATTERNS,
     check_user_schema,
     user_schema_validator,
 )
-from contracts.writes import GateOption
+from waystation.contracts.writes import GateOption
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from tests.integration.test_batch_api import api, submit  # noqa: F401 - the api fixture
-from workflows.gate_rules import DecisionInput, GateSpec, _check_answer
+from waystation.workflows.gate_rules import DecisionInput, GateSpec, _check_answer
 
 CATASTROPHIC = {"type": "string", "pattern": "^(a+)+$"}
 

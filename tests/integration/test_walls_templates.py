@@ -10,12 +10,12 @@ from datetime import datetime
 
 import pytest
 
-from kinds.batch.activities.render_process import (
+from waystation.kinds.batch.activities.render_process import (
     KILL_AFTER_SECONDS,
     evaluate_bounded,
     render_bounded,
 )
-from kinds.batch.activities.templates import (
+from waystation.kinds.batch.activities.templates import (
     MAX_LOOP_NESTING,
     MAX_OUTPUT_CHARS,
     OverBudget,

@@ -15,8 +15,8 @@ import asyncpg
 import httpx
 import pytest
 
-from activities.webhook_targets import refusal
-from persistence.sealing import new_key
+from waystation.activities.webhook_targets import refusal
+from waystation.persistence.sealing import new_key
 from tests.helpers import IDEA, eventually, live_api
 from tests.integration.test_webhooks import GATE, SECRET, auth, http  # noqa: F401 - the http fixture
 from tests.webhook_receiver import Receiver

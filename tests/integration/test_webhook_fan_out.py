@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 import uuid
 
-from activities.webhooks import (
+from waystation.activities.webhooks import (
     FIRST_ATTEMPT_WITHIN_SECONDS,
     FIRST_ATTEMPTS_AT_ONCE,
     WebhookActivities,
 )
-from persistence import webhooks as webhooks_repo
-from persistence.sealing import SecretsBox
+from waystation.persistence import webhooks as webhooks_repo
+from waystation.persistence.sealing import SecretsBox
 from tests.helpers import new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY

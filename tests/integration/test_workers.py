@@ -19,10 +19,10 @@ import httpx
 import pytest_asyncio
 from temporalio.client import Client
 
-from activities.agents import AgentRequest, AgentResponse
-from activities.agents.base import MODEL_REFUSED, ModelCallFailed, ProgressReporter, Usage
-from api.app import create_app
-from kinds.batch.workers_service import EVERYONES
+from waystation.activities.agents import AgentRequest, AgentResponse
+from waystation.activities.agents.base import MODEL_REFUSED, ModelCallFailed, ProgressReporter, Usage
+from waystation.api.app import create_app
+from waystation.kinds.batch.workers_service import EVERYONES
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings

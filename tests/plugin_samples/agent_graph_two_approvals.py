@@ -8,7 +8,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 from pydantic import BaseModel
 
-from kinds.agent.langgraph import Approval
+from waystation.kinds.agent.langgraph import Approval
 
 ACTIVITY = {"execute_in": "activity"}
 

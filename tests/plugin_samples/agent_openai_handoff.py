@@ -21,7 +21,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from kinds.agent.openai_agents import SUMMARY_REQUEST
+from waystation.kinds.agent.openai_agents import SUMMARY_REQUEST
 
 
 def _said(text: str) -> ModelResponse:

@@ -1,5 +1,5 @@
 """A plug-in that adds an agent backend and no kind."""
 
-from activities.agents.noop import NoopBackend
+from waystation.activities.agents.noop import NoopBackend
 
 AGENT_BACKENDS = {"sample_noop": lambda settings: NoopBackend()}

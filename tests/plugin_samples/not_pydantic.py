@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from contracts.kinds import RunKind
-from kinds.validation.workflow import ValidationRun
+from waystation.contracts.kinds import RunKind
+from waystation.kinds.validation.workflow import ValidationRun
 
 
 @dataclass

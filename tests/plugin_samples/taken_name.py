@@ -2,6 +2,6 @@
 
 from dataclasses import replace
 
-from kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.kind import VALIDATION
 
 RUN_KINDS = [replace(VALIDATION, workflow_id_prefix="mine-")]

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from kinds.validation.models import ValidationRunInput, ValidationRunResult
-from kinds.validation.workflow import ValidationRun
+from waystation.kinds.validation.models import ValidationRunInput, ValidationRunResult
+from waystation.kinds.validation.workflow import ValidationRun
 
 PAUSE = timedelta(seconds=1)
 

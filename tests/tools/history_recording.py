@@ -23,10 +23,10 @@ import httpx
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import AgentBackend
-from persistence.db import create_pool
-from persistence.embedded import embedded_database_url, stop_embedded
-from persistence.migrate import apply_migrations
+from waystation.activities.agents import AgentBackend
+from waystation.persistence.db import create_pool
+from waystation.persistence.embedded import embedded_database_url, stop_embedded
+from waystation.persistence.migrate import apply_migrations
 from tests.helpers import IDEA
 from tests.webhook_receiver import Receiver
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes

@@ -14,10 +14,10 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import backend_named
-from contracts.decision_policies import PolicyDecision
-from kinds.agent.models import AgentCarry
-from persistence.policies import PolicyVersion, create_policy
+from waystation.activities.agents import backend_named
+from waystation.contracts.decision_policies import PolicyDecision
+from waystation.kinds.agent.models import AgentCarry
+from waystation.persistence.policies import PolicyVersion, create_policy
 from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
 from tests.tools import history_recording
 from tests.tools.history_recording import Case

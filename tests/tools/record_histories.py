@@ -17,17 +17,17 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from contracts.gate_policy import GATE_POLICY_MEMO
-from contracts.kinds import ForkPoint, RunStart
-from kinds.validation.kind import VALIDATION
-from kinds.validation.workflow import ValidationRun
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence import snapshots as snapshots_repo
+from waystation.contracts.gate_policy import GATE_POLICY_MEMO
+from waystation.contracts.kinds import ForkPoint, RunStart
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence import snapshots as snapshots_repo
 from tests.helpers import FailingTasks, eventually, new_validation_run, wait_gate
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
-from workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
+from waystation.workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
 
 TASK_QUEUE = "record-histories"
 GATES = ("approve_founders_brief", "approve_vpc_completion", "approve_desirability_gate")

@@ -19,7 +19,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from api.protocols.ag_ui.mapping import (
+from waystation.api.protocols.ag_ui.mapping import (
     LiveMessages,
     Position,
     RunFraming,
@@ -29,7 +29,7 @@ from api.protocols.ag_ui.mapping import (
     state_event,
     translate,
 )
-from api.schemas import EventView, MessageDelta
+from waystation.api.schemas import EventView, MessageDelta
 
 AT = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 

@@ -350,7 +350,7 @@ def _indexed_type_name(key: Any) -> str:
 
 
 def test_custom_search_attributes_are_registered(services: dict[str, Any]) -> None:
-    from workflows import search_attributes
+    from waystation.workflows import search_attributes
 
     setup = [
         (name, svc)

@@ -24,17 +24,17 @@ class Kind:
 
 
 KINDS = (
-    Kind(package="kinds.batch", name="batch",
+    Kind(package="waystation.kinds.batch", name="batch",
           tables=frozenset({"jobs", "work_units", "item_outputs"}),
           routes=frozenset({"/jobs", "/items", "/workers"})),
-    Kind(package="kinds.mobile", name="mobile_agent",
+    Kind(package="waystation.kinds.mobile", name="mobile_agent",
           tables=frozenset({"apps", "screens", "actions", "edges",
                             "graph_persistence_outcomes"}),
           routes=frozenset({"/apps", "/artifacts"})),
-    Kind(package="kinds.validation", name="validation", tables=frozenset(),
+    Kind(package="waystation.kinds.validation", name="validation", tables=frozenset(),
           routes=frozenset()),
     # Its routes are `/runs/{id}/messages`: under the core's `/runs`, so none of its own here.
-    Kind(package="kinds.agent", name="agent", tables=frozenset(), routes=frozenset()),
+    Kind(package="waystation.kinds.agent", name="agent", tables=frozenset(), routes=frozenset()),
 )
 
 # A kind's name the core uses as another word: (core file, what) -> what it means there.
@@ -133,7 +133,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     """The scan itself, on files that name the batch kind every way it looks for."""
     batch = KINDS[0]
     samples = {
-        "a.py": 'from kinds.batch.repository import JobRow\n',
+        "a.py": 'from waystation.kinds.batch.repository import JobRow\n',
         "b.py": 'if run.kind == "batch":\n    pass\n',
         "c.py": 'Q = "SELECT 1 FROM work_units w"\n',
         "d.py": 'URL = "/jobs/{job_id}"\n',
@@ -145,6 +145,6 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     for name, text in samples.items():
         (tmp_path / name).write_text(text)
         found[name] = named(tmp_path / name, batch)
-    assert found == {"a.py": {"kinds.batch"}, "b.py": {"batch"}, "c.py": {"work_units"},
+    assert found == {"a.py": {"waystation.kinds.batch"}, "b.py": {"batch"}, "c.py": {"work_units"},
                      "d.py": {"/jobs"}, "e.sql": {"item_outputs"},
-                     "f.js": {"kinds.batch", "/items"}, "g.py": set()}
+                     "f.js": {"waystation.kinds.batch", "/items"}, "g.py": set()}

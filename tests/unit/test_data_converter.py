@@ -12,7 +12,7 @@ import pydantic
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from kinds.agent.models import (
+from waystation.kinds.agent.models import (
     AgentCarry,
     AgentInput,
     AgentRunInput,

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 from jsonschema import Draft202012Validator
 
-from api.decision_payload import payload_schema
-from api.schemas import DecisionView
-from contracts.writes import GateOption
+from waystation.api.decision_payload import payload_schema
+from waystation.api.schemas import DecisionView
+from waystation.contracts.writes import GateOption
 
 DIGEST = "a" * 64
 

@@ -8,15 +8,15 @@ import uuid
 
 import pytest
 
-from activities.policy_rules import ConditionError, activation, compile_condition, judge
-from contracts.decision_policies import (
+from waystation.activities.policy_rules import ConditionError, activation, compile_condition, judge
+from waystation.contracts.decision_policies import (
     PolicyDecision,
     PolicyRequest,
     PolicyRun,
     PolicyVerdict,
     PolicyVerdicts,
 )
-from persistence.analytics import BUCKETS, bucket_bounds, percentiles
+from waystation.persistence.analytics import BUCKETS, bucket_bounds, percentiles
 
 REFUND = PolicyRequest.of("approve_issue_refund_1", ["approve", "reject", "edit"], "approve",
                           {"tool": "issue_refund", "arguments": {"amount_eur": 25}})

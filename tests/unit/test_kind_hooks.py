@@ -12,11 +12,11 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
 
-from contracts.kinds import CliCommand, PluginError, RunKind
-from kinds.batch.settings import BatchSettings
-from kinds.mobile.activities.simulator.driver import bundled_packages
-from kinds.mobile.settings import MobileSettings
-from persistence.migrate import migration_files
+from waystation.contracts.kinds import CliCommand, PluginError, RunKind
+from waystation.kinds.batch.settings import BatchSettings
+from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
+from waystation.kinds.mobile.settings import MobileSettings
+from waystation.persistence.migrate import migration_files
 from waystation import cli
 from waystation.registry import Registered, Registry, load_registry
 from waystation.settings import Settings
@@ -128,9 +128,9 @@ def test_the_agent_kind_brings_its_conversation_and_agents_through_the_hooks() -
 
 
 async def test_the_offline_backend_answers_the_tasks_the_worker_gives_it() -> None:
-    from activities.agents import AgentRequest, backend_named
-    from activities.agents.offline import use_offline_answers
-    from kinds.validation.activities.outputs import FounderInterview
+    from waystation.activities.agents import AgentRequest, backend_named
+    from waystation.activities.agents.offline import use_offline_answers
+    from waystation.kinds.validation.activities.outputs import FounderInterview
 
     registry = load_registry(use_entry_points=False)
     answers = registry.offline_answers()
@@ -152,8 +152,8 @@ async def test_the_offline_backend_answers_the_tasks_the_worker_gives_it() -> No
 async def test_a_step_that_shares_a_tasks_name_gets_its_own_schema_answered() -> None:
     """A batch step named like a crew task, with a schema and a context of its own: the crew
     task's typed answer (which reads the crew's context) is not given to it."""
-    from activities.agents import AgentRequest, backend_named
-    from activities.agents.offline import use_offline_answers
+    from waystation.activities.agents import AgentRequest, backend_named
+    from waystation.activities.agents.offline import use_offline_answers
 
     use_offline_answers(load_registry(use_entry_points=False).offline_answers())
     schema = {"type": "object", "properties": {"colour": {"type": "string"}},
@@ -169,7 +169,7 @@ async def test_a_step_that_shares_a_tasks_name_gets_its_own_schema_answered() ->
 
 
 def test_an_offline_answer_names_the_model_it_returns() -> None:
-    from activities.agents.offline import use_offline_answers
+    from waystation.activities.agents.offline import use_offline_answers
 
     with pytest.raises(TypeError, match="'guess'.*annotated"):
         use_offline_answers({"guess": lambda context, feedback, rng: None})

@@ -27,21 +27,21 @@ def imported_modules(path: Path) -> set[str]:
 def test_no_route_imports_another_route():
     for path in sorted((API / "routes").glob("*.py")):
         routes = {m for m in imported_modules(path)
-                  if m.startswith("api.routes.") and m != f"api.routes.{path.stem}"}
+                  if m.startswith("waystation.api.routes.") and m != f"waystation.api.routes.{path.stem}"}
         assert not routes, f"{path.name} imports {sorted(routes)}: call api/services instead"
 
 
 def test_services_know_no_transport():
     for path in sorted((API / "services").glob("*.py")):
         transport = {m for m in imported_modules(path)
-                     if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("api.routes")
-                     or m == "api.deps"}
+                     if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("waystation.api.routes")
+                     or m == "waystation.api.deps"}
         assert not transport, f"services/{path.name} imports {sorted(transport)}"
 
 
 def test_protocols_call_services_not_routes():
     for path in sorted((API / "protocols").rglob("*.py")):
-        routes = {m for m in imported_modules(path) if m.startswith("api.routes")}
+        routes = {m for m in imported_modules(path) if m.startswith("waystation.api.routes")}
         assert not routes, f"{path.relative_to(API)} imports {sorted(routes)}: call api/services"
 
 
@@ -66,7 +66,7 @@ def rpc_error_handlers(path: Path) -> list[ast.ExceptHandler]:
 
 def test_every_temporal_refusal_is_mapped_by_the_one_function():
     """A caught RPCError becomes an API error through `workflow_updates.temporal_refusal`
-    (whatever it leaves is re-raised for `api.errors.as_api_error`), not by a status test
+    (whatever it leaves is re-raised for `waystation.api.errors.as_api_error`), not by a status test
     of its own."""
     handlers = {path: rpc_error_handlers(path)
                 for folder in (API, ROOT / "kinds") for path in sorted(folder.rglob("*.py"))}
@@ -77,4 +77,4 @@ def test_every_temporal_refusal_is_mapped_by_the_one_function():
                       if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
             assert "temporal_refusal" in called, (
                 f"{path.relative_to(ROOT)}:{handler.lineno} maps an RPCError itself: "
-                "use api.services.workflow_updates.temporal_refusal")
+                "use waystation.api.services.workflow_updates.temporal_refusal")

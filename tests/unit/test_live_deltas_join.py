@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from api.schemas import MessageDelta
-from api.services.deltas import beyond
+from waystation.api.schemas import MessageDelta
+from waystation.api.services.deltas import beyond
 
 RUN = uuid.uuid4()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kinds.mobile.activities.identity import hamming, identify, perceptual_hash
-from kinds.mobile.activities.simulator.render import render_png
-from kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
+from waystation.kinds.mobile.activities.identity import hamming, identify, perceptual_hash
+from waystation.kinds.mobile.activities.simulator.render import render_png
+from waystation.kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
 
 PKG = "com.example.app"
 FLAGS = ('checkable="false" checked="false" enabled="true" focusable="true" focused="false" '

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from kinds.mobile.activities.identity import identify
-from kinds.mobile.activities.models import ActionView, ExploreStepResult
-from kinds.mobile.activities.simulator.driver import (
+from waystation.kinds.mobile.activities.identity import identify
+from waystation.kinds.mobile.activities.models import ActionView, ExploreStepResult
+from waystation.kinds.mobile.activities.simulator.driver import (
     KEYBOARD_PACKAGE,
     LAUNCHER_PACKAGE,
     SimulatorDriver,
     bundled_packages,
     load_app,
 )
-from kinds.mobile.activities.uixml import parse_hierarchy
-from kinds.mobile.policy import ExplorationState, GreedyDfs
+from waystation.kinds.mobile.activities.uixml import parse_hierarchy
+from waystation.kinds.mobile.policy import ExplorationState, GreedyDfs
 from tests.mobile_helpers import NOTES, SHOP, reachable_screens
 from tests.mobile_offline import explore_offline
 

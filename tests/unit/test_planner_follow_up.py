@@ -8,7 +8,7 @@ from pydantic_ai.messages import ModelRequest, TextPart, ToolCallPart, UserPromp
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo
 
-from kinds.agent.planner.model import plan
+from waystation.kinds.agent.planner.model import plan
 from tests.agent_helpers import FOLLOW_UP
 
 SUMMARY = ("Summary so far: need: category venue, city Bangalore; shortlist: Old Mill Barn "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts.kinds import PluginError
+from waystation.contracts.kinds import PluginError
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.worker import agent_backend

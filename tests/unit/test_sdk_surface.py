@@ -95,10 +95,10 @@ def test_kinds_and_examples_import_waystation_only_through_the_sdk() -> None:
 def test_the_scan_catches_a_core_import(tmp_path: Path) -> None:
     (tmp_path / "kind.py").write_text(
         "from waystation.sdk import RunKind\n"
-        "def later():\n    from api.deps import Conn\n    import persistence.db\n")
+        "def later():\n    from waystation.api.deps import Conn\n    import waystation.persistence.db\n")
     imports = imports_in(tmp_path)
     assert [i.module for i in waystations(imports) if not in_sdk(i.module)] == [
-        "api.deps", "persistence.db"]
+        "waystation.api.deps", "waystation.persistence.db"]
 
 
 def test_every_name_taken_from_the_sdk_is_exported_there() -> None:
@@ -164,7 +164,7 @@ async def test_the_sdks_workflow_side_imports_in_temporals_sandbox() -> None:
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
     from tests.plugin_samples.sdk_at_top_level import SdkAtTopLevel
-    from workflows.definitions import WorkflowDefinition
+    from waystation.workflows.definitions import WorkflowDefinition
 
     SandboxedWorkflowRunner().prepare_workflow(WorkflowDefinition.must_from_class(SdkAtTopLevel))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import uvicorn
 
-from api.serving import server_config
+from waystation.api.serving import server_config
 from waystation.testing import free_port
 
 

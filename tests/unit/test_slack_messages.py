@@ -11,16 +11,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.slack.blocks import MAX_BLOCKS, SECTION_TEXT_LIMIT, ButtonValue, gate_message
-from activities.slack.web_api import (
+from waystation.activities.slack.blocks import MAX_BLOCKS, SECTION_TEXT_LIMIT, ButtonValue, gate_message
+from waystation.activities.slack.web_api import (
     SlackConfig,
     SlackError,
     SlackRateLimited,
     SlackRefused,
     SlackWebApi,
 )
-from api.protocols.slack.modals import ModalContext, decision_modal, read_submission
-from persistence.models import GateRow, RunRow
+from waystation.api.protocols.slack.modals import ModalContext, decision_modal, read_submission
+from waystation.persistence.models import GateRow, RunRow
 from tests.slack_stub import TOKEN, SlackStub
 
 NOW = datetime(2026, 11, 28, tzinfo=UTC)

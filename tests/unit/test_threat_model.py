@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from api.app import create_app
+from waystation.api.app import create_app
 from waystation.registry import load_registry
 from waystation.settings import Settings
 

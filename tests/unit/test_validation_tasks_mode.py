@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.kinds import StartCheck
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationInput
+from waystation.contracts.kinds import StartCheck
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationInput
 from tests.helpers import IDEA
 from waystation.settings import Settings
 

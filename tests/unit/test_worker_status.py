@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kinds.batch.workers_service import GONE_AFTER, worker_status
+from waystation.kinds.batch.workers_service import GONE_AFTER, worker_status
 
 NOW = datetime(2026, 11, 26, 15, 0, tzinfo=UTC)
 

@@ -11,10 +11,10 @@ import pytest_asyncio
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from activities.agents.openai_compatible import OpenAICompatibleBackend
-from kinds.batch import repository as jobs_repo
-from kinds.batch.models import BatchInput
-from persistence import runs as runs_repo
+from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.models import BatchInput
+from waystation.persistence import runs as runs_repo
 from tests.batch_helpers import new_batch_run
 from tests.helpers import wait_gate
 from tests.openai_stub import OpenAIStub, Recorded, Reply

@@ -13,10 +13,10 @@ from langgraph_agent.graph import refunds_graph
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 
-from activities.agents import backend_named
-from contracts.refusals import INVALID_ANSWER
-from kinds.agent.activities.registry import register_agent
-from persistence import gates as gates_repo
+from waystation.activities.agents import backend_named
+from waystation.contracts.refusals import INVALID_ANSWER
+from waystation.kinds.agent.activities.registry import register_agent
+from waystation.persistence import gates as gates_repo
 from tests.agent_helpers import (
     decide,
     events_of,

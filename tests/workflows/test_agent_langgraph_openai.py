@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from langgraph_agent.graph import refunds_graph
 
-from kinds.agent.activities.registry import register_agent
+from waystation.kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import (
     LAMP,
     deltas_heard,

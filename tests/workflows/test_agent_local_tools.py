@@ -1,4 +1,4 @@
-"""Local tools (`kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools run as
+"""Local tools (`waystation.kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools run as
 Temporal local activities in a run, and a local tool that needs approval runs only after its
 gate is approved (never when rejected)."""
 
@@ -22,10 +22,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 
-from contracts.events import AGENT_ANSWERED, TOOL_RETURNED
-from kinds.agent.activities.registry import register_agent
-from kinds.agent.contracts import MODEL_RESPONDED
-from kinds.agent.sdk import SUMMARY_REQUEST, local_tool
+from waystation.contracts.events import AGENT_ANSWERED, TOOL_RETURNED
+from waystation.kinds.agent.activities.registry import register_agent
+from waystation.kinds.agent.contracts import MODEL_RESPONDED
+from waystation.kinds.agent.sdk import SUMMARY_REQUEST, local_tool
 from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 
 CALLS: list[str] = []

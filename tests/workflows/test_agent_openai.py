@@ -13,18 +13,18 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.agents import backend_named
-from activities.agents.metered import ModelMeter
-from activities.agents.prices import ModelPrice, PriceBook
-from kinds.agent.activities.metering import Accounting, use_accounting
-from kinds.agent.activities.model import (
+from waystation.activities.agents import backend_named
+from waystation.activities.agents.metered import ModelMeter
+from waystation.activities.agents.prices import ModelPrice, PriceBook
+from waystation.kinds.agent.activities.metering import Accounting, use_accounting
+from waystation.kinds.agent.activities.model import (
     MODEL_RETRY,
     OpenAIModelConfig,
     model_config,
     use_openai_model,
 )
-from kinds.agent.kind import AGENT
-from kinds.agent.workflow import AgentRun
+from waystation.kinds.agent.kind import AGENT
+from waystation.kinds.agent.workflow import AgentRun
 from tests.agent_helpers import (
     deltas_heard,
     events_of,

@@ -11,7 +11,7 @@ import json
 import pytest
 from openai_agents_agent.agent import refunds_desk
 
-from kinds.agent.activities.registry import register_agent
+from waystation.kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import (
     LAMP,
     deltas_heard,

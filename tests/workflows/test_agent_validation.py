@@ -17,21 +17,21 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.agents import AgentRequest, backend_named
-from activities.agents.offline import use_offline_answers
-from activities.agents.openai_compatible import OpenAICompatibleBackend
-from kinds.validation.activities.crew_tasks import TASK_OUTPUTS
-from kinds.validation.activities.outputs import (
+from waystation.activities.agents import AgentRequest, backend_named
+from waystation.activities.agents.offline import use_offline_answers
+from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
+from waystation.kinds.validation.activities.crew_tasks import TASK_OUTPUTS
+from waystation.kinds.validation.activities.outputs import (
     DesirabilityEvidence,
     Experiment,
     FitAssessment,
     ValidationSignal,
 )
-from kinds.validation.kind import VALIDATION
-from kinds.validation.workflow import ValidationRun
-from persistence import events as events_repo
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence import events as events_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
 from tests.helpers import new_validation_run, wait_gate
 from tests.openai_stub import Fail, OpenAIStub, Reply
 from tests.workflows.test_validation_workflow import decide, start

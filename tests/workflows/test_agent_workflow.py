@@ -8,9 +8,9 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
-from kinds.agent.models import MessageInput
-from kinds.agent.workflow import AgentRun
+from waystation.contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
+from waystation.kinds.agent.models import MessageInput
+from waystation.kinds.agent.workflow import AgentRun
 from tests.agent_helpers import (
     BOOK,
     FOLLOW_UP,

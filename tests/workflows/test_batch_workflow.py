@@ -12,14 +12,14 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from activities.agents import AgentRequest
-from kinds.batch import repository as jobs_repo
-from kinds.batch.activities import items as batch_items
-from kinds.batch.kind import BATCH
-from kinds.batch.models import BatchRunInput, BatchRunResult, PauseInput
-from kinds.batch.workflow import BatchJob
-from persistence import events as events_repo
-from persistence import runs as runs_repo
+from waystation.activities.agents import AgentRequest
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.activities import items as batch_items
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchRunInput, BatchRunResult, PauseInput
+from waystation.kinds.batch.workflow import BatchJob
+from waystation.persistence import events as events_repo
+from waystation.persistence import runs as runs_repo
 from tests.batch_helpers import (
     ScriptedBackend,
     activity_counts,
@@ -29,7 +29,7 @@ from tests.batch_helpers import (
 )
 from tests.helpers import eventually
 from waystation.worker import build_worker
-from workflows.gate_rules import DecisionInput
+from waystation.workflows.gate_rules import DecisionInput
 
 
 @pytest_asyncio.fixture

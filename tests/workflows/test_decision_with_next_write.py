@@ -26,9 +26,9 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
-from activities.agents import backend_named
-from api.run_kinds import start_run
-from persistence.runs import create_run
+from waystation.activities.agents import backend_named
+from waystation.api.run_kinds import start_run
+from waystation.persistence.runs import create_run
 from tests.helpers import eventually
 from tests.plugin_samples.quick_steps import (
     GATE,
@@ -40,10 +40,10 @@ from tests.plugin_samples.quick_steps import (
 from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker
-from workflows import search_attributes as sa
-from workflows.gate_handlers import GatedWorkflow
-from workflows.gate_rules import DecisionInput
-from workflows.lifecycle import RUN_FAILED_ERROR
+from waystation.workflows import search_attributes as sa
+from waystation.workflows.gate_handlers import GatedWorkflow
+from waystation.workflows.gate_rules import DecisionInput
+from waystation.workflows.lifecycle import RUN_FAILED_ERROR
 
 T = TypeVar("T")
 EVENTS = "SELECT event_key, type, seq, created_at FROM run_events WHERE run_id = $1 ORDER BY seq"

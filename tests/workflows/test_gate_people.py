@@ -20,24 +20,24 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
-from activities.agents import backend_named
-from activities.decision_mail import MailSettings
-from contracts.gate_policy import GATE_POLICY_MEMO
-from contracts.refusals import ALREADY_VOTED, INVALID_ANSWER, INVALID_DELEGATION, NOT_ALLOWED
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationRunInput
-from kinds.validation.workflow import ValidationRun
-from persistence import events as events_repo
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence.decision_mail import put_contact
-from persistence.groups import create_group, put_member
-from persistence.models import RunRow
-from persistence.webhooks import create_webhook
+from waystation.activities.agents import backend_named
+from waystation.activities.decision_mail import MailSettings
+from waystation.contracts.gate_policy import GATE_POLICY_MEMO
+from waystation.contracts.refusals import ALREADY_VOTED, INVALID_ANSWER, INVALID_DELEGATION, NOT_ALLOWED
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationRunInput
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence import events as events_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.decision_mail import put_contact
+from waystation.persistence.groups import create_group, put_member
+from waystation.persistence.models import RunRow
+from waystation.persistence.webhooks import create_webhook
 from tests.helpers import eventually, new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
-from workflows.gate_rules import DecisionInput, DelegateInput
+from waystation.workflows.gate_rules import DecisionInput, DelegateInput
 
 GATE = "approve_founders_brief"
 

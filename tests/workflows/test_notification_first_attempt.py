@@ -13,12 +13,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.decision_mail import (
+from waystation.activities.decision_mail import (
     DECISION_MAIL_WORKFLOW,
     DecisionMailInput,
     DecisionMailResult,
 )
-from workflows.decision_mail import FIRST_ATTEMPT_LOCAL_PATCH, DecisionMail
+from waystation.workflows.decision_mail import FIRST_ATTEMPT_LOCAL_PATCH, DecisionMail
 
 
 class FlakySmtp:

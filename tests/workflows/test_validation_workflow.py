@@ -15,15 +15,15 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from kinds.validation.kind import VALIDATION
-from kinds.validation.models import ValidationRunInput, ValidationRunResult
-from kinds.validation.workflow import ValidationRun
-from persistence import events as events_repo
-from persistence import gates as gates_repo
-from persistence import runs as runs_repo
-from persistence import snapshots as snapshots_repo
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationRunInput, ValidationRunResult
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence import events as events_repo
+from waystation.persistence import gates as gates_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence import snapshots as snapshots_repo
 from tests.helpers import eventually, new_validation_run, wait_gate
-from workflows.gate_rules import DecisionInput
+from waystation.workflows.gate_rules import DecisionInput
 
 
 async def start(client: Client, arg: ValidationRunInput, task_queue: str) -> WorkflowHandle:
@@ -206,7 +206,7 @@ async def test_gate_expires_after_seven_days_by_policy(time_env, pool, worker, t
         with pytest.raises(WorkflowUpdateFailedError) as raised:
             await decide(handle, "approve_founders_brief")
         assert raised.value.cause.type == "GateNotPending"
-        from workflows.gate_rules import ReopenInput
+        from waystation.workflows.gate_rules import ReopenInput
         view = await handle.execute_update(
             ValidationRun.reopen,
             ReopenInput(checkpoint_name="approve_founders_brief", requested_by="alice"))
@@ -217,7 +217,7 @@ async def test_gate_expires_after_seven_days_by_policy(time_env, pool, worker, t
 
 async def test_reopen_supersedes_pending_request_and_refuses_stale_citation(
         time_env, pool, worker, task_queue):
-    from workflows.gate_rules import ReopenInput
+    from waystation.workflows.gate_rules import ReopenInput
     arg = await new_validation_run(pool, gates=["approve_founders_brief"])
     handle = await start(time_env.client, arg, task_queue)
     await wait_gate(pool, arg.run_id, "approve_founders_brief")

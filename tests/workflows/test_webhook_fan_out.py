@@ -10,18 +10,18 @@ import uuid
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
-from activities.webhooks import (
+from waystation.activities.webhooks import (
     NOTIFICATION_WORKFLOW,
     NotificationInput,
     NotificationResult,
     WebhookActivities,
 )
-from persistence import webhooks as webhooks_repo
-from persistence.sealing import SecretsBox
+from waystation.persistence import webhooks as webhooks_repo
+from waystation.persistence.sealing import SecretsBox
 from tests.helpers import new_validation_run
 from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY
-from workflows.webhook_notification import WebhookNotification
+from waystation.workflows.webhook_notification import WebhookNotification
 
 HOOKS, SHARE = 7, 3
 

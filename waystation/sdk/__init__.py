@@ -55,7 +55,7 @@ registered under `waystation.agent_backends`, and `replay_histories` for a plug-
 
 The agent kind's own authoring surface (an agent registered under `waystation.agents`:
 `ConfiguredModel`, `MODEL_RETRY`, `SUMMARY_REQUEST`, `RelatedEntities`, `local_tool`, ...) is
-that kind's package: `kinds.agent.sdk`, `kinds.agent.langgraph`, `kinds.agent.openai_agents`
+that kind's package: `waystation.kinds.agent.sdk`, `waystation.kinds.agent.langgraph`, `waystation.kinds.agent.openai_agents`
 (docs/agents.md, "Bring the agent you have").
 """
 
@@ -66,16 +66,16 @@ from temporalio import workflow
 # Passed through Temporal's sandbox: a sandboxed workflow that imports this at its top shares
 # the worker's classes (a sandbox's own copy of `RunStateWrite` fails `ReadModelWrite`'s check).
 with workflow.unsafe.imports_passed_through():
-    from activities.agents.base import (
+    from waystation.activities.agents.base import (
         AgentBackend,
         AgentRequest,
         AgentResponse,
         ProgressReporter,
     )
-    from activities.agents.offline import OfflineAnswer
-    from activities.deps import WorkerDeps
-    from api.errors import ApiError, invalid_field
-    from contracts.events import (
+    from waystation.activities.agents.offline import OfflineAnswer
+    from waystation.activities.deps import WorkerDeps
+    from waystation.api.errors import ApiError, invalid_field
+    from waystation.contracts.events import (
         AGENT_ANSWERED,
         MESSAGE_RECEIVED,
         RUN_CANCELED,
@@ -86,8 +86,8 @@ with workflow.unsafe.imports_passed_through():
         TOOL_RETRY,
         TOOL_RETURNED,
     )
-    from contracts.gate_policy import GatePolicy
-    from contracts.kinds import (
+    from waystation.contracts.gate_policy import GatePolicy
+    from waystation.contracts.kinds import (
         CliCommand,
         ConsolePage,
         ForkPoint,
@@ -106,13 +106,13 @@ with workflow.unsafe.imports_passed_through():
         WorkerSetup,
         shorten,
     )
-    from contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
-    from contracts.writes import EventWrite, GateOption
+    from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+    from waystation.contracts.writes import EventWrite, GateOption
     from waystation.replay import replay_histories
     from waystation.settings import Settings
-    from workflows.gate_handlers import GateOutcome
-    from workflows.gate_rules import DecisionInput, GateSpec
-    from workflows.lifecycle import RunLife, RunWorkflow
+    from waystation.workflows.gate_handlers import GateOutcome
+    from waystation.workflows.gate_rules import DecisionInput, GateSpec
+    from waystation.workflows.lifecycle import RunLife, RunWorkflow
 
 __all__ = [
     "AGENT_ANSWERED", "MESSAGE_RECEIVED", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED",

@@ -10,19 +10,19 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from activities.agents import backend_named
-    from activities.agents.base import (
+    from waystation.activities.agents import backend_named
+    from waystation.activities.agents.base import (
         INVALID_OUTPUT,
         ModelCallFailed,
         Usage,
         answers_in_place,
         usage_of,
     )
-    from activities.agents.metered import ModelMeter
-    from activities.agents.offline import keywords
-    from activities.agents.prices import PriceBook
-    from activities.agents.structured import AnswerProblem, validate_answer
-    from activities.deltas import MessageStream, publishing
+    from waystation.activities.agents.metered import ModelMeter
+    from waystation.activities.agents.offline import keywords
+    from waystation.activities.agents.prices import PriceBook
+    from waystation.activities.agents.structured import AnswerProblem, validate_answer
+    from waystation.activities.deltas import MessageStream, publishing
 
 __all__ = [
     "INVALID_OUTPUT", "AnswerProblem", "MessageStream", "ModelCallFailed", "ModelMeter",

@@ -8,6 +8,6 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from activities.artifacts import ArtifactStore, LocalArtifactStore
+    from waystation.activities.artifacts import ArtifactStore, LocalArtifactStore
 
 __all__ = ["ArtifactStore", "LocalArtifactStore"]

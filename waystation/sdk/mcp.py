@@ -9,7 +9,7 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from api.protocols.mcp.arguments import Arguments, IdempotencyKey
-    from api.protocols.mcp.mapping import Caller, ToolSpec
+    from waystation.api.protocols.mcp.arguments import Arguments, IdempotencyKey
+    from waystation.api.protocols.mcp.mapping import Caller, ToolSpec
 
 __all__ = ["Arguments", "Caller", "IdempotencyKey", "ToolSpec"]

@@ -8,9 +8,9 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from persistence.events import list_events
-    from persistence.models import Row, RunRow, Usd
-    from persistence.queries import queries_in
-    from persistence.runs import get_run
+    from waystation.persistence.events import list_events
+    from waystation.persistence.models import Row, RunRow, Usd
+    from waystation.persistence.queries import queries_in
+    from waystation.persistence.runs import get_run
 
 __all__ = ["Row", "RunRow", "Usd", "get_run", "list_events", "queries_in"]

@@ -9,7 +9,7 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from api.deps import (
+    from waystation.api.deps import (
         Conn,
         CurrentUser,
         IdempotencyKey,
@@ -18,8 +18,8 @@ with workflow.unsafe.imports_passed_through():
         TemporalClient,
         VisibleRun,
     )
-    from api.queries import TranscriptQuery
-    from api.schemas import (
+    from waystation.api.queries import TranscriptQuery
+    from waystation.api.schemas import (
         MessageAccepted,
         MessagePage,
         MessageRequest,
@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
         RunView,
         TranscriptEntry,
     )
-    from api.security_headers import SAME_ORIGIN_FRAME_HEADERS
+    from waystation.api.security_headers import SAME_ORIGIN_FRAME_HEADERS
 
 __all__ = [
     "SAME_ORIGIN_FRAME_HEADERS", "Conn", "CurrentUser", "IdempotencyKey", "MessageAccepted",

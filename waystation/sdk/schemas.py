@@ -8,7 +8,7 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from contracts.apps import PACKAGE_PATTERN
-    from contracts.user_schemas import check_user_schema
+    from waystation.contracts.apps import PACKAGE_PATTERN
+    from waystation.contracts.user_schemas import check_user_schema
 
 __all__ = ["PACKAGE_PATTERN", "check_user_schema"]

@@ -9,11 +9,11 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from api.auth import User
-    from api.run_kinds import create_and_start
-    from api.services.access import may_read, require_decider, require_run_starter
-    from api.services.messages import send_message, transcript
-    from api.services.workflow_updates import execute_update
+    from waystation.api.auth import User
+    from waystation.api.run_kinds import create_and_start
+    from waystation.api.services.access import may_read, require_decider, require_run_starter
+    from waystation.api.services.messages import send_message, transcript
+    from waystation.api.services.workflow_updates import execute_update
 
 __all__ = [
     "User", "create_and_start", "execute_update", "may_read", "require_decider",

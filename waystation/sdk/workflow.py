@@ -9,7 +9,7 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from contracts.refusals import JOB_NOT_RUNNING, NOT_WAITING_FOR_MESSAGE
-    from workflows import search_attributes
+    from waystation.contracts.refusals import JOB_NOT_RUNNING, NOT_WAITING_FOR_MESSAGE
+    from waystation.workflows import search_attributes
 
 __all__ = ["JOB_NOT_RUNNING", "NOT_WAITING_FOR_MESSAGE", "search_attributes"]

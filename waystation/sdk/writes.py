@@ -10,11 +10,11 @@ from temporalio import workflow
 
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
-    from activities.read_model import ReadModelActivities
-    from contracts.writes import ReadModelWrite, RunStateWrite, merge_writes
-    from persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
-    from persistence.events import append_events
-    from persistence.writes import apply_write
+    from waystation.activities.read_model import ReadModelActivities
+    from waystation.contracts.writes import ReadModelWrite, RunStateWrite, merge_writes
+    from waystation.persistence.db import UNAVAILABLE_ERRORS, retry_while_unavailable
+    from waystation.persistence.events import append_events
+    from waystation.persistence.writes import apply_write
 
 __all__ = [
     "UNAVAILABLE_ERRORS", "ReadModelActivities", "ReadModelWrite", "RunStateWrite",

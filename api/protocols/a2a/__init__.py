@@ -12,13 +12,13 @@ from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from api.deps import authenticate_request
-from api.errors import ApiError
-from api.protocols.a2a.card import CARD_PATH, RPC_PATH, agent_card
-from api.protocols.a2a.handler import WaystationHandler
-from api.protocols.a2a.mapping import whole_numbers
-from api.protocols.a2a.tasks import CallerContext
-from api.rate_limits import count_call
+from waystation.api.deps import authenticate_request
+from waystation.api.errors import ApiError
+from waystation.api.protocols.a2a.card import CARD_PATH, RPC_PATH, agent_card
+from waystation.api.protocols.a2a.handler import WaystationHandler
+from waystation.api.protocols.a2a.mapping import whole_numbers
+from waystation.api.protocols.a2a.tasks import CallerContext
+from waystation.api.rate_limits import count_call
 from waystation.registry import Registry
 
 # Each method's kind for the caller's limits (api/rate_limits.py), decided at dispatch: the

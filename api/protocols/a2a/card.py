@@ -27,7 +27,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 
-from api.protocols.a2a.mapping import JSON, KIND_KEY, TEXT, default_kind, struct
+from waystation.api.protocols.a2a.mapping import JSON, KIND_KEY, TEXT, default_kind, struct
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -43,9 +43,9 @@ from a2a.utils.errors import (
 from a2a.utils.task import validate_page_size
 from pydantic import TypeAdapter, ValidationError
 
-from api.errors import ApiError, invalid_request
-from api.protocols.a2a import mapping
-from api.protocols.a2a.tasks import (
+from waystation.api.errors import ApiError, invalid_request
+from waystation.api.protocols.a2a import mapping
+from waystation.api.protocols.a2a.tasks import (
     Call,
     calling,
     history_wanted,
@@ -55,12 +55,12 @@ from api.protocols.a2a.tasks import (
     updates,
     visible,
 )
-from api.queries import InboxQuery, RunFilter
-from api.schemas import MessageRequest, run_create_model
-from api.services import decisions, messages, runs, webhooks
-from api.services.runs import TaskStateName
-from contracts.statuses import RunStatus
-from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.api.queries import InboxQuery, RunFilter
+from waystation.api.schemas import MessageRequest, run_create_model
+from waystation.api.services import decisions, messages, runs, webhooks
+from waystation.api.services.runs import TaskStateName
+from waystation.contracts.statuses import RunStatus
+from waystation.persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 
 # A blocking SendMessage or CancelTask waits this long for the task to need input or end,

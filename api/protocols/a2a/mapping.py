@@ -49,9 +49,9 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import BaseModel, ValidationError
 
-from api.decision_payload import payload_schema
-from api.errors import ApiError, invalid_request
-from api.schemas import (
+from waystation.api.decision_payload import payload_schema
+from waystation.api.errors import ApiError, invalid_request
+from waystation.api.schemas import (
     DecisionRequest,
     DecisionView,
     EventView,
@@ -59,8 +59,8 @@ from api.schemas import (
     RunView,
     TranscriptEntry,
 )
-from api.webhook_schemas import WebhookCreate, WebhookView
-from contracts.events import WEBHOOK_EVENT_TYPES
+from waystation.api.webhook_schemas import WebhookCreate, WebhookView
+from waystation.contracts.events import WEBHOOK_EVENT_TYPES
 from waystation.registry import Registry
 
 # A new task's message names its run kind here; without it the message starts a run of the
@@ -97,7 +97,7 @@ def default_kind(registry: Registry) -> str | None:
 
 
 def task_state(run: RunView, *, waiting: bool) -> TaskState:
-    """`waiting`: the run waits for its next message (api.services.messages)."""
+    """`waiting`: the run waits for its next message (waystation.api.services.messages)."""
     if run.status in _FINISHED:
         if run.status == "failed" and run.stop_reason == REJECTED:
             return TaskState.TASK_STATE_REJECTED

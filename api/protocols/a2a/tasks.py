@@ -28,17 +28,17 @@ from a2a.utils.task import HistoryLengthConfig, validate_history_length
 from starlette.requests import Request
 from temporalio.client import Client
 
-from api import live_deltas
-from api.auth import User
-from api.deps import pooled_connection, still_signed_in
-from api.errors import ApiError, as_api_error
-from api.protocols.a2a import mapping
-from api.queries import TranscriptQuery
-from api.schemas import MessageDelta, RunView, TranscriptEntry
-from api.services import live, messages, runs
-from api.services.access import claims_of
-from contracts.events import AGENT_ANSWERED
-from persistence.models import RunRow
+from waystation.api import live_deltas
+from waystation.api.auth import User
+from waystation.api.deps import pooled_connection, still_signed_in
+from waystation.api.errors import ApiError, as_api_error
+from waystation.api.protocols.a2a import mapping
+from waystation.api.queries import TranscriptQuery
+from waystation.api.schemas import MessageDelta, RunView, TranscriptEntry
+from waystation.api.services import live, messages, runs
+from waystation.api.services.access import claims_of
+from waystation.contracts.events import AGENT_ANSWERED
+from waystation.persistence.models import RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -83,7 +83,7 @@ def history_wanted(params: HistoryLengthConfig | None, default: int | None) -> i
 
 @dataclass
 class Call:
-    """One JSON-RPC call's caller and what it reaches, as a route gets them from `api.deps`."""
+    """One JSON-RPC call's caller and what it reaches, as a route gets them from `waystation.api.deps`."""
 
     user: User
     conn: asyncpg.Connection

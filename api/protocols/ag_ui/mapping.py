@@ -38,10 +38,10 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from api.decision_payload import payload_schema
-from api.live_deltas import Shown
-from api.schemas import DecisionView, EventView, MessageDelta, TranscriptEntry
-from contracts.events import (
+from waystation.api.decision_payload import payload_schema
+from waystation.api.live_deltas import Shown
+from waystation.api.schemas import DecisionView, EventView, MessageDelta, TranscriptEntry
+from waystation.contracts.events import (
     AGENT_ANSWERED,
     MESSAGE_RECEIVED,
     TOOL_CALLED,

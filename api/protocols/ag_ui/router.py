@@ -18,8 +18,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from temporalio.client import Client
 
-from api.auth import User
-from api.deps import (
+from waystation.api.auth import User
+from waystation.api.deps import (
     Conn,
     CurrentUser,
     RegistryDep,
@@ -27,16 +27,16 @@ from api.deps import (
     TemporalClient,
     still_reads_run,
 )
-from api.errors import ApiError, invalid_request
-from api.protocols.ag_ui.mapping import MESSAGE_ID_PREFIX, Position
-from api.protocols.ag_ui.stream import ThreadStream
-from api.schemas import DecisionRequest, DecisionView, MessageRequest, run_create_model
-from api.services import decisions as decisions_service
-from api.services import messages as messages_service
-from api.services import runs as runs_service
-from api.services.access import claims_of
-from api.sse import STREAM_HEADERS
-from persistence.models import RunRow
+from waystation.api.errors import ApiError, invalid_request
+from waystation.api.protocols.ag_ui.mapping import MESSAGE_ID_PREFIX, Position
+from waystation.api.protocols.ag_ui.stream import ThreadStream
+from waystation.api.schemas import DecisionRequest, DecisionView, MessageRequest, run_create_model
+from waystation.api.services import decisions as decisions_service
+from waystation.api.services import messages as messages_service
+from waystation.api.services import runs as runs_service
+from waystation.api.services.access import claims_of
+from waystation.api.sse import STREAM_HEADERS
+from waystation.persistence.models import RunRow
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -32,10 +32,10 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 
-from api.auth import User
-from api.errors import ApiError, escaped_error
-from api.event_hub import EventHub
-from api.protocols.ag_ui.mapping import (
+from waystation.api.auth import User
+from waystation.api.errors import ApiError, escaped_error
+from waystation.api.event_hub import EventHub
+from waystation.api.protocols.ag_ui.mapping import (
     LiveMessages,
     Position,
     RunFraming,
@@ -45,16 +45,16 @@ from api.protocols.ag_ui.mapping import (
     state_event,
     translate,
 )
-from api.queries import EventQuery, TranscriptQuery
-from api.schemas import EventView, MessageDelta, SnapshotHead
-from api.services import decisions as decisions_service
-from api.services import events as events_service
-from api.services import live
-from api.services import messages as messages_service
-from api.services import runs as runs_service
-from contracts.events import MESSAGE_RECEIVED
-from persistence.claims import Claims, claimed_connection
-from persistence.models import TERMINAL_RUN_STATUSES, RunRow
+from waystation.api.queries import EventQuery, TranscriptQuery
+from waystation.api.schemas import EventView, MessageDelta, SnapshotHead
+from waystation.api.services import decisions as decisions_service
+from waystation.api.services import events as events_service
+from waystation.api.services import live
+from waystation.api.services import messages as messages_service
+from waystation.api.services import runs as runs_service
+from waystation.contracts.events import MESSAGE_RECEIVED
+from waystation.persistence.claims import Claims, claimed_connection
+from waystation.persistence.models import TERMINAL_RUN_STATUSES, RunRow
 from waystation.registry import Registry
 
 TRANSCRIPT_PAGE = 500

@@ -10,8 +10,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.queries import EventQuery, RunFilter
-from api.schemas import (
+from waystation.api.queries import EventQuery, RunFilter
+from waystation.api.schemas import (
     DecisionRequest,
     ForkRequest,
     GateRules,
@@ -31,7 +31,7 @@ class Arguments(BaseModel):
 
 RunId = Annotated[UUID, Field(description="The run's id (`run_id` of start_run, list_runs, "
                                          "list_pending_decisions).")]
-# The bounds of the Idempotency-Key header (api.deps), and of a checkpoint in a path.
+# The bounds of the Idempotency-Key header (waystation.api.deps), and of a checkpoint in a path.
 IdempotencyKey = Annotated[str | None, Field(
     min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
     description="The REST API's Idempotency-Key: the same key again answers the first call's "

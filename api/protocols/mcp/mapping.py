@@ -1,5 +1,5 @@
 """MCP tools and resources onto the service layer: each tool is a REST route of the same
-meaning, calling the same `api.services` function with the same arguments (`run_id`, `kind`,
+meaning, calling the same `waystation.api.services` function with the same arguments (`run_id`, `kind`,
 `input`, `checkpoint`, `decision`, ...) and answering the same view (`RunView`,
 `DecisionView`, ...).
 
@@ -43,10 +43,10 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from starlette.requests import Request
 from temporalio.client import Client
 
-from api.auth import User
-from api.deps import get_registry, get_settings, get_temporal, pooled_connection
-from api.errors import ApiError, escaped_error, invalid_request
-from api.protocols.mcp.arguments import (
+from waystation.api.auth import User
+from waystation.api.deps import get_registry, get_settings, get_temporal, pooled_connection
+from waystation.api.errors import ApiError, escaped_error, invalid_request
+from waystation.api.protocols.mcp.arguments import (
     Arguments,
     DecideArguments,
     ForkRunArguments,
@@ -58,8 +58,8 @@ from api.protocols.mcp.arguments import (
     SendMessageArguments,
     StartRunArguments,
 )
-from api.queries import InboxQuery, RunFilter
-from api.schemas import (
+from waystation.api.queries import InboxQuery, RunFilter
+from waystation.api.schemas import (
     CancelAccepted,
     DecisionList,
     DecisionView,
@@ -70,8 +70,8 @@ from api.schemas import (
     RunView,
     run_create_model,
 )
-from api.services import decisions, events, fork, messages, runs
-from api.services.access import claims_of
+from waystation.api.services import decisions, events, fork, messages, runs
+from waystation.api.services.access import claims_of
 from waystation.registry import Registry
 from waystation.settings import Settings
 

@@ -1,7 +1,7 @@
 """The MCP server at `/mcp` (Streamable HTTP, the official SDK's low-level `Server`).
 
 Every request is authenticated before the SDK sees it, by the code every route uses
-(`api.deps.authenticate_request`: a bearer JWT, an identity provider's JWT, an API key); a
+(`waystation.api.deps.authenticate_request`: a bearer JWT, an identity provider's JWT, an API key); a
 caller it refuses gets the API's 401 with `WWW-Authenticate`, pointing, when an identity
 provider is configured, at this resource's OAuth protected-resource metadata (RFC 9728, as
 MCP's authorization spec asks). The server keeps no session: a 2026-07-28 request stands
@@ -46,11 +46,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from api.deps import authenticate_request
-from api.errors import ApiError
-from api.hosts import origin_allowed
-from api.protocols.mcp import mapping, tasks
-from api.rate_limits import count_call
+from waystation.api.deps import authenticate_request
+from waystation.api.errors import ApiError
+from waystation.api.hosts import origin_allowed
+from waystation.api.protocols.mcp import mapping, tasks
+from waystation.api.rate_limits import count_call
 from waystation.registry import Registry
 from waystation.settings import Settings
 
@@ -184,7 +184,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         # The transport's MUST: a browser page of another origin is refused before its
-        # credentials are even read (the Host was checked by the app, api.hosts).
+        # credentials are even read (the Host was checked by the app, waystation.api.hosts).
         origin = request.headers.get("origin")
         if not origin_allowed(origin, request.headers.get("host"), self.allowed_origins):
             raise ApiError(403, "origin_not_allowed",
@@ -224,7 +224,7 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings) -> Session
     app; the session managers returned must run in the app's lifespan."""
     server = build_server(registry)
     # The SDK's DNS-rebinding lists replaced by ours, not dropped: the app answers only to
-    # WAYSTATION_ALLOWED_HOSTS on every route (api.hosts.TrustedHosts) and McpEndpoint checks
+    # WAYSTATION_ALLOWED_HOSTS on every route (waystation.api.hosts.TrustedHosts) and McpEndpoint checks
     # `Origin` against the same allowed origins as the rest of the API; the SDK's own lists
     # would be a second copy of both settings to keep in step.
     sessions = Sessions(*(StreamableHTTPSessionManager(

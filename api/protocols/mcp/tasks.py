@@ -41,15 +41,15 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from api.decision_payload import payload_schema
-from api.deps import still_signed_in
-from api.errors import ApiError, invalid_request
-from api.live_deltas import Shown
-from api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
-from api.rate_limits import count_call
-from api.schemas import DecisionView, MessageDelta, MessageRequest, RunView
-from api.services import live, messages, runs
-from contracts.statuses import TERMINAL_RUN_STATUSES
+from waystation.api.decision_payload import payload_schema
+from waystation.api.deps import still_signed_in
+from waystation.api.errors import ApiError, invalid_request
+from waystation.api.live_deltas import Shown
+from waystation.api.protocols.mcp.mapping import Caller, protocol_errors, tool_result
+from waystation.api.rate_limits import count_call
+from waystation.api.schemas import DecisionView, MessageDelta, MessageRequest, RunView
+from waystation.api.services import live, messages, runs
+from waystation.contracts.statuses import TERMINAL_RUN_STATUSES
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DECIDE_META = "waystation/decide"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.slack.web_api import SlackError, SlackRateLimited, SlackWebApi
-from api.errors import ApiError, unavailable
-from api.services.slack import SlackActor
+from waystation.activities.slack.web_api import SlackError, SlackRateLimited, SlackWebApi
+from waystation.api.errors import ApiError, unavailable
+from waystation.api.services.slack import SlackActor
 
 # Slack's answers naming a user this app may not read.
 UNKNOWN_USER_ERRORS = frozenset({"user_not_found", "user_not_visible"})

@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from activities.slack.blocks import ButtonValue, cut
-from contracts.user_schemas import user_schema_validator
-from contracts.writes import DEFAULT_REJECTING, AnswerMode, answer_mode
-from persistence.models import GateRow
-from workflows.gate_rules import answer_path
+from waystation.activities.slack.blocks import ButtonValue, cut
+from waystation.contracts.user_schemas import user_schema_validator
+from waystation.contracts.writes import DEFAULT_REJECTING, AnswerMode, answer_mode
+from waystation.persistence.models import GateRow
+from waystation.workflows.gate_rules import answer_path
 
 CALLBACK_ID = "waystation_decide"
 FEEDBACK_BLOCK = "feedback"

@@ -20,14 +20,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from activities.slack.blocks import DECIDE_ACTION, ButtonValue
-from activities.slack.web_api import SlackConfig, SlackError, SlackWebApi
-from api.api_keys import api_key_id
-from api.auth import User, bearer_token
-from api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
-from api.errors import ERROR_RESPONSES, ApiError, as_api_error
-from api.protocols.slack.emails import SlackDirectory
-from api.protocols.slack.modals import (
+from waystation.activities.slack.blocks import DECIDE_ACTION, ButtonValue
+from waystation.activities.slack.web_api import SlackConfig, SlackError, SlackWebApi
+from waystation.api.api_keys import api_key_id
+from waystation.api.auth import User, bearer_token
+from waystation.api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
+from waystation.api.errors import ERROR_RESPONSES, ApiError, as_api_error
+from waystation.api.protocols.slack.emails import SlackDirectory
+from waystation.api.protocols.slack.modals import (
     CALLBACK_ID,
     FEEDBACK_BLOCK,
     ModalContext,
@@ -35,13 +35,13 @@ from api.protocols.slack.modals import (
     needs_modal,
     read_submission,
 )
-from api.protocols.slack.verify import verified
-from api.rate_limits import Limiter
-from api.schemas import SlackLinkView
-from api.services import slack as slack_service
-from api.services.slack import SlackActor, SlackChoice, SlackEmails
-from api.temporal_gateway import TemporalGateway
-from persistence.claims import AUTHENTICATOR
+from waystation.api.protocols.slack.verify import verified
+from waystation.api.rate_limits import Limiter
+from waystation.api.schemas import SlackLinkView
+from waystation.api.services import slack as slack_service
+from waystation.api.services.slack import SlackActor, SlackChoice, SlackEmails
+from waystation.api.temporal_gateway import TemporalGateway
+from waystation.persistence.claims import AUTHENTICATOR
 from waystation.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ import asyncpg
 from fastapi import Request
 from slack_sdk.signature import SignatureVerifier
 
-from api.errors import ApiError
-from persistence import slack as slack_repo
+from waystation.api.errors import ApiError
+from waystation.persistence import slack as slack_repo
 
 log = logging.getLogger(__name__)
 # Slack sends a retry of a request it thinks was not acknowledged with this header.

@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage, conve
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
-from kinds.agent.langgraph import MODEL_RETRY, Approval, configured_chat_model
+from waystation.kinds.agent.langgraph import MODEL_RETRY, Approval, configured_chat_model
 from langgraph_agent.model import OfflineDesk
 from langgraph_agent.tools import RefundArguments, issue_refund
 

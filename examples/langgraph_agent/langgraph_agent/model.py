@@ -18,7 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from kinds.agent.langgraph import SUMMARY_REQUEST
+from waystation.kinds.agent.langgraph import SUMMARY_REQUEST
 
 MODEL_NAME = "refunds-graph-offline"
 ORDER = re.compile(r"\bA-\d{4}\b")

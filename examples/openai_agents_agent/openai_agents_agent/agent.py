@@ -20,7 +20,7 @@ from datetime import timedelta
 from agents import Agent
 from temporalio.openai_agents.workflow import activity_as_tool
 
-from kinds.agent.openai_agents import configured_model, needs_approval
+from waystation.kinds.agent.openai_agents import configured_model, needs_approval
 from openai_agents_agent.model import OfflineDesk
 from openai_agents_agent.tools import issue_refund
 

@@ -20,7 +20,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from kinds.agent.openai_agents import SUMMARY_REQUEST
+from waystation.kinds.agent.openai_agents import SUMMARY_REQUEST
 
 MODEL_NAME = "refunds-desk-offline"
 ORDER = re.compile(r"\bA-\d{4}\b")

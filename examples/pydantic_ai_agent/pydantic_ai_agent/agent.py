@@ -15,7 +15,7 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
-from kinds.agent.sdk import MODEL_RETRY, ConfiguredModel
+from waystation.kinds.agent.sdk import MODEL_RETRY, ConfiguredModel
 from pydantic_ai_agent.model import offline_model
 from pydantic_ai_agent.tools import issue_refund
 

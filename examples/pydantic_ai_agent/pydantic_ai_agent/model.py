@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from kinds.agent.sdk import SUMMARY_REQUEST
+from waystation.kinds.agent.sdk import SUMMARY_REQUEST
 
 MODEL_NAME = "refunds-offline"
 ORDER = re.compile(r"\bA-\d{4}\b")

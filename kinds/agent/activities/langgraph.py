@@ -27,16 +27,16 @@ from langchain_core.outputs import LLMResult
 from langgraph.graph.state import CompiledStateGraph, StateGraph
 from temporalio.langgraph import LangGraphPlugin
 
-from kinds.agent.activities import live
-from kinds.agent.activities import model as agent_model
-from kinds.agent.activities.metering import COST_KEY, count_failed, priced
-from kinds.agent.activities.model import MODEL_RETRY
-from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.kinds.agent.activities import live
+from waystation.kinds.agent.activities import model as agent_model
+from waystation.kinds.agent.activities.metering import COST_KEY, count_failed, priced
+from waystation.kinds.agent.activities.model import MODEL_RETRY
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST
 from waystation.sdk import PluginError
 from waystation.sdk.agents import MessageStream
 
 # What a node's activity gets unless the node's metadata says otherwise: a model call's
-# bounded retries (kinds.agent.activities.model.MODEL_RETRY) and time to answer.
+# bounded retries (waystation.kinds.agent.activities.model.MODEL_RETRY) and time to answer.
 NODE_ACTIVITY_OPTIONS: dict[str, Any] = {"start_to_close_timeout": timedelta(minutes=5),
                                          "retry_policy": MODEL_RETRY}
 
@@ -103,7 +103,7 @@ def configured_chat_model(own: BaseChatModel) -> BaseChatModel:
 
 class LiveTokens(AsyncCallbackHandler):
     """The configured model's text tokens published as they arrive (issue 43; a PydanticAI
-    agent's: kinds.agent.activities.live), each call's under the id `<the node activity's
+    agent's: waystation.kinds.agent.activities.live), each call's under the id `<the node activity's
     message id>.<n>` (the node's n-th call: the same on every attempt), which the response's
     `response_metadata` carries into the run's events. The summary request is not published."""
 
@@ -148,7 +148,7 @@ class PricedResponses(BaseCallbackHandler):
     the message's `response_metadata` (the node's activity result: in the run's history, so a
     worker restarted with other prices does not reprice the past), and counted on the worker's
     `waystation_model_*` counters, as a PydanticAI agent's requests are
-    (kinds.agent.activities.metering)."""
+    (waystation.kinds.agent.activities.metering)."""
 
     def __init__(self, model: str) -> None:
         self.model = model

@@ -1,5 +1,5 @@
 """A PydanticAI agent's model request, streamed inside its activity so that its text and
-tool-argument deltas go out live (activities.deltas), with the id its durable message carries.
+tool-argument deltas go out live (waystation.activities.deltas), with the id its durable message carries.
 
 Why not the integration's `event_stream_handler`: set on `TemporalDurability`, it turns every
 model request into a `model_request_stream` activity and every tool event into an activity of
@@ -33,11 +33,11 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.settings import ModelSettings
 from temporalio import activity
 
-from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST
 from waystation.sdk.agents import MessageStream, publishing
 
 MESSAGE_ID_KEY = "waystation_message_id"
-WORKFLOW_ID_PREFIX = "agent-"  # the agent kind's (kinds.agent.kind)
+WORKFLOW_ID_PREFIX = "agent-"  # the agent kind's (waystation.kinds.agent.kind)
 
 
 def message_id() -> str | None:

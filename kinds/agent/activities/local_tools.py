@@ -4,7 +4,7 @@
 dev server's floor for one is about 50 ms (two round trips and a workflow task). A tool that is
 fast and local (a lookup in memory, a pure computation, a read of a nearby cache) can say so:
 
-    from kinds.agent.sdk import local_tool
+    from waystation.kinds.agent.sdk import local_tool
 
     Agent(..., tools=[local_tool(search_vendors), Tool(book_vendor, requires_approval=True)],
           capabilities=[TemporalDurability(...)])

@@ -10,7 +10,7 @@ read are the worker's, and a worker restarted with other settings sends the next
 the new endpoint.
 
 The same capability prices and counts each of the agent's requests by the worker's settings
-(kinds.agent.activities.metering).
+(waystation.kinds.agent.activities.metering).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic_ai.capabilities.abstract import leaf_capabilities
 from pydantic_ai.models import Model, ModelResolutionContext, infer_model
 from temporalio.common import RetryPolicy
 
-from kinds.agent.activities.metering import PricedModel
+from waystation.kinds.agent.activities.metering import PricedModel
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -73,7 +73,7 @@ def model_config(settings: Any) -> OpenAIModelConfig | None:
 
 def configured_openai_model() -> OpenAIModelConfig | None:
     """The worker's configured endpoint, for agents of other frameworks (a LangGraph node's
-    model: kinds.agent.activities.langgraph)."""
+    model: waystation.kinds.agent.activities.langgraph)."""
     return _openai
 
 
@@ -114,7 +114,7 @@ class ConfiguredModel(AbstractCapability[Any]):
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         # Every request, the agent's own model's too, is priced and counted by the worker's
-        # table and meter (kinds.agent.activities.metering).
+        # table and meter (waystation.kinds.agent.activities.metering).
         return PricedModel(model)
 
     @classmethod

@@ -61,17 +61,17 @@ from temporalio import activity
 from temporalio.openai_agents import ModelActivityParameters
 from temporalio.openai_agents._invoke_model_activity import ModelActivity
 
-from kinds.agent.activities import live
-from kinds.agent.activities import model as agent_model
-from kinds.agent.activities.metering import count_failed, priced
-from kinds.agent.activities.model import MODEL_RETRY
-from kinds.agent.contracts import SUMMARY_REQUEST
+from waystation.kinds.agent.activities import live
+from waystation.kinds.agent.activities import model as agent_model
+from waystation.kinds.agent.activities.metering import count_failed, priced
+from waystation.kinds.agent.activities.model import MODEL_RETRY
+from waystation.kinds.agent.contracts import SUMMARY_REQUEST
 from waystation.sdk import PluginError
 
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.
 COST_KEY, MODEL_KEY = "waystation_cost_usd", "waystation_model"
-# Each model call: bounded retries (kinds.agent.activities.model.MODEL_RETRY), five minutes to
+# Each model call: bounded retries (waystation.kinds.agent.activities.model.MODEL_RETRY), five minutes to
 # answer, and a heartbeat (the integration's activity sends them) so that a dying worker's call is
 # retried within seconds.
 MODEL_ACTIVITY = ModelActivityParameters(start_to_close_timeout=timedelta(minutes=5),
@@ -257,7 +257,7 @@ class PricedModel(Model):
 
 
 def _live_id(system_instructions: Any, input: Any, *_: Any, **__: Any) -> str | None:
-    """The id a call's live tokens go under (kinds.agent.activities.live), when they are
+    """The id a call's live tokens go under (waystation.kinds.agent.activities.live), when they are
     published: in an agent run's model activity, and not the summary request."""
     asked = input if isinstance(input, str) else next(
         (str(item.get("content")) for item in reversed(input or [])

@@ -4,8 +4,8 @@ its framework and where it came from.
 A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`): a
 `pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a workflow, its
 model requests and tool calls are activities), a compiled LangGraph graph whose nodes say
-where they run (kinds.agent.activities.langgraph: its nodes become activities), or an OpenAI Agents
-SDK `agents.Agent` (kinds.agent.activities.openai: its model calls and activity tools are
+where they run (waystation.kinds.agent.activities.langgraph: its nodes become activities), or an OpenAI Agents
+SDK `agents.Agent` (waystation.kinds.agent.activities.openai: its model calls and activity tools are
 activities, through Temporal's OpenAI Agents integration). The registry
 (`waystation.registry`) adds the agents of the entry-point group `waystation.agents` and of
 `WAYSTATION_PLUGINS` modules (`AGENTS = {"name": agent}`) when the API or the worker starts;
@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.durable_exec.temporal import TemporalDurability, worker_registrations
 
-from kinds.agent.activities.local_tools import local_tool_activities
+from waystation.kinds.agent.activities.local_tools import local_tool_activities
 from waystation.sdk import PluginError
 
 # The frameworks whose agents a run can carry (docs/agents.md, "Bring the agent you have");
@@ -31,7 +31,7 @@ from waystation.sdk import PluginError
 Framework = Literal["pydantic_ai", "langgraph", "openai_agents"]
 FRAMEWORKS: tuple[Framework, ...] = ("pydantic_ai", "langgraph", "openai_agents")
 BUILTIN = "builtin"
-BUILTIN_AGENTS = {"planner": "kinds.agent.planner.agent:planner"}
+BUILTIN_AGENTS = {"planner": "waystation.kinds.agent.planner.agent:planner"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class RegisteredAgent:
     # "WAYSTATION_PLUGINS module M"
     source: str
     # A PydanticAI agent, or a graph's or an OpenAI agent's registered form
-    # (kinds.agent.activities.langgraph, kinds.agent.activities.openai).
+    # (waystation.kinds.agent.activities.langgraph, waystation.kinds.agent.activities.openai).
     agent: Any
     # What was registered (for a graph, the compiled graph; its form above is built from it).
     registered: object
@@ -104,7 +104,7 @@ def _register_graph(name: str, graph: object, source: str,
         if other.registered is graph:
             raise PluginError(f"{source}: graph {name!r} is registered already as "
                               f"{other.name!r} ({other.source})")
-    from kinds.agent.activities.langgraph import durable_graph
+    from waystation.kinds.agent.activities.langgraph import durable_graph
 
     registered = RegisteredAgent(name, "langgraph", source, durable_graph(name, graph, source),
                                  graph)
@@ -120,7 +120,7 @@ def _is_openai_agent(agent: object) -> bool:
 def _register_openai_agent(name: str, agent: object, source: str,
                            taken: RegisteredAgent | None) -> RegisteredAgent:
     _refuse_taken(name, source, taken)
-    from kinds.agent.activities.openai import durable_agent
+    from waystation.kinds.agent.activities.openai import durable_agent
 
     registered = RegisteredAgent(name, "openai_agents", source,
                                  durable_agent(name, agent, source), agent)
@@ -166,7 +166,7 @@ def agent_activities() -> list[Callable[..., Any]]:
             found.extend(registered.agent.activities)
             continue
         if registered.framework == "openai_agents":
-            from kinds.agent.activities.openai import model_activities
+            from waystation.kinds.agent.activities.openai import model_activities
 
             for fn in [*model_activities(), *registered.agent.activities]:
                 # One model activity for every OpenAI agent; a tool shared by two agents once.

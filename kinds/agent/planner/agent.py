@@ -18,10 +18,10 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
-from kinds.agent.activities.entities import RelatedEntities
-from kinds.agent.activities.local_tools import local_tool
-from kinds.agent.activities.model import MODEL_RETRY, ConfiguredModel
-from kinds.agent.planner.catalogue import (
+from waystation.kinds.agent.activities.entities import RelatedEntities
+from waystation.kinds.agent.activities.local_tools import local_tool
+from waystation.kinds.agent.activities.model import MODEL_RETRY, ConfiguredModel
+from waystation.kinds.agent.planner.catalogue import (
     book_vendor,
     booked_ids,
     check_availability,
@@ -29,7 +29,7 @@ from kinds.agent.planner.catalogue import (
     shortlist,
     shortlisted_ids,
 )
-from kinds.agent.planner.model import planner_model
+from waystation.kinds.agent.planner.model import planner_model
 
 # A model request beats every few seconds while it waits for the model, so a worker that dies
 # mid-request is noticed after 5 s (PydanticAI's default: 30 s) and the request retried, by

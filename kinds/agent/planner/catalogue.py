@@ -32,7 +32,7 @@ class Vendor(BaseModel):
 
 @cache
 def vendors() -> dict[str, Vendor]:
-    text = (resources.files("kinds.agent.planner") / "catalogue.json").read_text()
+    text = (resources.files("waystation.kinds.agent.planner") / "catalogue.json").read_text()
     return {v["id"]: Vendor.model_validate(v) for v in json.loads(text)["vendors"]}
 
 

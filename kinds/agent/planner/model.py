@@ -39,8 +39,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from kinds.agent.contracts import RETURNING_MEMBER, SUMMARY_REQUEST
-from kinds.agent.planner.catalogue import vendors
+from waystation.kinds.agent.contracts import RETURNING_MEMBER, SUMMARY_REQUEST
+from waystation.kinds.agent.planner.catalogue import vendors
 
 # Asking to compare makes the model call a tool that does not exist: PydanticAI tells it so,
 # and it carries on (the "a model that calls an unknown tool").

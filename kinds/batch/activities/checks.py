@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from kinds.batch.output_flags import OutputFlag
+from waystation.kinds.batch.output_flags import OutputFlag
 
 UNRENDERED_PLACEHOLDER = "unrendered_placeholder"
 # Template syntax an answer should never contain: a Jinja expression, statement or comment,

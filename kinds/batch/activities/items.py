@@ -31,14 +31,14 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from kinds.batch import repository as jobs_repo
-from kinds.batch.activities.checks import output_flags
-from kinds.batch.activities.items_source import ItemsSources
-from kinds.batch.activities.lease import ConnectionLease
-from kinds.batch.activities.loading import ItemsUnreadable, read_chunks
-from kinds.batch.activities.render_process import evaluate_bounded, render_bounded
-from kinds.batch.activities.spec import END, BatchJobSpec
-from kinds.batch.activities.templates import TemplateProblem
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.activities.checks import output_flags
+from waystation.kinds.batch.activities.items_source import ItemsSources
+from waystation.kinds.batch.activities.lease import ConnectionLease
+from waystation.kinds.batch.activities.loading import ItemsUnreadable, read_chunks
+from waystation.kinds.batch.activities.render_process import evaluate_bounded, render_bounded
+from waystation.kinds.batch.activities.spec import END, BatchJobSpec
+from waystation.kinds.batch.activities.templates import TemplateProblem
 from waystation.sdk import AgentBackend, AgentRequest, AgentResponse
 from waystation.sdk.agents import (
     INVALID_OUTPUT,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
-from kinds.batch.settings import BatchSettings
+from waystation.kinds.batch.settings import BatchSettings
 
 URL_SCHEMES = ("http", "https")
 MAX_REDIRECTS = 5

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from kinds.batch.activities.items_source import (
+from waystation.kinds.batch.activities.items_source import (
     MAX_REDIRECTS,
     ItemsSources,
     SourceRefused,

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
-from kinds.batch.activities.templates import (
+from waystation.kinds.batch.activities.templates import (
     RENDER_SECONDS,
     OverBudget,
     TemplateProblem,

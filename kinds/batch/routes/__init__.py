@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Path
 
-from kinds.batch.activities.spec import STEP_NAME
+from waystation.kinds.batch.activities.spec import STEP_NAME
 
 # A batch step's name in a path (`/items/{id}/outputs/{step}`, `/jobs/{id}/steps/{step}/...`).
 StepName = Annotated[str, Path(pattern=STEP_NAME)]

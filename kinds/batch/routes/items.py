@@ -7,10 +7,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends
 
-from kinds.batch import service as jobs
-from kinds.batch.repository import UnitRow
-from kinds.batch.routes import StepName
-from kinds.batch.schemas import ItemOutputs, ItemView, OutputView
+from waystation.kinds.batch import service as jobs
+from waystation.kinds.batch.repository import UnitRow
+from waystation.kinds.batch.routes import StepName
+from waystation.kinds.batch.schemas import ItemOutputs, ItemView, OutputView
 from waystation.sdk.routes import Conn, CurrentUser
 
 router = APIRouter(prefix="/items", tags=["jobs"])

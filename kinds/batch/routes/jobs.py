@@ -12,10 +12,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from kinds.batch import service as jobs
-from kinds.batch.repository import JobRow
-from kinds.batch.routes import StepName
-from kinds.batch.schemas import (
+from waystation.kinds.batch import service as jobs
+from waystation.kinds.batch.repository import JobRow
+from waystation.kinds.batch.routes import StepName
+from waystation.kinds.batch.schemas import (
     ItemPage,
     ItemQuery,
     JobControlAccepted,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from kinds.batch import workers_service as workers
-from kinds.batch.workers_schemas import WorkersView
+from waystation.kinds.batch import workers_service as workers
+from waystation.kinds.batch.workers_schemas import WorkersView
 from waystation.sdk.routes import Conn, CurrentUser, SettingsDep, TemporalClient
 
 router = APIRouter(tags=["workers"])

@@ -24,7 +24,7 @@ import os
 import re
 import shlex
 
-from kinds.mobile.activities.driver import DriverError, Observation
+from waystation.kinds.mobile.activities.driver import DriverError, Observation
 
 DUMP_PATH = "/sdcard/window_dump.xml"
 COMMAND_TIMEOUT_S = 30.0

@@ -28,7 +28,7 @@ import io
 import re
 from dataclasses import dataclass
 
-from kinds.mobile.activities.uixml import Hierarchy, UiNode
+from waystation.kinds.mobile.activities.uixml import Hierarchy, UiNode
 
 LIST_CLASSES = ("RecyclerView", "ListView", "GridView", "ViewPager", "ViewPager2",
                 "AbsListView", "ScrollView", "HorizontalScrollView", "NestedScrollView")

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from kinds.mobile.repository import ActionRecord, StepRecord
+from waystation.kinds.mobile.repository import ActionRecord, StepRecord
 from waystation.sdk.writes import ReadModelWrite
 
 DriverName = Literal["simulator", "adb"]

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import asyncpg
 from temporalio import activity
 
-from kinds.mobile import repository as graph
-from kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
-from kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
-from kinds.mobile.activities.models import (
+from waystation.kinds.mobile import repository as graph
+from waystation.kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
+from waystation.kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
+from waystation.kinds.mobile.activities.models import (
     ActionCommand,
     ActionView,
     ExploreStepInput,
@@ -29,8 +29,8 @@ from kinds.mobile.activities.models import (
     ForkGraph,
     ForkGraphInput,
 )
-from kinds.mobile.activities.sensitivity import is_sensitive
-from kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
+from waystation.kinds.mobile.activities.sensitivity import is_sensitive
+from waystation.kinds.mobile.activities.uixml import HierarchyError, parse_hierarchy
 from waystation.sdk import EventWrite
 from waystation.sdk.artifacts import ArtifactStore
 from waystation.sdk.writes import ReadModelWrite, apply_write, merge_writes, retry_while_unavailable
@@ -39,7 +39,7 @@ from waystation.sdk.writes import ReadModelWrite, apply_write, merge_writes, ret
 TRANSITIONAL_RETRIES = 3
 MAX_SESSIONS = 64
 # How long a step's writes wait for the database to come back (a restart, a failover); the
-# workflow gives a step longer than this (kinds.mobile.workflow LOCAL_STEP_TIMEOUT).
+# workflow gives a step longer than this (waystation.kinds.mobile.workflow LOCAL_STEP_TIMEOUT).
 OUTAGE_PATIENCE_SECONDS = 75.0
 T = TypeVar("T")
 
@@ -226,10 +226,10 @@ def _heartbeat() -> None:
 
 def _new_driver(arg: ExploreStepInput) -> DeviceDriver:
     if arg.driver == "adb":
-        from kinds.mobile.activities.adb import AdbDriver
+        from waystation.kinds.mobile.activities.adb import AdbDriver
 
         return AdbDriver(serial=arg.device_serial)
-    from kinds.mobile.activities.simulator.driver import SimulatorDriver
+    from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver
 
     return SimulatorDriver(arg.app_package)
 

@@ -31,8 +31,8 @@ from pydantic import BaseModel, Field, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from kinds.validation.activities.outputs import TASK_OUTPUTS
-from kinds.validation.activities.prompts import task_prompt
+from waystation.kinds.validation.activities.outputs import TASK_OUTPUTS
+from waystation.kinds.validation.activities.prompts import task_prompt
 from waystation.sdk import AgentBackend, AgentRequest, EventWrite
 from waystation.sdk.agents import INVALID_OUTPUT, ModelCallFailed, Usage, usage_of
 from waystation.sdk.writes import (

@@ -20,8 +20,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from kinds.mobile.activities.driver import DriverError, Observation
-from kinds.mobile.activities.simulator.render import render_png
+from waystation.kinds.mobile.activities.driver import DriverError, Observation
+from waystation.kinds.mobile.activities.simulator.render import render_png
 
 LAUNCHER_PACKAGE = "com.android.launcher3"
 KEYBOARD_PACKAGE = "com.google.android.inputmethod.latin"
@@ -59,7 +59,7 @@ _BOUNDS_ATTR = "bounds"
 
 
 def _apps_root() -> Any:
-    return resources.files("kinds.mobile.activities.simulator") / "apps"
+    return resources.files("waystation.kinds.mobile.activities.simulator") / "apps"
 
 
 def bundled_packages() -> list[str]:
