@@ -1,4 +1,4 @@
-"""What the worker hands each run kind's activity factory (`RunKind.activities`)."""
+"""What the worker hands each run kind's activity factory (`WorkerHooks.activities`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class WorkerDeps:
     backend: AgentBackend
     # Where the worker stores artifacts (screenshots, files); None keeps none.
     artifact_dir: Path | None = None
-    # Each kind's own dependencies, by kind name (`RunKind.worker_deps`, built from the
+    # Each kind's own dependencies, by kind name (`WorkerHooks.deps`, built from the
     # worker's settings).
     kinds: Mapping[str, Any] = field(default_factory=dict)
     # The recorder: an activity applying a run's staged write with its own (a decision
@@ -27,5 +27,5 @@ class WorkerDeps:
     read_model: ReadModelActivities | None = None
 
     def of(self, kind: str) -> Any:
-        """The kind's own dependencies (None when it has no `worker_deps` hook)."""
+        """The kind's own dependencies (None when it has no `WorkerHooks.deps`)."""
         return self.kinds.get(kind)

@@ -34,7 +34,7 @@ class RetentionActivities:
     def __init__(self, pool: asyncpg.Pool, client: Client, *, store: ArtifactStore | None,
                  archive_dir: Path | None, kinds: Sequence[KindRetention] = ()) -> None:
         self._pool = pool
-        self._kinds = tuple(kinds)  # each registered kind's share (RunKind.retention)
+        self._kinds = tuple(kinds)  # each registered kind's share (DataHooks.retention)
         self._client = client
         self._store = store
         self._archive_dir = archive_dir

@@ -45,10 +45,10 @@ from waystation.api.security_headers import SecurityHeaders
 from waystation.api.services.metrics import CachedFigures
 from waystation.api.shutdown import Shutdown
 from waystation.api.temporal_gateway import TemporalGateway
-from waystation.persistence.claims import API_ROLE
-from waystation.persistence.db import create_pool
 from waystation.database import login_url
 from waystation.heap import startup_heap_frozen
+from waystation.persistence.claims import API_ROLE
+from waystation.persistence.db import create_pool
 from waystation.registry import Registry, load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import connect_temporal
@@ -98,7 +98,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
         # Operation ids are the route functions' names: stable for generated clients.
         generate_unique_id_function=lambda route: route.name,
     )
-    # Begun by the server on SIGTERM (see waystation.api.shutdown.ApiServer), before the lifespan ends.
+    # Begun by the server on SIGTERM (see waystation.api.shutdown.ApiServer), before the lifespan
+    # ends.
     app.state.shutdown = Shutdown()
     app.state.registry = registry
     app.state.identity_provider = identity_provider(settings)
@@ -111,9 +112,8 @@ def create_app(settings: Settings, *, tracer_provider: TracerProvider | None = N
     # as opaque wrappers without a path template.
     app.state.routes = [route for router in routers for route in router.routes]
     app.state.metrics = ApiMetrics()
-    app.state.metrics_figures = CachedFigures(
-        settings.metrics_cache_seconds,
-        [r.kind.metrics for r in registry.kinds.values() if r.kind.metrics is not None])
+    app.state.metrics_figures = CachedFigures(settings.metrics_cache_seconds,
+                                              registry.metrics())
     app.add_middleware(HttpMetrics, metrics=app.state.metrics, routes=app.state.routes)
     limiter = app.state.limiter = Limiter(max_streams=settings.max_streams_per_user,
                                           writes_per_minute=settings.writes_per_minute,

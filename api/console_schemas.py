@@ -14,6 +14,16 @@ class KindPageView(BaseModel):
     title: str
 
 
+class RunFilterView(BaseModel):
+    """A kind's own filter of the runs list (`ApiHooks.run_filters`), a field of the runs page:
+    `GET /runs?<name>=`."""
+
+    name: str
+    label: str
+    pattern: str | None
+    placeholder: str
+
+
 class ConsoleSessionView(BaseModel):
     """Who the console is signed in as, and what its pages need to know."""
 
@@ -23,11 +33,13 @@ class ConsoleSessionView(BaseModel):
     temporal_ui_url: str
     temporal_namespace: str
     kinds: list[str]
-    # The kinds with a console section of their own (`RunKind.console_module`), loaded by a
+    # The kinds with a console section of their own (`ConsoleHooks.module`), loaded by a
     # run's page from /console/static/kinds/<kind>.js.
     kind_sections: list[str] = []
-    # The kinds' own pages (`RunKind.console_pages`), linked in the navigation as #/<name>.
+    # The kinds' own pages (`ConsoleHooks.pages`), linked in the navigation as #/<name>.
     kind_pages: list[KindPageView] = []
+    # The kinds' own filters of the runs list (`ApiHooks.run_filters`), fields of its page.
+    run_filters: list[RunFilterView] = []
 
 
 class ConsoleConfig(BaseModel):

@@ -4,7 +4,7 @@ Counted in the process: HTTP requests by route template (never the raw path, so 
 multiply series) and the time until the response started (a stream's first byte, not its
 end). Read when scraped: open streams and overflows from the event hub, and the read model's
 figures (runs, events appended, pending gates and the age of the oldest, decision latency,
-and each kind's own: `RunKind.metrics`) from Postgres. Those last are the same for every API
+and each kind's own: `DataHooks.metrics`) from Postgres. Those last are the same for every API
 replica: aggregate them with `max`, not `sum`.
 """
 

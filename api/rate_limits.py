@@ -148,8 +148,8 @@ class Limiter:
 class Charge:
     """What a request has been counted as. An API key, a provider token or a session is
     counted as itself until it is checked; `settle` (called once the request is
-    authenticated, `waystation.api.deps.authenticate_request`) counts it as its user too, so a user's keys
-    and sessions share the user's limits instead of multiplying them. A JSON-RPC call is
+    authenticated, `waystation.api.deps.authenticate_request`) counts it as its user too, so a
+    user's keys and sessions share the user's limits instead of multiplying them. A JSON-RPC call is
     counted at its dispatch (`count_call`), once its method is known."""
 
     def __init__(self, limiter: Limiter, caller: str, *, write: bool) -> None:

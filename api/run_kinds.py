@@ -55,12 +55,12 @@ def run_start(kind: RunKind, run: RunRow) -> RunStart:
 
 async def start_run(client: Client, task_queue: str, kind: RunKind, run: RunRow, *,
                     fork: ForkPoint | None = None) -> None:
-    """Start the run's workflow; a fork's (`fork`) from its kind's `fork` hook."""
+    """Start the run's workflow; a fork's (`fork`) from its kind's `ForkHooks.start`."""
     start = run_start(kind, run)
     summary, details = kind.summary(start), kind.details(start) if kind.details else None
     if fork is not None:
-        assert kind.fork is not None, "the fork service refuses kinds without the hook"
-        arg = kind.fork(start, fork)
+        assert kind.forks.start is not None, "the fork service refuses kinds without the hook"
+        arg = kind.forks.start(start, fork)
         summary = f"{summary} · fork of {fork.source_run_id} at snapshot {fork.snapshot}"
         details = "\n".join(filter(None, [_fork_details(fork), details]))
     elif kind.build_input is not None:

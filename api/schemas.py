@@ -153,6 +153,10 @@ class DelegationView(BaseModel):
 
 
 class RunView(BaseModel):
+    # `GET /runs/{id}` adds the fields its kind's `view` hook gives of its own tables (a
+    # mobile run's `app_package`), which the core does not know.
+    model_config = ConfigDict(extra="allow")
+
     run_id: UUID
     kind: str
     owner: str
@@ -184,7 +188,6 @@ class RunView(BaseModel):
     output_tokens: int = 0
     gates: dict[str, Any] | None = Field(None, description="The gate rules the run was "
                                                           "started with (`POST /runs` `gates`).")
-    app_package: str | None = Field(None, description="A mobile run's app.")
     name: str | None = Field(None, description="The run's name within its group (`POST "
                                                "/runs` `name`).")
     related_entity_ids: dict[str, list[str]] | None = Field(

@@ -42,11 +42,11 @@ import asyncpg
 from pydantic_ai.messages import ModelMessage
 from temporalio.client import Client, WorkflowHandle
 
-from waystation.activities.agents import backend_named
 from bench import agent_breakdown
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
 from bench.peer_agent import MESSAGES
+from waystation.activities.agents import backend_named
 from waystation.contracts.events import AGENT_ANSWERED
 from waystation.kinds.agent.contracts import SUMMARY_PROMPT
 from waystation.kinds.agent.kind import AGENT

@@ -18,11 +18,11 @@ import time
 
 import httpx
 
+from bench.common import markdown_table, percentile, ratio
+from tests.openai_stub import OpenAIStub
 from waystation.activities.agents import AgentRequest
 from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
-from bench.common import markdown_table, percentile, ratio
 from waystation.kinds.validation.activities.outputs import ValidationSignal
-from tests.openai_stub import OpenAIStub
 
 SCHEMA = ValidationSignal.model_json_schema()
 ANSWER = json.dumps({"strength": "moderate", "confidence": 0.7,

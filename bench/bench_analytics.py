@@ -34,15 +34,16 @@ from typing import Any
 
 import asyncpg
 
+from bench.common import percentile
 from waystation.api.analytics_schemas import AnalyticsQuery
 from waystation.api.auth import User
 from waystation.api.services import analytics
-from bench.common import percentile
 from waystation.persistence import analytics as repo
 from waystation.persistence.claims import API_ROLE, Claims, set_claims
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
+from waystation.registry import load_registry
 
 READER = "reader"
 READER_USER = User(name=READER, role="user")
@@ -95,7 +96,8 @@ async def fill(url: str, requests: int) -> float:
     request."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn, folders=load_registry(
+            use_entry_points=False).migration_folders())
         async with conn.transaction():
             for statement in FILL:
                 if "$1" in statement:

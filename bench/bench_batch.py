@@ -25,14 +25,15 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from waystation.activities.agents import backend_named
 from bench.batch_raw import RawBatch, RawBatchInput
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, raw_task
+from waystation.activities.agents import backend_named
 from waystation.kinds.batch.activities.items import SLICE_BUDGET_SECONDS
 from waystation.kinds.batch.kind import BATCH
 from waystation.kinds.batch.models import BatchInput, BatchRunInput
-from waystation.kinds.batch.workflow import BatchJob, slice_size
+from waystation.kinds.batch.slices import slice_size
+from waystation.kinds.batch.workflow import BatchJob
 from waystation.persistence.db import create_pool
 from waystation.persistence.runs import create_run
 

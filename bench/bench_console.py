@@ -5,8 +5,8 @@ with a run writing 200 events/s (beside the same page on an idle run).
     .venv/bin/python -m bench.bench_console
 
 The API runs as its own process (`waystation api`) on a fresh database; decisions and events
-are written to the read model exactly as workflows write them (waystation.persistence.writes), so the
-figures are the console's and the API's, not Temporal's. Needs /usr/bin/chromium
+are written to the read model exactly as workflows write them (waystation.persistence.writes), so
+the figures are the console's and the API's, not Temporal's. Needs /usr/bin/chromium
 (scripts/install-system-packages).
 """
 
@@ -28,9 +28,9 @@ import asyncpg
 import httpx
 from playwright.async_api import Browser, Page, async_playwright
 
-from waystation.api.auth import issue_login_code
 from bench.bench_validation import bench_database, log
 from bench.common import markdown_table, percentile
+from waystation.api.auth import issue_login_code
 from waystation.persistence.db import create_pool
 from waystation.persistence.models import GateOption
 from waystation.persistence.runs import create_run

@@ -19,12 +19,11 @@ that follows an activity (scheduled → started), over every round of every sitt
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 
 from bench.bench_validation import bench_temporal, log
-from bench.common import markdown_table, percentile, ratio
+from bench.common import markdown_table, percentile, ratio, run_and_exit
 from waystation.engine_check import ChainTiming, run_chain
 from waystation.engine_settings import DEV_SERVER_ARGS, dev_server_args
 
@@ -80,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="empty activities in a chain (default 10)")
     parser.add_argument("--sittings", type=int, default=2,
                         help="sittings, the servers' order alternating (default 2)")
-    asyncio.run(run_bench(parser.parse_args(argv)))
+    run_and_exit(run_bench(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ address, then `--notices` validation runs started one after another while the ot
 from the request's row (`hitl_requests.created_at`) to the webhook's arrival at the receiver,
 to the mail's acceptance by the SMTP server, and to the Slack message's arrival at the local
 stand-in for Slack's Web API (tests/slack_stub.py). Baselines: the same process POSTing
-straight to the receiver, sending one mail straight to the SMTP server (waystation.activities.smtp), and
-calling chat.postMessage on the stand-in straight (waystation.activities.slack.web_api).
+straight to the receiver, sending one mail straight to the SMTP server (waystation.activities.smtp),
+and calling chat.postMessage on the stand-in straight (waystation.activities.slack.web_api).
 
 (c) Click in Slack → next step: on those `--notices` runs, the owner (linked to a Slack user)
 clicks Approve on each message, one at a time: a signed interaction posted to
@@ -60,14 +60,14 @@ from aiosmtpd.controller import Controller
 from pydantic import BaseModel
 from temporalio.worker import Worker
 
-from waystation.activities.slack.web_api import SlackConfig, SlackWebApi
-from waystation.activities.smtp import send_mail
 from bench.bench_people import Receiver, wait_for
 from bench.bench_validation import GATE, IDEA, Bench, log, raw_decisions
 from bench.common import RawGate, RawShape, markdown_table, percentile, raw_task
 from bench.peers_common import Figures
 from tests.slack_client import SIGNING_SECRET, SlackPerson
 from tests.slack_stub import TOKEN, Message, SlackStub
+from waystation.activities.slack.web_api import SlackConfig, SlackWebApi
+from waystation.activities.smtp import send_mail
 from waystation.testing import LocalStack, create_database, free_port, local_stack, sse_events
 
 AGENT_GATE = "approve_book_vendor_1"

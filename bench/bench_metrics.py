@@ -23,12 +23,13 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from bench.common import latency_summary
 from waystation.api.app import create_app
 from waystation.api.metrics import DECISION_LATENCY_BOUNDS
-from bench.common import latency_summary
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.metrics import read_figures
 from waystation.persistence.migrate import apply_migrations
+from waystation.registry import load_registry
 from waystation.settings import Settings
 
 SCRAPES = 50
@@ -108,7 +109,8 @@ async def main(args: argparse.Namespace) -> None:
         url = await asyncio.to_thread(embedded_database_url, folder / "pgdata")
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
             empty = await measure(url, "empty read model")
             began = time.perf_counter()
             per_run = -(-args.decided // args.waiting)

@@ -34,8 +34,8 @@ from pathlib import Path
 import asyncpg
 from temporalio.client import Client
 
-from waystation.activities.agents import backend_named
 from bench.bench_validation import bench_database, bench_temporal, log
+from waystation.activities.agents import backend_named
 from waystation.kinds.mobile import repository as graph_repo
 from waystation.kinds.mobile.activities.identity import identify, perceptual_hash
 from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver

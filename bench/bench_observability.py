@@ -35,8 +35,6 @@ from pathlib import Path
 import httpx
 from temporalio.client import Client
 
-from waystation.activities.agents import backend_named
-from waystation.activities.agents.metered import MeteredBackend
 from bench.bench_validation import (
     Bench,
     EventListener,
@@ -48,8 +46,10 @@ from bench.bench_validation import (
     waystation_throughput,
 )
 from bench.common import markdown_table, percentile, ratio
-from waystation.persistence.db import create_pool
+from waystation.activities.agents import backend_named
+from waystation.activities.agents.metered import MeteredBackend
 from waystation.logs import configure_logging
+from waystation.persistence.db import create_pool
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.testing import free_port

@@ -36,14 +36,15 @@ import httpx
 import uvicorn
 from standardwebhooks import Webhook
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.persistence import gates as gates_repo
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
+from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.testing import free_port, local_stack
 
@@ -96,7 +97,8 @@ async def bench_inbox(args: argparse.Namespace) -> None:
         url = await asyncio.to_thread(embedded_database_url, folder / "pgdata")
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
             async with conn.transaction():
                 for statement in FILL:
                     used = [n for n in (1, 2) if f"${n}" in statement]

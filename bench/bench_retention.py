@@ -23,9 +23,9 @@ import uuid
 
 import asyncpg
 
-from waystation.activities.agents import backend_named
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile, ratio
+from waystation.activities.agents import backend_named
 from waystation.contracts.writes import EventWrite
 from waystation.persistence.db import create_pool
 from waystation.persistence.events import append_events

@@ -41,10 +41,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from bench.bench_metrics import dead_address
 from bench.common import latency_summary
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.persistence import events as events_repo
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import runs as runs_repo
@@ -52,6 +52,7 @@ from waystation.persistence.claims import API_ROLE, Claims, set_claims
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
+from waystation.registry import load_registry
 from waystation.settings import Settings
 
 READER = "reader"
@@ -90,7 +91,8 @@ async def fill(url: str, args: argparse.Namespace) -> uuid.UUID:
     """Fills the database; returns the reader's big run."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn, folders=load_registry(
+            use_entry_points=False).migration_folders())
         async with conn.transaction():
             for statement in FILL:
                 used = [n for n in (1, 2) if f"${n}::int" in statement]

@@ -499,6 +499,7 @@ def postgres() -> Iterator[str]:
 @contextlib.asynccontextmanager
 async def fresh_database(base: str) -> AsyncIterator[str]:
     from waystation.persistence.migrate import apply_migrations
+    from waystation.registry import load_registry
 
     name = f"waystation_bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(base)
@@ -508,7 +509,8 @@ async def fresh_database(base: str) -> AsyncIterator[str]:
     try:
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
         finally:
             await conn.close()
         yield url

@@ -32,14 +32,14 @@ from typing import Any
 
 import httpx
 
-from waystation.activities.agents import backend_named
-from waystation.api.auth import issue_token
 from bench.bench_validation import bench_database, bench_temporal, log
 from bench.common import markdown_table, percentile
-from waystation.kinds.agent.activities.model import OpenAIModelConfig, use_openai_model
-from waystation.persistence.db import create_pool
 from tests.agent_helpers import shown_text
 from tests.openai_stub import OpenAIStub, Reply
+from waystation.activities.agents import backend_named
+from waystation.api.auth import issue_token
+from waystation.kinds.agent.activities.model import OpenAIModelConfig, use_openai_model
+from waystation.persistence.db import create_pool
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker

@@ -43,9 +43,9 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from waystation.activities.agents import backend_named
 from bench.common import RawGate, RawShape, expect_start, markdown_table, percentile, raw_task
 from bench.common import ratio as fmt_ratio
+from waystation.activities.agents import backend_named
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationInput, ValidationRunInput
 from waystation.kinds.validation.phases import PHASE_COUNT, PHASES
@@ -53,6 +53,7 @@ from waystation.kinds.validation.workflow import ValidationRun
 from waystation.persistence.db import create_pool
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.runs import create_run
+from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, with_database
 from waystation.worker import build_worker
@@ -94,7 +95,8 @@ async def bench_database() -> AsyncIterator[str]:
         url = with_database(base, name)
         conn = await asyncpg.connect(url)
         try:
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
         finally:
             await conn.close()
         try:

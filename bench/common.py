@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 
 from temporalio import activity, workflow
@@ -80,6 +82,18 @@ class RawShape:
                 await workflow.execute_activity(raw_task, start_to_close_timeout=RAW_TIMEOUT)
                 done += 1
         return done
+
+
+def run_and_exit(main: Coroutine[object, object, None]) -> None:
+    """Run a benchmark's `main` and leave the process without finalizing the interpreter.
+    A Temporal client's Rust runtime threads can outlive the event loop and abort the
+    interpreter's finalization ("PyGILState_Release: thread state ... must be current",
+    temporalio/sdk-python#300): once every figure is printed there is nothing left to tear
+    down, so the process exits at once, with the status the figures were printed under."""
+    asyncio.run(main)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:

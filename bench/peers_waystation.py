@@ -19,8 +19,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from waystation.activities.agents import backend_named
-from waystation.api.run_kinds import start_run
 from bench import peer_agent
 from bench.bench_agent import EVENTS_CHANNEL, Answers, Conversation
 from bench.bench_validation import GATE as VALIDATION_GATE
@@ -43,6 +41,8 @@ from bench.peers_common import (
     throughput,
     wait_for_row,
 )
+from waystation.activities.agents import backend_named
+from waystation.api.run_kinds import start_run
 from waystation.contracts.kinds import StartCheck
 from waystation.kinds.validation.models import TasksMode, ValidationInput
 from waystation.persistence.db import create_pool
@@ -95,7 +95,8 @@ class KindCase:
 
 async def measure(plan: Plan) -> list[Figures]:
     conn = await asyncpg.connect(plan.database_url)
-    await apply_migrations(conn)
+    await apply_migrations(conn, folders=load_registry(
+        use_entry_points=False).migration_folders())
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
         dev_server_existing_path=installed_binary("temporal"),
@@ -129,8 +130,8 @@ async def _waystation(plan: Plan, client: Client, pool: asyncpg.Pool,
         run_id = uuid.uuid4()
         run_input = kind.input_model.model_validate(case.input(gated))
         async with pool.acquire() as c:  # the runs row first, as the API writes it
-            if kind.start_check is not None:
-                await kind.start_check(StartCheck(input=run_input, user=None,
+            if kind.api.start_check is not None:
+                await kind.api.start_check(StartCheck(input=run_input, user=None,
                                                   settings=SETTINGS, conn=c))
             run, _ = await create_run(
                 c, run_id=run_id, kind=kind.name, owner="bench", group_id=None,

@@ -1,5 +1,5 @@
-"""An app's package name, as a run's `app_package` holds it (migration 050): what `GET /runs`
-filters by and what a kind that explores apps takes as input."""
+"""An app's package name: what a kind that explores apps takes as input, and the runs list
+filters by (the mobile kind's `run_filters`)."""
 
 from __future__ import annotations
 

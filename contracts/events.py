@@ -24,7 +24,7 @@ GATE_DELEGATED = "gate.delegated"
 GATE_REMINDED = "gate.reminded"
 GATE_ESCALATED = "gate.escalated"
 
-# A conversation, in a run of a kind that takes follow-up messages (`RunKind.messages`): a
+# A conversation, in a run of a kind that takes follow-up messages (`ApiHooks.messages`): a
 # message received, the answer to it, and the tool calls between (called, returned, or retried
 # with what the model was told). AG-UI shows them as the user's and the agent's messages and
 # tool calls, A2A the answer.

@@ -1,7 +1,7 @@
 """Who decides a gate, what they answer, and how the wait reminds and escalates.
 
-A run kind's gates carry their own rules (`waystation.workflows.gate_rules.GateSpec`); a kind may set defaults
-for all its runs (`RunKind.gate_policy`) and a run may override them at `POST /runs`
+A run kind's gates carry their own rules (`waystation.workflows.gate_rules.GateSpec`); a kind may
+set defaults for all its runs (`RunKind.gate_policy`) and a run may override them at `POST /runs`
 (`"gates": {"<checkpoint>" | "*": {...}}`). The API merges the two and hands them to the
 workflow in its memo (`GATE_POLICY_MEMO`), which is part of the run's start event: a change of
 defaults reaches new runs only, and a replay sees the rules the run started with.

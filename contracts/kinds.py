@@ -3,10 +3,11 @@
 A kind is one `RunKind` next to its workflow. The API builds `POST /runs` from the
 registered kinds' input models, the worker registers their workflows and activities, and the
 Temporal Web UI shows their summaries. Built-in kinds (`kinds/`) and plug-ins register the
-same way (`waystation.registry`), and everything else a kind adds (routes, tables, checks,
-console sections, metrics, retention, MCP tools, follow-up messages, agents, a worker's
-setup, offline answers) goes through the hooks below, which the core calls for every
-registered kind.
+same way (`waystation.registry`), and everything else a kind adds goes through its optional
+hooks, grouped by concern in small frozen dataclasses: what the API serves (`ApiHooks`), what
+the console shows (`ConsoleHooks`), what a worker runs (`WorkerHooks`), its tables
+(`DataHooks`), forks (`ForkHooks`) and the command line (`CliHooks`). The core calls them
+for every registered kind, through the registry.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class ForkPoint:
 
 @dataclass(frozen=True)
 class ForkSource:
-    """What a kind's `fork_input` hook builds a fork's input from: the source run's id, status,
+    """What a kind's `ForkHooks.input` builds a fork's input from: the source run's id, status,
     the gate it waits on now and its stored input, the point, the fork request's `input` (None
     when it gave none), and the API's database connection (the caller's: row-level security
     applies to what it reads)."""
@@ -79,8 +80,9 @@ class ForkSource:
 
 
 class ForkRefused(Exception):
-    """A kind's `fork` hook cannot start from this point: answered as 422 `code`, naming
-    `field` of the fork request (`from.snapshot`, `decision`, ...)."""
+    """A kind's fork hooks (`ForkHooks.start`, `ForkHooks.input`) cannot start from this
+    point: answered as 422 `code`, naming `field` of the fork request (`from.snapshot`,
+    `decision`, ...)."""
 
     def __init__(self, message: str, *, field: str, code: str = "fork_not_supported") -> None:
         super().__init__(message)
@@ -89,7 +91,7 @@ class ForkRefused(Exception):
 
 @dataclass(frozen=True)
 class StartCheck:
-    """What a kind's `start_check` hook sees of a run about to start (`POST /runs`, a fork):
+    """What a kind's `ApiHooks.start_check` sees of a run about to start (`POST /runs`, a fork):
     its validated `input` (the kind's input model), the caller (`user`: `.name`, `.role`,
     `.is_service`), the API's `settings` and the caller's database connection (`conn`:
     row-level security applies to what it reads)."""
@@ -102,7 +104,7 @@ class StartCheck:
 
 @dataclass(frozen=True)
 class ViewContext:
-    """What a kind's `view` hook reads a run's view from: the caller's database connection
+    """What a kind's `ApiHooks.view` reads a run's view from: the caller's database connection
     and the run's row (`waystation.persistence.models.RunRow`)."""
 
     conn: Any
@@ -129,7 +131,7 @@ class KindRetention:
 
 @dataclass(frozen=True)
 class ConsolePage:
-    """A page of a kind's own in the console (`RunKind.console_pages`): `#/<name>` in the
+    """A page of a kind's own in the console (`ConsoleHooks.pages`): `#/<name>` in the
     address bar, `title` in the navigation, `module` a JavaScript file (a path in the kind's
     package) served as `/console/static/kinds/<kind>/<name>.js`, whose exported
     `mount(main, session)` fills the page and may return a cleanup function."""
@@ -141,7 +143,7 @@ class ConsolePage:
 
 @dataclass(frozen=True)
 class RunResource:
-    """A resource of a run on the MCP endpoint that a kind adds (`RunKind.mcp_run_resources`):
+    """A resource of a run on the MCP endpoint that a kind adds (`ApiHooks.mcp_run_resources`):
     `waystation://runs/{run_id}<part>` (`part` such as `/graph`), read by `read(conn, run)`
     (the caller's connection, the visible run's row) as a JSON-able value; it may raise
     `ApiError` (404 when the run has no such thing)."""
@@ -153,8 +155,26 @@ class RunResource:
 
 
 @dataclass(frozen=True)
+class RunListFilter:
+    """A filter of the runs list a kind adds (`ApiHooks.run_filters`): `GET /runs?<name>=...`
+    (a value matching `pattern`, at most `max_length` long, else 422 naming `query.<name>`)
+    and a field of the console's runs page (`label`, `placeholder`). `runs` is a query of the
+    kind's own tables selecting the ids of the runs the value keeps, the value as `$1` (its
+    only parameter): the list reads `runs.id IN (<runs>)` with the caller's row-level
+    security, so a kind's column never joins the core's `runs` table."""
+
+    name: str
+    label: str
+    description: str
+    runs: str
+    pattern: str | None = None
+    max_length: int = 200
+    placeholder: str = ""
+
+
+@dataclass(frozen=True)
 class CliCommand:
-    """A `waystation` subcommand of a kind's own (`RunKind.cli_commands`), such as the mobile
+    """A `waystation` subcommand of a kind's own (`CliHooks.commands`), such as the mobile
     kind's `waystation simulator list`. `configure(parser)` adds its arguments (or
     subcommands) to its `argparse` parser; `run(settings, args)` does it and returns the exit
     status. The CLI refuses a name one of its own commands or another kind already has."""
@@ -167,7 +187,7 @@ class CliCommand:
 
 @dataclass(frozen=True)
 class KindDemo:
-    """What `waystation demo --kind <name>` starts on a running stack (`RunKind.demo`):
+    """What `waystation demo --kind <name>` starts on a running stack (`CliHooks.demo`):
     `input` is the `POST /runs` input. The CLI follows the run's event stream to its first
     gate and prints how to decide it; `follow(session, run_id)` replaces that walk (the
     agent kind converses first) and returns the run's view when it asks a human, and
@@ -182,18 +202,19 @@ class KindDemo:
 
 @dataclass(frozen=True)
 class KindMessages:
-    """A kind whose runs take follow-up messages (a conversation: what `RunKind.messages`
+    """A kind whose runs take follow-up messages (a conversation: what `ApiHooks.messages`
     returns). The REST API, AG-UI, A2A and MCP send a message, read the conversation and tell
     whether a run waits for one through these, for a run of any kind that has them.
 
     - `send`: `async (conn, temporal, user, run, request, *, idempotency_key=None) ->
       waystation.api.schemas.MessageAccepted`, the one service function that sends the next message
-      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its `waystation.persistence.models.RunRow`),
-      as `user` over the caller's connection; it refuses with `ApiError` (409 when the run
-      does not wait for one).
-    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the conversation
-      so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages `waystation.contracts.events`'
-      `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user and agent messages).
+      (`request`: an `waystation.api.schemas.MessageRequest`) to the run (its
+      `waystation.persistence.models.RunRow`), as `user` over the caller's connection; it refuses
+      with `ApiError` (409 when the run does not wait for one).
+    - `transcript`: `async (conn, run, query) -> waystation.api.schemas.MessagePage`, the
+      conversation so far (`query`: an `waystation.api.queries.TranscriptQuery`), its messages
+      `waystation.contracts.events`' `MESSAGE_RECEIVED` and `AGENT_ANSWERED` (AG-UI's and A2A's user
+      and agent messages).
     - `waiting`: `(run) -> bool`, whether the run (its `waystation.api.schemas.RunView`: `status`,
       `pending_checkpoint`, ...) waits for a message now.
 
@@ -225,7 +246,7 @@ class KindAgents:
 
 @dataclass(frozen=True)
 class WorkerSetup:
-    """What a kind's `configure_worker` hook configures a worker process from: its `settings`
+    """What a kind's `WorkerHooks.configure` configures a worker process from: its `settings`
     (`waystation.settings.Settings`) and the `meter` its model calls are counted on
     (`waystation.activities.agents.metered.ModelMeter`: `waystation_model_*`)."""
 
@@ -237,79 +258,168 @@ def _no_activities(deps: Any) -> Sequence[Callable[..., Any]]:
     return ()
 
 
+# --- what a kind adds, grouped by concern ------------------------------------------------
+#
+# Every hook is optional, and the core calls it for every registered kind (never naming a
+# kind itself), through the registry (`waystation.registry.Registry`): its methods read a hook
+# of every kind at once (`routers()`, `migration_folders()`, ...), and `registry.kind(name)`
+# gives one kind's groups. A hook given as a callable (`routers`, `mcp_tools`, ...) is called
+# only by the process that needs it, so a worker never imports the API.
+
+
+@dataclass(frozen=True)
+class ApiHooks:
+    """What the API serves for a kind (`RunKind.api`).
+
+    - `routers`: `() -> [APIRouter]`, the kind's own routes (`/jobs`, ...); they get the API's
+      error responses and auth.
+    - `start_check`: `async (StartCheck) -> None`, run before a run of the kind is written
+      (`POST /runs`, a fork); refuses by raising `waystation.sdk.ApiError` (the API's one
+      error shape: status, code, message, details).
+    - `view`: `async (ViewContext) -> dict`, fields of `GET /runs/{id}`'s answer the kind
+      fills in (a batch job's cost and tokens are counted on its items), or adds (a mobile
+      run's `app_package`, from its own table).
+    - `run_filters`: filters of `GET /runs`, MCP's `list_runs` and the console's runs page the
+      kind adds (`RunListFilter`), over its own tables.
+    - `messages`: `() -> KindMessages`, for a kind whose runs take follow-up messages: how to
+      send one, read the conversation, tell that a run waits for one (REST, AG-UI, A2A and MCP
+      call them).
+    - `mcp_tools`: `() -> [ToolSpec]`, the kind's own MCP tools
+      (`waystation.api.protocols.mcp.mapping.ToolSpec`s, listed after the core's).
+    - `mcp_run_resources`: `() -> [RunResource]`, resources of a run the kind adds on the MCP
+      endpoint.
+    """
+
+    routers: Callable[[], Sequence[Any]] | None = None
+    start_check: Callable[[StartCheck], Awaitable[None]] | None = None
+    view: Callable[[ViewContext], Awaitable[dict[str, Any]]] | None = None
+    messages: Callable[[], KindMessages] | None = None
+    mcp_tools: Callable[[], Sequence[Any]] | None = None
+    mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
+    run_filters: Sequence[RunListFilter] = ()
+
+
+@dataclass(frozen=True)
+class ConsoleHooks:
+    """What the web console shows of a kind (`RunKind.console`).
+
+    - `module`: a JavaScript module file (a path or `importlib.resources` Traversable in the
+      kind's package) the console loads for a run of the kind (served as
+      `/console/static/kinds/<name>.js`; it imports the console's modules as `../dom.js`, ...)
+      and calls its exported `mount(slot, run, {onChange})`, which may return a cleanup
+      function.
+    - `pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
+    """
+
+    module: Any = None
+    pages: Sequence[ConsolePage] = ()
+
+
+@dataclass(frozen=True)
+class WorkerHooks:
+    """What a worker process runs and sets up for a kind (`RunKind.worker`).
+
+    - `activities`: `(WorkerDeps) -> [callable]`, the activity callables the kind's workflow
+      calls (the shared read-model activity is always registered).
+    - `deps`: `(settings) -> object`, the kind's own dependencies, built once per worker from
+      its `Settings`; its `activities` factory reads them as `deps.of(kind_name)`.
+    - `configure`: `(WorkerSetup) -> None`, called once in a worker process before it starts
+      (its model configuration, its model calls' accounting), not in the API.
+    - `offline_answers`: task name -> `(context, feedback, rng) -> pydantic model`, the offline
+      agent backend's typed answers to the kind's tasks, each annotated with the model it
+      returns and given only to a request asking for that model's schema (any other request
+      gets a value matching its own output schema, or a short text).
+    """
+
+    activities: Callable[[Any], Sequence[Callable[..., Any]]] = _no_activities
+    deps: Callable[[Any], Any] | None = None
+    configure: Callable[[WorkerSetup], None] | None = None
+    offline_answers: Mapping[str, Callable[..., BaseModel]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataHooks:
+    """The kind's own tables and what is read from or swept out of them (`RunKind.data`).
+
+    - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
+      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate`
+      in one global order with the core's and every other kind's (a version is taken once across
+      all folders), once each, with the same checksums. The first line of a migration that
+      stands for core files of before the kinds owned their tables names them (`-- replaces:
+      004 052`): a database those files reached records it as applied without running it
+      (`waystation.persistence.before_the_move`).
+    - `retention`: a `KindRetention`, the kind's rows in the retention sweep's archive and
+      deletion.
+    - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
+      `GET /metrics`, read in the same read-only transaction as the core's.
+    """
+
+    migrations: Any = None
+    retention: KindRetention | None = None
+    metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
+
+
+@dataclass(frozen=True)
+class ForkHooks:
+    """How a run of the kind starts from another's snapshot, `POST /runs/{id}/fork`
+    (`RunKind.forks`).
+
+    - `start`: given the new run (its `RunStart`: the source's input, or the fork's) and the
+      `ForkPoint`, the workflow's argument for a run that carries on from that snapshot; it
+      may raise `ForkRefused`. None: the kind cannot fork, and a fork answers 422
+      `fork_not_supported` with `refusal` as the why.
+    - `input`: `async (ForkSource) -> input model`, the fork's input, for a kind whose fork is
+      more than the source's input with the request's `input` fields replaced (a batch fork
+      reads the chosen items and their earlier outputs from the database); it may raise
+      `ForkRefused`. None: that replacement.
+    - `refusal`: why a kind without `start` cannot fork.
+    """
+
+    start: Callable[[RunStart, ForkPoint], BaseModel] | None = None
+    input: Callable[[ForkSource], Awaitable[BaseModel]] | None = None
+    refusal: str = "this kind cannot start from another run's snapshot"
+
+
+@dataclass(frozen=True)
+class CliHooks:
+    """What the `waystation` command offers for a kind (`RunKind.cli`).
+
+    - `commands`: `waystation` subcommands of the kind's own (`CliCommand`).
+    - `demo`: what `waystation demo --kind <name>` starts and follows (`KindDemo`); the CLI's
+      default demo is the first registered kind that has one.
+    """
+
+    commands: Sequence[CliCommand] = ()
+    demo: KindDemo | None = None
+
+
 @dataclass(frozen=True)
 class RunKind:
-    """A kind of run.
+    """A kind of run: what it is, then what it adds, grouped by concern.
+
+    What it is:
 
     - `name`: what `POST /runs` takes as `kind` (lower case, digits, underscores).
     - `workflow`: the `@workflow.defn` class; it should inherit `waystation.sdk.RunWorkflow`.
     - `input_model`: the pydantic model of the request's `input` (refuse unknown fields).
     - `workflow_id_prefix`: the run's workflow id is this plus the run id.
-    - `activities`: given the worker's `waystation.sdk.WorkerDeps`, the activity callables
-      the workflow calls (the shared read-model activity is always registered).
     - `summary` / `details`: the Web UI's summary and details of a run.
     - `build_input`: the workflow's argument; by default the workflow's argument model built
       from `run_id`, `owner` and `input`.
     - `task_timeout`: a workflow task timeout other than Temporal's default.
+    - `description`: one line for `GET /run-kinds`, the A2A card and MCP.
     - `gate_policy`: default rules for its runs' gates, by checkpoint name or `*` (who
       decides, quorum, typed answers, reminders, escalation); a run's own rules override them.
-    - `fork`: given the new run (its `RunStart`: the source's input, or the fork request's)
-      and the `ForkPoint`, the workflow's argument for a run that carries on from that
-      snapshot; it may raise `ForkRefused`. None: the kind cannot fork, and
-      `POST /runs/{id}/fork` answers 422 `fork_not_supported` with `fork_refusal` as the why.
-    - `fork_input`: the fork's input (the kind's input model), for a kind whose fork is more
-      than the source's input with the request's `input` fields replaced (a batch fork reads
-      the chosen items and their earlier outputs from the database); it may raise
-      `ForkRefused`. None: that replacement.
-
-    What a kind adds beyond a workflow (every hook optional; the core calls it for every
-    registered kind and never names a kind itself):
-
-    - `routers`: the FastAPI routers of the kind's own routes (`/jobs`, ...), as a callable
-      so a worker never imports the API; they get the API's error responses and auth.
-    - `migrations`: a folder (a `pathlib.Path` or `importlib.resources` Traversable) of
-      `NNN_name.sql` files for the kind's own tables, applied by `waystation.persistence.migrate` in one
-      global order with the core's (a version is taken once across all folders), once each,
-      with the same checksums; a kind moved out of the core keeps its already-applied files
-      in `persistence/migrations/`.
-    - `start_check`: `async (StartCheck) -> None`, run before a run of the kind is written
-      (`POST /runs`, a fork); refuses by raising `waystation.sdk.ApiError` (the API's one
-      error shape: status, code, message, details).
-    - `view`: `async (ViewContext) -> dict`, fields of `GET /runs/{id}`'s answer the kind
-      fills in (a batch job's cost and tokens are counted on its items).
-    - `worker_deps`: `(settings) -> object`, the kind's own dependencies, built once per
-      worker from its `Settings`; its `activities` factory reads them as
-      `deps.of(kind_name)`.
-    - `console_module`: a JavaScript module file (a path in the kind's package) the console
-      loads for a run of the kind (served as `/console/static/kinds/<name>.js`; it imports the
-      console's modules as `../dom.js`, ...) and calls its exported
-      `mount(slot, run, {onChange})`, which may return a cleanup function.
-    - `metrics`: `async (conn) -> [prometheus Metric]`, the kind's read-model figures for
-      `GET /metrics`, read in the same read-only transaction as the core's.
-    - `retention`: a `KindRetention`, the kind's rows in the sweep's archive and deletion.
-    - `mcp_run_resources`: resources of a run the kind adds on the MCP endpoint
-      (`RunResource`s), as a callable so a worker never imports the API.
-    - `console_pages`: pages of the kind's own in the console's navigation (`ConsolePage`).
-    - `mcp_tools`: the kind's own MCP tools (`waystation.api.protocols.mcp.mapping.ToolSpec`s, listed
-      after the core's), as a callable so a worker never imports the API.
     - `settings`: the kind's own settings, a pydantic-settings `BaseSettings` whose fields'
-      `validation_alias`es name the environment variables it reads; its hooks read them from
+      `validation_alias`es name the environment variables it reads; any hook reads them from
       the core's settings as `settings.of(MySettings)`, and the API and the worker read them
       when they start, so a bad value stops them naming the variable.
-    - `cli_commands`: `waystation` subcommands of the kind's own (`CliCommand`).
-    - `demo`: what `waystation demo --kind <name>` starts and follows (`KindDemo`); the CLI's
-      default demo is the first registered kind that has one.
-    - `messages`: for a kind whose runs take follow-up messages, its `KindMessages` (how to
-      send one, read the conversation, tell that a run waits for one: REST, AG-UI, A2A and
-      MCP call them), as a callable so a worker never imports the API.
     - `agents`: a `KindAgents` for a kind whose runs carry agents registered by name (the
       `waystation.agents` entry points, `AGENTS` of `WAYSTATION_PLUGINS` modules).
-    - `configure_worker`: `(WorkerSetup) -> None`, called once in a worker process before it
-      starts (its model configuration, its model calls' accounting), not in the API.
-    - `offline_answers`: task name -> `(context, feedback, rng) -> pydantic model`, the
-      offline agent backend's typed answers to the kind's tasks, each annotated with the model
-      it returns and given only to a request asking for that model's schema (any other request
-      gets a value matching its own output schema, or a short text).
+
+    What it adds (each group documented where it is defined above): `api` (`ApiHooks`),
+    `console` (`ConsoleHooks`), `worker` (`WorkerHooks`: its activities too), `data`
+    (`DataHooks`), `forks` (`ForkHooks`), `cli` (`CliHooks`).
     """
 
     name: str
@@ -318,32 +428,18 @@ class RunKind:
     workflow_id_prefix: str
     summary: Callable[[RunStart], str]
     details: Callable[[RunStart], str] | None = None
-    activities: Callable[[Any], Sequence[Callable[..., Any]]] = _no_activities
     build_input: Callable[[RunStart], BaseModel] | None = None
     task_timeout: timedelta | None = None
     description: str = ""
     gate_policy: GatePolicies = field(default_factory=dict)
-    fork: Callable[[RunStart, ForkPoint], BaseModel] | None = None
-    fork_refusal: str = "this kind cannot start from another run's snapshot"
-    fork_input: Callable[[ForkSource], Awaitable[BaseModel]] | None = None
-    routers: Callable[[], Sequence[Any]] | None = None
-    migrations: Any = None
-    start_check: Callable[[StartCheck], Awaitable[None]] | None = None
-    view: Callable[[ViewContext], Awaitable[dict[str, Any]]] | None = None
-    worker_deps: Callable[[Any], Any] | None = None
-    console_module: Any = None
-    metrics: Callable[[Any], Awaitable[Sequence[Any]]] | None = None
-    retention: KindRetention | None = None
-    mcp_tools: Callable[[], Sequence[Any]] | None = None
-    console_pages: Sequence[ConsolePage] = ()
-    mcp_run_resources: Callable[[], Sequence[RunResource]] | None = None
     settings: type[BaseModel] | None = None
-    cli_commands: Sequence[CliCommand] = ()
-    demo: KindDemo | None = None
-    messages: Callable[[], KindMessages] | None = None
     agents: KindAgents | None = None
-    configure_worker: Callable[[WorkerSetup], None] | None = None
-    offline_answers: Mapping[str, Callable[..., BaseModel]] = field(default_factory=dict)
+    api: ApiHooks = field(default_factory=ApiHooks)
+    console: ConsoleHooks = field(default_factory=ConsoleHooks)
+    worker: WorkerHooks = field(default_factory=WorkerHooks)
+    data: DataHooks = field(default_factory=DataHooks)
+    forks: ForkHooks = field(default_factory=ForkHooks)
+    cli: CliHooks = field(default_factory=CliHooks)
 
     def workflow_id(self, run_id: object) -> str:
         return f"{self.workflow_id_prefix}{run_id}"

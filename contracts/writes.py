@@ -1,8 +1,8 @@
 """What a run writes to the read model, as one model applied in one transaction.
 
 Workflows describe a write (events, the run's visible state, a snapshot, a gate opening or
-closing) and the recorder activity applies it (waystation.persistence.writes.apply_write). Every part is
-idempotent: events by key, snapshots by ordinal, gates by the id the workflow chose, the run
+closing) and the recorder activity applies it (waystation.persistence.writes.apply_write). Every
+part is idempotent: events by key, snapshots by ordinal, gates by the id the workflow chose, the run
 row by refusing to leave a terminal status.
 """
 

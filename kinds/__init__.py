@@ -1,8 +1,8 @@
 """The built-in run kinds, each one package shaped like an outside plug-in (see
 docs/architecture.md): its workflow, models, activities, descriptor, routes, queries,
 migrations and console module. They are registered through the `waystation.run_kinds` entry
-point of the root `pyproject.toml` (`builtin = "waystation.kinds:builtin_kinds"`), as a plug-in is; the
-core imports none of them.
+point of the root `pyproject.toml` (`builtin = "waystation.kinds:builtin_kinds"`), as a plug-in is;
+the core imports none of them.
 """
 
 from __future__ import annotations

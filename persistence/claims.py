@@ -8,8 +8,8 @@ row-level security, own a table or change the schema (migration 070): only the o
 migrates, may (waystation.database.login_url gives each process its login). The claims are
 set when a connection is
 borrowed and cleared by the pool's `RESET ALL` when it goes back (an API-role pool resets
-every connection it gets back; see waystation.persistence.db create_pool), so a connection never carries
-one request's claims into the next. They are not transaction-local: a request commits
+every connection it gets back; see waystation.persistence.db create_pool), so a connection never
+carries one request's claims into the next. They are not transaction-local: a request commits
 its writes before it calls Temporal (a run's row must exist when its workflow starts), so a
 request is not one transaction.
 """

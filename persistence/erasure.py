@@ -1,5 +1,6 @@
 """Repository functions for erasing one user's personal rows beyond their runs (their runs go
-through waystation.persistence.retention): access ends at the request, the rest after the grace period.
+through waystation.persistence.retention): access ends at the request, the rest after the grace
+period.
 
 What erasure means for each kind of row: what is only the user's (contact address, decision
 links, group memberships, API keys, console sessions and codes, their own webhooks and what

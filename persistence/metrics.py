@@ -38,7 +38,7 @@ class ReadModelFigures(BaseModel):
     runs: list[RunCount]
     pending_gates: list[PendingGates]
     decision_latency: list[LatencyBucket]
-    # The kinds' own figures (`RunKind.metrics`): Prometheus metric families, as they are.
+    # The kinds' own figures (`DataHooks.metrics`): Prometheus metric families, as they are.
     kind_metrics: list[Any] = []
     # Time to decide by kind and gate, from the daily roll-ups (migration 075).
     time_to_decide: list[GateHistogram] = []

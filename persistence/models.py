@@ -54,8 +54,6 @@ class RunRow(Row):
     cost_usd: Usd = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
-    # A mobile run's app (migration 050).
-    app_package: str | None = None
     # Where a forked run came from: run_id, snapshot, checkpoint, decision (migration 058).
     forked_from: dict[str, Any] | None = None
     # Hidden runs (erased_at, migration 020), and who hid one to be restorable (051).

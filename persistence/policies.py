@@ -9,7 +9,12 @@ from uuid import UUID
 
 import asyncpg
 
-from waystation.contracts.decision_policies import PolicyDecision, PolicyMode, PolicyRun, PolicyVerdict
+from waystation.contracts.decision_policies import (
+    PolicyDecision,
+    PolicyMode,
+    PolicyRun,
+    PolicyVerdict,
+)
 from waystation.persistence.models import Row
 from waystation.persistence.queries import sql
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -19,6 +21,8 @@ CreateOutcome = Literal["created", "replayed", "in_progress"]
 # The in-progress run a name conflicted with may end before it is read; the insert is then
 # tried again (the name is free), a few times at most.
 NAMED_INSERT_ATTEMPTS = 3
+# A kind's run filter's one parameter (the registry refuses any other).
+KIND_PARAMETER = re.compile(r"\$1\b")
 
 
 class RunIdTaken(Conflict):
@@ -88,12 +92,20 @@ async def list_runs(
     conn: asyncpg.Connection, *, owner: str | None, kind: str | None, status: str | None,
     awaiting_human: bool | None, limit: int, before: tuple[datetime, UUID] | None,
     project_id: str | None = None, search: str | None = None, group_id: UUID | None = None,
-    app_package: str | None = None, stale_after: int | None = None, hidden: bool = False,
+    stale_after: int | None = None, hidden: bool = False,
+    kind_filters: Sequence[tuple[str, str]] = (),
 ) -> list[RunRow]:
+    """A page of runs; `kind_filters` are (a kind's query of the run ids a value keeps, with
+    the value as `$1`: `RunListFilter.runs`, the value), each a condition on `runs.id`."""
     created_at, run_id = before if before else (None, None)
-    records = await conn.fetch(sql("list_runs"), owner, kind, status, awaiting_human, limit,
-                               created_at, run_id, project_id, search, group_id, app_package,
-                               stale_after, hidden)
+    first = 13  # the first parameter after list_runs' own
+    conditions = "".join(
+        f" AND id IN ({KIND_PARAMETER.sub(f'${first + i}', query.strip().rstrip(';'))})"
+        for i, (query, _) in enumerate(kind_filters))
+    records = await conn.fetch(sql("list_runs").replace("/* KIND_FILTERS */", conditions),
+                               owner, kind, status, awaiting_human, limit, created_at, run_id,
+                               project_id, search, group_id, stale_after, hidden,
+                               *(value for _, value in kind_filters))
     return [RunRow.from_record(r) for r in records]
 
 

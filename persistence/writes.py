@@ -1,4 +1,5 @@
-"""Applies a run's write (waystation.contracts.writes.ReadModelWrite) to the read model in one transaction.
+"""Applies a run's write (waystation.contracts.writes.ReadModelWrite) to the read model in one
+transaction.
 
 Every part is idempotent: events by key, snapshots by ordinal, gates by the id the workflow
 chose, the run row by refusing to leave a terminal status. So a retried activity or a

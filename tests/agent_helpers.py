@@ -14,14 +14,14 @@ import asyncpg
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from tests.helpers import eventually
+from tests.openai_stub import CallTool, Reply
 from waystation.kinds.agent.kind import AGENT
 from waystation.kinds.agent.models import AgentInput, AgentRunInput, MessageInput
 from waystation.kinds.agent.workflow import AgentRun
 from waystation.persistence import events as events_repo
 from waystation.persistence import runs as runs_repo
 from waystation.persistence.runs import create_run
-from tests.helpers import eventually
-from tests.openai_stub import CallTool, Reply
 from waystation.workflows.gate_rules import DecisionInput
 
 SEARCH = "Hi, I need a wedding venue in Bangalore for 200 guests, rustic style"

@@ -26,11 +26,11 @@ import schemathesis
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.openai_stub import OpenAIStub
+from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.activities.agents import backend_named
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
-from tests.openai_stub import OpenAIStub
-from tests.smtp_mailbox import mailbox  # noqa: F401 - the SMTP server fixture
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import DEV_SERVER_ARGS, create_database, installed_binary
 from waystation.worker import build_worker

@@ -1,6 +1,6 @@
 """Helpers shared by the console tests and benchmark: sign-in links, and read-model rows
-written the way a workflow writes them (waystation.persistence.writes), for states a test wants to be in
-at once (a gate with a typed answer, a thousand pending decisions, a busy event stream)."""
+written the way a workflow writes them (waystation.persistence.writes), for states a test wants to
+be in at once (a gate with a typed answer, a thousand pending decisions, a busy event stream)."""
 
 from __future__ import annotations
 

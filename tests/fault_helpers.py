@@ -20,8 +20,8 @@ import httpx
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from waystation.api.auth import issue_token
 from tests.sse_client import SseEvent, sse_events
+from waystation.api.auth import issue_token
 from waystation.devstack import find_temporal_binary, temporal_argv
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER

@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from waystation.activities.agents.schema_example import example_for
 from tests.fault_helpers import free_port
 from tests.helpers import eventually
+from waystation.activities.agents.schema_example import example_for
 
 
 @dataclass

@@ -58,8 +58,8 @@ def apply_flags_to_env(args: argparse.Namespace) -> None:
 
 
 def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
-    """The CLI's own commands, then the kinds' (`RunKind.cli_commands`) and the demos of
-    `kinds` (`RunKind.demo`)."""
+    """The CLI's own commands, then the kinds' (`CliHooks.commands`) and the demos of
+    `kinds` (`CliHooks.demo`)."""
     common = _common_flags()
     parser = argparse.ArgumentParser(prog="waystation", description=__doc__, parents=[common])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -114,7 +114,7 @@ def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
     runs.add_argument("--by-version", action="store_true", required=True,
                       help="grouped by the code that started them")
     runs.add_argument("--query", help="a visibility filter ANDed to the selection")
-    demos = {name: r.kind.demo for name, r in kinds.items() if r.kind.demo is not None}
+    demos = {name: r.kind.cli.demo for name, r in kinds.items() if r.kind.cli.demo is not None}
     demo = sub.add_parser("demo", parents=[common],
                           help="start a demo run on a running stack and show it to its first gate")
     demo.add_argument("--kind", choices=list(demos), default=next(iter(demos), None),
@@ -122,7 +122,7 @@ def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
     demo.add_argument("--api", help="API base URL (default from settings)")
     demo.add_argument("--token", help="bearer token (default: a dev token for user `dev`)")
     for name, registered in kinds.items():
-        for command in registered.kind.cli_commands:
+        for command in registered.kind.cli.commands:
             if command.name in sub.choices:
                 raise PluginError(f"{registered.source}: kind {name!r}'s command "
                                   f"{command.name!r} is taken")

@@ -1,5 +1,5 @@
 """`waystation demo`: start a kind's demo run on a running stack, follow it live to its first
-gate, and print how to decide it (a kind says what its demo starts: `RunKind.demo`)."""
+gate, and print how to decide it (a kind says what its demo starts: `CliHooks.demo`)."""
 
 from __future__ import annotations
 
@@ -98,14 +98,15 @@ def run_demo(settings: Settings, kind: RunKind, *, api: str | None, token: str |
     from waystation.api.auth import issue_token
     from waystation.devstack import read_state
 
-    assert kind.demo is not None
+    demo = kind.cli.demo
+    assert demo is not None
     # The URLs of the stack `waystation up` runs from this data folder, whatever ports it was
     # given (--api-port, --ui-port); else the settings'.
     stack = read_state(settings.data_path) or {}
     urls = stack.get("urls", {}) if stack.get("status") == "up" else {}
     api = (api or urls.get("api") or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
     token = token or issue_token(settings.jwt_secret, "dev")
-    body = {"kind": kind.name, "input": dict(kind.demo.input)}
+    body = {"kind": kind.name, "input": dict(demo.input)}
 
     with httpx.Client(timeout=10.0, headers={"Authorization": f"Bearer {token}"}) as http:
         session = DemoSession(http=http, api=api, token=token)
@@ -119,7 +120,7 @@ def run_demo(settings: Settings, kind: RunKind, *, api: str | None, token: str |
             return 1
         run_id = response.json()["run_id"]
         print(f"started run {run_id}; its events until it asks a human:", flush=True)
-        follow = kind.demo.follow
+        follow = demo.follow
         run = follow(session, run_id) if follow else session.follow(run_id)
 
     ns = settings.temporal_namespace
@@ -144,6 +145,6 @@ def run_demo(settings: Settings, kind: RunKind, *, api: str | None, token: str |
     print("Decide it with:")
     print(session.curl("POST", f"/runs/{run_id}/decisions/{checkpoint}",
                        {"decision": "approve", "feedback": "looks good"}))
-    for line in kind.demo.hints(session, run) if kind.demo.hints else ():
+    for line in demo.hints(session, run) if demo.hints else ():
         print(line)
     return 0

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -36,9 +37,12 @@ from waystation.contracts.kinds import (
     ConsolePage,
     KindAgents,
     KindMessages,
+    KindRetention,
     PluginError,
     RunKind,
+    RunListFilter,
     RunResource,
+    WorkerSetup,
 )
 from waystation.workflows.definitions import is_workflow_class, workflow_type
 
@@ -48,6 +52,7 @@ AGENTS_GROUP = "waystation.agents"
 DISTRIBUTION = "waystation"  # whose entry points are the built-ins
 CONSOLE_PAGES_TAKEN = frozenset({"runs"})  # the console's own pages besides the inbox
 BUILTIN_BACKENDS = ("offline", "noop", "openai")
+RUN_FILTER_PARAMETER = re.compile(r"\$(\d+)")
 
 BackendFactory = Callable[[Any], AgentBackend]
 __all__ = ["PluginError", "Registered", "Registry", "load_registry"]
@@ -89,50 +94,82 @@ class Registry:
         for keeper in keepers:
             keeper.register(name, agent, source)
 
-    def messages(self, kind: str) -> KindMessages | None:
-        """The kind's follow-up messages (`RunKind.messages`), None when its runs take none."""
-        hook = self.kinds[kind].kind.messages if kind in self.kinds else None
-        return hook() if hook is not None else None
-
-    def offline_answers(self) -> dict[str, OfflineAnswer]:
-        """Every kind's typed offline answers by task name (`RunKind.offline_answers`); the
-        kind registered first answers a task two of them name."""
-        answers: dict[str, OfflineAnswer] = {}
-        for r in self.kinds.values():
-            for task, answer in r.kind.offline_answers.items():
-                answers.setdefault(task, answer)
-        return answers
+    # --- the kinds' hooks (contracts/kinds.py): the one way the core reads them. A hook of
+    # every kind at once is a method here; one kind's hooks are `kind(name)`'s groups.
 
     def workflows(self) -> list[type]:
         return [r.kind.workflow for r in self.kinds.values()]
 
-    def routers(self) -> list[Any]:
-        """Every kind's own API routers (`RunKind.routers`), in registration order."""
-        return [router for r in self.kinds.values() if r.kind.routers is not None
-                for router in r.kind.routers()]
+    def messages(self, kind: str) -> KindMessages | None:
+        """The kind's follow-up messages (`ApiHooks.messages`), None when its runs take none."""
+        hook = self.kinds[kind].kind.api.messages if kind in self.kinds else None
+        return hook() if hook is not None else None
 
-    def migration_folders(self) -> list[Any]:
-        """Every kind's own migrations folder (`RunKind.migrations`)."""
-        return [r.kind.migrations for r in self.kinds.values() if r.kind.migrations is not None]
+    def routers(self) -> list[Any]:
+        """Every kind's own API routers (`ApiHooks.routers`), in registration order."""
+        return [router for r in self.kinds.values() if r.kind.api.routers is not None
+                for router in r.kind.api.routers()]
+
+    def run_filters(self) -> list[RunListFilter]:
+        """Every kind's own filters of the runs list (`ApiHooks.run_filters`)."""
+        return [f for r in self.kinds.values() for f in r.kind.api.run_filters]
 
     def mcp_tools(self) -> list[Any]:
-        """Every kind's own MCP tools (`RunKind.mcp_tools`), in registration order."""
-        return [tool for r in self.kinds.values() if r.kind.mcp_tools is not None
-                for tool in r.kind.mcp_tools()]
+        """Every kind's own MCP tools (`ApiHooks.mcp_tools`), in registration order."""
+        return [tool for r in self.kinds.values() if r.kind.api.mcp_tools is not None
+                for tool in r.kind.api.mcp_tools()]
 
     def mcp_run_resources(self) -> list[RunResource]:
-        """Every kind's own MCP run resources (`RunKind.mcp_run_resources`)."""
-        return [resource for r in self.kinds.values() if r.kind.mcp_run_resources is not None
-                for resource in r.kind.mcp_run_resources()]
+        """Every kind's own MCP run resources (`ApiHooks.mcp_run_resources`)."""
+        return [resource for r in self.kinds.values() if r.kind.api.mcp_run_resources is not None
+                for resource in r.kind.api.mcp_run_resources()]
 
     def console_pages(self) -> list[tuple[str, ConsolePage]]:
-        """(kind name, page) of every kind's own console pages (`RunKind.console_pages`)."""
-        return [(name, page) for name, r in self.kinds.items() for page in r.kind.console_pages]
+        """(kind name, page) of every kind's own console pages (`ConsoleHooks.pages`)."""
+        return [(name, page) for name, r in self.kinds.items() for page in r.kind.console.pages]
 
     def console_modules(self) -> dict[str, Any]:
-        """Kind name to the JavaScript file of its console section (`RunKind.console_module`)."""
-        return {name: r.kind.console_module for name, r in self.kinds.items()
-                if r.kind.console_module is not None}
+        """Kind name to the JavaScript file of its console section (`ConsoleHooks.module`)."""
+        return {name: r.kind.console.module for name, r in self.kinds.items()
+                if r.kind.console.module is not None}
+
+    def activities(self, deps: Any) -> list[Callable[..., Any]]:
+        """Every kind's activities (`WorkerHooks.activities`), given the worker's deps."""
+        return [a for r in self.kinds.values() for a in r.kind.worker.activities(deps)]
+
+    def worker_deps(self, settings: Any) -> dict[str, Any]:
+        """Kind name to its own worker dependencies (`WorkerHooks.deps`), built now."""
+        return {name: r.kind.worker.deps(settings) for name, r in self.kinds.items()
+                if r.kind.worker.deps is not None}
+
+    def configure_worker(self, setup: WorkerSetup) -> None:
+        """Every kind's set-up of this worker process (`WorkerHooks.configure`)."""
+        for r in self.kinds.values():
+            if r.kind.worker.configure is not None:
+                r.kind.worker.configure(setup)
+
+    def offline_answers(self) -> dict[str, OfflineAnswer]:
+        """Every kind's typed offline answers by task name (`WorkerHooks.offline_answers`); the
+        kind registered first answers a task two of them name."""
+        answers: dict[str, OfflineAnswer] = {}
+        for r in self.kinds.values():
+            for task, answer in r.kind.worker.offline_answers.items():
+                answers.setdefault(task, answer)
+        return answers
+
+    def migration_folders(self) -> list[Any]:
+        """Every kind's own migrations folder (`DataHooks.migrations`)."""
+        return [r.kind.data.migrations for r in self.kinds.values()
+                if r.kind.data.migrations is not None]
+
+    def retention(self) -> list[KindRetention]:
+        """Every kind's share of the retention sweep (`DataHooks.retention`)."""
+        return [r.kind.data.retention for r in self.kinds.values()
+                if r.kind.data.retention is not None]
+
+    def metrics(self) -> list[Callable[[Any], Awaitable[Sequence[Any]]]]:
+        """Every kind's read-model figures for `/metrics` (`DataHooks.metrics`)."""
+        return [r.kind.data.metrics for r in self.kinds.values() if r.kind.data.metrics is not None]
 
     def check_settings(self, settings: Any) -> None:
         """Read every kind's own settings (`RunKind.settings`), so a bad value stops the API
@@ -171,8 +208,17 @@ class Registry:
                                               and issubclass(kind.settings, BaseSettings)):
             raise PluginError(f"{source}: kind {kind.name!r}: settings {kind.settings!r} is "
                               "not a pydantic-settings BaseSettings")
+        filters = {f.name for f in self.run_filters()}
+        for run_filter in kind.api.run_filters:
+            if not KIND_NAME.match(run_filter.name) or run_filter.name in filters:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter name "
+                                  f"{run_filter.name!r} is taken or not {KIND_NAME.pattern}")
+            if set(RUN_FILTER_PARAMETER.findall(run_filter.runs)) != {"1"}:
+                raise PluginError(f"{source}: kind {kind.name!r}: run filter "
+                                  f"{run_filter.name!r}'s query must take the value as $1, "
+                                  "its only parameter")
         pages = {page.name for _, page in self.console_pages()}
-        for page in kind.console_pages:
+        for page in kind.console.pages:
             if not KIND_NAME.match(page.name) or page.name in CONSOLE_PAGES_TAKEN | pages:
                 raise PluginError(f"{source}: kind {kind.name!r}: console page name "
                                   f"{page.name!r} is taken or not {KIND_NAME.pattern}")

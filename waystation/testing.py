@@ -45,10 +45,10 @@ from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
 from waystation.api.serving import server_config
+from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
-from waystation.engine_settings import DEV_SERVER_ARGS
 from waystation.registry import load_registry
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER

@@ -19,7 +19,12 @@ from waystation.activities.agents import AgentBackend, backend_named
 from waystation.activities.agents.metered import MeteredBackend, ModelMeter
 from waystation.activities.agents.offline import use_offline_answers
 from waystation.activities.artifacts import LocalArtifactStore
-from waystation.activities.channels import MailChannel, NotificationChannel, SlackChannel, WebhookChannel
+from waystation.activities.channels import (
+    MailChannel,
+    NotificationChannel,
+    SlackChannel,
+    WebhookChannel,
+)
 from waystation.activities.decision_mail import DecisionMailActivities, MailSettings
 from waystation.activities.decision_policies import DecisionPolicyActivities
 from waystation.activities.deltas import use_deltas
@@ -30,11 +35,11 @@ from waystation.activities.slack.channel import SlackActivities
 from waystation.activities.slack.web_api import SlackConfig
 from waystation.activities.webhooks import WebhookActivities
 from waystation.contracts.kinds import WorkerSetup
+from waystation.database import login_url
+from waystation.heap import startup_heap_frozen
 from waystation.persistence import events as events_repo
 from waystation.persistence.claims import WORKER_ROLE
 from waystation.persistence.db import create_pool
-from waystation.database import login_url
-from waystation.heap import startup_heap_frozen
 from waystation.registry import Registry, load_registry
 from waystation.retention_schedule import ensure_retention_schedule
 from waystation.sandboxing import SandboxEveryWorkflow
@@ -81,7 +86,7 @@ def build_worker(
     workflows in Temporal's sandbox too: see waystation/sandboxing.py.
     `webhook_private_networks` (default: WAYSTATION_WEBHOOK_PRIVATE_NETWORKS): see
     activities/webhook_targets.py. `settings` (default: from the environment) is what each
-    kind's `worker_deps` hook builds its own dependencies from, and Slack's configuration
+    kind's `WorkerHooks.deps` builds its own dependencies from, and Slack's configuration
     when `slack` is not given (`slack_config`)."""
     # WAYSTATION_SECRETS_KEY, each kind's own settings, and what the arguments leave unset
     settings = settings or Settings()
@@ -97,7 +102,7 @@ def build_worker(
     retention = RetentionActivities(
         pool, client, archive_dir=retention_archive_dir,
         store=LocalArtifactStore(artifact_dir) if artifact_dir else None,
-        kinds=[r.kind.retention for r in registry.kinds.values() if r.kind.retention])
+        kinds=registry.retention())
     webhooks = WebhookActivities(pool, settings.secrets_box,
                                  private_networks=webhook_private_networks,
                                  deliveries_per_workflow=settings.webhook_deliveries_per_workflow)
@@ -110,10 +115,8 @@ def build_worker(
     if slacker is not None:
         channels.append(SlackChannel(slacker))
     read_model = ReadModelActivities(pool, channels=channels)
-    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir, kinds={
-        r.kind.name: r.kind.worker_deps(settings)
-        for r in registry.kinds.values() if r.kind.worker_deps is not None},
-        read_model=read_model)
+    deps = WorkerDeps(pool=pool, backend=backend, artifact_dir=artifact_dir,
+                      kinds=registry.worker_deps(settings), read_model=read_model)
     shared: list[Callable[..., Any]] = [read_model.record, webhooks.pending,
         webhooks.deliver, webhooks.give_up, retention.purge_batch,
         DecisionPolicyActivities(pool).evaluate]
@@ -122,8 +125,7 @@ def build_worker(
     if slacker is not None:
         shared.append(slacker.sync)
     activities: dict[str, Callable[..., Any]] = {}
-    for function in [*shared,
-                     *(a for r in registry.kinds.values() for a in r.kind.activities(deps))]:
+    for function in [*shared, *registry.activities(deps)]:
         # Kinds may share an activity; each name is registered once.
         activities.setdefault(activity_name(function), function)
     return Worker(
@@ -192,9 +194,7 @@ async def run_worker(settings: Settings, registry: Registry) -> None:
         await events_repo.maintain_partitions(conn)
     meter = ModelMeter((runtime or Runtime.default()).metric_meter)
     backend = agent_backend(settings, registry, meter=meter)
-    for registered in registry.kinds.values():
-        if registered.kind.configure_worker is not None:
-            registered.kind.configure_worker(WorkerSetup(settings=settings, meter=meter))
+    registry.configure_worker(WorkerSetup(settings=settings, meter=meter))
     worker = build_worker(client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend, registry=registry,
                           max_cached_workflows=settings.worker_max_cached_workflows,

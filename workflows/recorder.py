@@ -4,8 +4,9 @@ Writes that need not be visible at once (a phase starting or completing, its sna
 *staged* and travel with the next write that must happen anyway: the first event of the next
 crew task (applied by that activity in the same transaction) or the next local activity. That
 spends one Temporal round trip where there would be three. Everything the recorder writes is
-idempotent (see waystation.persistence.writes), so a retried activity or a replay may apply it again.
-Event keys and snapshot ordinals come from workflow state, so a replay produces the same keys.
+idempotent (see waystation.persistence.writes), so a retried activity or a replay may apply it
+again. Event keys and snapshot ordinals come from workflow state, so a replay produces the same
+keys.
 """
 
 from __future__ import annotations

@@ -35,5 +35,6 @@ class PurgeBatchResult(BaseModel):
     runs_deleted: int
     artifacts_deleted: int
     archive: str | None  # the compressed JSONL file the batch was archived to, if any
-    # Users whose erasure was carried out (personal rows beyond their runs; waystation.persistence.erasure).
+    # Users whose erasure was carried out (personal rows beyond their runs;
+    # waystation.persistence.erasure).
     users_erased: int = 0

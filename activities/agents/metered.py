@@ -22,8 +22,8 @@ from waystation.activities.agents.base import (
 
 class ModelMeter:
     """The `waystation_model_*` counters: every model call a worker makes, the crews' through
-    the backend and the agent runs' through PydanticAI (waystation.kinds.agent.activities.metering), counted
-    here. One per runtime meter."""
+    the backend and the agent runs' through PydanticAI (waystation.kinds.agent.activities.metering),
+    counted here. One per runtime meter."""
 
     def __init__(self, meter: MetricMeter) -> None:
         self._calls = meter.create_counter(

@@ -3,7 +3,7 @@
 Output is derived from the request itself (its grounding, feedback, instructions) through a
 seeded generator, so the same request always yields the same answer, a replayed test is
 stable, and a demo reads like a real run. A task a registered kind answers itself
-(`RunKind.offline_answers`, given by the worker: the validation crew's tasks) gets that typed,
+(`WorkerHooks.offline_answers`, given by the worker: the validation crew's tasks) gets that typed,
 internally consistent answer when it asks for that answer's schema; any other task with an
 output schema gets a value matching it, and one without gets a short text answer.
 """

@@ -53,7 +53,8 @@ def field_path(error: jsonschema_rs.ValidationError) -> str:
 
 
 def validate_answer(value: dict[str, Any], schema: dict[str, Any]) -> None:
-    # Schemas come from users: no retrieval, no backtracking patterns (waystation.contracts.user_schemas).
+    # Schemas come from users: no retrieval, no backtracking patterns
+    # (waystation.contracts.user_schemas).
     error = next(user_schema_validator(schema).iter_errors(value), None)
     if error is not None:
         where = field_path(error)

@@ -3,8 +3,8 @@
 `waystation console-link` prints a one-time URL; GET /console/login spends its code for an
 HttpOnly session cookie and redirects to `/`, so the code never stays in the address bar or
 the history. With an identity provider configured (WAYSTATION_OIDC_ISSUER), /console/oidc/login
-and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same way: a
-session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
+and its callback sign in the OpenID Connect way instead (see waystation.api.oidc) and end the same
+way: a session cookie and a redirect to `/`. The console then calls the same JSON API as everybody
 else, with the cookie (and the CSRF token from /console/session on every change). These routes
 are browser plumbing, not part of the JSON API, so they stay out of the OpenAPI schema.
 """
@@ -23,7 +23,14 @@ from waystation.api.auth import SESSION_COOKIE, NewSession
 from waystation.api.console_schemas import ConsoleConfig, ConsoleSessionView
 from waystation.api.deps import AuthenticatorConn, Conn, CurrentUser, RegistryDep, SettingsDep
 from waystation.api.errors import ApiError
-from waystation.api.oidc import CALLBACK_PATH, FLOW_COOKIE, FLOW_PATH, FLOW_SECONDS, OidcClient, SignInFlow
+from waystation.api.oidc import (
+    CALLBACK_PATH,
+    FLOW_COOKIE,
+    FLOW_PATH,
+    FLOW_SECONDS,
+    OidcClient,
+    SignInFlow,
+)
 from waystation.api.services import console
 from waystation.settings import Settings
 
@@ -181,7 +188,7 @@ async def console_session(request: Request, user: CurrentUser, conn: Conn,
 
 @router.get(STATIC_PATH + "/kinds/{kind}/{page}.js")
 async def kind_page(kind: str, page: str, registry: RegistryDep) -> Response:
-    """A kind's console page (`RunKind.console_pages`), a JavaScript module served from the
+    """A kind's console page (`ConsoleHooks.pages`), a JavaScript module served from the
     kind's package (it imports the console's modules as `../../dom.js`)."""
     module = next((p.module for k, p in registry.console_pages() if (k, p.name) == (kind, page)),
                   None)
@@ -193,7 +200,7 @@ async def kind_page(kind: str, page: str, registry: RegistryDep) -> Response:
 
 @router.get(STATIC_PATH + "/kinds/{kind}.js")
 async def kind_section(kind: str, registry: RegistryDep) -> Response:
-    """A kind's console section (`RunKind.console_module`), a JavaScript module served from
+    """A kind's console section (`ConsoleHooks.module`), a JavaScript module served from
     the kind's package beside the console's own (so it imports them as `../dom.js`)."""
     module = registry.console_modules().get(kind)
     if module is None:

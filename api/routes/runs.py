@@ -16,7 +16,7 @@ from waystation.api.deps import (
     TemporalClient,
     VisibleRun,
 )
-from waystation.api.queries import EventQuery, RunFilter
+from waystation.api.queries import EventQuery, RunFilter, run_filter_model
 from waystation.api.schemas import (
     CancelAccepted,
     EventPage,
@@ -36,7 +36,8 @@ router = APIRouter(prefix="/runs", tags=["runs"])
 
 
 def create_router(registry: Registry) -> APIRouter:
-    """`POST /runs`, whose body is the union of the registered kinds' inputs."""
+    """`POST /runs`, whose body is the union of the registered kinds' inputs, and `GET /runs`,
+    whose query has the kinds' own filters (`ApiHooks.run_filters`) besides the core's."""
     create = APIRouter(prefix="/runs", tags=["runs"])
 
     async def create_run(body: Any, user: CurrentUser, conn: Conn, temporal: TemporalClient,
@@ -56,14 +57,15 @@ def create_router(registry: Registry) -> APIRouter:
     create_run.__annotations__["body"] = run_create_model(
         [registry.kind(name) for name in registry.names])
     create.post("", status_code=201, response_model=RunCreated)(create_run)
+
+    async def list_runs(user: CurrentUser, conn: Conn, query: Any) -> RunPage:
+        """The caller's runs, newest first, filtered, searched and paginated by cursor."""
+        return await runs.list_runs(conn, user, query, registry=registry)
+
+    list_runs.__annotations__["query"] = Annotated[
+        run_filter_model(registry.run_filters(), RunFilter), Query()]
+    create.get("", response_model=RunPage)(list_runs)
     return create
-
-
-@router.get("", response_model=RunPage)
-async def list_runs(user: CurrentUser, conn: Conn, registry: RegistryDep,
-                    query: Annotated[RunFilter, Query()]) -> RunPage:
-    """The caller's runs, newest first, filtered, searched and paginated by cursor."""
-    return await runs.list_runs(conn, user, query, registry=registry)
 
 
 @router.get("/{run_id}", response_model=RunView)

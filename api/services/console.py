@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncpg
 
 from waystation.api.auth import NewSession, User, exchange_login_code, start_session
-from waystation.api.console_schemas import ConsoleSessionView, KindPageView
+from waystation.api.console_schemas import ConsoleSessionView, KindPageView, RunFilterView
 from waystation.persistence import console_sessions
 from waystation.registry import Registry
 from waystation.settings import Settings
@@ -48,4 +48,11 @@ async def session_view(conn: asyncpg.Connection, user: User, session_id: str | N
         temporal_namespace=settings.temporal_namespace, kinds=sorted(registry.names),
         kind_sections=sorted(registry.console_modules()),
         kind_pages=[KindPageView(kind=kind, name=page.name, title=page.title)
-                    for kind, page in registry.console_pages()])
+                    for kind, page in registry.console_pages()],
+        run_filters=[RunFilterView(name=f.name, label=f.label, pattern=_html_pattern(f.pattern),
+                                   placeholder=f.placeholder) for f in registry.run_filters()])
+
+
+def _html_pattern(pattern: str | None) -> str | None:
+    """An input's `pattern` matches the whole value already: without the anchors."""
+    return pattern.removeprefix("^").removesuffix("$") if pattern is not None else None

@@ -16,7 +16,12 @@ from temporalio.client import Client
 
 from waystation.api.auth import User
 from waystation.api.errors import ApiError
-from waystation.api.schemas import DecisionLinkAnswer, DecisionLinkView, DecisionRequest, DecisionView
+from waystation.api.schemas import (
+    DecisionLinkAnswer,
+    DecisionLinkView,
+    DecisionRequest,
+    DecisionView,
+)
 from waystation.api.services.access import act_as
 from waystation.api.services.decisions import decide
 from waystation.contracts.decision_links import verify_link

@@ -34,10 +34,11 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
     `fork_not_supported` for a kind without a fork hook (or a point its hook refuses); 403
     when a decision is applied and the caller may not decide the source's gate."""
     kind = registry.kind(source.kind)
-    if kind.fork is None:
+    forks = kind.forks
+    if forks.start is None:
         raise ApiError(422, "fork_not_supported",
-                       f"a {kind.name} run cannot be forked: {kind.fork_refusal}",
-                       details=[{"kind": kind.name, "reason": kind.fork_refusal}])
+                       f"a {kind.name} run cannot be forked: {forks.refusal}",
+                       details=[{"kind": kind.name, "reason": forks.refusal}])
     snapshot = await _snapshot(conn, source, request.from_)
     checkpoint = snapshot.state.get("waiting_on")
     decision = (await _decision(conn, user, source, snapshot, checkpoint, request.decision)
@@ -48,8 +49,8 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
         forked_from={"run_id": str(source.id), "snapshot": snapshot.step_ordinal,
                      "checkpoint": checkpoint, "decision": decision})
     try:
-        if kind.fork_input is not None:
-            new_input = await kind.fork_input(ForkSource(
+        if forks.input is not None:
+            new_input = await forks.input(ForkSource(
                 run_id=source.id, status=source.status, waiting_on=source.hitl_state,
                 input=source.input, point=point, replacing=request.input, conn=conn))
         else:
@@ -57,8 +58,8 @@ async def fork_run(conn: asyncpg.Connection, temporal: Client, user: User, sourc
         await check_start(conn, kind, new_input, user, settings)
         # The hook is pure: asking it now, for a run not yet written, refuses before any
         # write; the run's own start asks it again with the run as written.
-        kind.fork(RunStart(run_id=uuid.uuid4(), owner=user.name, input=new_input,
-                           project_id=source.project_id), point)
+        forks.start(RunStart(run_id=uuid.uuid4(), owner=user.name, input=new_input,
+                             project_id=source.project_id), point)
     except ForkRefused as refused:
         loc = [int(part) if part.isdigit() else part for part in refused.field.split(".")]
         raise ApiError(422, refused.code, f"{refused.field}: {refused.message}",

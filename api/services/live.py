@@ -39,7 +39,13 @@ import asyncpg
 
 from waystation.api.auth import User
 from waystation.api.errors import ApiError
-from waystation.api.event_hub import EventHub, Handed, InboxSubscription, RunSubscription, StatusNotice
+from waystation.api.event_hub import (
+    EventHub,
+    Handed,
+    InboxSubscription,
+    RunSubscription,
+    StatusNotice,
+)
 from waystation.api.schemas import EventView, MessageDelta
 from waystation.api.services import deltas as deltas_service
 from waystation.api.services import runs

@@ -1,4 +1,4 @@
-"""A run's conversation, for a run of a kind that takes follow-up messages (`RunKind.messages`):
+"""A run's conversation, for a run of a kind that takes follow-up messages (`ApiHooks.messages`):
 send the next message, read the transcript, tell whether it waits for a message. The REST
 route, AG-UI, A2A and MCP all call these; the kind's hook does its own part."""
 

@@ -62,10 +62,11 @@ async def start_run(conn: asyncpg.Connection, temporal: Client, user: User, requ
 
 async def check_start(conn: asyncpg.Connection, kind: RunKind, input: Any, user: User,
                       settings: Settings) -> None:
-    """The start-time checks of a new run's input: its kind's (`RunKind.start_check`), which
+    """The start-time checks of a new run's input: its kind's (`ApiHooks.start_check`), which
     refuses with an `ApiError`."""
-    if kind.start_check is not None:
-        await kind.start_check(StartCheck(input=input, user=user, settings=settings, conn=conn))
+    if kind.api.start_check is not None:
+        await kind.api.start_check(StartCheck(input=input, user=user, settings=settings,
+                                              conn=conn))
 
 
 async def visible_run(conn: asyncpg.Connection, user: User, run_id: UUID) -> RunRow:
@@ -88,7 +89,9 @@ async def list_runs(conn: asyncpg.Connection, user: User, query: RunFilter, *,
         awaiting_human=query.awaiting_human, limit=query.limit + 1,
         before=_decode_cursor(query.cursor) if query.cursor else None,
         project_id=query.project_id, search=query.q, group_id=query.group_id,
-        app_package=query.app_package, stale_after=query.stale_after, hidden=query.hidden)
+        stale_after=query.stale_after, hidden=query.hidden,
+        kind_filters=[(f.runs, value) for f in registry.run_filters()
+                      if (value := getattr(query, f.name, None)) is not None])
     page, more = runs[:query.limit], len(runs) > query.limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more else None
     return RunPage(runs=[RunView.of(r) for r in page], next_cursor=next_cursor)
@@ -117,7 +120,7 @@ async def count_tasks(conn: asyncpg.Connection, user: User, state: TaskStateName
 
 async def run_view(conn: asyncpg.Connection, run: RunRow, *, registry: Registry) -> RunView:
     """One run, with the decision it waits for, if any, and what its kind adds
-    (`RunKind.view`)."""
+    (`ApiHooks.view`)."""
     pending = None
     if run.hitl_state:
         pending = await gates_repo.latest_gate_for_checkpoint(conn, run.id, run.hitl_state)
@@ -125,8 +128,8 @@ async def run_view(conn: asyncpg.Connection, run: RunRow, *, registry: Registry)
     if pending is not None and pending.status == "pending":
         view.pending_decision = (await decision_views(conn, [pending]))[0]
     kind = registry.kinds.get(run.kind)  # a kind no longer installed adds nothing
-    if kind is not None and kind.kind.view is not None:
-        view = view.model_copy(update=await kind.kind.view(ViewContext(conn=conn, run=run)))
+    if kind is not None and kind.kind.api.view is not None:
+        view = view.model_copy(update=await kind.kind.api.view(ViewContext(conn=conn, run=run)))
     return view
 
 

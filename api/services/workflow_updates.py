@@ -83,7 +83,8 @@ def temporal_refusal(error: RPCError, *, what: str,
     """What Temporal's `error` answering `what` means to the caller: 503 (send it again) for
     a run whose workflow task is being retried, `ended` for a workflow that no longer runs;
     None for Temporal unreachable or refusing otherwise, which the caller re-raises for
-    `waystation.api.errors.as_api_error` (503, or 502 logged as a bug) to answer on every transport."""
+    `waystation.api.errors.as_api_error` (503, or 502 logged as a bug) to answer on every
+    transport."""
     if workflow_not_ready(error):
         return unavailable(f"the run cannot take {what} this instant (its last workflow "
                            "task is being retried); send it again")

@@ -12,17 +12,26 @@ from typing import Any
 
 from waystation.kinds.agent.activities.metering import Accounting, use_accounting
 from waystation.kinds.agent.activities.model import model_config, use_openai_model
-from waystation.kinds.agent.activities.registry import agent_activities, register_agent, registered_agents
+from waystation.kinds.agent.activities.registry import (
+    agent_activities,
+    register_agent,
+    registered_agents,
+)
 from waystation.kinds.agent.demo import DEMO
 from waystation.kinds.agent.models import AgentCarry, AgentInput, AgentRunInput, AgentState
 from waystation.kinds.agent.workflow import AgentRun
 from waystation.sdk import (
+    ApiHooks,
+    CliHooks,
+    ConsoleHooks,
+    ForkHooks,
     ForkPoint,
     ForkRefused,
     KindAgents,
     KindMessages,
     RunKind,
     RunStart,
+    WorkerHooks,
     WorkerSetup,
     shorten,
 )
@@ -89,10 +98,11 @@ def _configure_worker(setup: WorkerSetup) -> None:
 
 AGENT = RunKind(
     name="agent", workflow=AgentRun, input_model=AgentInput, workflow_id_prefix="agent-",
-    summary=_summary, details=_details, activities=_activities,
-    fork=_fork, demo=DEMO, console_module=Path(__file__).with_name("console.js"),
-    routers=_routers,
-    messages=_messages, configure_worker=_configure_worker,
+    summary=_summary, details=_details,
     agents=KindAgents(register=register_agent, registered=registered_agents),
+    api=ApiHooks(routers=_routers, messages=_messages),
+    console=ConsoleHooks(module=Path(__file__).with_name("console.js")),
+    worker=WorkerHooks(activities=_activities, configure=_configure_worker),
+    forks=ForkHooks(start=_fork), cli=CliHooks(demo=DEMO),
     description="A PydanticAI agent, LangGraph graph or OpenAI Agents SDK agent as a durable "
                 "conversation, with tool-call approvals (issue 12, seed 003, issue 28).")

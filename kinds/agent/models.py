@@ -14,6 +14,8 @@ with workflow.unsafe.imports_passed_through():
 
 DAY = 24 * 3600
 MessageText = Field(min_length=1, max_length=20_000)
+# What a run waits for from a person, besides its gates' decisions; None while it works.
+WaitingFor = Literal["message", "approval"]
 
 
 class AgentInput(BaseModel):
@@ -115,7 +117,7 @@ class AgentState(BaseModel):
     agent: str
     model: str | None
     turn: int
-    waiting_for: Literal["message", "approval"] | None
+    waiting_for: WaitingFor | None
     context_summary: str | None
     last_answer: str | None
     usage: AgentUsage

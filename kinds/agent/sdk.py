@@ -12,8 +12,8 @@ a `WAYSTATION_PLUGINS` module).
 - `local_tool`: a PydanticAI `Tool` whose calls in a run are Temporal local activities (for
   fast, idempotent lookups).
 
-A LangGraph graph imports from `waystation.kinds.agent.langgraph` instead, an OpenAI Agents SDK agent from
-`waystation.kinds.agent.openai_agents`.
+A LangGraph graph imports from `waystation.kinds.agent.langgraph` instead, an OpenAI Agents SDK
+agent from `waystation.kinds.agent.openai_agents`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """An agent run's conversation, the kind's `messages` hook: send the next message (an Update
 of its workflow), read the transcript, tell whether a run waits for a message. Called through
-the core's `waystation.api.services.messages`, which checks who may send and that the run goes on."""
+the core's `waystation.api.services.messages`, which checks who may send and that the run goes
+on."""
 
 from __future__ import annotations
 

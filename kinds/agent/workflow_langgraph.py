@@ -204,7 +204,8 @@ def graph_events(make: MakeEvent, turn: int, first: int,
 
 
 def message_id_of(message: BaseMessage) -> str | None:
-    """The id a response's live tokens carried (waystation.kinds.agent.activities.langgraph.LiveTokens)."""
+    """The id a response's live tokens carried
+    (waystation.kinds.agent.activities.langgraph.LiveTokens)."""
     if not isinstance(message, AIMessage):
         return None
     metadata = message.response_metadata or \
@@ -214,8 +215,9 @@ def message_id_of(message: BaseMessage) -> str | None:
 
 
 def _cost(message: AIMessage) -> float:
-    """What the worker priced the response at (waystation.kinds.agent.activities.langgraph.PricedResponses);
-    0 for a graph's own model, which is not priced."""
+    """What the worker priced the response at
+    (waystation.kinds.agent.activities.langgraph.PricedResponses); 0 for a graph's own model, which
+    is not priced."""
     metadata = message.response_metadata or \
         message.additional_kwargs.get("response_metadata") or {}
     return float(metadata.get(COST_KEY, 0.0))

@@ -7,9 +7,9 @@ activity, each `activity_as_tool` tool an activity) on the conversation's input 
 person's message; a tool that needs approval stops it with `interruptions`, and the turn goes on
 from `result.to_state()` with each decision applied (`approve`, or `reject` with the feedback
 as the message the model sees; an edit approves and hands the tool the edited arguments for that
-call id: waystation.kinds.agent.activities.openai.edited_arguments). A `RunState` never leaves the workflow
-(round-tripped through JSON it would resume with the agent as written, not as the integration
-converted it); between turns, and across continue-as-new, the conversation is
+call id: waystation.kinds.agent.activities.openai.edited_arguments). A `RunState` never leaves the
+workflow (round-tripped through JSON it would resume with the agent as written, not as the
+integration converted it); between turns, and across continue-as-new, the conversation is
 `result.to_input_list()`.
 """
 
@@ -214,7 +214,8 @@ def _response_event(make: MakeEvent, turn: int, result: RunResult, response: Any
                     usage: AgentUsage) -> EventWrite:
     """One model response's event; its usage summed into `usage`."""
     inputs, outputs = response.usage.input_tokens, response.usage.output_tokens
-    # Priced in the model activity (waystation.kinds.agent.activities.openai.PricedModel): in history.
+    # Priced in the model activity (waystation.kinds.agent.activities.openai.PricedModel): in
+    # history.
     raw = response.raw_usage or {}
     cost = float(raw.get(COST_KEY, 0.0))
     usage.requests += 1

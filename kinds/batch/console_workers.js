@@ -1,4 +1,4 @@
-// The batch kind's Workers page (seed 004's worker monitor; RunKind.console_pages, served as
+// The batch kind's Workers page (seed 004's worker monitor; ConsoleHooks.pages, served as
 // kinds/batch/workers.js): each worker process polling Waystation's task
 // queue, with its status, last poll, the items running on it (those the viewer may read,
 // linked to their job), and what it has completed and failed. Polled, as the batch page is:

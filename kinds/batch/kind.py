@@ -20,8 +20,12 @@ from waystation.kinds.batch.settings import BatchSettings
 from waystation.kinds.batch.workflow import BatchJob
 from waystation.sdk import (
     TERMINAL_RUN_STATUSES,
+    ApiHooks,
+    ConsoleHooks,
     ConsolePage,
+    DataHooks,
     DecisionInput,
+    ForkHooks,
     ForkPoint,
     ForkRefused,
     ForkSource,
@@ -31,6 +35,7 @@ from waystation.sdk import (
     StartCheck,
     ViewContext,
     WorkerDeps,
+    WorkerHooks,
     shorten,
 )
 
@@ -158,13 +163,16 @@ def _fork(run: RunStart, point: ForkPoint) -> BatchRunInput:
 
 BATCH = RunKind(
     name="batch", workflow=BatchJob, input_model=BatchInput, workflow_id_prefix="batch-",
-    summary=_summary, details=_details, activities=_activities, build_input=_build_input,
-    fork=_fork, fork_input=_fork_input, routers=_routers, start_check=_start_check,
-    view=_view, worker_deps=_worker_deps, settings=BatchSettings, metrics=_metrics,
-    mcp_tools=_mcp_tools,
-    console_module=resources.files(__package__) / "console.js",
-    console_pages=[ConsolePage(name="workers", title="Workers",
-                               module=resources.files(__package__) / "console_workers.js")],
-    retention=KindRetention(archive=jobs_repo.archive_sections,
-                            purge=jobs_repo.delete_item_outputs),
+    summary=_summary, details=_details, build_input=_build_input, settings=BatchSettings,
+    api=ApiHooks(routers=_routers, start_check=_start_check, view=_view,
+                 mcp_tools=_mcp_tools),
+    console=ConsoleHooks(
+        module=resources.files(__package__) / "console.js",
+        pages=[ConsolePage(name="workers", title="Workers",
+                           module=resources.files(__package__) / "console_workers.js")]),
+    worker=WorkerHooks(activities=_activities, deps=_worker_deps),
+    data=DataHooks(migrations=resources.files(__package__) / "migrations", metrics=_metrics,
+                   retention=KindRetention(archive=jobs_repo.archive_sections,
+                                           purge=jobs_repo.delete_item_outputs)),
+    forks=ForkHooks(start=_fork, input=_fork_input),
     description="Many items through a pipeline of prompt-template steps (seeds 002, 004).")

@@ -1,4 +1,4 @@
-"""The batch kind's MCP tools (`RunKind.mcp_tools`): a job's progress, its items, and a retry
+"""The batch kind's MCP tools (`ApiHooks.mcp_tools`): a job's progress, its items, and a retry
 of its failed items, over the batch service as the REST routes use it."""
 
 from __future__ import annotations

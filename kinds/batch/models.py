@@ -1,7 +1,7 @@
 """Inputs, state and result of a batch job workflow (seeds 002 and 004).
 
-`BatchInput` is what a user submits; `BatchJobSpec` (waystation.kinds.batch.activities.spec) is the same
-without the items: items go to Postgres, never into workflow history.
+`BatchInput` is what a user submits; `BatchJobSpec` (waystation.kinds.batch.activities.spec) is the
+same without the items: items go to Postgres, never into workflow history.
 """
 
 from __future__ import annotations

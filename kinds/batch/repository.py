@@ -63,7 +63,7 @@ class UnitRow(Row):
     execution_ms: int | None
     # The step the item stands at now (read with it: list_units, get_unit).
     at_step: str | None = None
-    # Every output check's flag on its outputs (migration 052).
+    # Every output check's flag on its outputs (migration 084).
     flags: list[OutputFlag] = Field(default_factory=list)
     # Migration 061: the worker that last started it and when, the files its steps reported,
     # the provider's id of its last answer.

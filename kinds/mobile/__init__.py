@@ -7,8 +7,8 @@ its screen graph (seed 001).
 - `activities/`: device drivers (adb, the bundled simulator), the UI-hierarchy parser, screen
   identity and the step activity that writes the screen graph;
 - `repository.py` and `queries/`: the graph tables (`apps`, `screens`, `actions`, `edges`,
-  `graph_persistence_outcomes`; created by the core's migrations 005, 027, 030, 050, applied
-  before the kind moved here);
+  `graph_persistence_outcomes`) and `mobile_runs` (a run's app), which `migrations/` creates
+  (085, 086: docs/run-kinds.md, the kinds' tables before they owned them);
 - `routes.py`, `service.py`, `graph_render.py`: `/apps/...`, `/runs/{id}/graph`, artifacts;
 - `console.js`: the run page's mobile section.
 

@@ -8,21 +8,35 @@ from typing import Any
 
 from waystation.kinds.mobile import repository as graph_repo
 from waystation.kinds.mobile.activities.steps import MobileActivities
-from waystation.kinds.mobile.models import MobileAgentRunInput, MobileFork, MobileInput, MobileRunState
+from waystation.kinds.mobile.models import (
+    MobileAgentRunInput,
+    MobileFork,
+    MobileInput,
+    MobileRunState,
+)
 from waystation.kinds.mobile.settings import MobileSettings
 from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.sdk import (
+    ApiHooks,
     CliCommand,
+    CliHooks,
+    ConsoleHooks,
+    DataHooks,
+    ForkHooks,
     ForkPoint,
     ForkRefused,
     KindRetention,
     RunKind,
+    RunListFilter,
     RunResource,
     RunStart,
     StartCheck,
+    ViewContext,
     WorkerDeps,
+    WorkerHooks,
 )
 from waystation.sdk.artifacts import LocalArtifactStore
+from waystation.sdk.schemas import PACKAGE_PATTERN
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -44,10 +58,25 @@ def _details(run: RunStart) -> str:
 async def _start_check(start: StartCheck) -> None:
     """A device attached to the worker is driven only by whom the operator allows; the
     simulator explores only the apps it has."""
-    from waystation.kinds.mobile.device_policy import check_app, check_device  # the API's, not the worker's
+    from waystation.kinds.mobile.device_policy import (  # the API's, not the worker's
+        check_app,
+        check_device,
+    )
 
     check_device(start.input, start.user, start.settings)
     check_app(start.input)
+
+
+async def _view(view: ViewContext) -> dict[str, Any]:
+    """The run's app, from the kind's own `mobile_runs`."""
+    return {"app_package": await graph_repo.run_app_package(view.conn, view.run.id)}
+
+
+# `GET /runs?app_package=` and the console's runs page: an app's runs.
+APP_PACKAGE_FILTER = RunListFilter(
+    name="app_package", label="App package", description="Only mobile runs of this app",
+    runs=graph_repo.sql("runs_of_app"), pattern=PACKAGE_PATTERN, max_length=200,
+    placeholder="com.example.app")
 
 
 def _routers() -> list[Any]:
@@ -102,13 +131,16 @@ def _fork(run: RunStart, point: ForkPoint) -> MobileAgentRunInput:
 
 MOBILE = RunKind(
     name="mobile_agent", workflow=MobileAgentRun, input_model=MobileInput,
-    workflow_id_prefix="mobile-", summary=_summary, details=_details, activities=_activities,
-    task_timeout=WORKFLOW_TASK_TIMEOUT, fork=_fork, start_check=_start_check,
-    settings=MobileSettings,
-    console_module=resources.files(__package__) / "console.js", routers=_routers,
-    mcp_run_resources=_mcp_run_resources,
-    cli_commands=[CliCommand(name="simulator", help="the offline app simulator",
-                             configure=_simulator, run=_simulator_list)],
-    retention=KindRetention(archive=graph_repo.archive_sections,
-                            forget_artifacts=graph_repo.forget_artifacts),
+    workflow_id_prefix="mobile-", summary=_summary, details=_details,
+    task_timeout=WORKFLOW_TASK_TIMEOUT, settings=MobileSettings,
+    api=ApiHooks(routers=_routers, start_check=_start_check, view=_view,
+                 run_filters=[APP_PACKAGE_FILTER], mcp_run_resources=_mcp_run_resources),
+    console=ConsoleHooks(module=resources.files(__package__) / "console.js"),
+    worker=WorkerHooks(activities=_activities),
+    data=DataHooks(migrations=resources.files(__package__) / "migrations",
+                   retention=KindRetention(archive=graph_repo.archive_sections,
+                                           forget_artifacts=graph_repo.forget_artifacts)),
+    forks=ForkHooks(start=_fork),
+    cli=CliHooks(commands=[CliCommand(name="simulator", help="the offline app simulator",
+                                      configure=_simulator, run=_simulator_list)]),
     description="An agent explores an Android app and records its screen graph (seed 001).")

@@ -10,7 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waystation.kinds.mobile.activities.models import ActionCommand, DriverName, ExploreStepResult
+    from waystation.kinds.mobile.activities.models import (
+        ActionCommand,
+        DriverName,
+        ExploreStepResult,
+    )
     from waystation.kinds.mobile.policy import ExplorationState, StopReason
     from waystation.sdk import RunStatus
     from waystation.sdk.schemas import PACKAGE_PATTERN

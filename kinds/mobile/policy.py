@@ -29,7 +29,11 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from waystation.kinds.mobile.activities.models import ActionCommand, ActionView, ExploreStepResult
+    from waystation.kinds.mobile.activities.models import (
+        ActionCommand,
+        ActionView,
+        ExploreStepResult,
+    )
     from waystation.kinds.mobile.repository import ActionRecord, StepRecord
 
 ROW_SATURATION = 2

@@ -104,7 +104,7 @@ async def record_step(conn: asyncpg.Connection, w: StepGraphWrite) -> StepGraphR
 
 
 class OneCallStep(StepGraphWrite):
-    """record_mobile_step's argument (migration 027): a step's graph write, with the app's
+    """record_mobile_step's argument (migration 085): a step's graph write, with the app's
     declared activities (on a launch), the read-model write that travels with it and the
     event whose output the outcome completes."""
 
@@ -122,7 +122,7 @@ async def record_step_in_one_call(conn: asyncpg.Connection, step: OneCallStep,
 
     The screen's perceptual hash (`step.screen.phash` is left empty) is computed by
     `screen_phash` only where the statement finds the screen without one: a new screen, or
-    one whose hash a crash between the two statements left out (migration 030). Most steps
+    one whose hash a crash between the two statements left out (migration 085). Most steps
     revisit a known screen, and a worker serving several runs is bound by its CPU: computing
     every step's hash while the statement ran cost it 8–18% of its steps (bench_mobile)."""
     assert not step.write.has_gate_parts
@@ -295,6 +295,12 @@ async def may_read_artifact(conn: asyncpg.Connection, sha256: str, owner: str | 
 async def may_read_app(conn: asyncpg.Connection, package: str, owner: str | None) -> bool:
     """Whether `owner` (None: every owner) may read a run that explored the app."""
     return bool(await conn.fetchval(sql("may_read_app"), package, owner))
+
+
+async def run_app_package(conn: asyncpg.Connection, run_id: UUID) -> str | None:
+    """A mobile run's app (`mobile_runs`), None for a run without one."""
+    package: str | None = await conn.fetchval(sql("run_app_package"), run_id)
+    return package
 
 
 async def archive_sections(conn: asyncpg.Connection,

@@ -47,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Simulator steps take milliseconds: local activities (persisted with the workflow task).
 # The timeout leaves room for a step to wait out a database outage of about a minute
-# (waystation.kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act again.
+# (waystation.kinds.mobile.activities.steps OUTAGE_PATIENCE_SECONDS) rather than be retried and act
+# again.
 LOCAL_STEP_TIMEOUT = timedelta(seconds=90)
 # A real device may take seconds to dump its hierarchy: a regular activity that heartbeats.
 DEVICE_STEP_TIMEOUT = timedelta(minutes=2)

@@ -7,7 +7,7 @@ approval at each gate (seed 000).
 - `prompts/validation/<task>.md`: the task prompts (`WAYSTATION_PROMPTS_DIR/validation/`
   overrides them);
 - `offline_answers.py`: the offline backend's typed answers to the crew's tasks (the kind's
-  `offline_answers` hook).
+  `WorkerHooks.offline_answers`).
 
 Import no submodule here: the worker imports the workflow module in Temporal's sandbox.
 """

@@ -17,13 +17,17 @@ from waystation.kinds.validation.offline_answers import ANSWERS
 from waystation.kinds.validation.phases import PHASES, phase_completed
 from waystation.kinds.validation.workflow import ValidationRun
 from waystation.sdk import (
+    ApiHooks,
+    CliHooks,
     DecisionInput,
+    ForkHooks,
     ForkPoint,
     ForkRefused,
     RunKind,
     RunStart,
     StartCheck,
     WorkerDeps,
+    WorkerHooks,
     shorten,
 )
 from waystation.sdk.agents import answers_in_place, backend_named
@@ -89,6 +93,7 @@ def _fork(run: RunStart, point: ForkPoint) -> ValidationRunInput:
 VALIDATION = RunKind(
     name="validation", workflow=ValidationRun, input_model=ValidationInput,
     workflow_id_prefix="validation-", summary=_summary, details=_details,
-    activities=_activities, fork=_fork, start_check=_start_check, demo=DEMO,
-    offline_answers=ANSWERS,
+    api=ApiHooks(start_check=_start_check),
+    worker=WorkerHooks(activities=_activities, offline_answers=ANSWERS),
+    forks=ForkHooks(start=_fork), cli=CliHooks(demo=DEMO),
     description="Five phases of crew work with human gates (seed 000).")

@@ -1,4 +1,4 @@
-"""The offline backend's answers to the validation crew (the kind's `offline_answers` hook):
+"""The offline backend's answers to the validation crew (the kind's `WorkerHooks.offline_answers`):
 typed, consistent, deterministic.
 
 Each answer is built from the task's grounding (the state it reads), so the chain holds

@@ -4,6 +4,8 @@
 -- `output.usage` holds its tokens and cost. The run's totals follow those rows by trigger:
 -- an event is inserted once per key (append_run_events), so a retried write or a replayed
 -- workflow never counts an attempt twice, and the totals commit with the event itself.
+-- (Edited when the kinds came to own their tables, issue 40: the batch kind's cost columns
+-- are its own migration's.)
 ALTER TABLE runs
     ADD COLUMN IF NOT EXISTS cost_usd      numeric(18, 9) NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS input_tokens  bigint NOT NULL DEFAULT 0,
@@ -25,8 +27,3 @@ CREATE TRIGGER run_events_add_usage AFTER INSERT ON run_events
     FOR EACH ROW WHEN (jsonb_typeof(NEW.output->'usage') = 'object')
     EXECUTE FUNCTION add_event_usage_to_run();
 
--- A failed attempt of a batch item's step is paid for too.
-ALTER TABLE work_units
-    ALTER COLUMN cost_usd TYPE numeric(18, 9);
-ALTER TABLE item_outputs
-    ALTER COLUMN cost_usd TYPE numeric(18, 9);

@@ -6,6 +6,8 @@
 -- no rows. Workers connect as the login role, a member of `waystation_worker`, which the
 -- policies let read and write everything. RLS is forced, so a table owner is held to the
 -- policies too; only superusers and BYPASSRLS roles pass (the embedded server's `postgres`).
+-- Edited when the kinds came to own their tables (issue 40): a kind's tables get their grants
+-- and policies in its own migrations.
 
 -- Roles are cluster-wide: several databases (tests, a second installation) share them, two
 -- migrations may race to create them, and a login without CREATEROLE finds them made by an
@@ -84,9 +86,8 @@ DO $$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['runs', 'run_events', 'run_snapshots', 'hitl_requests', 'jobs',
-                             'work_units', 'item_outputs', 'apps', 'screens', 'actions',
-                             'edges', 'graph_persistence_outcomes', 'run_artifacts',
+    FOREACH t IN ARRAY ARRAY['runs', 'run_events', 'run_snapshots', 'hitl_requests',
+                             'run_artifacts',
                              'console_login_codes', 'console_sessions', 'groups',
                              'group_members', 'webhooks', 'webhook_deliveries',
                              'webhook_attempts', 'user_contacts', 'decision_links', 'api_keys']
@@ -116,38 +117,9 @@ CREATE POLICY api_visible ON run_snapshots TO waystation_api
 CREATE POLICY api_visible ON hitl_requests TO waystation_api
     USING (waystation_claims_role() = 'service'
            OR hitl_requests.run_id IN (SELECT waystation_visible_runs()));
-CREATE POLICY api_visible ON jobs TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR jobs.run_id IN (SELECT waystation_visible_runs()));
-CREATE POLICY api_visible ON work_units TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = work_units.job_id));
-CREATE POLICY api_visible ON item_outputs TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM work_units u WHERE u.id = item_outputs.unit_id));
-CREATE POLICY api_visible ON graph_persistence_outcomes TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR graph_persistence_outcomes.run_id IN (SELECT waystation_visible_runs()));
 CREATE POLICY api_visible ON run_artifacts TO waystation_api
     USING (waystation_claims_role() = 'service'
            OR run_artifacts.run_id IN (SELECT waystation_visible_runs()));
-
--- An app's screen graph is shared by the runs that explored it: visible to whoever sees one.
-CREATE POLICY api_visible ON apps TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM graph_persistence_outcomes o
-                       WHERE o.app_package = apps.app_package));
-CREATE POLICY api_visible ON screens TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM graph_persistence_outcomes o
-                       WHERE o.app_package = screens.app_package));
-CREATE POLICY api_visible ON edges TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM graph_persistence_outcomes o
-                       WHERE o.app_package = edges.app_package));
-CREATE POLICY api_visible ON actions TO waystation_api
-    USING (waystation_claims_role() = 'service'
-           OR EXISTS (SELECT 1 FROM screens s WHERE s.id = actions.screen_id));
 
 CREATE POLICY api_visible ON groups TO waystation_api
     USING (waystation_claims_role() = 'service' OR created_by = waystation_user()

@@ -9,7 +9,7 @@ SELECT id, workflow_id FROM runs
 
 -- name: archive_runs
 -- One JSON document per run: the run and every row of the core's that belongs to it (each
--- kind adds its own tables' rows: `RunKind.retention`).
+-- kind adds its own tables' rows: `DataHooks.retention`).
 SELECT jsonb_build_object(
     'run', to_jsonb(r),
     'events', (SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY e.seq), '[]')

@@ -48,11 +48,13 @@ SELECT status, result, error_message, stop_reason FROM runs
 -- name: list_runs
 -- A page of runs, newest first; NULL filters match everything; ($6, $7) is the keyset cursor;
 -- $8 is a project; $9 searches the id, phase and input case-insensitively; $10 is a group;
--- $11 an app package; $12 keeps only runs `running` and not updated for that many seconds.
--- $1 sees the runs it owns and those of its groups; erased runs nobody sees, but with $13 the
--- runs $1 owns and hid (and may restore) are listed instead of visible ones.
+-- $11 keeps only runs `running` and not updated for that many seconds.
+-- $1 sees the runs it owns and those of its groups; erased runs nobody sees, but with $12 the
+-- runs $1 owns and hid (and may restore) are listed instead of visible ones. The kinds' own
+-- filters (`RunKind.run_filters`: `AND id IN (<the kind's query>)`, $13 on) take the place
+-- of KIND_FILTERS (persistence.runs list_runs).
 SELECT * FROM runs
- WHERE (CASE WHEN $13 THEN hidden_by IS NOT NULL AND erased_at IS NOT NULL
+ WHERE (CASE WHEN $12 THEN hidden_by IS NOT NULL AND erased_at IS NOT NULL
                            AND ($1::text IS NULL OR owner = $1)
              ELSE erased_at IS NULL END)
    AND ($1::text IS NULL OR owner = $1
@@ -65,9 +67,9 @@ SELECT * FROM runs
    AND ($9::text IS NULL OR strpos(lower(id::text || ' ' || coalesce(phase_name, '') || ' '
                                         || input::text), lower($9)) > 0)
    AND ($10::uuid IS NULL OR group_id = $10)
-   AND ($11::text IS NULL OR app_package = $11)
-   AND ($12::int IS NULL OR (status = 'running'
-                             AND updated_at < now() - make_interval(secs => $12)))
+   AND ($11::int IS NULL OR (status = 'running'
+                             AND updated_at < now() - make_interval(secs => $11)))
+   /* KIND_FILTERS */
  ORDER BY created_at DESC, id DESC
  LIMIT $5;
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from playwright.async_api import async_playwright, expect
 
-from waystation.api.auth import issue_token
 from tests.helpers import live_api
+from waystation.api.auth import issue_token
 
 SECRET = "ag-ui-page-secret-0123456789-0123456789-abc"
 ROOT = Path(__file__).resolve().parents[2]

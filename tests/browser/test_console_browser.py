@@ -17,6 +17,8 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from tests.console_helpers import append_events, login_path, open_gate
+from tests.helpers import IDEA, new_validation_run
 from waystation.activities.agents import backend_named
 from waystation.api.auth import issue_token
 from waystation.persistence.groups import create_group
@@ -28,8 +30,6 @@ from waystation.persistence.writes import (
     SnapshotWrite,
     apply_write,
 )
-from tests.console_helpers import append_events, login_path, open_gate
-from tests.helpers import IDEA, new_validation_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker

@@ -16,9 +16,6 @@ import httpx
 import pytest_asyncio
 from playwright.async_api import expect
 
-from waystation.activities.agents import AgentRequest, AgentResponse
-from waystation.activities.agents.base import ProgressReporter
-from waystation.persistence.runs import create_run
 from tests.browser.test_console_browser import (  # noqa: F401 - the browser fixtures
     SECRET,
     bearer,
@@ -29,6 +26,9 @@ from tests.browser.test_console_browser import (  # noqa: F401 - the browser fix
     start,
 )
 from tests.helpers import IDEA, FailingTasks, eventually
+from waystation.activities.agents import AgentRequest, AgentResponse
+from waystation.activities.agents.base import ProgressReporter
+from waystation.persistence.runs import create_run
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker

@@ -8,8 +8,6 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.kinds.batch.kind import BATCH
-from waystation.kinds.batch.workflow import BatchJob, slice_size
 from tests.batch_helpers import new_batch_run
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
@@ -18,6 +16,9 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
     worker_processes,
 )
 from tests.helpers import eventually
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.slices import slice_size
+from waystation.kinds.batch.workflow import BatchJob
 
 STEPS = [{"name": "summarize", "template": "Summarize {{ item.text }}"},
          {"name": "grade", "template": "Grade {{ outputs.summarize.summary }}"}]

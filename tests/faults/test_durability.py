@@ -27,15 +27,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.activities.agents import backend_named
-from waystation.api.services.workflow_updates import workflow_not_ready
-from waystation.kinds.validation.kind import VALIDATION
-from waystation.kinds.validation.models import ValidationRunInput
-from waystation.kinds.validation.phases import PHASES
-from waystation.kinds.validation.workflow import ValidationRun
-from waystation.persistence import events as events_repo
-from waystation.persistence import runs as runs_repo
-from waystation.persistence import snapshots as snapshots_repo
 from tests.fault_helpers import (
     ReadModelWatcher,
     StreamFollower,
@@ -46,6 +37,15 @@ from tests.fault_helpers import (
     worker_env,
 )
 from tests.helpers import eventually, new_validation_run, wait_gate
+from waystation.activities.agents import backend_named
+from waystation.api.services.workflow_updates import workflow_not_ready
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.models import ValidationRunInput
+from waystation.kinds.validation.phases import PHASES
+from waystation.kinds.validation.workflow import ValidationRun
+from waystation.persistence import events as events_repo
+from waystation.persistence import runs as runs_repo
+from waystation.persistence import snapshots as snapshots_repo
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker
 from waystation.workflows.gate_rules import DecisionInput

@@ -25,10 +25,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.kinds.validation.kind import VALIDATION
-from waystation.persistence import runs as runs_repo
-from waystation.persistence.db import create_pool
-from waystation.persistence.migrate import apply_migrations
 from tests.fault_helpers import (
     EmbeddedPostgres,
     ReadModelWatcher,
@@ -43,6 +39,11 @@ from tests.fault_helpers import (
 )
 from tests.faults.test_durability import CREW_TASKS, WorkerProcesses, assert_read_model_consistent
 from tests.helpers import IDEA, eventually
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.persistence import runs as runs_repo
+from waystation.persistence.db import create_pool
+from waystation.persistence.migrate import apply_migrations
+from waystation.registry import load_registry
 from waystation.testing import InProcessApi
 
 FINAL = ("completed", "failed", "canceled")
@@ -198,7 +199,8 @@ async def private_postgres() -> AsyncIterator[tuple[EmbeddedPostgres, str]]:
     url = await asyncio.to_thread(server.start)
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn, folders=load_registry(
+            use_entry_points=False).migration_folders())
     finally:
         await conn.close()
     try:

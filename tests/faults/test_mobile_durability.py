@@ -9,8 +9,6 @@ import signal
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.kinds.mobile.kind import MOBILE
-from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from tests.faults.test_durability import (  # noqa: F401 - fixtures
     _result_if_done,
     assert_read_model_consistent,
@@ -19,6 +17,8 @@ from tests.faults.test_durability import (  # noqa: F401 - fixtures
 )
 from tests.helpers import eventually
 from tests.mobile_helpers import SHOP, new_mobile_run
+from waystation.kinds.mobile.kind import MOBILE
+from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 
 
 @pytest.mark.slow

@@ -18,14 +18,14 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.kinds.batch.kind import BATCH
-from waystation.persistence.db import create_pool
 from tests.batch_helpers import activity_counts
 from tests.fault_helpers import StreamFollower, api_settings, auth, worker_env
 from tests.faults.test_durability import WorkerProcesses, assert_read_model_consistent
 from tests.faults.test_infra_faults import _read_logs, private_postgres, until_status  # noqa: F401
 from tests.helpers import eventually
 from tests.mobile_helpers import SHOP
+from waystation.kinds.batch.kind import BATCH
+from waystation.persistence.db import create_pool
 from waystation.testing import InProcessApi
 
 ITEMS = 80

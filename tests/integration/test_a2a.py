@@ -46,11 +46,11 @@ from a2a.utils.errors import (
 from google.protobuf import json_format, struct_pb2
 from standardwebhooks import Webhook
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from tests.agent_helpers import BOOK, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.webhook_receiver import Receiver
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 

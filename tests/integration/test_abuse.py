@@ -18,10 +18,10 @@ import jwt
 import pytest
 import pytest_asyncio
 
-from waystation.activities.agents import backend_named
-from waystation.api.app import create_app
 from tests.helpers import IDEA, eventually
 from tests.integration.test_api import SECRET, auth, settings, start_run, wait_pending  # noqa: F401
+from waystation.activities.agents import backend_named
+from waystation.api.app import create_app
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

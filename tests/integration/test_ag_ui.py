@@ -17,12 +17,12 @@ import pytest_asyncio
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 
-from waystation.api.auth import issue_token
-from waystation.api.decision_payload import payload_schema
-from waystation.api.schemas import DecisionView
 from tests.agent_helpers import BOOK, SEARCH
 from tests.console_helpers import login_path
 from tests.helpers import IDEA, live_api
+from waystation.api.auth import issue_token
+from waystation.api.decision_payload import payload_schema
+from waystation.api.schemas import DecisionView
 
 SECRET = "ag-ui-test-secret-0123456789-0123456789-abc"
 EVENT = TypeAdapter(Event)

@@ -11,8 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
-from waystation.api.auth import issue_token
 from tests.helpers import live_api
+from waystation.api.auth import issue_token
 
 SECRET = "ag-ui-node-secret-0123456789-0123456789-abc"
 NODE_TESTS = Path(__file__).resolve().parents[1] / "node"

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from waystation.api.auth import issue_token
 from tests.agent_helpers import BOOK, FOLLOW_UP, LIKE, SEARCH
 from tests.helpers import eventually, live_api
 from tests.sse_client import sse_events
+from waystation.api.auth import issue_token
 
 SECRET = "agent-api-secret-0123456789-0123456789-abc"
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 
-from waystation.api.services.deltas import partial_messages
-from waystation.persistence.claims import API_ROLE, WORKER_ROLE, Claims, claimed_connection
-from waystation.persistence.db import create_pool
 from tests.agent_helpers import SEARCH, shown_text
 from tests.helpers import eventually
 from tests.integration.test_walls_access import auth, group_of
 from tests.integration.test_walls_interfaces import api, http  # noqa: F401 - the fixtures
 from tests.sse_client import sse_events
+from waystation.api.services.deltas import partial_messages
+from waystation.persistence.claims import API_ROLE, WORKER_ROLE, Claims, claimed_connection
+from waystation.persistence.db import create_pool
 
 
 async def follow(client: httpx.AsyncClient, run_id: str, user: str, *, after_seq: int = 0,

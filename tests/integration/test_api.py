@@ -11,10 +11,10 @@ import jwt
 import pytest
 import pytest_asyncio
 
+from tests.helpers import IDEA, eventually
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
-from tests.helpers import IDEA, eventually
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

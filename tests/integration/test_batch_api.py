@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
+from tests.helpers import eventually
+from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.kinds.batch.settings import BatchSettings
-from tests.helpers import eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from waystation.activities.agents import AgentRequest
-from waystation.api.app import create_app
-from waystation.kinds.batch.activities.checks import output_flags
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from waystation.activities.agents import AgentRequest
+from waystation.api.app import create_app
+from waystation.kinds.batch.activities.checks import output_flags
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

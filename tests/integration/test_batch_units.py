@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from waystation.kinds.batch import repository as jobs_repo
 from tests.batch_helpers import new_batch_run
+from waystation.kinds.batch import repository as jobs_repo
 
 
 def _worker(name: str) -> jobs_repo.WorkerStart:

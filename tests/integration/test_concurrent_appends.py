@@ -8,9 +8,9 @@ from __future__ import annotations
 import asyncio
 import random
 
+from tests.helpers import new_validation_run
 from waystation.persistence.events import append_events, list_events
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
-from tests.helpers import new_validation_run
 
 EVENTS_PER_WRITER = 400
 

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
+from tests.console_helpers import login_path
+from tests.helpers import new_validation_run
 from waystation.api.app import create_app
 from waystation.api.auth import SESSION_COOKIE, issue_token
 from waystation.persistence.writes import ReadModelWrite, SnapshotWrite, apply_write
-from tests.console_helpers import login_path
-from tests.helpers import new_validation_run
 from waystation.settings import Settings
 from waystation.testing import free_port
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.oidc_stub import OidcStub, oidc_provider
 from waystation.api.app import create_app
 from waystation.api.auth import SESSION_COOKIE
 from waystation.api.oidc import FLOW_COOKIE
-from tests.oidc_stub import OidcStub, oidc_provider
 from waystation.settings import Settings
 from waystation.testing import free_port
 

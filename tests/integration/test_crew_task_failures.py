@@ -16,10 +16,10 @@ import asyncpg
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from tests.helpers import new_validation_run
 from waystation.activities.agents.base import AgentRequest, AgentResponse, ModelCallFailed, Usage
 from waystation.activities.read_model import ReadModelActivities
 from waystation.kinds.validation.activities.crew_tasks import CrewTaskActivities, CrewTaskInput
-from tests.helpers import new_validation_run
 
 SCHEDULED = datetime(2026, 11, 27, 1, 0, tzinfo=UTC)
 

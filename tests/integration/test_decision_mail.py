@@ -13,10 +13,10 @@ from email.message import Message
 import httpx
 import pytest_asyncio
 
+from tests.helpers import IDEA, eventually, started_workflow
 from waystation.activities.agents import backend_named
 from waystation.activities.decision_mail import DecisionMailResult, MailSettings
 from waystation.api.auth import issue_token
-from tests.helpers import IDEA, eventually, started_workflow
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 from waystation.worker import build_worker

@@ -15,8 +15,8 @@ import httpx
 import pytest_asyncio
 from temporalio.worker import Replayer
 
-from waystation.api.auth import issue_token
 from tests.helpers import eventually, live_api
+from waystation.api.auth import issue_token
 from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import worker_workflows

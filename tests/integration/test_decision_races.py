@@ -16,11 +16,11 @@ import pytest
 import pytest_asyncio
 from temporalio.worker import Worker
 
+from tests.helpers import eventually
+from tests.integration.test_api import auth, settings, start_run, wait_pending  # noqa: F401
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.services import workflow_updates
-from tests.helpers import eventually
-from tests.integration.test_api import auth, settings, start_run, wait_pending  # noqa: F401
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

@@ -9,12 +9,12 @@ from datetime import timedelta
 import httpx
 from temporalio.api.enums.v1 import EventType
 
-from waystation.activities.artifacts import LocalArtifactStore
-from waystation.api.auth import issue_token
 from tests.fault_helpers import SECRET, api_settings
 from tests.helpers import eventually
 from tests.integration.test_retention import gone, sweep
 from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
+from waystation.activities.artifacts import LocalArtifactStore
+from waystation.api.auth import issue_token
 from waystation.testing import InProcessApi
 from waystation.workflows.retention_models import RetentionSweepInput
 

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest_asyncio
 
-from waystation.persistence.db import create_pool
 from tests.fault_helpers import api_settings
 from tests.integration.test_erasure import client
 from tests.integration.test_retention import sweep
+from waystation.persistence.db import create_pool
 from waystation.testing import InProcessApi, create_database
 from waystation.workflows.retention_models import RetentionSweepInput
 

@@ -8,7 +8,6 @@ import uuid
 
 import asyncpg
 
-from waystation.persistence.runs import create_run
 from tests.helpers import IDEA, eventually
 from tests.integration.test_api import (  # noqa: F401 - the api and settings fixtures
     api,
@@ -17,6 +16,7 @@ from tests.integration.test_api import (  # noqa: F401 - the api and settings fi
     start_run,
     wait_pending,
 )
+from waystation.persistence.runs import create_run
 
 BRIEF = "approve_founders_brief"
 VPC = "approve_vpc_completion"

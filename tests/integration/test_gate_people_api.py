@@ -11,12 +11,12 @@ from datetime import timedelta
 import httpx
 import pytest_asyncio
 
+from tests.helpers import IDEA, eventually, live_api
+from tests.integration.test_groups import SECRET, auth, people, wedding
 from waystation.api.run_kinds import start_run
 from waystation.contracts.gate_policy import GATE_POLICY_MEMO, GatePolicy
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.persistence.runs import create_run
-from tests.helpers import IDEA, eventually, live_api
-from tests.integration.test_groups import SECRET, auth, people, wedding
 
 GATE = "approve_founders_brief"
 

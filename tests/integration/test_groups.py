@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from waystation.api.auth import issue_token
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
+from waystation.api.auth import issue_token
 
 SECRET = "groups-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"

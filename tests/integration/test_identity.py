@@ -18,10 +18,10 @@ import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
+from tests.helpers import eventually
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
 from waystation.api.identity import IdentityProvider
-from tests.helpers import eventually
 from waystation.settings import Settings
 
 SECRET = "identity-secret-0123456789-0123456789-abcdef"

@@ -1,6 +1,5 @@
-"""A kind's own migrations (`RunKind.migrations`) join the core's in one order on a real
-database; a database migrated before the built-in kinds moved into `kinds/` migrates on with
-nothing to do."""
+"""A kind's own migrations (`DataHooks.migrations`) join the core's in one order on a real
+database, also when the kind is installed after the core's later ones ran."""
 
 from __future__ import annotations
 
@@ -31,12 +30,12 @@ async def fresh_url(database_url: str) -> AsyncIterator[str]:
 async def test_a_kind_s_migrations_apply_once_after_the_core_s(fresh_url: str,
                                                                tmp_path: Path) -> None:
     builtin = load_registry(use_entry_points=False).migration_folders()
-    core = [version for version, _, _ in migration_files(builtin)]
+    core = [version for version, _, _ in migration_files()]
     conn = await asyncpg.connect(fresh_url)
     try:
-        # As the release before the move left it: every migration of the old layout.
         assert await apply_migrations(conn) == core
-        # The same database under the kinds' layout: nothing to do, no checksum refused.
+        # The built-in kinds' own, after every one of the core's.
+        assert await apply_migrations(conn, folders=builtin) == [84, 85, 86]
         assert await apply_migrations(conn, folders=builtin) == []
 
         (tmp_path / "069_my_kind_rows.sql").write_text(

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from waystation.api.auth import issue_token
 from tests.helpers import IDEA, live_api, wait_gate
+from waystation.api.auth import issue_token
 from waystation.testing import InProcessApi
 
 SECRET = "limits-test-secret-0123456789-0123456789-ab"

@@ -10,12 +10,12 @@ import uuid
 
 import asyncpg
 
+from tests.helpers import eventually
 from waystation.api.auth import User
 from waystation.api.event_hub import DELTA_CAPACITY, EventHub
 from waystation.api.services import live
 from waystation.persistence.runs import create_run
 from waystation.persistence.writes import EventWrite, ReadModelWrite, RunStateWrite, apply_write
-from tests.helpers import eventually
 
 OWNER = "lena"
 # Far longer than the test: anything that arrives came from a notice, not a heartbeat.

@@ -23,11 +23,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, EmptyResult, Request, RequestParams, Result
 from pydantic import ConfigDict
 
-from waystation.api.app import create_app
-from waystation.api.auth import issue_token
 from tests.agent_helpers import LIKE, SEARCH
 from tests.helpers import IDEA, eventually, live_api
 from tests.mobile_helpers import NOTES
+from waystation.api.app import create_app
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 
@@ -466,6 +466,11 @@ async def test_an_agent_run_as_a_task_asks_for_its_next_message(api):
                                    input_responses={key_sent: response})
             assert bad.value.error.code == -32602
             assert bad.value.error.data["error"]["message"].startswith(where)  # type: ignore[index]
+        # More answers than a task can ask for: refused before any is read.
+        many = {f"message-{n}": {"action": "cancel"} for n in range(51)}
+        with pytest.raises(MCPError) as too_many:
+            await task_request(client, "tasks/update", task_id, input_responses=many)
+        assert too_many.value.error.code == -32602
         # A dismissed form sends nothing either.
         await task_request(client, "tasks/update", task_id,
                            input_responses={key: {"action": "cancel"}})
@@ -530,9 +535,14 @@ async def test_a_mobile_run_s_screen_graph_is_a_resource(api):
         assert (content["app_package"], content["run_id"]) == (NOTES, run_id)
         assert content["screens"] and content["edges"]
         assert content["edges"][0]["first_seen_at"][10] == "T"  # ISO 8601, as REST writes it
+        # The mobile kind's own filter of list_runs (`ApiHooks.run_filters`), and its field.
+        listed = await call(client, "list_runs", app_package=NOTES)
+        assert run_id in [r["run_id"] for r in listed["runs"]]
+        assert (await call(client, "get_run", run_id=run_id))["app_package"] == NOTES
     async with mcp(api, "mallory") as other:
         hidden = await _resource_error(other, f"waystation://runs/{run_id}/graph")
         assert hidden["code"] == "run_not_found"
+        assert (await call(other, "list_runs", app_package=NOTES))["runs"] == []
 
 
 # --- progress on a running task (issue 43) ------------------------------------------------

@@ -15,14 +15,14 @@ import httpx
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from waystation.activities.agents import backend_named
-from waystation.kinds.validation.kind import VALIDATION
-from waystation.kinds.validation.workflow import ValidationRun
 from tests.agent_helpers import new_agent_run, start_agent, waiting
 from tests.fault_helpers import api_settings, auth, worker_env
 from tests.faults.test_durability import WorkerProcesses
 from tests.helpers import IDEA, eventually, new_validation_run
 from tests.sse_client import sse_events
+from waystation.activities.agents import backend_named
+from waystation.kinds.validation.kind import VALIDATION
+from waystation.kinds.validation.workflow import ValidationRun
 from waystation.testing import InProcessApi, free_port
 from waystation.worker import build_worker
 

@@ -20,9 +20,12 @@ import pytest
 import pytest_asyncio
 
 from waystation.persistence.migrate import MIGRATION_LOCK_ID, apply_migrations, migration_files
+from waystation.registry import load_registry
 from waystation.testing import eventually, free_port, with_database
 
 ROOT = Path(__file__).resolve().parents[2]
+# The core's migrations and the built-in kinds' own, as `waystation migrate` applies them.
+FOLDERS = load_registry(use_entry_points=False).migration_folders()
 PROCESSES = 5
 SCHEMA_QUERIES = {
     "columns": """SELECT table_name, column_name, data_type, is_nullable, column_default
@@ -63,7 +66,7 @@ async def schema_of(url: str) -> dict[str, list[tuple]]:
 
 
 async def assert_migrated_once(url: str, reference_url: str) -> None:
-    expected = [(version, name) for version, name, _ in migration_files()]
+    expected = [(version, name) for version, name, _ in migration_files(FOLDERS)]
     conn = await asyncpg.connect(url)
     try:
         recorded = [tuple(r.values()) for r in await conn.fetch(
@@ -122,7 +125,7 @@ async def test_five_migrate_processes_released_at_once(empty_database, migrated_
                 proc.kill()
                 await proc.wait()
     assert [rc for rc, _ in outputs] == [0] * PROCESSES, outputs
-    versions = [v for v, _, _ in migration_files()]
+    versions = [v for v, _, _ in migration_files(FOLDERS)]
     applied = [out for _, out in outputs if "applied migrations" in out]
     assert len(applied) == 1 and f"applied migrations: {versions}" in applied[0], outputs
     assert sum("database is up to date" in out for _, out in outputs) == PROCESSES - 1
@@ -132,10 +135,10 @@ async def test_five_migrate_processes_released_at_once(empty_database, migrated_
 async def test_five_connections_race_in_one_process(empty_database, migrated_url):
     conns = [await asyncpg.connect(empty_database) for _ in range(PROCESSES)]
     try:
-        results = await asyncio.gather(*(apply_migrations(c) for c in conns))
+        results = await asyncio.gather(*(apply_migrations(c, folders=FOLDERS) for c in conns))
     finally:
         await asyncio.gather(*(c.close() for c in conns))
-    versions = [v for v, _, _ in migration_files()]
+    versions = [v for v, _, _ in migration_files(FOLDERS)]
     assert sorted(results, key=len) == [[]] * (PROCESSES - 1) + [versions]
     await assert_migrated_once(empty_database, migrated_url)
 
@@ -182,6 +185,6 @@ async def test_three_workers_and_two_apis_started_at_once_on_an_empty_database(
                 proc.terminate()
             _, err = await asyncio.wait_for(proc.communicate(), timeout=30)
             logs.append(err.decode(errors="replace"))
-    versions = [v for v, _, _ in migration_files()]
+    versions = [v for v, _, _ in migration_files(FOLDERS)]
     assert sum(f"applied migrations: {versions}" in log for log in logs) == 1, logs
     await assert_migrated_once(empty_database, migrated_url)

@@ -10,11 +10,11 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from tests.helpers import eventually
+from tests.mobile_helpers import NOTES
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
-from tests.helpers import eventually
-from tests.mobile_helpers import NOTES
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

@@ -7,10 +7,10 @@ import json
 
 import asyncpg
 
+from tests.mobile_helpers import new_mobile_run
 from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
 from waystation.kinds.mobile import repository as graph
 from waystation.persistence.events import append_events
-from tests.mobile_helpers import new_mobile_run
 
 PKG = "com.example.retry"
 

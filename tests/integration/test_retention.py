@@ -13,10 +13,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.activities.agents import backend_named
-from waystation.activities.artifacts import LocalArtifactStore
 from tests.helpers import eventually
 from tests.retention_helpers import RUN_TABLES, rows_of, seed_run, start_execution
+from waystation.activities.agents import backend_named
+from waystation.activities.artifacts import LocalArtifactStore
 from waystation.retention_schedule import SCHEDULE_ID, ensure_retention_schedule
 from waystation.settings import Settings
 from waystation.worker import build_worker

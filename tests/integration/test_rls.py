@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from tests.console_helpers import open_gate
+from tests.helpers import new_validation_run
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import groups as groups_repo
 from waystation.persistence import runs as runs_repo
@@ -25,8 +27,7 @@ from waystation.persistence.claims import (
 from waystation.persistence.db import create_pool
 from waystation.persistence.migrate import apply_migrations
 from waystation.persistence.writes import EventWrite, ReadModelWrite, SnapshotWrite, apply_write
-from tests.console_helpers import open_gate
-from tests.helpers import new_validation_run
+from waystation.registry import load_registry
 from waystation.testing import with_database
 
 # The run tables, read with no WHERE at all: the policies are the only filter.
@@ -217,7 +218,8 @@ async def test_a_non_superuser_owner_deployment(database_url: str):
         try:
             # The roles exist already (cluster-wide); the migration only uses them.
             await admin.execute(f"GRANT {API_ROLE}, {WORKER_ROLE} TO {login}")
-            await apply_migrations(conn)
+            await apply_migrations(conn, folders=load_registry(
+                use_entry_points=False).migration_folders())
         finally:
             await conn.close()
         api = await create_pool(url, max_size=1, role=API_ROLE)
@@ -235,6 +237,17 @@ async def test_a_non_superuser_owner_deployment(database_url: str):
                 async with claimed_connection(api, Claims(user=user)) as conn:
                     seen = {r["id"] for r in await conn.fetch("SELECT id FROM runs")}
                 assert seen == expected, user
+            # A mobile run the API writes gets its kind's row (a SECURITY DEFINER trigger of
+            # the mobile kind's migration), visible with the run only.
+            mobile = uuid.uuid4()
+            async with claimed_connection(api, Claims(user="alice")) as conn:
+                await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
+                                   "VALUES ($1, 'mobile_agent', 'w-m', 'alice', "
+                                   "'{\"app_package\": \"com.example.notes\"}')", mobile)
+            for user, packages in (("alice", ["com.example.notes"]), ("carol", [])):
+                async with claimed_connection(api, Claims(user=user)) as conn:
+                    assert [r[0] for r in await conn.fetch(
+                        "SELECT app_package FROM mobile_runs")] == packages, user
         finally:
             await api.close()
             await worker.close()

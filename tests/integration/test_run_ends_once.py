@@ -8,10 +8,10 @@ from uuid import UUID
 
 import asyncpg
 
-from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
-from waystation.persistence.writes import apply_write
 from tests.console_helpers import open_gate
 from tests.helpers import new_validation_run
+from waystation.contracts.writes import EventWrite, ReadModelWrite, RunStateWrite, SnapshotWrite
+from waystation.persistence.writes import apply_write
 
 
 def end(run_id: UUID, status: str, ordinal: int) -> ReadModelWrite:

@@ -9,9 +9,9 @@ from datetime import datetime
 
 import asyncpg
 
-from waystation.persistence.runs import create_run
 from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
 from tests.integration.test_retention import sweep
+from waystation.persistence.runs import create_run
 from waystation.workflows.retention_models import RetentionSweepInput
 
 

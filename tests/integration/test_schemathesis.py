@@ -42,8 +42,8 @@ import schemathesis
 from hypothesis import HealthCheck, Phase
 from temporalio.service import RPCError
 
-from waystation.api.auth import issue_token
 from tests.helpers import IDEA
+from waystation.api.auth import issue_token
 from waystation.testing import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

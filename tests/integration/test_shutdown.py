@@ -11,12 +11,12 @@ import asyncpg
 import httpx
 import pytest
 
-from waystation.persistence.events import append_events
-from waystation.persistence.writes import EventWrite
 from tests.api_process import ApiProcess
 from tests.fault_helpers import StreamFollower, auth, free_port
 from tests.helpers import eventually, new_validation_run
 from tests.sse_client import sse_events
+from waystation.persistence.events import append_events
+from waystation.persistence.writes import EventWrite
 from waystation.settings import Settings
 from waystation.testing import InProcessApi
 

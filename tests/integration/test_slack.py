@@ -18,14 +18,14 @@ import httpx
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.activities.agents import backend_named
-from waystation.activities.slack.channel import SlackActivities, SlackSyncInput
-from waystation.activities.slack.web_api import SlackConfig
-from waystation.api.auth import issue_token
 from tests.agent_helpers import BOOK
 from tests.helpers import IDEA
 from tests.slack_client import SIGNING_SECRET, SlackPerson, buttons, signed, text_of
 from tests.slack_stub import TOKEN, Message, SlackStub
+from waystation.activities.agents import backend_named
+from waystation.activities.slack.channel import SlackActivities, SlackSyncInput
+from waystation.activities.slack.web_api import SlackConfig
+from waystation.api.auth import issue_token
 from waystation.settings import Settings
 from waystation.testing import InProcessApi, eventually
 from waystation.worker import build_worker

@@ -10,9 +10,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from waystation.api.auth import issue_token
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
+from waystation.api.auth import issue_token
 from waystation.testing import InProcessApi
 
 SECRET = "stream-secret-0123456789-0123456789-abcdef"

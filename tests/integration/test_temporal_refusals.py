@@ -11,7 +11,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from waystation.api.errors import ApiError, as_api_error
-from waystation.api.services.workflow_updates import cancel_workflow, execute_update, temporal_refusal
+from waystation.api.services.workflow_updates import (
+    cancel_workflow,
+    execute_update,
+    temporal_refusal,
+)
 from waystation.workflows.gate_handlers import GatedWorkflow
 
 ENDED = ApiError(409, "run_finished", "the run is no longer running")

@@ -23,12 +23,12 @@ from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
+from tests.helpers import IDEA, eventually
+from waystation import telemetry
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
 from waystation.api.temporal_gateway import TemporalGateway
-from tests.helpers import IDEA, eventually
-from waystation import telemetry
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

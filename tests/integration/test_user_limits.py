@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from waystation.api.auth import SESSION_COOKIE
-from waystation.persistence import user_limits
 from tests.console_helpers import login_path
 from tests.fault_helpers import api_settings, auth
 from tests.helpers import IDEA
+from waystation.api.auth import SESSION_COOKIE
+from waystation.persistence import user_limits
 from waystation.testing import InProcessApi, eventually, free_port
 
 

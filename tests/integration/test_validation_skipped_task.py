@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest_asyncio
 
-from waystation.api.app import create_app
 from tests.helpers import IDEA, FailingTasks, eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from waystation.api.app import create_app
 from waystation.settings import Settings
 from waystation.worker import build_worker
 

@@ -15,11 +15,11 @@ import asyncpg
 import httpx
 import pytest_asyncio
 
-from waystation.api.auth import SESSION_COOKIE, issue_token
-from waystation.contracts.decision_links import sign_link
 from tests.console_helpers import login_path
 from tests.helpers import IDEA, eventually, live_api
 from tests.sse_client import SseEvent, sse_events
+from waystation.api.auth import SESSION_COOKIE, issue_token
+from waystation.contracts.decision_links import sign_link
 
 SECRET = "walls-secret-0123456789-0123456789-abcdef"
 GATE = "approve_founders_brief"

@@ -9,11 +9,11 @@ import asyncpg
 import pytest
 
 from waystation.api.app import create_app
+from waystation.database import login_url
 from waystation.persistence.claims import API_ROLE, WORKER_ROLE, Claims, set_claims
 from waystation.persistence.db import create_pool
 from waystation.persistence.events import maintain_partitions
 from waystation.persistence.runs import create_run
-from waystation.database import login_url
 from waystation.settings import Settings
 from waystation.testing import free_port
 

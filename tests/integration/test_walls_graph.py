@@ -6,9 +6,9 @@ from __future__ import annotations
 import base64
 import uuid
 
-from waystation.activities.artifacts import LocalArtifactStore
 from tests.integration.test_mobile_api import api, auth, finished, settings  # noqa: F401 - fixtures
 from tests.mobile_helpers import NOTES
+from waystation.activities.artifacts import LocalArtifactStore
 
 
 async def _explore(api, user: str) -> str:  # noqa: F811

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from waystation.kinds.mobile.activities.adb import typing_commands
-from waystation.kinds.mobile.settings import MobileSettings
 from tests.integration.test_mobile_api import SECRET, api, auth  # noqa: F401 - the api fixture
 from tests.mobile_helpers import NOTES
+from waystation.kinds.mobile.activities.adb import typing_commands
+from waystation.kinds.mobile.settings import MobileSettings
 from waystation.settings import Settings
 
 # `input` stands in for the device's: it prints each argument it receives, bracketed.

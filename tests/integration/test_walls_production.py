@@ -15,11 +15,11 @@ import pytest
 import pytest_asyncio
 from pydantic import ValidationError
 
+from tests.fault_helpers import SECRET, api_settings, auth
 from waystation.api.auth import issue_token
 from waystation.api.services import metrics as metrics_service
 from waystation.persistence.metrics import read_figures
 from waystation.persistence.sealing import new_key
-from tests.fault_helpers import SECRET, api_settings, auth
 from waystation.settings import DEV_JWT_SECRET, DEV_SECRETS_KEY, Settings
 from waystation.testing import InProcessApi
 

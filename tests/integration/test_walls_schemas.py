@@ -13,6 +13,8 @@ import pytest
 import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 
+from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.integration.test_batch_api import api, submit  # noqa: F401 - the api fixture
 from waystation.activities.agents.structured import AnswerProblem, validate_answer
 from waystation.contracts.user_schemas import (
     MAX_SCHEMA_BYTES,
@@ -22,8 +24,6 @@ from waystation.contracts.user_schemas import (
     user_schema_validator,
 )
 from waystation.contracts.writes import GateOption
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
-from tests.integration.test_batch_api import api, submit  # noqa: F401 - the api fixture
 from waystation.workflows.gate_rules import DecisionInput, GateSpec, _check_answer
 
 CATASTROPHIC = {"type": "string", "pattern": "^(a+)+$"}

@@ -10,6 +10,9 @@ from datetime import datetime
 
 import pytest
 
+from tests.helpers import IDEA, eventually
+from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.integration.test_batch_api import api, submit, wait_status  # noqa: F401 - the api fixture
 from waystation.kinds.batch.activities.render_process import (
     KILL_AFTER_SECONDS,
     evaluate_bounded,
@@ -24,9 +27,6 @@ from waystation.kinds.batch.activities.templates import (
     evaluate,
     render,
 )
-from tests.helpers import IDEA, eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
-from tests.integration.test_batch_api import api, submit, wait_status  # noqa: F401 - the api fixture
 
 REPRODUCTION = ('{% for a in "x" * 20000 %}{% for b in "x" * 20000 %}{{ b }}{% endfor %}'
                 '{% endfor %}')

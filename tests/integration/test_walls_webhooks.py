@@ -15,11 +15,11 @@ import asyncpg
 import httpx
 import pytest
 
-from waystation.activities.webhook_targets import refusal
-from waystation.persistence.sealing import new_key
 from tests.helpers import IDEA, eventually, live_api
 from tests.integration.test_webhooks import GATE, SECRET, auth, http  # noqa: F401 - the http fixture
 from tests.webhook_receiver import Receiver
+from waystation.activities.webhook_targets import refusal
+from waystation.persistence.sealing import new_key
 from waystation.settings import Settings
 
 NEIGHBOURS = ["127.0.0.1", "10.1.2.3", "172.16.0.5", "192.168.1.1", "100.64.0.1",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 
+from tests.helpers import new_validation_run
+from tests.webhook_receiver import Receiver
 from waystation.activities.webhooks import (
     FIRST_ATTEMPT_WITHIN_SECONDS,
     FIRST_ATTEMPTS_AT_ONCE,
@@ -14,8 +16,6 @@ from waystation.activities.webhooks import (
 )
 from waystation.persistence import webhooks as webhooks_repo
 from waystation.persistence.sealing import SecretsBox
-from tests.helpers import new_validation_run
-from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY
 
 HOOKS = 40

@@ -17,12 +17,12 @@ import pytest
 import pytest_asyncio
 from standardwebhooks import Webhook
 
+from tests.helpers import IDEA, eventually, live_api, started_workflow
+from tests.webhook_receiver import Receiver
 from waystation.activities.webhooks import NotificationResult
 from waystation.api.auth import issue_token
 from waystation.persistence import webhooks as webhooks_repo
 from waystation.persistence.sealing import PREFIX, SecretsBox, SecretUnreadable, new_key
-from tests.helpers import IDEA, eventually, live_api, started_workflow
-from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY, Settings
 
 SECRET = "hooks-secret-0123456789-0123456789-abcdef"

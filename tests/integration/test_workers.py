@@ -19,12 +19,17 @@ import httpx
 import pytest_asyncio
 from temporalio.client import Client
 
-from waystation.activities.agents import AgentRequest, AgentResponse
-from waystation.activities.agents.base import MODEL_REFUSED, ModelCallFailed, ProgressReporter, Usage
-from waystation.api.app import create_app
-from waystation.kinds.batch.workers_service import EVERYONES
 from tests.helpers import eventually
 from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from waystation.activities.agents import AgentRequest, AgentResponse
+from waystation.activities.agents.base import (
+    MODEL_REFUSED,
+    ModelCallFailed,
+    ProgressReporter,
+    Usage,
+)
+from waystation.api.app import create_app
+from waystation.kinds.batch.workers_service import EVERYONES
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker

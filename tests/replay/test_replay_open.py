@@ -15,15 +15,15 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker._worker import load_default_build_id
 
+from tests.helpers import eventually, new_validation_run
+from tests.plugin_samples.validation_variants import PatchedTimerFirst, TimerFirst
+from waystation import cli, registry
 from waystation.activities.agents import backend_named
+from waystation.cluster_replay import check_runs
 from waystation.kinds.batch.workflow import BatchJob
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.workflow import ValidationRun
 from waystation.persistence import runs as runs_repo
-from tests.helpers import eventually, new_validation_run
-from tests.plugin_samples.validation_variants import PatchedTimerFirst, TimerFirst
-from waystation import cli, registry
-from waystation.cluster_replay import check_runs
 from waystation.worker import build_worker
 from waystation.workflows.retention import RetentionSweep
 from waystation.workflows.retention_models import RetentionSweepInput

@@ -23,12 +23,13 @@ import httpx
 from temporalio.client import WorkflowHandle, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import IDEA
+from tests.webhook_receiver import Receiver
 from waystation.activities.agents import AgentBackend
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.persistence.migrate import apply_migrations
-from tests.helpers import IDEA
-from tests.webhook_receiver import Receiver
+from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import LocalStack, installed_binary
 from waystation.worker import build_worker
@@ -45,7 +46,8 @@ async def record(url: str, cases: dict[str, Case], *, task_queue: str,
     run that continued as new, the last run's)."""
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn)
+        await apply_migrations(conn, folders=load_registry(
+            use_entry_points=False).migration_folders())
     finally:
         await conn.close()
     env = await WorkflowEnvironment.start_time_skipping(

@@ -14,13 +14,13 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
+from tests.tools import history_recording
+from tests.tools.history_recording import Case
 from waystation.activities.agents import backend_named
 from waystation.contracts.decision_policies import PolicyDecision
 from waystation.kinds.agent.models import AgentCarry
 from waystation.persistence.policies import PolicyVersion, create_policy
-from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
-from tests.tools import history_recording
-from tests.tools.history_recording import Case
 from waystation.registry import load_registry
 
 TASK_QUEUE = "record-agent-histories"

@@ -15,15 +15,16 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.activities.agents import AgentRequest
-from waystation.kinds.batch.kind import BATCH
-from waystation.kinds.batch.models import BatchRunInput, PauseInput
-from waystation.kinds.batch.workflow import TEST_GATE, BatchJob
-from waystation.persistence import runs as runs_repo
 from tests.batch_helpers import ScriptedBackend, new_batch_run
 from tests.helpers import eventually
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
+from waystation.activities.agents import AgentRequest
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchRunInput, PauseInput
+from waystation.kinds.batch.trial import TEST_GATE
+from waystation.kinds.batch.workflow import BatchJob
+from waystation.persistence import runs as runs_repo
 from waystation.workflows.gate_rules import DecisionInput
 
 TASK_QUEUE = "record-batch-histories"

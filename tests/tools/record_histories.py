@@ -17,6 +17,9 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import FailingTasks, eventually, new_validation_run, wait_gate
+from tests.tools import history_recording
+from tests.tools.history_recording import Case
 from waystation.contracts.gate_policy import GATE_POLICY_MEMO
 from waystation.contracts.kinds import ForkPoint, RunStart
 from waystation.kinds.validation.kind import VALIDATION
@@ -24,9 +27,6 @@ from waystation.kinds.validation.workflow import ValidationRun
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
-from tests.helpers import FailingTasks, eventually, new_validation_run, wait_gate
-from tests.tools import history_recording
-from tests.tools.history_recording import Case
 from waystation.workflows.gate_rules import DecisionInput, DelegateInput, ReopenInput
 
 TASK_QUEUE = "record-histories"
@@ -144,8 +144,8 @@ async def fork_reject_past_decision(env: WorkflowEnvironment, pool: asyncpg.Pool
     fork = await new_validation_run(pool, gates=[GATES[0]])
     decision = {"checkpoint_name": GATES[0], "decision": "reject",
                 "feedback": "focus on dentists", "decided_by": "alice"}
-    assert VALIDATION.fork is not None
-    arg = VALIDATION.fork(
+    assert VALIDATION.forks.start is not None
+    arg = VALIDATION.forks.start(
         RunStart(run_id=fork.run_id, owner=fork.owner, input=fork.input),
         ForkPoint(source_run_id=source_id, snapshot=snapshot.step_ordinal, label=snapshot.label,
                   state=snapshot.state, checkpoint=GATES[0], decision=decision,

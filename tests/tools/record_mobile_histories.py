@@ -16,16 +16,16 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import eventually
+from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
+from tests.tools import history_recording
+from tests.tools.history_recording import Case
 from waystation.activities.agents import backend_named
 from waystation.kinds.mobile.kind import MOBILE
 from waystation.kinds.mobile.models import MobileFork, MobileRunState
 from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentRun
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
-from tests.helpers import eventually
-from tests.mobile_helpers import NOTES, SHOP, new_mobile_run
-from tests.tools import history_recording
-from tests.tools.history_recording import Case
 from waystation.workflows.gate_rules import DecisionInput
 
 HISTORIES = Path(__file__).resolve().parents[1] / "histories"

@@ -431,6 +431,8 @@ def test_dockerignore_keeps_what_pip_install_needs() -> None:
         "activities",
         "persistence",
         "api",
+        "contracts",
+        "kinds",
         "*",
         "**",
     ):

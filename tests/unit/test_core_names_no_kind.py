@@ -1,7 +1,9 @@
 """The core names no kind: no module of `api`, `activities`, `persistence`, `waystation`,
-`workflows` or `contracts`, and no console script, imports a kind's package or names its kind,
-tables or routes. A kind reaches the core only through its `RunKind` hooks, so adding a
-built-in kind, or moving one out into a plug-in, touches no core module (issue 30)."""
+`workflows` or `contracts`, no SQL of the core (its queries and migrations) and no console
+script imports a kind's package or names its kind, tables, columns or routes. A kind reaches
+the core only through its `RunKind` hooks, so adding a built-in kind, or moving one out into a
+plug-in, touches no core module (issue 30), and the core's tables carry no kind's column
+(issue 40)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ CONSOLE = ROOT / "api" / "console" / "static"
 
 @dataclass(frozen=True)
 class Kind:
-    package: str  # its import path
+    package: str  # its import path (installed: its folder under kinds/ is `waystation.kinds.*`)
     name: str  # its `RunKind.name`
     tables: frozenset[str]
     routes: frozenset[str]  # first path segments of its own routes
+    columns: frozenset[str] = frozenset()  # of its own tables, words of its own
 
 
 KINDS = (
@@ -29,8 +32,9 @@ KINDS = (
           routes=frozenset({"/jobs", "/items", "/workers"})),
     Kind(package="waystation.kinds.mobile", name="mobile_agent",
           tables=frozenset({"apps", "screens", "actions", "edges",
-                            "graph_persistence_outcomes"}),
-          routes=frozenset({"/apps", "/artifacts"})),
+                            "graph_persistence_outcomes", "mobile_runs"}),
+          routes=frozenset({"/apps", "/artifacts"}),
+          columns=frozenset({"app_package"})),
     Kind(package="waystation.kinds.validation", name="validation", tables=frozenset(),
           routes=frozenset()),
     # Its routes are `/runs/{id}/messages`: under the core's `/runs`, so none of its own here.
@@ -44,16 +48,16 @@ NOT_THE_KIND = {
         "shape",
 }
 
-# Migrations applied before a kind moved into its package keep their file and number (their
-# checksums are stored in every database they reached); persistence/schema.sql is generated
-# from them all.
-APPLIED_BEFORE_THE_MOVE = re.compile(r"persistence/(migrations/\d{3}_.*\.sql|schema\.sql)$")
+# persistence/schema.sql shows the whole schema, the kinds' tables too (generated from the
+# core's migrations and the built-in kinds'). The core's migrations are scanned: since the kinds
+# own their tables (issue 40) none creates or names one of a kind's.
+WHOLE_SCHEMA = ROOT / "persistence" / "schema.sql"
 
 
 def core_files() -> list[Path]:
-    files = [p for top in CORE for p in sorted((ROOT / top).rglob("*"))
-             if p.suffix in (".py", ".sql", ".js") and ".venv" not in p.parts]
-    return [p for p in files if not APPLIED_BEFORE_THE_MOVE.search(p.as_posix())]
+    return [p for top in CORE for p in sorted((ROOT / top).rglob("*"))
+            if p.suffix in (".py", ".sql", ".js") and ".venv" not in p.parts
+            and p != WHOLE_SCHEMA]
 
 
 def imported_modules(tree: ast.AST) -> set[str]:
@@ -72,7 +76,8 @@ def string_constants(tree: ast.AST) -> list[str]:
 
 
 def named(path: Path, kind: Kind) -> set[str]:
-    """What of `kind` the file names: its package, its name as a string, a table, a route."""
+    """What of `kind` the file names: its package, its name as a string, a table, a column,
+    a route."""
     text = path.read_text()
     found: set[str] = set()
     routes = "|".join(re.escape(r) for r in kind.routes) or "(?!)"  # none: matches nothing
@@ -84,18 +89,22 @@ def named(path: Path, kind: Kind) -> set[str]:
         strings = string_constants(tree)
         found |= {kind.name for s in strings if s == kind.name}
         sql_like = [s for s in strings if re.search(r"\b(FROM|JOIN|UPDATE|INTO)\b", s)]
-        found |= {t for t in kind.tables for s in sql_like if re.search(rf"\b{t}\b", s)}
+        found |= {t for t in kind.tables | kind.columns for s in sql_like
+                  if re.search(rf"\b{t}\b", s)}
         found |= {m.group(1) for s in strings for m in [route.match(f'"{s}')] if m}
     elif path.suffix == ".sql":
         code = re.sub(r"--.*", "", text)
-        found |= {t for t in kind.tables if re.search(rf"\b{t}\b", code)}
+        found |= {t for t in kind.tables | kind.columns if re.search(rf"\b{t}\b", code)}
+        if re.search(rf"\bkind\s*(=|<>|IN\s*\([^)]*)\s*'{re.escape(kind.name)}'", code):
+            found.add(kind.name)  # a run's kind compared with the kind's name
     elif path.suffix == ".js":
         code = re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)
-        folder = kind.package.replace(".", "/")
+        folder = kind.package.removeprefix("waystation.").replace(".", "/")
         if re.search(rf"""["'`][^"'`]*({re.escape(folder)}|/{kind.name}\.js)""", code):
             found.add(kind.package)
         if re.search(rf"""["'`]{re.escape(kind.name)}["'`]""", code):
             found.add(kind.name)
+        found |= {c for c in kind.columns if re.search(rf"\b{c}\b", code)}
         found |= {m.group(1) for m in route.finditer(code)}
     return found
 
@@ -138,6 +147,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
         "c.py": 'Q = "SELECT 1 FROM work_units w"\n',
         "d.py": 'URL = "/jobs/{job_id}"\n',
         "e.sql": "SELECT count(*) FROM item_outputs;\n",
+        "h.sql": "SELECT e->>'agent' FROM runs WHERE kind = 'batch' -- jobs\n",
         "f.js": 'import { mount } from "./batch.js";\nconst url = `/items/${id}`;\n',
         "g.py": 'jobs: list[str] = []  # a word, not a table\nOTHER = "batches"\n',
     }
@@ -145,6 +155,22 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     for name, text in samples.items():
         (tmp_path / name).write_text(text)
         found[name] = named(tmp_path / name, batch)
-    assert found == {"a.py": {"waystation.kinds.batch"}, "b.py": {"batch"}, "c.py": {"work_units"},
-                     "d.py": {"/jobs"}, "e.sql": {"item_outputs"},
+    assert found == {"a.py": {"waystation.kinds.batch"}, "b.py": {"batch"},
+                     "c.py": {"work_units"}, "d.py": {"/jobs"}, "e.sql": {"item_outputs"},
+                     "h.sql": {"batch"},
                      "f.js": {"waystation.kinds.batch", "/items"}, "g.py": set()}
+
+
+def test_the_scan_finds_a_kind_s_column(tmp_path: Path) -> None:
+    """A kind's column named by the core's SQL or console (issue 40: `runs.app_package`)."""
+    mobile = next(k for k in KINDS if k.name == "mobile_agent")
+    samples = {"a.sql": "ALTER TABLE runs ADD COLUMN app_package text;\n",
+               "b.py": 'Q = "SELECT id FROM runs WHERE app_package = $1"\n',
+               "c.js": 'const filters = ["kind", "app_package"];\n',
+               "d.sql": "-- app_package: a comment\nSELECT 1;\n"}
+    found = {}
+    for name, text in samples.items():
+        (tmp_path / name).write_text(text)
+        found[name] = named(tmp_path / name, mobile)
+    assert found == {"a.sql": {"app_package"}, "b.py": {"app_package"},
+                     "c.js": {"app_package"}, "d.sql": set()}

@@ -12,12 +12,12 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings
 
-from waystation.contracts.kinds import CliCommand, PluginError, RunKind
+from waystation import cli
+from waystation.contracts.kinds import CliCommand, CliHooks, PluginError, RunKind
 from waystation.kinds.batch.settings import BatchSettings
 from waystation.kinds.mobile.activities.simulator.driver import bundled_packages
 from waystation.kinds.mobile.settings import MobileSettings
 from waystation.persistence.migrate import migration_files
-from waystation import cli
 from waystation.registry import Registered, Registry, load_registry
 from waystation.settings import Settings
 from waystation.testing import settings_env
@@ -49,9 +49,14 @@ def test_builtin_kinds_bring_their_parts_through_the_hooks() -> None:
     assert set(sections) >= {"batch", "mobile_agent"}
     assert all("export function mount(" in module.read_text() for module in sections.values())
     batch = registry.kind("batch")
-    assert batch.start_check and batch.view and batch.worker_deps and batch.metrics
-    assert batch.retention and batch.retention.archive and batch.retention.purge
-    assert registry.kind("mobile_agent").start_check is not None
+    assert batch.api.start_check and batch.api.view and batch.worker.deps and batch.data.metrics
+    retention = batch.data.retention
+    assert retention and retention.archive and retention.purge
+    assert registry.kind("mobile_agent").api.start_check is not None
+    # The worker's sweep and the API's /metrics get every kind's share from the registry.
+    assert {batch.data.retention, registry.kind("mobile_agent").data.retention} \
+        == set(registry.retention())
+    assert batch.data.metrics in registry.metrics()
 
 
 def _kind_with(**hooks: object) -> RunKind:
@@ -61,7 +66,7 @@ def _kind_with(**hooks: object) -> RunKind:
 
 def test_a_kind_s_cli_command_is_a_waystation_subcommand(capsys: pytest.CaptureFixture[str]
                                                          ) -> None:
-    """`waystation simulator list` comes from the mobile kind's `cli_commands`; a plug-in's
+    """`waystation simulator list` comes from the mobile kind's `CliHooks.commands`; a plug-in's
     command is parsed and run the same way, and one taking a name already taken is refused."""
     assert cli.main(["simulator", "list"]) == 0
     assert capsys.readouterr().out.split() == bundled_packages()
@@ -73,13 +78,14 @@ def test_a_kind_s_cli_command_is_a_waystation_subcommand(capsys: pytest.CaptureF
 
     command = CliCommand(name="restock", help="restock a shelf", configure=configure,
                          run=lambda settings, args: seen.append(args.shelf) or 7)
-    kinds = {"my_kind": Registered(_kind_with(cli_commands=[command]), "test")}
+    kinds = {"my_kind": Registered(_kind_with(cli=CliHooks(commands=[command])), "test")}
     args = cli.build_parser(kinds).parse_args(["restock", "--shelf", "b2"])
     assert args.kind_command.run(None, args) == 7 and seen == ["b2"]
 
     clash = CliCommand(name="token", help="", run=lambda settings, args: 0)
     with pytest.raises(PluginError, match="kind 'my_kind''s command 'token' is taken"):
-        cli.build_parser({"my_kind": Registered(_kind_with(cli_commands=[clash]), "test")})
+        cli.build_parser({"my_kind": Registered(_kind_with(cli=CliHooks(commands=[clash])),
+                                                "test")})
 
 
 def test_demos_are_the_kinds_that_have_one(capsys: pytest.CaptureFixture[str]) -> None:
@@ -124,7 +130,7 @@ def test_the_agent_kind_brings_its_conversation_and_agents_through_the_hooks() -
     assert [name for name in registry.names if registry.messages(name)] == ["agent"]
     assert registry.messages("no_such_kind") is None
     assert "planner" in {agent.name for agent in registry.agents}
-    assert registry.kind("agent").configure_worker is not None
+    assert registry.kind("agent").worker.configure is not None
 
 
 async def test_the_offline_backend_answers_the_tasks_the_worker_gives_it() -> None:

@@ -27,15 +27,16 @@ def imported_modules(path: Path) -> set[str]:
 def test_no_route_imports_another_route():
     for path in sorted((API / "routes").glob("*.py")):
         routes = {m for m in imported_modules(path)
-                  if m.startswith("waystation.api.routes.") and m != f"waystation.api.routes.{path.stem}"}
+                  if m.startswith("waystation.api.routes.")
+                  and m != f"waystation.api.routes.{path.stem}"}
         assert not routes, f"{path.name} imports {sorted(routes)}: call api/services instead"
 
 
 def test_services_know_no_transport():
     for path in sorted((API / "services").glob("*.py")):
         transport = {m for m in imported_modules(path)
-                     if m.split(".")[0] in ("fastapi", "starlette") or m.startswith("waystation.api.routes")
-                     or m == "waystation.api.deps"}
+                     if m.split(".")[0] in ("fastapi", "starlette")
+                     or m.startswith("waystation.api.routes") or m == "waystation.api.deps"}
         assert not transport, f"services/{path.name} imports {sorted(transport)}"
 
 
@@ -48,7 +49,8 @@ def test_protocols_call_services_not_routes():
 def test_routes_reach_the_database_and_temporal_only_through_services():
     for path in sorted((API / "routes").glob("*.py")):
         below = {m for m in imported_modules(path)
-                 if m.split(".")[0] in ("persistence", "temporalio")}
+                 if m.split(".")[0] == "temporalio" or m == "waystation.persistence"
+                 or m.startswith("waystation.persistence.")}
         assert not below, f"routes/{path.name} imports {sorted(below)}: call api/services instead"
 
 
@@ -66,8 +68,8 @@ def rpc_error_handlers(path: Path) -> list[ast.ExceptHandler]:
 
 def test_every_temporal_refusal_is_mapped_by_the_one_function():
     """A caught RPCError becomes an API error through `workflow_updates.temporal_refusal`
-    (whatever it leaves is re-raised for `waystation.api.errors.as_api_error`), not by a status test
-    of its own."""
+    (whatever it leaves is re-raised for `waystation.api.errors.as_api_error`), not by a status
+    test of its own."""
     handlers = {path: rpc_error_handlers(path)
                 for folder in (API, ROOT / "kinds") for path in sorted(folder.rglob("*.py"))}
     assert handlers[API / "services" / "workflow_updates.py"], "the mapping found no handler"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.mobile_helpers import NOTES
 from waystation.kinds.mobile.activities.adb import AdbDriver, escape_input_text, parse_focus
 from waystation.kinds.mobile.activities.driver import DriverError
 from waystation.kinds.mobile.activities.identity import identify
 from waystation.kinds.mobile.activities.simulator.driver import SimulatorDriver
 from waystation.kinds.mobile.activities.uixml import parse_hierarchy
-from tests.mobile_helpers import NOTES
 
 FAKE_ADB = """#!{python}
 import json, sys

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.mobile_helpers import NOTES, SHOP, reachable_screens
+from tests.mobile_offline import explore_offline
 from waystation.kinds.mobile.activities.identity import identify
 from waystation.kinds.mobile.activities.models import ActionView, ExploreStepResult
 from waystation.kinds.mobile.activities.simulator.driver import (
@@ -15,8 +17,6 @@ from waystation.kinds.mobile.activities.simulator.driver import (
 )
 from waystation.kinds.mobile.activities.uixml import parse_hierarchy
 from waystation.kinds.mobile.policy import ExplorationState, GreedyDfs
-from tests.mobile_helpers import NOTES, SHOP, reachable_screens
-from tests.mobile_offline import explore_offline
 
 
 def test_bundled_apps_are_big_enough():

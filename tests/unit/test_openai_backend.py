@@ -9,11 +9,16 @@ from datetime import timedelta
 import pytest
 import pytest_asyncio
 
+from tests.openai_stub import Fail, OpenAIStub, RefuseSchema, Reply
 from waystation.activities.agents import AgentRequest
-from waystation.activities.agents.base import INVALID_OUTPUT, MODEL_REFUSED, MODEL_UNAVAILABLE, ModelCallFailed
+from waystation.activities.agents.base import (
+    INVALID_OUTPUT,
+    MODEL_REFUSED,
+    MODEL_UNAVAILABLE,
+    ModelCallFailed,
+)
 from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
 from waystation.activities.agents.prices import ModelPrice, PriceBook
-from tests.openai_stub import Fail, OpenAIStub, RefuseSchema, Reply
 
 SCHEMA = {"type": "object", "properties": {
     "segment": {"type": "string"},

@@ -8,8 +8,8 @@ from pydantic_ai.messages import ModelRequest, TextPart, ToolCallPart, UserPromp
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo
 
-from waystation.kinds.agent.planner.model import plan
 from tests.agent_helpers import FOLLOW_UP
+from waystation.kinds.agent.planner.model import plan
 
 SUMMARY = ("Summary so far: need: category venue, city Bangalore; shortlist: Old Mill Barn "
            "(v-venue-02), Rosewood Estate (v-venue-03); booked: Rosewood Estate on 2027-02-14 "

@@ -118,3 +118,34 @@ def test_an_agent_without_durability_stops_the_worker_saying_what_to_add(
     assert done.returncode == 2, done.stderr
     assert "agent 'forgetful' has no TemporalDurability capability" in done.stderr
     assert "add capabilities=[TemporalDurability()]" in done.stderr
+
+
+def test_a_kind_s_run_filter_is_refused_when_taken_or_not_one_parameter() -> None:
+    """`ApiHooks.run_filters`: a name once across the kinds, the value the query's only `$1`."""
+    from dataclasses import replace
+
+    from waystation.contracts.kinds import ApiHooks, RunListFilter
+    from waystation.kinds.batch.kind import BATCH
+    from waystation.kinds.validation.kind import VALIDATION
+    from waystation.registry import Registry
+
+    by_idea = RunListFilter(name="idea", label="Idea", description="",
+                            runs="SELECT id FROM runs WHERE input->>'idea' = $1")
+    registry = Registry()
+    registry.add_kind(replace(VALIDATION, api=ApiHooks(run_filters=[by_idea])), "first")
+    assert [f.name for f in registry.run_filters()] == ["idea"]
+    with pytest.raises(PluginError, match="run filter name 'idea' is taken"):
+        registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[by_idea])), "second")
+    two = replace(by_idea, name="two", runs="SELECT id FROM runs WHERE owner = $1 OR kind = $2")
+    with pytest.raises(PluginError, match="must take the value as \\$1, its only parameter"):
+        registry.add_kind(replace(BATCH, api=replace(BATCH.api, run_filters=[two])), "third")
+    assert list(registry.kinds) == ["validation"]
+
+
+def test_a_kind_s_run_filter_may_not_take_a_name_of_the_runs_list() -> None:
+    from waystation.api.queries import RunFilter, run_filter_model
+    from waystation.contracts.kinds import RunListFilter
+
+    status = RunListFilter(name="status", label="Status", description="", runs="SELECT $1")
+    with pytest.raises(PluginError, match=r"run filter names \['status'\] are the runs list's"):
+        run_filter_model([status], RunFilter)

@@ -11,7 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from waystation.activities.slack.blocks import MAX_BLOCKS, SECTION_TEXT_LIMIT, ButtonValue, gate_message
+from tests.slack_stub import TOKEN, SlackStub
+from waystation.activities.slack.blocks import (
+    MAX_BLOCKS,
+    SECTION_TEXT_LIMIT,
+    ButtonValue,
+    gate_message,
+)
 from waystation.activities.slack.web_api import (
     SlackConfig,
     SlackError,
@@ -21,7 +27,6 @@ from waystation.activities.slack.web_api import (
 )
 from waystation.api.protocols.slack.modals import ModalContext, decision_modal, read_submission
 from waystation.persistence.models import GateRow, RunRow
-from tests.slack_stub import TOKEN, SlackStub
 
 NOW = datetime(2026, 11, 28, tzinfo=UTC)
 

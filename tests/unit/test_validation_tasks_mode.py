@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import IDEA
 from waystation.contracts.kinds import StartCheck
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationInput
-from tests.helpers import IDEA
 from waystation.settings import Settings
 
 
@@ -24,8 +24,8 @@ async def test_auto_is_settled_by_the_configured_backend(backend: str, delay_ms:
                                                          given: str, settled: str) -> None:
     run_input = ValidationInput(entrepreneur_input=IDEA, tasks=given)  # type: ignore[arg-type]
     settings = Settings(agent_backend=backend, offline_delay_ms=delay_ms)
-    assert VALIDATION.start_check is not None
-    await VALIDATION.start_check(StartCheck(input=run_input, user=None, settings=settings,
+    assert VALIDATION.api.start_check is not None
+    await VALIDATION.api.start_check(StartCheck(input=run_input, user=None, settings=settings,
                                             conn=None))
     assert run_input.tasks == settled
 

@@ -11,15 +11,15 @@ import pytest_asyncio
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
-from waystation.kinds.batch import repository as jobs_repo
-from waystation.kinds.batch.models import BatchInput
-from waystation.persistence import runs as runs_repo
 from tests.batch_helpers import new_batch_run
 from tests.helpers import wait_gate
 from tests.openai_stub import OpenAIStub, Recorded, Reply
 from tests.workflows.test_batch_workflow import outputs, run_with, start, units
 from tests.workflows.test_validation_workflow import decide
+from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.models import BatchInput
+from waystation.persistence import runs as runs_repo
 
 # The pipeline of docs/batch.md, plus a scored step with a schema.
 STEPS = [

@@ -13,10 +13,6 @@ from langgraph_agent.graph import refunds_graph
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowUpdateFailedError
 
-from waystation.activities.agents import backend_named
-from waystation.contracts.refusals import INVALID_ANSWER
-from waystation.kinds.agent.activities.registry import register_agent
-from waystation.persistence import gates as gates_repo
 from tests.agent_helpers import (
     decide,
     events_of,
@@ -29,6 +25,10 @@ from tests.agent_helpers import (
 )
 from tests.helpers import eventually
 from tests.plugin_samples.agent_graph_two_approvals import two_approvals
+from waystation.activities.agents import backend_named
+from waystation.contracts.refusals import INVALID_ANSWER
+from waystation.kinds.agent.activities.registry import register_agent
+from waystation.persistence import gates as gates_repo
 from waystation.worker import build_worker
 
 # Registered as its entry point registers it when a worker or the API starts.

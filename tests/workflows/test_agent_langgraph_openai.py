@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from langgraph_agent.graph import refunds_graph
 
-from waystation.kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import (
     LAMP,
     deltas_heard,
@@ -20,6 +19,7 @@ from tests.agent_helpers import (
 )
 from tests.openai_stub import OpenAIStub
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
+from waystation.kinds.agent.activities.registry import register_agent
 
 register_agent("refunds_graph", refunds_graph, "test")
 

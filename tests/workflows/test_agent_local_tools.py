@@ -1,5 +1,5 @@
-"""Local tools (`waystation.kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools run as
-Temporal local activities in a run, and a local tool that needs approval runs only after its
+"""Local tools (`waystation.kinds.agent.sdk.local_tool`, issue 31): a PydanticAI agent's fast tools
+run as Temporal local activities in a run, and a local tool that needs approval runs only after its
 gate is approved (never when rejected)."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 
+from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 from waystation.contracts.events import AGENT_ANSWERED, TOOL_RETURNED
 from waystation.kinds.agent.activities.registry import register_agent
 from waystation.kinds.agent.contracts import MODEL_RESPONDED
 from waystation.kinds.agent.sdk import SUMMARY_REQUEST, local_tool
-from tests.agent_helpers import decide, events_of, new_agent_run, start_agent, waiting
 
 CALLS: list[str] = []
 

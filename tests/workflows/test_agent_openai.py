@@ -13,6 +13,16 @@ from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
+from tests.agent_helpers import (
+    deltas_heard,
+    events_of,
+    new_agent_run,
+    run_row,
+    shown_text,
+    start_agent,
+    waiting,
+)
+from tests.openai_stub import CallTool, Cut, Fail, OpenAIStub, Reply, Stall
 from waystation.activities.agents import backend_named
 from waystation.activities.agents.metered import ModelMeter
 from waystation.activities.agents.prices import ModelPrice, PriceBook
@@ -25,16 +35,6 @@ from waystation.kinds.agent.activities.model import (
 )
 from waystation.kinds.agent.kind import AGENT
 from waystation.kinds.agent.workflow import AgentRun
-from tests.agent_helpers import (
-    deltas_heard,
-    events_of,
-    new_agent_run,
-    run_row,
-    shown_text,
-    start_agent,
-    waiting,
-)
-from tests.openai_stub import CallTool, Cut, Fail, OpenAIStub, Reply, Stall
 from waystation.settings import Settings
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker

@@ -1,5 +1,5 @@
-"""`waystation.kinds.agent.openai_agents.local_activity_as_tool` (issue 31): an OpenAI Agents SDK agent's
-fast tool as a Temporal local activity, behind its approval gate like any other."""
+"""`waystation.kinds.agent.openai_agents.local_activity_as_tool` (issue 31): an OpenAI Agents SDK
+agent's fast tool as a Temporal local activity, behind its approval gate like any other."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from openai_agents_agent.model import OfflineDesk
 from pydantic import Field
 from temporalio import activity
 
+from tests.agent_helpers import decide, new_agent_run, start_agent, waiting
 from waystation.kinds.agent.activities.registry import register_agent
 from waystation.kinds.agent.openai_agents import local_activity_as_tool, needs_approval
-from tests.agent_helpers import decide, new_agent_run, start_agent, waiting
 
 LOCAL_ACTIVITY = "tests.local_issue_refund"
 RUNS: list[str] = []

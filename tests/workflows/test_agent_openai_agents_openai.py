@@ -11,7 +11,6 @@ import json
 import pytest
 from openai_agents_agent.agent import refunds_desk
 
-from waystation.kinds.agent.activities.registry import register_agent
 from tests.agent_helpers import (
     LAMP,
     deltas_heard,
@@ -23,6 +22,7 @@ from tests.agent_helpers import (
 )
 from tests.openai_stub import OpenAIStub
 from tests.workflows.test_agent_openai import worker  # noqa: F401 - the configured-model worker
+from waystation.kinds.agent.activities.registry import register_agent
 
 register_agent("refunds_desk", refunds_desk, "test")
 

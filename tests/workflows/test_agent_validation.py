@@ -17,6 +17,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.helpers import new_validation_run, wait_gate
+from tests.openai_stub import Fail, OpenAIStub, Reply
+from tests.workflows.test_validation_workflow import decide, start
 from waystation.activities.agents import AgentRequest, backend_named
 from waystation.activities.agents.offline import use_offline_answers
 from waystation.activities.agents.openai_compatible import OpenAICompatibleBackend
@@ -32,9 +35,6 @@ from waystation.kinds.validation.workflow import ValidationRun
 from waystation.persistence import events as events_repo
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import runs as runs_repo
-from tests.helpers import new_validation_run, wait_gate
-from tests.openai_stub import Fail, OpenAIStub, Reply
-from tests.workflows.test_validation_workflow import decide, start
 from waystation.worker import build_worker
 
 EVIDENCE = DesirabilityEvidence(summary="1 of 2 passed", experiments=[
@@ -187,7 +187,7 @@ async def test_raising_the_budget_lets_the_run_go_on(time_env, pool, worker, tas
 async def test_offline_answers_are_typed_consistent_and_deterministic() -> None:
     # The validation kind's answers, as a worker gives them to the offline backend, to
     # requests as its crew task sends them (each asking for its task's output schema).
-    use_offline_answers(VALIDATION.offline_answers)
+    use_offline_answers(VALIDATION.worker.offline_answers)
     backend = backend_named("offline")
 
     async def ask(task: str, context: dict[str, Any]) -> dict[str, Any]:

@@ -8,9 +8,6 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from waystation.contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
-from waystation.kinds.agent.models import MessageInput
-from waystation.kinds.agent.workflow import AgentRun
 from tests.agent_helpers import (
     BOOK,
     FOLLOW_UP,
@@ -24,6 +21,9 @@ from tests.agent_helpers import (
     start_agent,
     waiting,
 )
+from waystation.contracts.refusals import INVALID_ANSWER, NOT_WAITING_FOR_MESSAGE
+from waystation.kinds.agent.models import MessageInput
+from waystation.kinds.agent.workflow import AgentRun
 
 
 async def test_approve_reject_with_feedback_and_edit(time_env, pool, worker, task_queue):

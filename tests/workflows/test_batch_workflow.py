@@ -12,14 +12,6 @@ import pytest_asyncio
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from waystation.activities.agents import AgentRequest
-from waystation.kinds.batch import repository as jobs_repo
-from waystation.kinds.batch.activities import items as batch_items
-from waystation.kinds.batch.kind import BATCH
-from waystation.kinds.batch.models import BatchRunInput, BatchRunResult, PauseInput
-from waystation.kinds.batch.workflow import BatchJob
-from waystation.persistence import events as events_repo
-from waystation.persistence import runs as runs_repo
 from tests.batch_helpers import (
     ScriptedBackend,
     activity_counts,
@@ -28,6 +20,14 @@ from tests.batch_helpers import (
     new_batch_run,
 )
 from tests.helpers import eventually
+from waystation.activities.agents import AgentRequest
+from waystation.kinds.batch import repository as jobs_repo
+from waystation.kinds.batch.activities import items as batch_items
+from waystation.kinds.batch.kind import BATCH
+from waystation.kinds.batch.models import BatchRunInput, BatchRunResult, PauseInput
+from waystation.kinds.batch.workflow import BatchJob
+from waystation.persistence import events as events_repo
+from waystation.persistence import runs as runs_repo
 from waystation.worker import build_worker
 from waystation.workflows.gate_rules import DecisionInput
 

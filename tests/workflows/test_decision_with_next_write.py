@@ -26,9 +26,6 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
-from waystation.activities.agents import backend_named
-from waystation.api.run_kinds import start_run
-from waystation.persistence.runs import create_run
 from tests.helpers import eventually
 from tests.plugin_samples.quick_steps import (
     GATE,
@@ -37,6 +34,9 @@ from tests.plugin_samples.quick_steps import (
     QuickResult,
     QuickSteps,
 )
+from waystation.activities.agents import backend_named
+from waystation.api.run_kinds import start_run
+from waystation.persistence.runs import create_run
 from waystation.registry import load_registry
 from waystation.temporal_client import DATA_CONVERTER
 from waystation.worker import build_worker

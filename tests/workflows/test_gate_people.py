@@ -20,10 +20,17 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
+from tests.helpers import eventually, new_validation_run
+from tests.webhook_receiver import Receiver
 from waystation.activities.agents import backend_named
 from waystation.activities.decision_mail import MailSettings
 from waystation.contracts.gate_policy import GATE_POLICY_MEMO
-from waystation.contracts.refusals import ALREADY_VOTED, INVALID_ANSWER, INVALID_DELEGATION, NOT_ALLOWED
+from waystation.contracts.refusals import (
+    ALREADY_VOTED,
+    INVALID_ANSWER,
+    INVALID_DELEGATION,
+    NOT_ALLOWED,
+)
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationRunInput
 from waystation.kinds.validation.workflow import ValidationRun
@@ -34,8 +41,6 @@ from waystation.persistence.decision_mail import put_contact
 from waystation.persistence.groups import create_group, put_member
 from waystation.persistence.models import RunRow
 from waystation.persistence.webhooks import create_webhook
-from tests.helpers import eventually, new_validation_run
-from tests.webhook_receiver import Receiver
 from waystation.worker import build_worker
 from waystation.workflows.gate_rules import DecisionInput, DelegateInput
 

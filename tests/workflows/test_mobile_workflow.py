@@ -12,6 +12,8 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.helpers import eventually
+from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
 from waystation.activities.agents import backend_named
 from waystation.kinds.mobile.kind import MOBILE
 from waystation.kinds.mobile.models import MobileAgentRunInput, MobileAgentRunResult
@@ -19,8 +21,6 @@ from waystation.kinds.mobile.workflow import WORKFLOW_TASK_TIMEOUT, MobileAgentR
 from waystation.persistence import events as events_repo
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
-from tests.helpers import eventually
-from tests.mobile_helpers import NOTES, SHOP, ground_truth_keys, new_mobile_run, reachable_screens
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
 from waystation.testing import installed_binary
 from waystation.worker import build_worker

@@ -15,6 +15,7 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
+from tests.helpers import eventually, new_validation_run, wait_gate
 from waystation.kinds.validation.kind import VALIDATION
 from waystation.kinds.validation.models import ValidationRunInput, ValidationRunResult
 from waystation.kinds.validation.workflow import ValidationRun
@@ -22,7 +23,6 @@ from waystation.persistence import events as events_repo
 from waystation.persistence import gates as gates_repo
 from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
-from tests.helpers import eventually, new_validation_run, wait_gate
 from waystation.workflows.gate_rules import DecisionInput
 
 

@@ -10,6 +10,8 @@ import uuid
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
+from tests.helpers import new_validation_run
+from tests.webhook_receiver import Receiver
 from waystation.activities.webhooks import (
     NOTIFICATION_WORKFLOW,
     NotificationInput,
@@ -18,8 +20,6 @@ from waystation.activities.webhooks import (
 )
 from waystation.persistence import webhooks as webhooks_repo
 from waystation.persistence.sealing import SecretsBox
-from tests.helpers import new_validation_run
-from tests.webhook_receiver import Receiver
 from waystation.settings import DEV_SECRETS_KEY
 from waystation.workflows.webhook_notification import WebhookNotification
 

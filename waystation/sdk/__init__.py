@@ -33,21 +33,21 @@ workflow's module may import them at its top or inside `imports_passed_through()
   `await self.answer_decisions_first()` before a local activity of the kind's own, so a
   decision's Update answers before it rather than with it.
 - `RunKind` / `RunStart`: the descriptor a plug-in registers under the entry-point group
-  `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module);
-  `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them);
-  `ForkPoint` / `ForkRefused` for its `fork` hook (`POST /runs/{id}/fork`: a new run from a
-  snapshot of another, a decision applied first with `ask_human(..., decided=...)`), and
-  `ForkSource` for its `fork_input` hook (a fork's input read from the database);
-  `StartCheck` for its `start_check` hook (refusing with `ApiError`, the API's one error
-  shape), `ViewContext` for its `view` hook, `KindRetention` for its `retention` hook,
-  `KindMessages` for its `messages` hook (its runs take follow-up messages), `KindAgents` for
-  its `agents` hook (agents registered by name), `WorkerSetup` for its `configure_worker`
-  hook, `OfflineAnswer` for its `offline_answers`, `CliCommand` for its `cli_commands`
-  (`waystation` subcommands of its own) and `KindDemo` for its `demo` (what `waystation demo
-  --kind` starts). Its `settings` hook takes a pydantic-settings `BaseSettings` class, read
-  with `Settings.of`. The other hooks (`routers`, `migrations`, `worker_deps`,
-  `console_module`, `metrics`, `mcp_tools`) take plain values, and `console_pages` takes
-  `ConsolePage`s: see docs/run-kinds.md.
+  `waystation.run_kinds` (or lists in `RUN_KINDS` of a `WAYSTATION_PLUGINS` module), and
+  `GatePolicy` for its `gate_policy` defaults (a run's own `gates` override them). What a
+  kind adds is grouped by concern, each group a frozen dataclass documented where it is
+  defined (contracts/kinds.py): `ApiHooks` (its routers, `start_check` with `StartCheck`
+  refusing with `ApiError`, the API's one error shape; `view` with `ViewContext`;
+  `messages` returning `KindMessages`; MCP tools and `RunResource`s;
+  `run_filters`, `RunListFilter`s of the runs list over its own tables), `ConsoleHooks` (its
+  module and `ConsolePage`s), `WorkerHooks` (its activities, worker dependencies,
+  `configure` with `WorkerSetup`, `OfflineAnswer`s), `DataHooks` (its migrations,
+  `KindRetention`, metrics), `ForkHooks` (`POST /runs/{id}/fork`: a new run from a snapshot
+  of another, a `ForkPoint`, a decision applied first with `ask_human(..., decided=...)`;
+  `ForkSource` for a fork's input read from the database; `ForkRefused`) and `CliHooks`
+  (`CliCommand`s, `waystation` subcommands of its own, and its `KindDemo`). Its `settings`
+  take a pydantic-settings `BaseSettings` class, read with `Settings.of`; its `agents` a
+  `KindAgents` (agents registered by name). See docs/run-kinds.md.
 
 Worker side: `WorkerDeps` (what an activity factory receives: pool, agent backend), the agent
 backend interface (`AgentBackend`, `AgentRequest`, `AgentResponse`) for plug-in backends
@@ -55,8 +55,8 @@ registered under `waystation.agent_backends`, and `replay_histories` for a plug-
 
 The agent kind's own authoring surface (an agent registered under `waystation.agents`:
 `ConfiguredModel`, `MODEL_RETRY`, `SUMMARY_REQUEST`, `RelatedEntities`, `local_tool`, ...) is
-that kind's package: `waystation.kinds.agent.sdk`, `waystation.kinds.agent.langgraph`, `waystation.kinds.agent.openai_agents`
-(docs/agents.md, "Bring the agent you have").
+that kind's package: `waystation.kinds.agent.sdk`, `waystation.kinds.agent.langgraph`,
+`waystation.kinds.agent.openai_agents` (docs/agents.md, "Bring the agent you have").
 """
 
 from __future__ import annotations
@@ -88,8 +88,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from waystation.contracts.gate_policy import GatePolicy
     from waystation.contracts.kinds import (
+        ApiHooks,
         CliCommand,
+        CliHooks,
+        ConsoleHooks,
         ConsolePage,
+        DataHooks,
+        ForkHooks,
         ForkPoint,
         ForkRefused,
         ForkSource,
@@ -99,14 +104,21 @@ with workflow.unsafe.imports_passed_through():
         KindRetention,
         PluginError,
         RunKind,
+        RunListFilter,
         RunResource,
         RunStart,
         StartCheck,
         ViewContext,
+        WorkerHooks,
         WorkerSetup,
         shorten,
     )
-    from waystation.contracts.statuses import TERMINAL_RUN_STATUSES, ExpiryPolicy, GateStatus, RunStatus
+    from waystation.contracts.statuses import (
+        TERMINAL_RUN_STATUSES,
+        ExpiryPolicy,
+        GateStatus,
+        RunStatus,
+    )
     from waystation.contracts.writes import EventWrite, GateOption
     from waystation.replay import replay_histories
     from waystation.settings import Settings
@@ -117,11 +129,13 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "AGENT_ANSWERED", "MESSAGE_RECEIVED", "RUN_CANCELED", "RUN_COMPLETED", "RUN_FAILED",
     "RUN_STARTED", "TERMINAL_RUN_STATUSES", "TOOL_CALLED", "TOOL_RETRY", "TOOL_RETURNED",
-    "AgentBackend", "AgentRequest", "AgentResponse", "ApiError", "CliCommand", "ConsolePage",
-    "DecisionInput", "EventWrite", "ExpiryPolicy", "ForkPoint", "ForkRefused", "ForkSource",
-    "GateOption", "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "KindAgents", "KindDemo",
+    "AgentBackend", "AgentRequest", "AgentResponse", "ApiError", "ApiHooks", "CliCommand",
+    "CliHooks", "ConsoleHooks", "ConsolePage", "DataHooks", "DecisionInput", "EventWrite",
+    "ExpiryPolicy", "ForkHooks", "ForkPoint", "ForkRefused", "ForkSource", "GateOption",
+    "GateOutcome", "GatePolicy", "GateSpec", "GateStatus", "KindAgents", "KindDemo",
     "KindMessages", "KindRetention", "OfflineAnswer", "PluginError", "ProgressReporter",
-    "RunKind", "RunLife", "RunResource", "RunStart", "RunStatus", "RunWorkflow", "Settings",
-    "StartCheck", "ViewContext", "WorkerDeps", "WorkerSetup", "invalid_field", "replay_histories",
-    "shorten",
+    "RunKind", "RunLife", "RunListFilter", "RunResource", "RunStart", "RunStatus", "RunWorkflow",
+    "Settings", "StartCheck", "ViewContext", "WorkerDeps", "WorkerHooks", "WorkerSetup",
+    "invalid_field",
+    "replay_histories", "shorten",
 ]

@@ -10,7 +10,12 @@ from temporalio import workflow
 # Passed through Temporal's sandbox, as the package's root is (waystation/sdk/__init__.py).
 with workflow.unsafe.imports_passed_through():
     from waystation.contracts.writes import DEFAULT_DECIDER_ROLES, GATE_PARTS
-    from waystation.workflows.budget import RAISE_BUDGET, STOP_BUDGET, budget_gate_spec, stopped_message
+    from waystation.workflows.budget import (
+        RAISE_BUDGET,
+        STOP_BUDGET,
+        budget_gate_spec,
+        stopped_message,
+    )
     from waystation.workflows.gate_rules import OpenGate, feedback_number
 
 __all__ = [

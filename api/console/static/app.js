@@ -2,7 +2,7 @@
 //   #/                 the inbox            #/runs             the runs list
 //   #/runs/<id>        a run (any kind; batch jobs and mobile runs add their own sections)
 //   #/analytics        decisions analytics  #/policies         decision policies
-//   #/<page>           a kind's own page (RunKind.console_pages; the batch kind's #/workers:
+//   #/<page>           a kind's own page (ConsoleHooks.pages; the batch kind's #/workers:
 //                      the worker processes and the items they run), linked in the nav
 
 import { api, ApiError, setCsrfToken } from "./api.js";

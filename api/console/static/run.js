@@ -1,6 +1,6 @@
 // A run, whatever its kind: its state, the decision it waits for, the live timeline, the
 // snapshot history and every decision. A kind with more to show adds its own section: a module
-// of its package (RunKind.console_module) served as kinds/<kind>.js and loaded here, whose
+// of its package (ConsoleHooks.module) served as kinds/<kind>.js and loaded here, whose
 // `mount(slot, run, { onChange, onEvents, onDeltas })` may return a cleanup (`onEvents(fn)` calls
 // `fn` with each batch of the run's live events, `onDeltas(fn)` with each batch of its live model
 // tokens, `message.delta`; each returns its unsubscribe); any other kind gets this

@@ -1,5 +1,5 @@
-// The runs list: filters (kind, status, group, waiting for a human, running but quiet, app
-// package, hidden by me), search, and paging.
+// The runs list: filters (kind, status, group, waiting for a human, running but quiet, the
+// kinds' own, hidden by me), search, and paging.
 
 import { api } from "./api.js";
 import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
@@ -7,8 +7,6 @@ import { clear, h, replace, shortId, statusBadge, timeTag } from "./dom.js";
 const STATUSES = ["pending", "running", "paused", "completed", "failed", "canceled"];
 // Running runs not updated for this long (`stale_after`, seconds): stuck, not waiting.
 const STALE = [["900", "15 minutes"], ["3600", "an hour"], ["21600", "6 hours"], ["86400", "a day"]];
-// A mobile run's app package (kinds/mobile/models.py PACKAGE_PATTERN).
-const PACKAGE = "[A-Za-z][A-Za-z0-9_]*(\\.[A-Za-z0-9_]+)+";
 
 // A line that says what a run is about, whatever its kind: the longest text in its input
 // (an idea, a job's name, an app's package), not a short setting such as a policy.
@@ -37,9 +35,11 @@ export function mountRuns(main, session) {
       h("input", { type: "checkbox", id: "awaiting", name: "awaiting" }),
       h("label", { for: "awaiting" }, "Waiting for a human")),
     h("div", { class: "field" }, select("stale_after", "Running, quiet for", STALE, "any time")),
-    h("div", { class: "field" }, h("label", { for: "app_package" }, "App package"),
-      h("input", { type: "text", id: "app_package", name: "app_package",
-                   placeholder: "com.example.app", pattern: PACKAGE })),
+    // The kinds' own filters (`RunKind.run_filters`): `GET /runs?<name>=`.
+    (session.run_filters || []).map((f) => h("div", { class: "field" },
+      h("label", { for: f.name }, f.label),
+      h("input", { type: "text", id: f.name, name: f.name, placeholder: f.placeholder,
+                   pattern: f.pattern || undefined }))),
     h("div", { class: "field field-check" },
       h("input", { type: "checkbox", id: "hidden", name: "hidden" }),
       h("label", { for: "hidden" }, "Hidden by me")),
@@ -59,7 +59,8 @@ export function mountRuns(main, session) {
 
   function params() {
     const p = new URLSearchParams({ limit: "50" });
-    for (const name of ["kind", "status", "group_id", "q", "stale_after", "app_package"]) {
+    const kindFilters = (session.run_filters || []).map((f) => f.name);
+    for (const name of ["kind", "status", "group_id", "q", "stale_after", ...kindFilters]) {
       const value = form.elements[name].value.trim();
       if (value) p.set(name, value);
     }

@@ -91,7 +91,7 @@ _AUTH_SCHEME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")
 
 def default_kind(registry: Registry) -> str | None:
     """The kind a new task's message starts when it names none: the first registered kind
-    whose runs take messages (`RunKind.messages`), which also takes a text part as its first
+    whose runs take messages (`ApiHooks.messages`), which also takes a text part as its first
     message."""
     return next((name for name in registry.names if registry.messages(name) is not None), None)
 

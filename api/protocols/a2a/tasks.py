@@ -83,7 +83,8 @@ def history_wanted(params: HistoryLengthConfig | None, default: int | None) -> i
 
 @dataclass
 class Call:
-    """One JSON-RPC call's caller and what it reaches, as a route gets them from `waystation.api.deps`."""
+    """One JSON-RPC call's caller and what it reaches, as a route gets them from
+    `waystation.api.deps`."""
 
     user: User
     conn: asyncpg.Connection

@@ -1,6 +1,6 @@
 """MCP tools and resources onto the service layer: each tool is a REST route of the same
-meaning, calling the same `waystation.api.services` function with the same arguments (`run_id`, `kind`,
-`input`, `checkpoint`, `decision`, ...) and answering the same view (`RunView`,
+meaning, calling the same `waystation.api.services` function with the same arguments (`run_id`,
+`kind`, `input`, `checkpoint`, `decision`, ...) and answering the same view (`RunView`,
 `DecisionView`, ...).
 
 A tool takes one pydantic model (its `inputSchema`) and returns one (its `outputSchema`, the
@@ -58,7 +58,7 @@ from waystation.api.protocols.mcp.arguments import (
     SendMessageArguments,
     StartRunArguments,
 )
-from waystation.api.queries import InboxQuery, RunFilter
+from waystation.api.queries import InboxQuery, RunFilter, run_filter_model
 from waystation.api.schemas import (
     CancelAccepted,
     DecisionList,
@@ -203,8 +203,10 @@ async def fork_run(caller: Caller, args: ForkRunArguments) -> RunCreated:
                                    idempotency_key=args.idempotency_key)
 
 
-def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
-    """Every tool, as a model reads it; `run_create` is the body POST /runs takes."""
+def tool_specs(run_create: TypeAdapter[Any],
+               list_arguments: type[ListRunsArguments]) -> list[ToolSpec]:
+    """Every tool, as a model reads it; `run_create` is the body POST /runs takes,
+    `list_arguments` list_runs' arguments with the kinds' own filters (`ApiHooks.run_filters`)."""
     return [
         ToolSpec("list_run_kinds", "The kinds of run Waystation can start, each with the JSON "
                  "Schema of its `input`. Call it before start_run.",
@@ -222,9 +224,9 @@ def tool_specs(run_create: TypeAdapter[Any]) -> list[ToolSpec]:
                  "`checkpoint_name`, options, recommendation, `digest`), if any.",
                  RunRef, RunView, get_run),
         ToolSpec("list_runs", "Your runs and your groups' runs, newest first; filter by `kind`, "
-                 "`status`, `awaiting_human`, `project_id`, `group_id` or text `q`; pass "
-                 "`next_cursor` back as `cursor` to read on.",
-                 ListRunsArguments, RunPage, list_runs),
+                 "`status`, `awaiting_human`, `project_id`, `group_id`, text `q` or a kind's "
+                 "own filter; pass `next_cursor` back as `cursor` to read on.",
+                 list_arguments, RunPage, list_runs),
         ToolSpec("read_events", "A run's progress events in order (phases, tasks, gates, the "
                  "final `run.completed` / `run.failed` / `run.canceled`); pass `next_after_seq` "
                  "back as `after_seq` to read only what is new.",
@@ -264,8 +266,9 @@ class Tools:
     def __init__(self, registry: Registry) -> None:
         run_create = TypeAdapter(run_create_model(
             [registered.kind for registered in registry.kinds.values()]))
-        # The core's tools, then each kind's own (`RunKind.mcp_tools`).
-        self.specs = {spec.name: spec for spec in [*tool_specs(run_create),
+        # The core's tools, then each kind's own (`ApiHooks.mcp_tools`).
+        list_arguments = run_filter_model(registry.run_filters(), ListRunsArguments)
+        self.specs = {spec.name: spec for spec in [*tool_specs(run_create, list_arguments),
                                                    *registry.mcp_tools()]}
         self.input_schemas = {name: spec.arguments.model_json_schema()
                               for name, spec in self.specs.items()}
@@ -352,7 +355,7 @@ _TEMPLATES = [
 
 
 def resource_templates(registry: Registry) -> ListResourceTemplatesResult:
-    """The core's run resources, then the kinds' (`RunKind.mcp_run_resources`)."""
+    """The core's run resources, then the kinds' (`ApiHooks.mcp_run_resources`)."""
     return ListResourceTemplatesResult(resource_templates=[*_TEMPLATES, *(
         ResourceTemplate(name=r.name, uri_template=RUN_URI + r.part,
                          mime_type="application/json", description=r.description)

@@ -1,8 +1,8 @@
 """The MCP server at `/mcp` (Streamable HTTP, the official SDK's low-level `Server`).
 
 Every request is authenticated before the SDK sees it, by the code every route uses
-(`waystation.api.deps.authenticate_request`: a bearer JWT, an identity provider's JWT, an API key); a
-caller it refuses gets the API's 401 with `WWW-Authenticate`, pointing, when an identity
+(`waystation.api.deps.authenticate_request`: a bearer JWT, an identity provider's JWT, an API key);
+a caller it refuses gets the API's 401 with `WWW-Authenticate`, pointing, when an identity
 provider is configured, at this resource's OAuth protected-resource metadata (RFC 9728, as
 MCP's authorization spec asks). The server keeps no session: a 2026-07-28 request stands
 alone, and a handshake-era client is served statelessly too, so nothing ties one request to
@@ -224,8 +224,8 @@ def mount_mcp(app: Starlette, registry: Registry, settings: Settings) -> Session
     app; the session managers returned must run in the app's lifespan."""
     server = build_server(registry)
     # The SDK's DNS-rebinding lists replaced by ours, not dropped: the app answers only to
-    # WAYSTATION_ALLOWED_HOSTS on every route (waystation.api.hosts.TrustedHosts) and McpEndpoint checks
-    # `Origin` against the same allowed origins as the rest of the API; the SDK's own lists
+    # WAYSTATION_ALLOWED_HOSTS on every route (waystation.api.hosts.TrustedHosts) and McpEndpoint
+    # checks `Origin` against the same allowed origins as the rest of the API; the SDK's own lists
     # would be a second copy of both settings to keep in step.
     sessions = Sessions(*(StreamableHTTPSessionManager(
         app=server, stateless=True, json_response=json_response,

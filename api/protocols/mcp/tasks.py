@@ -39,7 +39,7 @@ from mcp_types import (
     RequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from waystation.api.decision_payload import payload_schema
 from waystation.api.deps import still_signed_in
@@ -79,8 +79,13 @@ class TaskParams(RequestParams):
     task_id: str
 
 
+# A task asks for one message and for its open decisions' visits at a time: more answers in
+# one update than that are refused before any is read.
+MAX_INPUT_RESPONSES = 50
+
+
 class TaskUpdateParams(TaskParams):
-    input_responses: dict[str, Any]
+    input_responses: dict[str, Any] = Field(max_length=MAX_INPUT_RESPONSES)
 
 
 def accepts_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 from content_review.activities import ReviewActivities
 from content_review.models import ReviewInput
 from content_review.workflow import ContentReview
-from waystation.sdk import GatePolicy, RunKind, WorkerDeps, shorten
+from waystation.sdk import GatePolicy, RunKind, WorkerDeps, WorkerHooks, shorten
 
 
 def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
@@ -19,7 +19,7 @@ def _activities(deps: WorkerDeps) -> Sequence[Callable[..., Any]]:
 
 CONTENT_REVIEW = RunKind(
     name="content_review", workflow=ContentReview, input_model=ReviewInput,
-    workflow_id_prefix="content-review-", activities=_activities,
+    workflow_id_prefix="content-review-", worker=WorkerHooks(activities=_activities),
     summary=lambda run: f"Content review for {run.owner}: {shorten(run.input.topic)}",
     details=lambda run: f"run {run.run_id} · audience: {run.input.audience} · "
                         f"up to {run.input.max_revisions} revisions",

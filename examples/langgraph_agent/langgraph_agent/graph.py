@@ -22,9 +22,9 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage, conve
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import interrupt
 
-from waystation.kinds.agent.langgraph import MODEL_RETRY, Approval, configured_chat_model
 from langgraph_agent.model import OfflineDesk
 from langgraph_agent.tools import RefundArguments, issue_refund
+from waystation.kinds.agent.langgraph import MODEL_RETRY, Approval, configured_chat_model
 
 INSTRUCTIONS = ("You are a shop's refunds desk. Refund the order the customer names with "
                 "issue_refund (a person approves each refund) and say what happened. Be brief.")

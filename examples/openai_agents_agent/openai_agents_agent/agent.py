@@ -20,9 +20,9 @@ from datetime import timedelta
 from agents import Agent
 from temporalio.openai_agents.workflow import activity_as_tool
 
-from waystation.kinds.agent.openai_agents import configured_model, needs_approval
 from openai_agents_agent.model import OfflineDesk
 from openai_agents_agent.tools import issue_refund
+from waystation.kinds.agent.openai_agents import configured_model, needs_approval
 
 INSTRUCTIONS = ("You are a shop's refunds desk. Refund the order the customer names with "
                 "issue_refund (a person approves each refund) and say what happened. Be brief.")

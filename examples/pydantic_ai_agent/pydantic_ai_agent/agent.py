@@ -15,9 +15,9 @@ from pydantic_ai import Agent, DeferredToolRequests, Tool
 from pydantic_ai.durable_exec.temporal import TemporalDurability
 from temporalio.workflow import ActivityConfig
 
-from waystation.kinds.agent.sdk import MODEL_RETRY, ConfiguredModel
 from pydantic_ai_agent.model import offline_model
 from pydantic_ai_agent.tools import issue_refund
+from waystation.kinds.agent.sdk import MODEL_RETRY, ConfiguredModel
 
 INSTRUCTIONS = ("You are a shop's refunds desk. Refund the order the customer names with "
                 "issue_refund (a person approves each refund) and say what happened. Be brief.")

@@ -1,5 +1,6 @@
 """A PydanticAI agent's model request, streamed inside its activity so that its text and
-tool-argument deltas go out live (waystation.activities.deltas), with the id its durable message carries.
+tool-argument deltas go out live (waystation.activities.deltas), with the id its durable message
+carries.
 
 Why not the integration's `event_stream_handler`: set on `TemporalDurability`, it turns every
 model request into a `model_request_stream` activity and every tool event into an activity of

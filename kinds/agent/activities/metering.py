@@ -19,7 +19,12 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from waystation.kinds.agent.activities.live import MESSAGE_ID_KEY, message_id, streamed_request, streams
+from waystation.kinds.agent.activities.live import (
+    MESSAGE_ID_KEY,
+    message_id,
+    streamed_request,
+    streams,
+)
 from waystation.sdk.agents import ModelMeter, PriceBook, Usage
 
 COST_KEY = "waystation_cost_usd"
@@ -56,8 +61,8 @@ def cost_usd(response: ModelResponse) -> float:
 
 def priced(model: str, input_tokens: int, output_tokens: int) -> float:
     """A response of another framework's model call (waystation.kinds.agent.activities.openai,
-    waystation.kinds.agent.activities.langgraph): its cost by the worker's price table, counted on the worker's
-    model counters."""
+    waystation.kinds.agent.activities.langgraph): its cost by the worker's price table, counted on
+    the worker's model counters."""
     cost = _accounting.prices.cost_usd(model, input_tokens, output_tokens)
     if _accounting.meter is not None:
         _accounting.meter.count(METER_BACKEND, Usage(input_tokens=input_tokens,
@@ -92,7 +97,8 @@ class PricedModel(WrapperModel):
         tokens = response.usage.input_tokens, response.usage.output_tokens
         overridden = _accounting.prices.overridden_usd(model, *tokens)
         cost = overridden if overridden is not None else cost_usd(response)
-        # The id its deltas carried (waystation.kinds.agent.activities.live), for its durable events.
+        # The id its deltas carried (waystation.kinds.agent.activities.live), for its durable
+        # events.
         said = {MESSAGE_ID_KEY: id} if (id := message_id()) is not None else {}
         response.metadata = {**(response.metadata or {}), COST_KEY: cost, **said}
         if meter is not None:

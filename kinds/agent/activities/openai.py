@@ -71,9 +71,9 @@ from waystation.sdk import PluginError
 MODEL_PREFIX = "waystation:"
 # What a priced response carries back to the workflow, in its `raw_usage`.
 COST_KEY, MODEL_KEY = "waystation_cost_usd", "waystation_model"
-# Each model call: bounded retries (waystation.kinds.agent.activities.model.MODEL_RETRY), five minutes to
-# answer, and a heartbeat (the integration's activity sends them) so that a dying worker's call is
-# retried within seconds.
+# Each model call: bounded retries (waystation.kinds.agent.activities.model.MODEL_RETRY), five
+# minutes to answer, and a heartbeat (the integration's activity sends them) so that a dying
+# worker's call is retried within seconds.
 MODEL_ACTIVITY = ModelActivityParameters(start_to_close_timeout=timedelta(minutes=5),
                                          heartbeat_timeout=timedelta(seconds=5),
                                          retry_policy=MODEL_RETRY)

@@ -4,9 +4,9 @@ its framework and where it came from.
 A registered agent is an agent of a framework Waystation runs durably (`FRAMEWORKS`): a
 `pydantic_ai.Agent` carrying the `TemporalDurability` capability (so, inside a workflow, its
 model requests and tool calls are activities), a compiled LangGraph graph whose nodes say
-where they run (waystation.kinds.agent.activities.langgraph: its nodes become activities), or an OpenAI Agents
-SDK `agents.Agent` (waystation.kinds.agent.activities.openai: its model calls and activity tools are
-activities, through Temporal's OpenAI Agents integration). The registry
+where they run (waystation.kinds.agent.activities.langgraph: its nodes become activities), or an
+OpenAI Agents SDK `agents.Agent` (waystation.kinds.agent.activities.openai: its model calls and
+activity tools are activities, through Temporal's OpenAI Agents integration). The registry
 (`waystation.registry`) adds the agents of the entry-point group `waystation.agents` and of
 `WAYSTATION_PLUGINS` modules (`AGENTS = {"name": agent}`) when the API or the worker starts;
 the API then refuses a run naming any other, and the worker registers every agent's

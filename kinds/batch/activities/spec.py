@@ -13,7 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from waystation.kinds.batch.activities.templates import TemplateProblem, check_condition, check_template
+from waystation.kinds.batch.activities.templates import (
+    TemplateProblem,
+    check_condition,
+    check_template,
+)
 from waystation.sdk.schemas import check_user_schema
 
 END = "end"

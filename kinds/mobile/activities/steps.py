@@ -20,7 +20,12 @@ from temporalio import activity
 
 from waystation.kinds.mobile import repository as graph
 from waystation.kinds.mobile.activities.driver import DeviceDriver, DriverError, Observation
-from waystation.kinds.mobile.activities.identity import ActionInfo, ScreenIdentity, identify, perceptual_hash
+from waystation.kinds.mobile.activities.identity import (
+    ActionInfo,
+    ScreenIdentity,
+    identify,
+    perceptual_hash,
+)
 from waystation.kinds.mobile.activities.models import (
     ActionCommand,
     ActionView,
@@ -176,7 +181,7 @@ class MobileActivities:
                         if arg.command.kind == "launch" else None)
             async with pool.acquire() as conn:
                 if not read_model.has_gate_parts:
-                    # The usual step: one round trip (migration 027).
+                    # The usual step: one round trip (migration 085).
                     result = await graph.record_step_in_one_call(conn, graph.OneCallStep(
                         **dict(write), declared_activities=declared, write=read_model,
                         done_event=done), screen_phash)

@@ -1,4 +1,5 @@
-"""Writes the bundled sample apps: `python -m waystation.kinds.mobile.activities.simulator.generate_apps`.
+"""Writes the bundled sample apps:
+`python -m waystation.kinds.mobile.activities.simulator.generate_apps`.
 
 Each app is a folder under `apps/` with `app.json` (activities, the launch screen, and for each
 screen its activity, its hierarchy file, its transitions keyed by the element acted on, the

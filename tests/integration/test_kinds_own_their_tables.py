@@ -1,0 +1,246 @@
+"""Each kind owns its tables (issue 40), on the real PostgreSQL: a database migrated by the
+release before (its core migrations created the kinds' tables, `runs.app_package` a column of
+`runs`) upgrades in place with every row, to the schema a new database gets; a new database
+gets a kind's tables only from that kind's own migrations; a database with only some of the
+old files is refused."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from waystation.persistence.before_the_move import BEFORE_THE_MOVE, MigrationsTooOld
+from waystation.persistence.db import create_pool
+from waystation.persistence.erasure import erase_due_users, request_erasure
+from waystation.persistence.metrics import read_figures
+from waystation.persistence.migrate import apply_migrations, checksum, migration_files
+from waystation.persistence.retention import delete_runs
+from waystation.persistence.schema_dump import dump_database
+from waystation.registry import load_registry
+from waystation.testing import create_database
+
+# Today's main's (724ef56) files that the move took out of the core or edited down, verbatim:
+# with the core's files that did not change, the migrations of the release before.
+BEFORE = Path(__file__).resolve().parents[1] / "migrations_before_kinds_owned_tables"
+LAST_BEFORE = 83
+
+# Every table a kind owns now, by kind: none of them is made by the core's migrations.
+KIND_TABLES = {
+    "batch": {"jobs", "work_units", "item_outputs"},
+    "mobile_agent": {"apps", "screens", "actions", "edges", "graph_persistence_outcomes",
+                     "mobile_runs"},
+}
+MOVED = sorted(set().union(*KIND_TABLES.values()) - {"mobile_runs"})
+MOBILE_RUN, BATCH_RUN, OTHER_MOBILE_RUN = (uuid.uuid4() for _ in range(3))
+
+
+async def _databases(database_url: str, prefix: str) -> AsyncIterator[str]:
+    url = await create_database(database_url, prefix, migrate=False)
+    try:
+        yield url
+    finally:
+        admin = await asyncpg.connect(database_url)
+        try:
+            await admin.execute(f'DROP DATABASE "{url.partition("?")[0].rpartition("/")[2]}" '
+                                "WITH (FORCE)")
+        finally:
+            await admin.close()
+
+
+@pytest_asyncio.fixture
+async def empty_url(database_url: str) -> AsyncIterator[str]:
+    async for url in _databases(database_url, "waystation_tables"):
+        yield url
+
+
+@pytest_asyncio.fixture
+async def other_empty_url(database_url: str) -> AsyncIterator[str]:
+    async for url in _databases(database_url, "waystation_tables_fresh"):
+        yield url
+
+
+def before_the_move() -> list[tuple[int, str, str]]:
+    """(version, name, sql) of the release before, in order: the core's unchanged files and
+    the old ones."""
+    files = {version: (name, sql) for version, name, sql in migration_files()}
+    for path in BEFORE.glob("*.sql"):
+        version, _, rest = path.name.partition("_")
+        files[int(version)] = (rest.removesuffix(".sql"), path.read_text())
+    return [(version, *files[version]) for version in sorted(files) if version <= LAST_BEFORE]
+
+
+async def migrate_as_before(conn: asyncpg.Connection, *, up_to: int = LAST_BEFORE) -> None:
+    """What the release before's `waystation migrate` left: each file applied, and its row
+    with the file's checksum."""
+    await conn.execute("""CREATE TABLE schema_migrations (
+                              version int PRIMARY KEY, name text NOT NULL,
+                              applied_at timestamptz NOT NULL DEFAULT now(), checksum text)""")
+    for version, name, sql in before_the_move():
+        if version <= up_to:
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations (version, name, checksum) "
+                                   "VALUES ($1, $2, $3)", version, name, checksum(sql))
+
+
+async def fill_the_kinds_tables(conn: asyncpg.Connection) -> None:
+    """A row in every table that moved, and two mobile runs' `runs.app_package`."""
+    for run_id, kind, input_ in (
+            (MOBILE_RUN, "mobile_agent", {"app_package": "com.example.notes"}),
+            (OTHER_MOBILE_RUN, "mobile_agent", {"app_package": "com.example.shop"}),
+            (BATCH_RUN, "batch", {"name": "a job", "app_package": "not.a.mobile.run"})):
+        await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
+                           "VALUES ($1, $2, $3, 'alice', $4)", run_id, kind, f"w-{run_id}",
+                           json.dumps(input_))
+    await conn.execute("""
+        INSERT INTO jobs (id, run_id, name, spec, total_units, max_workers, description,
+                          metadata)
+        VALUES ($1, $1, 'a job', '{"steps": []}', 1, 2, 'why', '{"team": "a"}')""", BATCH_RUN)
+    unit = await conn.fetchval("""
+        INSERT INTO work_units (job_id, ordinal, payload, cost_usd, flags, worker_id)
+        VALUES ($1, 0, '{"text": "x"}', 0.123456789, '[{"step": "a"}]', 'worker-1')
+        RETURNING id""", BATCH_RUN)
+    await conn.execute("""
+        INSERT INTO item_outputs (unit_id, step, step_index, output, rendered_prompt, flags)
+        VALUES ($1, 'a', 0, '{"answer": 1}', 'prompt', '[{"flag": "placeholder"}]')""", unit)
+    await conn.execute("INSERT INTO apps (app_package, declared_activities) "
+                       "VALUES ('com.example.notes', '{.Main}')")
+    screens = [await conn.fetchval(
+        "INSERT INTO screens (app_package, activity, layout_hash, content_hash, first_run_id) "
+        "VALUES ('com.example.notes', '.Main', $1, 'c', $2) RETURNING id", layout, MOBILE_RUN)
+        for layout in ("l1", "l2")]
+    action = await conn.fetchval("INSERT INTO actions (screen_id, selector, kind) "
+                                 "VALUES ($1, '#go', 'tap') RETURNING id", screens[0])
+    edge = await conn.fetchval(
+        "INSERT INTO edges (app_package, from_screen_id, action_id, to_screen_id) "
+        "VALUES ('com.example.notes', $1, $2, $3) RETURNING id", screens[0], action, screens[1])
+    await conn.execute(
+        "INSERT INTO graph_persistence_outcomes (run_id, step, app_package, screen_id, "
+        "from_screen_id, action_id, edge_id, new_edge) "
+        "VALUES ($1, 1, 'com.example.notes', $2, $3, $4, $5, true)",
+        MOBILE_RUN, screens[1], screens[0], action, edge)
+
+
+async def rows(conn: asyncpg.Connection, table: str) -> list[str]:
+    return sorted(r[0] for r in await conn.fetch(f"SELECT to_jsonb(t)::text FROM {table} t"))
+
+
+async def tables(conn: asyncpg.Connection) -> set[str]:
+    return {r[0] for r in await conn.fetch(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+
+async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
+        empty_url: str, other_empty_url: str) -> None:
+    folders = load_registry(use_entry_points=False).migration_folders()
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await migrate_as_before(conn)
+        await fill_the_kinds_tables(conn)
+        before = {table: await rows(conn, table) for table in MOVED}
+        assert all(before.values())
+
+        # The batch's and the screen graph's migrations find their tables made by the old
+        # core files; the move of `runs.app_package` runs.
+        assert await apply_migrations(conn, folders=folders) == [86]
+        assert {table: await rows(conn, table) for table in MOVED} == before
+        assert dict(await conn.fetch("SELECT run_id, app_package FROM mobile_runs")) == {
+            MOBILE_RUN: "com.example.notes", OTHER_MOBILE_RUN: "com.example.shop"}
+        assert await conn.fetchval(
+            "SELECT count(*) FROM information_schema.columns "
+            "WHERE table_name = 'runs' AND column_name = 'app_package'") == 0
+        applied = dict(await conn.fetch("SELECT version, checksum FROM schema_migrations"))
+        assert {v: applied[v] for v in BEFORE_THE_MOVE} == {
+            v: c for v, (_, c) in BEFORE_THE_MOVE.items()}, "the old files' rows stay"
+        assert {84, 85, 86} <= applied.keys()
+        assert await apply_migrations(conn, folders=folders) == []
+
+        # A run started after the move gets its row from the mobile kind's trigger.
+        later = uuid.uuid4()
+        await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) VALUES "
+                           "($1, 'mobile_agent', 'w-later', 'bob', "
+                           "'{\"app_package\": \"com.example.later\"}')", later)
+        assert await conn.fetchval("SELECT app_package FROM mobile_runs WHERE run_id = $1",
+                                   later) == "com.example.later"
+    finally:
+        await conn.close()
+
+    fresh = await asyncpg.connect(other_empty_url)
+    try:
+        assert await apply_migrations(fresh, folders=folders) == \
+            [version for version, _, _ in migration_files(folders)]
+    finally:
+        await fresh.close()
+    for privileges in (False, True):
+        assert await dump_database(empty_url, privileges=privileges) == \
+            await dump_database(other_empty_url, privileges=privileges)
+
+
+async def test_a_new_database_gets_a_kind_s_tables_from_its_own_migrations_only(
+        empty_url: str) -> None:
+    registry = load_registry(use_entry_points=False)
+    batch = registry.kind("batch").data.migrations
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await apply_migrations(conn)
+        assert not (await tables(conn)) & set().union(*KIND_TABLES.values())
+        assert await conn.fetchval(
+            "SELECT count(*) FROM pg_proc WHERE proname IN ('record_mobile_step', "
+            "'record_mobile_step_needing_hash', 'worker_unit_totals', 'follow_run_status', "
+            "'record_mobile_run')") == 0
+        # The core works without them: a run is written, counted, swept, its owner erased.
+        run_id = uuid.uuid4()
+        await conn.execute("INSERT INTO runs (id, kind, workflow_id, owner, input) "
+                           "VALUES ($1, 'mobile_agent', 'w', 'alice', "
+                           "'{\"app_package\": \"com.example.notes\"}')", run_id)
+        figures = await read_figures(conn, [1.0])
+        assert sum(r.runs for r in figures.runs) == 1
+        pool = await create_pool(empty_url, max_size=2)
+        try:
+            assert await delete_runs(pool, [run_id]) == []
+            async with pool.acquire() as other:
+                await request_erasure(other, "alice")
+            assert await erase_due_users(pool, requested_before=datetime.now(UTC)) == 1
+        finally:
+            await pool.close()
+        assert await conn.fetchval("SELECT count(*) FROM runs") == 0
+
+        # The batch kind installed later: its tables and no other kind's.
+        assert await apply_migrations(conn, folders=[batch]) == [84]
+        assert (await tables(conn)) & set().union(*KIND_TABLES.values()) == KIND_TABLES["batch"]
+    finally:
+        await conn.close()
+
+
+async def test_a_database_with_only_some_of_the_old_files_is_refused(empty_url: str) -> None:
+    folders = load_registry(use_entry_points=False).migration_folders()
+    conn = await asyncpg.connect(empty_url)
+    try:
+        await migrate_as_before(conn, up_to=55)  # before 061-063: an older release's
+        with pytest.raises(MigrationsTooOld, match="084_batch_tables .* had only 004, 052:"):
+            await apply_migrations(conn, folders=folders)
+        # Refused before anything ran.
+        assert await conn.fetchval("SELECT max(version) FROM schema_migrations") == 55
+    finally:
+        await conn.close()
+
+
+def test_the_old_files_are_those_of_the_release_before() -> None:
+    """The checksums the core accepts for the old files are those of the files kept here."""
+    kept = {int(p.name[:3]): (p.name[4:].removesuffix(".sql"), checksum(p.read_text()))
+            for p in BEFORE.glob("*.sql")}
+    assert kept == BEFORE_THE_MOVE
+
+
+def test_a_number_of_the_old_files_stays_taken(tmp_path: Path) -> None:
+    """A kind's new migration numbered as an old core file would be taken for it."""
+    (tmp_path / "061_my_table.sql").write_text("CREATE TABLE my_table (id int);")
+    with pytest.raises(ValueError, match="061 .* was taken before the kinds owned their tables"):
+        migration_files([tmp_path])
