@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from tests.helpers import new_validation_run
 from waystation.activities.agents.base import AgentRequest, AgentResponse, ProgressReporter
 from waystation.activities.agents.noop import NoopBackend
 from waystation.activities.read_model import ReadModelActivities
@@ -21,7 +22,6 @@ from waystation.kinds.validation.activities.crew_tasks import (
     CrewTaskActivities,
     CrewTaskInput,
 )
-from tests.helpers import new_validation_run
 
 KEY = "p0.a1.founders_brief"
 
