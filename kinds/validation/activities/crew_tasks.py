@@ -3,8 +3,9 @@
 The task writes its started / completed / failed events itself, rather than the workflow
 scheduling one activity per event: that spends Temporal events sparingly and puts the
 "started" row in Postgres the moment the work begins (in place, where a task usually ends in
-milliseconds, with its "completed" row unless it takes longer: `STARTED_WITHIN`). Keys come from the workflow (plus the
-attempt number for failures), so a retried attempt finds its first rows instead of doubling.
+milliseconds, with its "completed" row unless it takes longer: `STARTED_WITHIN`). Keys come
+from the workflow (plus the attempt number for failures), so a retried attempt finds its first
+rows instead of doubling.
 
 Each attempt's completed or failed event carries that attempt's usage (`output.usage`:
 tokens, cost, model), and the run's totals follow from those rows (migration 010). The task
