@@ -26,6 +26,8 @@ the raw-Temporal row is the same shape with one no-op activity per step and noth
   over `--runs` sequential runs without the approval (raw Temporal: run time / 5);
 - approval → next step: from sending the approval to the next step's event, p50/p99;
 - runs/s: `--throughput-runs` runs without the approval, 20 at a time.
+- CPU ms a run: while runs/s is measured, each process's CPU (the system's Python process,
+  its child the Temporal dev server, PostgreSQL's postmaster and backends) over the runs.
 
 For the agent, a "step" is a whole turn (message → answer), "approval → next step" is the
 person's message → the model's first request of the turn, and runs/s is conversations/s
@@ -158,7 +160,29 @@ def _kind_report(kind: str, rounds: list[list[Figures]], args: argparse.Namespac
     ratio_table = markdown_table(["p50 ratio in each round, median (range)", named[0],
                                   named[1], f"{named[2]} (higher is better)"],
                                  ratios, [False, True, True, True]) if ratios else ""
-    return f"## {KIND_TITLES.get(kind, kind)}\n\n{table}\n\n{ratio_table}"
+    return (f"## {KIND_TITLES.get(kind, kind)}\n\n{table}\n\n{ratio_table}\n\n"
+            f"{_cpu_table(by_name)}")
+
+
+CPU_GROUPS = (("harness", "the system's Python process"), ("children", "Temporal dev server"),
+              ("postgres", "PostgreSQL"))
+
+
+def _cpu_table(by_name: dict[str, list[Figures]]) -> str:
+    """CPU ms a run in each process while runs/s was measured, median of rounds: on two
+    cores, what bounds runs/s."""
+    rows = [[name, *(f"{_median_cpu(fs, group):.1f}" for group, _ in CPU_GROUPS),
+             f"{statistics.median(sum(f.cpu_ms_per_run.values()) for f in fs):.1f}"]
+            for name, fs in by_name.items() if all(f.cpu_ms_per_run for f in fs)]
+    if not rows:
+        return ""
+    return markdown_table(["CPU ms a run at runs/s (median of rounds)",
+                           *(title for _, title in CPU_GROUPS), "total"], rows,
+                          [False, True, True, True, True])
+
+
+def _median_cpu(figures: list[Figures], group: str) -> float:
+    return statistics.median(f.cpu_ms_per_run.get(group, 0.0) for f in figures)
 
 
 def _median(figures: list[Figures], field: str) -> float:

@@ -68,12 +68,12 @@ def _model() -> FunctionModel:
 
 
 def _instrument() -> None:
-    """Wrap the planner model's functions once, so that every system's request is noted. Both:
-    in an agent run the model streams its requests but the summary (their deltas are published
-    live), where the peers ask `function`; noting `function` alone timed Waystation's message
-    to its turn's last request instead of its first."""
+    """Wrap the planner model's functions once, so that every system's request is noted:
+    `function` answers a whole request (the peers' and the summary), `stream_function` a
+    streamed one (Waystation's model requests since issue 43: noting only `function` timed
+    its message → the summary request instead)."""
     model = _model()
-    plan, stream_plan = model.function, model.stream_function
+    plan, stream = model.function, model.stream_function
     if getattr(plan, "_noted", False) or plan is None:
         return
 
@@ -86,11 +86,10 @@ def _instrument() -> None:
         return await plan(messages, info)  # type: ignore[misc]
     noted._noted = True  # type: ignore[attr-defined]
     model.function = noted
-    if stream_plan is not None:
-        async def noted_stream(messages: list[ModelMessage], info: Any) -> AsyncIterator[Any]:
+    if stream is not None:
+        def noted_stream(messages: list[ModelMessage], info: Any) -> AsyncIterator[Any]:
             note()
-            async for chunk in stream_plan(messages, info):
-                yield chunk
+            return stream(messages, info)
         model.stream_function = noted_stream
 
 

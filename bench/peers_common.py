@@ -15,10 +15,11 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import asyncpg
+import psutil
 
 from bench.common import percentile
 
@@ -64,6 +65,8 @@ class Figures:
     # toy, validation or agent; for the agent a "step" is a whole turn and the approval is
     # the person's message (see bench.peer_agent).
     kind: str = "toy"
+    # CPU ms a run in each process while runs/s was measured (see CpuMeter).
+    cpu_ms_per_run: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,24 +110,65 @@ async def next_step_ms(conn: asyncpg.Connection, run_id: str, sent: float,
     return (row[0].timestamp() - sent) * 1000
 
 
+class CpuMeter:
+    """CPU time (user + system) of the processes a run costs: this harness's (the peers'
+    whole engine, Waystation's worker and starter), its child processes (the Temporal dev
+    server) and the PostgreSQL server's (the postmaster and its backends, which the harness's
+    pools keep open). On two cores, CPU a run is what bounds runs/s."""
+
+    def __init__(self, postmaster: psutil.Process) -> None:
+        self._postmaster = postmaster
+
+    @classmethod
+    async def for_database(cls, database_url: str) -> CpuMeter:
+        conn = await asyncpg.connect(database_url)
+        try:  # the backend's parent, while the backend lives
+            postmaster = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()")).parent()
+        finally:
+            await conn.close()
+        assert postmaster is not None
+        return cls(postmaster)
+
+    def sample(self) -> dict[str, float]:
+        own = psutil.Process()
+        groups = {"harness": [own], "children": own.children(recursive=True),
+                  "postgres": [self._postmaster, *self._postmaster.children()]}
+        return {name: sum(_cpu_s(p) for p in processes) for name, processes in groups.items()}
+
+
+def _cpu_s(process: psutil.Process) -> float:
+    try:
+        times = process.cpu_times()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return times.user + times.system
+
+
 async def throughput(start_and_finish: Callable[[], Awaitable[None]], runs: int,
-                     concurrency: int) -> float:
-    """Runs per second with `concurrency` runs in flight."""
+                     concurrency: int, meter: CpuMeter | None = None
+                     ) -> tuple[float, dict[str, float]]:
+    """Runs per second with `concurrency` runs in flight, and CPU ms a run in each process
+    group that `meter` watches."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one() -> None:
         async with gate:
             await start_and_finish()
+    before = meter.sample() if meter else {}
     began = time.perf_counter()
     await asyncio.gather(*(one() for _ in range(runs)))
-    return runs / (time.perf_counter() - began)
+    elapsed = time.perf_counter() - began
+    after = meter.sample() if meter else {}
+    cpu = {name: (after[name] - before.get(name, 0.0)) * 1000 / runs for name in after}
+    return runs / elapsed, cpu
 
 
 def figures(system: str, steps: list[float], approvals: list[float], rps: float,
-            kind: str = "toy") -> Figures:
+            kind: str = "toy", cpu_ms_per_run: dict[str, float] | None = None) -> Figures:
     return Figures(system=system, step_p50_ms=percentile(steps, 50),
                    step_p99_ms=percentile(steps, 99), approval_p50_ms=percentile(approvals, 50),
-                   approval_p99_ms=percentile(approvals, 99), runs_per_s=rps, kind=kind)
+                   approval_p99_ms=percentile(approvals, 99), runs_per_s=rps, kind=kind,
+                   cpu_ms_per_run=cpu_ms_per_run or {})
 
 
 async def measure_shape(system: str, shape: Shape, plan: Plan, conn: asyncpg.Connection,
@@ -142,8 +186,9 @@ async def measure_shape(system: str, shape: Shape, plan: Plan, conn: asyncpg.Con
 
     async def one_run() -> None:
         await run_straight()
-    rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
-    return figures(system, steps, approvals, rps, shape.kind)
+    rps, cpu = await throughput(one_run, plan.throughput_runs, plan.concurrency,
+                                await CpuMeter.for_database(plan.database_url))
+    return figures(system, steps, approvals, rps, shape.kind, cpu)
 
 
 async def measure_agent(system: str, plan: Plan, *,
@@ -160,8 +205,9 @@ async def measure_agent(system: str, plan: Plan, *,
 
     async def one_run() -> None:
         await converse(False)
-    rps = await throughput(one_run, plan.agent_runs, plan.concurrency)
-    return figures(system, [t for t, _ in turns], [f for _, f in turns], rps, "agent")
+    rps, cpu = await throughput(one_run, plan.agent_runs, plan.concurrency,
+                                await CpuMeter.for_database(plan.database_url))
+    return figures(system, [t for t, _ in turns], [f for _, f in turns], rps, "agent", cpu)
 
 
 def new_run_id() -> str:

@@ -30,6 +30,7 @@ from bench.peers_common import (
     TOY,
     VALIDATION,
     VALIDATION_TASKS,
+    CpuMeter,
     Figures,
     Plan,
     Shape,
@@ -227,9 +228,10 @@ async def _raw(plan: Plan, client: Client, shape: Shape) -> Figures:
 
         async def one_run() -> None:
             await run_shape()
-        rps = await throughput(one_run, plan.throughput_runs, plan.concurrency)
+        rps, cpu = await throughput(one_run, plan.throughput_runs, plan.concurrency,
+                                    await CpuMeter.for_database(plan.database_url))
     return figures("raw Temporal (one activity per step, Update)", steps, approvals, rps,
-                   shape.kind)
+                   shape.kind, cpu)
 
 
 if __name__ == "__main__":

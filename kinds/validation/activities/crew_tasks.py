@@ -2,8 +2,10 @@
 
 The task writes its started / completed / failed events itself, rather than the workflow
 scheduling one activity per event: that spends Temporal events sparingly and puts the
-"started" row in Postgres the moment the work begins. Keys come from the workflow (plus the
-attempt number for failures), so a retried attempt finds its first rows instead of doubling.
+"started" row in Postgres the moment the work begins (in place, where a task usually ends in
+milliseconds, with its "completed" row unless it takes longer: `STARTED_WITHIN`). Keys come
+from the workflow (plus the attempt number for failures), so a retried attempt finds its first
+rows instead of doubling.
 
 Each attempt's completed or failed event carries that attempt's usage (`output.usage`:
 tokens, cost, model), and the run's totals follow from those rows (migration 010). The task
@@ -20,7 +22,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -50,6 +52,11 @@ HEARTBEAT_EVERY_SECONDS = 2.0
 # workflow is told it failed for good.
 RETRY_WINDOW = timedelta(minutes=10)
 RETRIES_EXHAUSTED = "TaskRetriesExhausted"
+# A task run in place (a backend that answers at once) that ends within this long writes its
+# `task.started` with its `task.completed`: one statement a task instead of two, where nobody
+# could have watched it start. A longer one writes `task.started` when this has passed (or
+# at its first progress report); a regular activity's task writes it at once.
+STARTED_WITHIN = timedelta(milliseconds=50)
 
 
 @contextlib.asynccontextmanager
@@ -131,7 +138,12 @@ class CrewTaskActivities:
         started_event = self._event(task, "started", "started",
                                     progress_pct=task.progress_pct_started)
         first = ReadModelWrite(run_id=task.run_id, events=[started_event])
-        await self._apply(merge_writes(task.prelude, first) if task.prelude else first)
+        opening = _Opening(merge_writes(task.prelude, first) if task.prelude else first,
+                           self._apply)
+        if not activity.info().is_local:
+            # A regular activity's task is a model provider's call, seconds long, and a
+            # decision handed over with it waits for this write: at once.
+            await opening.write()
         started = time.monotonic()
 
         async def report(percent: int, note: str) -> None:
@@ -139,31 +151,42 @@ class CrewTaskActivities:
             # finds the first row rather than adding a second one.
             percent = max(0, min(100, percent))
             span = task.progress_pct_done - task.progress_pct_started
+            await opening.write()
             await self._append(task, self._event(
                 task, f"progress:{percent}", "in_progress",
                 progress_pct=task.progress_pct_started + span * percent // 100,
                 output={"task_pct": percent, "note": note}))
 
         output_model = TASK_OUTPUTS.get(task.task)
+        call = asyncio.ensure_future(self._backend.run(AgentRequest(
+            crew=task.crew, task=task.task, agent=task.agent,
+            instructions=task.instructions, system=task_prompt(task.task),
+            context=task.context, feedback=task.feedback,
+            output_schema=_output_schema(output_model) if output_model else None,
+            schema_name=task.task, model=task.model, temperature=task.temperature),
+            report))
         try:
-            response = await self._backend.run(AgentRequest(
-                crew=task.crew, task=task.task, agent=task.agent,
-                instructions=task.instructions, system=task_prompt(task.task),
-                context=task.context, feedback=task.feedback,
-                output_schema=_output_schema(output_model) if output_model else None,
-                schema_name=task.task, model=task.model, temperature=task.temperature),
-                report)
+            if not (await asyncio.wait({call}, timeout=STARTED_WITHIN.total_seconds()))[0]:
+                await opening.write()  # a long task shows it has started
+            response = await call
             output = _typed(task.task, output_model, response.output, response.usage)
         except Exception as error:
+            await opening.write()
             await self._record_failure(task, error, started)
             if (final := self._give_up(error)) is not error:
                 raise final from error
             raise
+        finally:
+            call.cancel()  # when the activity itself is cancelled; a no-op once it is done
         duration_ms = int((time.monotonic() - started) * 1000)
-        await self._append(task, self._event(
+        completed = self._event(
             task, "completed", "completed", progress_pct=task.progress_pct_done,
             output={"result": output, "usage": response.usage.model_dump()},
-            duration_ms=duration_ms))
+            duration_ms=duration_ms)
+        # Done before anyone could see it start: both events, and what was handed over, in
+        # one statement (one transaction instead of two).
+        if not await opening.write(completed):
+            await self._append(task, completed)
         return CrewTaskResult(output=output, duration_ms=duration_ms,
                               input_tokens=response.input_tokens,
                               output_tokens=response.output_tokens, cost_usd=response.cost_usd)
@@ -190,6 +213,31 @@ class CrewTaskActivities:
         return ApplicationError(
             f"{info.attempt} attempts over {int(retrying.total_seconds())} s; last error: "
             f"{message}", type=RETRIES_EXHAUSTED, non_retryable=True)
+
+
+class _Opening:
+    """A task's first write (its `task.started`, with whatever was handed over to go with
+    it), written once: at the first of `write()` calls, or with the task's completion."""
+
+    def __init__(self, write: ReadModelWrite,
+                 apply: Callable[[ReadModelWrite], Awaitable[None]]) -> None:
+        self.pending: ReadModelWrite | None = write
+        self._apply = apply
+        self._lock = asyncio.Lock()
+
+    async def write(self, *then: EventWrite) -> bool:
+        """Write it, with `then`'s events after it in the same statement, unless it has been
+        written already (then nothing is written, `then` included); whether it wrote."""
+        async with self._lock:
+            if self.pending is None:
+                return False
+            write = self.pending
+            if then:
+                write = merge_writes(write, ReadModelWrite(run_id=write.run_id,
+                                                           events=list(then)))
+            await self._apply(write)
+            self.pending = None
+            return True
 
 
 def _failure_key(info: activity.Info) -> str:
