@@ -233,6 +233,10 @@ class Registry:
         self.backends[name] = (factory, source)
 
 
+def _entry_point_order(ep: Any) -> tuple[str, str]:
+    return ep.name, ep.dist.name if ep.dist is not None else ""
+
+
 def load_registry(plugin_modules: Iterable[str] = (), *,
                   use_entry_points: bool = True) -> Registry:
     """Built-in kinds, then entry points, then WAYSTATION_PLUGINS modules, in that order."""
@@ -242,7 +246,9 @@ def load_registry(plugin_modules: Iterable[str] = (), *,
     for keeper in registry.agent_keepers():
         keeper.registered()  # the kinds' bundled agents first: no plug-in takes their names
     if use_entry_points:
-        for ep in entry_points(group=KINDS_GROUP):
+        # By name: the order distributions are found on the path is the file system's, and
+        # the kinds' order is what `POST /runs`, `waystation kinds` and the console list.
+        for ep in sorted(entry_points(group=KINDS_GROUP), key=_entry_point_order):
             if _is_builtin(ep):
                 continue
             source = _describe(ep)

@@ -127,8 +127,8 @@ async def test_bad_input_is_refused_naming_the_kinds(stack: LocalStack):
         unknown = await http.post("/runs", json={"kind": "poem", "input": {}})
         assert unknown.status_code == 422
         assert unknown.json()["error"]["message"] == (
-            "kind: unknown run kind 'poem'; one of validation, batch, mobile_agent, agent, "
-            "content_review")
+            "kind: unknown run kind 'poem'; one of validation, batch, agent, content_review, "
+            "mobile_agent")
         short = await http.post("/runs", json={"kind": "content_review",
                                                "input": {"topic": "x"}})
         assert short.status_code == 422 and "topic" in short.json()["error"]["message"]
