@@ -32,6 +32,8 @@ async def test_doctor_finds_no_stall_on_the_projects_dev_server(
     assert "ok: the history service does not hold workflow tasks up" in out
 
 
+# A second dev server, with Temporal's defaults, for one check: the slow tier.
+@pytest.mark.slow
 async def test_doctor_finds_the_stall_on_a_dev_server_with_temporals_defaults(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     env = await WorkflowEnvironment.start_local(

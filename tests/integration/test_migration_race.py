@@ -99,6 +99,9 @@ async def all_queued(gate: asyncpg.Connection, procs: list[asyncio.subprocess.Pr
         "AND objid = $1", MIGRATION_LOCK_ID)
     return bool(waiting >= len(procs))
 
+
+# Five processes importing Waystation and migrating a whole database: the slow tier.
+@pytest.mark.slow
 async def test_five_migrate_processes_released_at_once(empty_database, migrated_url,
                                                        tmp_path):
     # Hold the migration lock, start every process, wait until all of them queue on the

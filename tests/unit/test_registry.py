@@ -68,7 +68,11 @@ def test_plugin_backend_is_chosen_by_name() -> None:
     assert agent_backend(settings, registry).name == "noop"
 
 
-@pytest.mark.parametrize("command", [["api"], ["worker"], ["kinds"], ["agents"]])
+# The API and the worker in the quick tiers; the CLI's listings, the same refusal on the same
+# path, with the slow tier (each is a process importing the whole API, 4 s).
+@pytest.mark.parametrize("command", [["api"], ["worker"],
+                                     pytest.param(["kinds"], marks=pytest.mark.slow),
+                                     pytest.param(["agents"], marks=pytest.mark.slow)])
 def test_api_worker_and_cli_refuse_to_start_with_a_broken_plugin(command: list[str],
                                                                  tmp_path: Path) -> None:
     env = {**os.environ, "WAYSTATION_PLUGINS": "tests.plugin_samples.taken_name",
