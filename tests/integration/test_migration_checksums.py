@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
+import pytest
 import pytest_asyncio
 
 from waystation.persistence.migrate import apply_migrations, checksum, migration_files
@@ -36,6 +37,8 @@ async def _sums(conn: asyncpg.Connection) -> dict[int, str | None]:
     return {r["version"]: r["checksum"] for r in rows}
 
 
+# Two whole databases migrated and edited (8 s): the slow tier.
+@pytest.mark.slow
 async def test_checksums_recorded_backfilled_and_edits_refused(fresh_url: str):
     files = {version: checksum(sql) for version, _, sql in migration_files()}
     conn = await asyncpg.connect(fresh_url)

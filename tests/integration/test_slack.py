@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
@@ -300,6 +301,8 @@ async def test_who_may_not_decide_is_refused_in_slack_and_nothing_is_written(sla
     assert await slack.written(request_id) == ("approved", 1)
 
 
+# An outage of Slack waited out (7 s): the slow tier.
+@pytest.mark.slow
 async def test_a_slack_outage_loses_no_message(slack: Stack):
     """Slack answering 500, then 429 with Retry-After, for a window (the stand-in's setting;
     a few seconds here for a minute's outage): the messages arrive once it is over, once."""

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import uvicorn
 
 from waystation.api.serving import server_config
@@ -56,6 +57,8 @@ async def get_twice(port: int, idle: float) -> list[bytes]:
     return lines
 
 
+# It waits out a client's keep-alive (6 s): the slow tier.
+@pytest.mark.slow
 async def test_an_idle_connection_outlives_an_http_client_s_keep_alive():
     """Both servers at once, one idle wait: the API's keeps the connection; uvicorn's default,
     what the setting is for, loses the second request."""

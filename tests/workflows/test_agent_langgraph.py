@@ -147,6 +147,8 @@ async def pending_gate(pool, run_id, number: int):
     return await eventually(pending)
 
 
+# Two gates at once through a LangGraph graph (10 s): the slow tier.
+@pytest.mark.slow
 async def test_two_interrupts_at_once_are_two_gates_each_answer_reaching_its_own_interrupt(
         time_env, pool, task_queue):
     """Two parallel nodes stop at once; each interrupt is its own gate, and each answer reaches

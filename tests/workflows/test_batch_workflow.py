@@ -328,6 +328,8 @@ async def test_a_slice_waits_out_a_short_database_outage(time_env, pool, task_qu
     assert counts["run_batch_slice"] == 4 and counts.get("run_batch_item", 0) == 0
 
 
+# A job run until its history passes the budget (10 s): the slow tier.
+@pytest.mark.slow
 async def test_history_budget_continues_as_new_with_queued_work(time_env, pool, task_queue,
                                                                 run_with):
     def rule(request: AgentRequest, n: int) -> dict:
