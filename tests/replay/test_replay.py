@@ -24,13 +24,15 @@ HISTORIES = sorted(FOLDER.glob("*.json"))
 
 def test_histories_are_recorded() -> None:
     assert {"validation_approve_all", "validation_reject_segment_override",
-            "validation_expire_pause_reopen"} <= {p.stem for p in HISTORIES}
+            "validation_expire_pause_reopen", "mobile_explore_continue_as_new",
+            "mobile_sensitive_gates"} <= {p.stem for p in HISTORIES}
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_history_replays_deterministically(path: Path) -> None:
     # With the installed plug-ins: an agent run finds its agent by name (agent_langgraph_*'s
-    # graph is examples/langgraph_agent's).
+    # graph is examples/langgraph_agent's), and the mobile_* runs' workflow is the mobile
+    # kind's distribution's (kinds/mobile), whose released histories stay here with the rest.
     workflows = [*load_registry().workflows(), *NOTIFICATION_WORKFLOWS]
     result = await replay_history(path, workflows)
     assert result.replay_failure is None

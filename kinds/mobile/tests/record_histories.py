@@ -4,8 +4,9 @@ kit, `tests`, on the path; this folder is, as the script's).
 
 Runs the workflow on the time-skipping test server with the real read model (an embedded
 PostgreSQL in a temporary folder) through its interesting paths and writes each history to
-kinds/mobile/tests/histories/mobile_<case>.json; replay/test_mobile_replay.py replays them
-against the current code. Re-record only on purpose, as for the validation histories.
+the repository's tests/histories/mobile_<case>.json, beside the other released histories,
+which tests/replay/test_replay.py replays against the current code. Re-record only on
+purpose, as for the validation histories.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from waystation.persistence import runs as runs_repo
 from waystation.persistence import snapshots as snapshots_repo
 from waystation.workflows.gate_rules import DecisionInput
 
-HISTORIES = Path(__file__).resolve().parent / "histories"
+HISTORIES = Path(__file__).resolve().parents[3] / "tests" / "histories"
 TASK_QUEUE = "record-mobile-histories"
 
 

@@ -185,13 +185,6 @@ async def test_cancel_records_the_stop_reason(time_env, pool, worker, task_queue
     assert run.stop_reason == "canceled" and run.finished_at is not None
 
 
-def test_mobile_histories_are_recorded():
-    # replay/test_mobile_replay.py replays every file; this guards that the mobile ones exist.
-    folder = Path(__file__).resolve().parents[1] / "histories"
-    assert {"mobile_explore_continue_as_new.json", "mobile_sensitive_gates.json"} <= {
-        p.name for p in folder.glob("mobile_*.json")}
-
-
 async def test_goal_activity_stops_the_run(time_env, pool, worker, task_queue):
     arg = await new_mobile_run(pool, app_package=NOTES, goal_activity=".SettingsActivity",
                                sensitive_actions="skip", seed=3)
