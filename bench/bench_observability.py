@@ -47,7 +47,7 @@ from bench.bench_validation import (
 )
 from bench.common import markdown_table, percentile, ratio
 from waystation.activities.agents import backend_named
-from waystation.activities.agents.metered import MeteredBackend
+from waystation.activities.agents.metered import MeteredBackend, ModelMeter
 from waystation.logs import configure_logging
 from waystation.persistence.db import create_pool
 from waystation.settings import Settings
@@ -139,7 +139,7 @@ async def run_bench(args: argparse.Namespace) -> None:
                                ws_queue=f"bench-obs-{side}-{uuid.uuid4()}", raw_queue="")
                    for side in SIDES}
         offline = backend_named("offline")
-        backends = {"off": offline, "on": MeteredBackend(offline, runtime.metric_meter)}
+        backends = {"off": offline, "on": MeteredBackend(offline, ModelMeter(runtime.metric_meter))}
         workers = [build_worker(clients[side], pools[side], task_queue=benches[side].ws_queue,
                                 backend=backends[side]) for side in SIDES]
         results: dict[str, dict[str, list[float]]] = {
