@@ -97,7 +97,8 @@ async def run_bench(args: argparse.Namespace) -> None:
                     raw_s = await raw_job(client, raw_queue, args.items, args.workers)
                 log(f"waystation: {args.items}-item one-step job, noop agent")
                 load_before = os.getloadavg()
-                rss = asyncio.create_task(_sample_rss(rss_during := []))
+                rss_during: list[float] = []
+                rss = asyncio.create_task(_sample_rss(rss_during))
                 ws_s, runs, largest = await waystation_job(client, pool, ws_queue, args.items,
                                                            args.workers, args.round_size)
                 rss.cancel()

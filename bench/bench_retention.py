@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import time
 import uuid
+from typing import Any
 
 import asyncpg
 
@@ -77,7 +78,7 @@ async def append_loop(pool: asyncpg.Pool, run_id: uuid.UUID, stop: asyncio.Event
 
 
 async def appends_during(pool: asyncpg.Pool, writers: list[uuid.UUID],
-                         work: asyncio.Future[object] | None) -> list[float]:
+                         work: asyncio.Future[Any] | None) -> list[float]:
     """Latencies of the writers' appends during `work`, or for IDLE_SECONDS without it."""
     stop, samples = asyncio.Event(), list[float]()
     tasks = [asyncio.create_task(append_loop(pool, run_id, stop, samples)) for run_id in writers]

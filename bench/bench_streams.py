@@ -170,8 +170,9 @@ async def _sse_clients(job: ClientJob, pipe: Connection) -> list[ClientResult]:
         await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
         pipe.send(("ready", connected, None))
         aborter = asyncio.create_task(refused.wait())
-        await asyncio.wait([aborter, asyncio.gather(*tasks, return_exceptions=True)],
-                           return_when=asyncio.FIRST_COMPLETED)
+        either: list[asyncio.Future[Any]] = [aborter, asyncio.gather(*tasks,
+                                                                     return_exceptions=True)]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         if refused.is_set():
             await asyncio.sleep(10)  # the writer's window; then give up on the rest
             for task in tasks:

@@ -17,6 +17,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,9 +141,9 @@ class OpenAIStub:
                                       methods=["POST"])])
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve())
-        await eventually(lambda: asyncio.sleep(0, self._server.started), timeout=30)
+        server = self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(server.serve())
+        await eventually(lambda: asyncio.sleep(0, server.started), timeout=30)
 
     async def stop(self) -> None:
         if self._server is not None and self._task is not None:
@@ -201,8 +202,8 @@ class OpenAIStub:
         return StreamingResponse(self._chunks(model, item, text, usage if with_usage else None),
                                  media_type="text/event-stream")
 
-    async def _chunks(self, model: str, item: Scripted | None, text: str,  # type: ignore[no-untyped-def]
-                      usage: dict[str, int] | None):
+    async def _chunks(self, model: str, item: Scripted | None, text: str,
+                      usage: dict[str, int] | None) -> AsyncIterator[str]:
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             return "data: " + json.dumps({
                 "id": "cmpl-stub", "object": "chat.completion.chunk", "model": model,
