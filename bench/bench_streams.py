@@ -521,10 +521,12 @@ async def fresh_database(base: str) -> AsyncIterator[str]:
         await admin.close()
 
 
-def spawn_api(url: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+def spawn_api(url: str, port: int, log_path: Path, clients: int) -> subprocess.Popen[bytes]:
+    # Every client is the one bench user: its open streams are allowed up to the clients.
     env = {**os.environ, "DATABASE_URL": url, "WAYSTATION_JWT_SECRET": SECRET,
            "WAYSTATION_API_PORT": str(port), "WAYSTATION_API_HOST": "127.0.0.1",
-           "TEMPORAL_ADDRESS": "127.0.0.1:1", "WAYSTATION_ENV": "dev"}
+           "TEMPORAL_ADDRESS": "127.0.0.1:1", "WAYSTATION_ENV": "dev",
+           "WAYSTATION_MAX_STREAMS_PER_USER": str(clients)}
     with open(log_path, "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "waystation", "api"], env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
@@ -535,9 +537,9 @@ def tail(path: Path, chars: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def api_process(url: str, log_path: Path) -> AsyncIterator[tuple[str, int]]:
+async def api_process(url: str, log_path: Path, clients: int) -> AsyncIterator[tuple[str, int]]:
     port = free_port()
-    proc = spawn_api(url, port, log_path)
+    proc = spawn_api(url, port, log_path, clients)
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=5) as http:
@@ -573,7 +575,7 @@ async def run(args: argparse.Namespace) -> int:
             pool = await create_pool(url, min_size=1, max_size=max(args.writers, 2))
             tmp = Path(tempfile.mkdtemp(prefix="waystation-bench-api-"))
             try:
-                async with api_process(url, tmp / "api.log") as (api_url, pid):
+                async with api_process(url, tmp / "api.log", args.clients) as (api_url, pid):
                     code = await measure(args, pool, url, api_url, pid)
                     if code:
                         print(f"API log (tail):\n{tail(tmp / 'api.log', 3000)}")
