@@ -105,7 +105,8 @@ def build_parser(kinds: dict[str, Registered]) -> argparse.ArgumentParser:
     replay.add_argument("--query", help="a visibility filter ANDed to the selection")
     doctor = sub.add_parser(
         "doctor", parents=[common],
-        help="run a chain of empty activities on the cluster: is the engine throttled?")
+        help="run a chain of empty activities and a few short timers on the cluster: is the"
+        " engine throttled?")
     doctor.add_argument("--activities", type=int, default=None,
                         help="activities in the chain (default: enough to spend a default"
                         " reader's burst of polls)")
@@ -375,7 +376,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
-    from waystation.engine_check import DOCTOR_CHAIN, engine_report, run_chain
+    from waystation.engine_check import DOCTOR_CHAIN, DOCTOR_TIMERS, engine_report, run_chain
     from waystation.temporal_client import connect_temporal
 
     activities = args.activities or DOCTOR_CHAIN
@@ -386,7 +387,7 @@ def cmd_doctor(settings: Settings, args: argparse.Namespace) -> int:
     async def chain() -> tuple[str, int]:
         client = await connect_temporal(settings)
         where = f"{settings.temporal_address}, namespace {settings.temporal_namespace}"
-        return engine_report(await run_chain(client, activities), where)
+        return engine_report(await run_chain(client, activities, DOCTOR_TIMERS), where)
 
     text, status = asyncio.run(chain())
     print(text)
