@@ -1629,7 +1629,9 @@ CREATE TABLE public.slack_messages (
     escalated boolean DEFAULT false NOT NULL,
     attempts integer DEFAULT 0 NOT NULL,
     last_error text,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    post_started_at timestamp with time zone,
+    reply_started_at timestamp with time zone
 );
 
 ALTER TABLE ONLY public.slack_messages FORCE ROW LEVEL SECURITY;

@@ -30,6 +30,9 @@ class SlackMessageRow(Row):
     attempts: int
     last_error: str | None
     updated_at: datetime
+    # The intents committed before a post and before thread replies (migration 090).
+    post_started_at: datetime | None
+    reply_started_at: datetime | None
 
 
 async def slack_user_of(conn: asyncpg.Connection, team_id: str,
@@ -105,9 +108,23 @@ async def message_row(conn: asyncpg.Connection, request_id: UUID,
     return SlackMessageRow.from_record(record)
 
 
+async def post_started(conn: asyncpg.Connection, row: SlackMessageRow,
+                       channel: str) -> SlackMessageRow:
+    """The intent to post `row`'s message to `channel`, committed before the post."""
+    record = await conn.fetchrow(sql("slack_post_started"), row.request_id, row.audience,
+                                 channel)
+    return SlackMessageRow.from_record(record)
+
+
+async def reply_started(conn: asyncpg.Connection, row: SlackMessageRow) -> SlackMessageRow:
+    """The intent to reply in `row`'s thread, committed before the first reply."""
+    record = await conn.fetchrow(sql("slack_reply_started"), row.request_id, row.audience)
+    return SlackMessageRow.from_record(record)
+
+
 async def message_sent(conn: asyncpg.Connection, row: SlackMessageRow) -> None:
     await conn.execute(sql("slack_message_sent"), row.request_id, row.audience, row.channel,
-                       row.ts, row.shown, row.reminders, row.escalated)
+                       row.ts, row.shown, row.reminders, row.escalated, row.reply_started_at)
 
 
 async def message_failed(conn: asyncpg.Connection, request_id: UUID, audience: str,

@@ -6,7 +6,9 @@ message to each audience that has none (a channel, each linked decider's DM), up
 `chat.update` each message that shows something else, and answers reminders and escalations in
 the message's thread. Each step is recorded as it is made (slack_messages), so a retry does
 only what is left, and one sender at a time works on a run (an advisory lock), so no message
-is posted twice by two of them.
+is posted twice by two of them. A post whose answer was lost (a worker killed, an attempt timed
+out, between Slack taking it and its row recording it) is found in Slack by its metadata and
+adopted, not posted again (activities/slack/posted.py).
 
 Started as mail and webhooks are (activities/channels.py): the recorder, having committed the
 write, makes one attempt at once, and if that does not finish, starts a `SlackNotification`
@@ -20,6 +22,7 @@ import asyncio
 import hashlib
 import logging
 from datetime import timedelta
+from typing import Literal
 from uuid import UUID
 
 import asyncpg
@@ -29,6 +32,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from waystation.activities.slack.blocks import SlackMessage, gate_message, gone_message, notice_text
+from waystation.activities.slack.posted import PostKey, posted_since
 from waystation.activities.slack.web_api import (
     SlackConfig,
     SlackError,
@@ -60,6 +64,8 @@ class SlackSyncResult(BaseModel):
     posted: int = 0
     updated: int = 0
     replies: int = 0
+    # Posts and replies an earlier attempt made without recording them, found in Slack.
+    adopted: int = 0
 
 
 def slack_may_change(write: ReadModelWrite) -> bool:
@@ -108,8 +114,8 @@ class SlackActivities:
         left nothing to do. The recorder waits FIRST_ATTEMPT_WITHIN_SECONDS for it (the run's
         workflow task waits for the recorder); what it did not finish is the workflow's. An
         attempt still running then is left to finish, not cut short: a post cut short may
-        have reached Slack unrecorded, and would be posted twice. It holds the run's lock, so
-        the workflow's attempt starts from what it recorded."""
+        have reached Slack unrecorded, and the next attempt would have to look for it there.
+        It holds the run's lock, so the workflow's attempt starts from what it recorded."""
         attempt = asyncio.ensure_future(self._sync(run_id))
         done, _ = await asyncio.wait({attempt}, timeout=FIRST_ATTEMPT_WITHIN_SECONDS)
         if not done:
@@ -133,14 +139,7 @@ class SlackActivities:
         async with self._pool.acquire() as conn, slack_repo.run_locked(conn, run_id):
             run = await runs_repo.get_run(conn, run_id)
             if run is None:  # erased (or deleted): its messages keep nothing of it
-                gone = gone_message()
-                for row in await slack_repo.messages_of_run(conn, run_id):
-                    if row.ts is not None and row.shown != gone.shown:
-                        await self._api.call("chat.update", channel=row.channel, ts=row.ts,
-                                             text=gone.text, blocks=gone.blocks)
-                        await slack_repo.message_sent(
-                            conn, row.model_copy(update={"shown": gone.shown}))
-                        result.updated += 1
+                await self._empty(conn, run_id, result)
                 return result
             gates = await slack_repo.gates_to_show(conn, run_id)
             audits = await gates_repo.list_audits(conn, [g.id for g in gates]) if gates else {}
@@ -159,6 +158,21 @@ class SlackActivities:
         if failed is not None:
             raise failed
         return result
+
+    async def _empty(self, conn: asyncpg.Connection, run_id: UUID,
+                     result: SlackSyncResult) -> None:
+        """Every message of an erased run emptied of what it showed, a post an attempt made
+        without recording it included."""
+        gone = gone_message()
+        for row in await slack_repo.messages_of_run(conn, run_id):
+            if (ts := await self._lost_post(row)) is not None:
+                row = row.model_copy(update={"ts": ts, "shown": None})
+                result.adopted += 1
+            if row.ts is not None and row.shown != gone.shown:
+                await self._api.call("chat.update", channel=row.channel, ts=row.ts,
+                                     text=gone.text, blocks=gone.blocks)
+                await slack_repo.message_sent(conn, row.model_copy(update={"shown": gone.shown}))
+                result.updated += 1
 
     async def _rows(self, conn: asyncpg.Connection, gate: GateRow,
                     run: RunRow) -> list[SlackMessageRow]:
@@ -186,40 +200,83 @@ class SlackActivities:
                                 gate: GateRow, message: SlackMessage,
                                 result: SlackSyncResult) -> None:
         if row.ts is None:
-            if gate.status != "pending":
+            row = await self._post(conn, row, gate, message, result)
+            if row.ts is None:
                 return  # closed before it was ever shown: nothing to tell
-            channel = await self._channel_of(row.audience)
-            sent = await self._api.call("chat.postMessage", channel=channel, text=message.text,
-                                        blocks=message.blocks, unfurl_links=False)
-            # Reminders and an escalation before this message are not replayed in its thread.
-            row = row.model_copy(update={
-                "channel": sent.get("channel", channel), "ts": sent["ts"],
-                "shown": message.shown, "reminders": gate.reminders_sent,
-                "escalated": gate.escalated_at is not None})
-            await slack_repo.message_sent(conn, row)
-            result.posted += 1
-        elif row.shown != message.shown:
+        if row.shown != message.shown:
+            # chat.update is idempotent by nature (it sets what the message shows): an update
+            # whose answer was lost is made again to the same effect, so it needs no intent.
             await self._api.call("chat.update", channel=row.channel, ts=row.ts,
                                  text=message.text, blocks=message.blocks)
             row = row.model_copy(update={"shown": message.shown})
             await slack_repo.message_sent(conn, row)
             result.updated += 1
-        if gate.status != "pending":
-            return
-        while row.reminders < gate.reminders_sent:
-            await self._reply(row, notice_text(gate, "reminded", row.reminders + 1))
-            row = row.model_copy(update={"reminders": row.reminders + 1})
-            await slack_repo.message_sent(conn, row)
-            result.replies += 1
-        if gate.escalated_at is not None and not row.escalated:
-            await self._reply(row, notice_text(gate, "escalated", 0))
-            row = row.model_copy(update={"escalated": True})
-            await slack_repo.message_sent(conn, row)
-            result.replies += 1
+        if gate.status == "pending":
+            await self._replies(conn, row, gate, result)
 
-    async def _reply(self, row: SlackMessageRow, text: str) -> None:
-        await self._api.call("chat.postMessage", channel=row.channel, thread_ts=row.ts,
-                             text=text)
+    async def _post(self, conn: asyncpg.Connection, row: SlackMessageRow, gate: GateRow,
+                    message: SlackMessage, result: SlackSyncResult) -> SlackMessageRow:
+        """The message posted, or found where an attempt whose answer was lost posted it (then
+        recorded as showing nothing yet, so that it is updated to what it should show). A
+        request closed meanwhile is posted no more, but a lost post of it is found."""
+        if (ts := await self._lost_post(row)) is not None:
+            shown: str | None = None
+            result.adopted += 1
+        elif gate.status != "pending":
+            return row
+        else:
+            row = await slack_repo.post_started(
+                conn, row, row.channel or await self._channel_of(row.audience))
+            sent = await self._api.call("chat.postMessage", channel=row.channel,
+                                        text=message.text, blocks=message.blocks,
+                                        unfurl_links=False,
+                                        metadata=_key(row, "gate").metadata())
+            ts, shown = str(sent["ts"]), message.shown
+            result.posted += 1
+        # Reminders and an escalation before this message are not replayed in its thread.
+        row = row.model_copy(update={
+            "ts": ts, "shown": shown, "reminders": gate.reminders_sent,
+            "escalated": gate.escalated_at is not None})
+        await slack_repo.message_sent(conn, row)
+        return row
+
+    async def _lost_post(self, row: SlackMessageRow) -> str | None:
+        """The ts of the message an attempt posted without recording it, if Slack shows one
+        (only an attempt that recorded its intent, and so its channel, may have)."""
+        if row.ts is not None or row.post_started_at is None or row.channel is None:
+            return None
+        found = await posted_since(self._api, row.channel, row.post_started_at)
+        return (found or {}).get(_key(row, "gate"))
+
+    async def _replies(self, conn: asyncpg.Connection, row: SlackMessageRow, gate: GateRow,
+                       result: SlackSyncResult) -> None:
+        """The thread replies the message lacks (reminders, then the escalation), each made
+        once: an attempt that replied but did not count it left its intent, and the thread
+        then shows what it made."""
+        due = [(_key(row, "reminder", n), notice_text(gate, "reminded", n))
+               for n in range(row.reminders + 1, gate.reminders_sent + 1)]
+        if gate.escalated_at is not None and not row.escalated:
+            due.append((_key(row, "escalation"), notice_text(gate, "escalated", 0)))
+        if not due:
+            return
+        found: dict[PostKey, str] = {}
+        if row.reply_started_at is None:
+            row = await slack_repo.reply_started(conn, row)
+        elif row.channel is not None and row.ts is not None:
+            found = await posted_since(self._api, row.channel, row.reply_started_at,
+                                       thread_ts=row.ts) or {}
+        for key, text in due:
+            if key in found:
+                result.adopted += 1
+            else:
+                await self._api.call("chat.postMessage", channel=row.channel, thread_ts=row.ts,
+                                     text=text, metadata=key.metadata())
+                result.replies += 1
+            counted: dict[str, object] = {"reminders": key.number} if key.what == "reminder" \
+                else {"escalated": True}
+            row = row.model_copy(update=counted | (
+                {"reply_started_at": None} if key == due[-1][0] else {}))
+            await slack_repo.message_sent(conn, row)
 
     async def _channel_of(self, audience: str) -> str:
         if not audience.startswith(DM_PREFIX):
@@ -228,3 +285,9 @@ class SlackActivities:
                                       users=audience.removeprefix(DM_PREFIX))
         return str(opened["channel"]["id"])
 
+
+def _key(row: SlackMessageRow, what: Literal["gate", "reminder", "escalation"],
+         number: int = 0) -> PostKey:
+    """What a post for `row` is, as its metadata names it."""
+    return PostKey(request_id=str(row.request_id), audience=row.audience, what=what,
+                   number=number)

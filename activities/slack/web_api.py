@@ -19,7 +19,8 @@ from slack_sdk.errors import SlackApiError
 PERMANENT_ERRORS = frozenset({
     "channel_not_found", "is_archived", "not_in_channel", "invalid_blocks", "msg_too_long",
     "too_many_attachments", "message_not_found", "cant_update_message", "user_not_found",
-    "invalid_arguments", "no_text", "cannot_dm_bot", "user_disabled"})
+    "invalid_arguments", "no_text", "cannot_dm_bot", "user_disabled", "invalid_metadata_format",
+    "metadata_too_large"})
 TIMEOUT_SECONDS = 10
 SLACK_API_URL = "https://slack.com/api/"
 
@@ -75,8 +76,9 @@ class SlackWebApi:
         return await self._api_call(method, json=body)
 
     async def read(self, method: str, **params: Any) -> dict[str, Any]:
-        """One call of a method that reads (`users.info`): a GET with its arguments in the
-        query, as Slack documents them and slack-sdk sends them (they take no JSON body)."""
+        """One call of a method that reads (`users.info`, `conversations.history`): a GET with
+        its arguments in the query, as Slack documents them and slack-sdk sends them (they
+        take no JSON body; booleans go as 1 and 0)."""
         return await self._api_call(method, http_verb="GET", params=params)
 
     async def _api_call(self, method: str, **request: Any) -> dict[str, Any]:

@@ -98,11 +98,29 @@ INSERT INTO slack_messages (request_id, audience) VALUES ($1, $2)
 ON CONFLICT (request_id, audience) DO UPDATE SET request_id = EXCLUDED.request_id
 RETURNING *;
 
+-- name: slack_post_started
+-- The intent to post the message to `channel`, committed before chat.postMessage is called:
+-- a retry finding it without a `ts` looks for the message in Slack before posting again. The
+-- first attempt's time is kept: a post lost by any attempt is no older than it.
+UPDATE slack_messages
+   SET channel = $3, post_started_at = coalesce(post_started_at, now()), updated_at = now()
+ WHERE request_id = $1 AND audience = $2
+RETURNING *;
+
+-- name: slack_reply_started
+-- The intent to reply in the message's thread (reminders, an escalation), committed before the
+-- first such chat.postMessage: a retry finding it looks in the thread before replying again.
+UPDATE slack_messages
+   SET reply_started_at = coalesce(reply_started_at, now()), updated_at = now()
+ WHERE request_id = $1 AND audience = $2
+RETURNING *;
+
 -- name: slack_message_sent
--- What a send made of the message: where it is, what it shows, its thread replies.
+-- What a send made of the message: where it is, what it shows, its thread replies, and
+-- whether replies are still being made (`reply_started_at`, NULL once all are counted).
 UPDATE slack_messages
    SET channel = $3, ts = $4, shown = $5, reminders = $6, escalated = $7,
-       attempts = attempts + 1, last_error = NULL, updated_at = now()
+       reply_started_at = $8, attempts = attempts + 1, last_error = NULL, updated_at = now()
  WHERE request_id = $1 AND audience = $2;
 
 -- name: slack_message_failed

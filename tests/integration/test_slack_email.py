@@ -4,6 +4,7 @@ identity provider's verified e-mail, and only to someone Waystation knows."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -137,11 +138,13 @@ async def test_an_email_slack_does_not_vouch_for_links_nobody_and_writes_nothing
     bob = person(slack, "UBOBMAIL", p["bob"])
     stub.scopes.discard("users:read.email")
     assert "users:read.email" in await told(slack, bob, message)
+    # (Another Slack user: Slack's answer about bob is kept a few seconds.)
+    bob_again = person(slack, "UBOBMAIL", p["bob"])
     stub.scopes.discard("users:read")
-    said = await told(slack, bob, message)
+    said = await told(slack, bob_again, message)
     assert "may not read who you are" in said and "users:read.email" in said
     assert ("users.info", 200) in stub.calls
-    assert await links_of(slack, bob.slack_id) == []
+    assert await links_of(slack, bob.slack_id) == await links_of(slack, bob_again.slack_id) == []
     assert await slack.written(request_id) == ("pending", 0)
 
 
@@ -194,3 +197,46 @@ async def test_both_offers_the_one_time_link_when_the_email_does_not_link(
         said = await told(slack, stranger, message)
         assert "no Waystation user is named" in said and "/waystation link" in said
         assert await slack.written(request_id) == ("pending", 0)
+
+
+async def test_a_flood_of_clicks_asks_slack_once_and_counts_against_the_slack_user(
+        migrated_url, dev_env, pool, task_queue):
+    """users.info is asked once for clicks within a few seconds (at the same moment too), and
+    each ask counts as a write of the Slack user: over the limit, told so, Slack not asked."""
+    async with slack_stack(migrated_url, dev_env, pool, task_queue, slack_link_by="email",
+                           writes_per_minute=4, **BY_EMAIL) as slack:
+        stub = slack.stub
+        alice = f"alice-{uuid.uuid4().hex[:6]}@example.com"
+        run_id = await start_validation(slack.http, alice)  # alice's one write
+        gate = await pending(slack.http, run_id, alice)
+        message = await slack.message_for(gate["request_id"])
+        stranger = person(slack, "USTRANGER", f"nobody-{uuid.uuid4().hex[:6]}@example.com")
+        before = len(stub.ephemerals)
+        clicks = await asyncio.gather(*(stranger.click(message, "approve") for _ in range(3)))
+        assert [c.status_code for c in clicks] == [200] * 3
+        said = await eventually(lambda: _nth(stub.ephemerals, before + 2))
+        assert "no Waystation user is named" in said["text"], said
+        assert "no Waystation user is named" in await told(slack, stranger, message)
+        assert users_info_calls(slack) == 1
+        # The fifth ask in the minute: too many writes of this Slack user.
+        assert "too many writes" in await told(slack, stranger, message)
+        assert users_info_calls(slack) == 1
+        assert await links_of(slack, stranger.slack_id) == []
+        assert await slack.written(gate["request_id"]) == ("pending", 0)
+
+
+async def test_slack_rate_limiting_users_info_is_told_and_waited_out(by_email: Stack):
+    """users.info answered 429 (its tier spent): the person is told when to try again, in an
+    ephemeral message; Slack is not asked again before its Retry-After."""
+    slack, stub = by_email, by_email.stub
+    p = emails()
+    _, request_id, message = await group_gate(slack, p["alice"], [p["bob"]])
+    bob = person(slack, "UBOBMAIL", p["bob"])
+    stub.method_limits["users.info"] = 0
+    stub.retry_after = 30
+    for _ in range(2):
+        said = await told(slack, bob, message)
+        assert "Slack is answering too many requests; try again in 30 s" in said, said
+    assert [s for m, s in stub.calls if m == "users.info"] == [429]
+    assert await links_of(slack, bob.slack_id) == []
+    assert await slack.written(request_id) == ("pending", 0)

@@ -18,6 +18,7 @@ from waystation.activities.slack.blocks import (
     ButtonValue,
     gate_message,
 )
+from waystation.activities.slack.posted import PostKey, posted_since
 from waystation.activities.slack.web_api import (
     SlackConfig,
     SlackError,
@@ -141,3 +142,68 @@ def test_the_modal_is_the_answer_schema_and_shows_its_errors():
     assert [b["block_id"] for b in reject["blocks"] if b["type"] == "input"] == ["feedback"]
     assert read_submission(request, "approve", {}).answer is None
     json.dumps(modal)  # what views.open sends
+
+
+async def test_the_stand_in_reads_messages_back_as_slack_does(stub: SlackStub):
+    """conversations.history and conversations.replies: newest first (a thread oldest first,
+    its parent first), pages with cursors, metadata only when asked for, Slack's refusals."""
+    slack = api(stub)
+    posted = [(await slack.call("chat.postMessage", channel="C1", text=f"m{i}",
+                                metadata={"event_type": "t", "event_payload": {"i": i}}))["ts"]
+              for i in range(5)]
+    await slack.call("chat.postMessage", channel="C2", text="elsewhere")
+    reply = await slack.call("chat.postMessage", channel="C1", thread_ts=posted[0], text="r",
+                             metadata={"event_type": "t", "event_payload": {"i": 9}})
+    pages, cursor = [], None
+    while True:
+        page = await slack.read("conversations.history", channel="C1", limit=2,
+                                include_all_metadata=True, **({"cursor": cursor} if cursor else {}))
+        pages.append([m["metadata"]["event_payload"]["i"] for m in page["messages"]])
+        cursor = (page.get("response_metadata") or {}).get("next_cursor")
+        if not page["has_more"]:
+            break
+    assert pages == [[4, 3], [2, 1], [0]]  # the thread's reply is not the channel's
+    plain = await slack.read("conversations.history", channel="C1")
+    assert [m["ts"] for m in plain["messages"]] == posted[::-1]
+    assert all("metadata" not in m for m in plain["messages"])
+    since = await slack.read("conversations.history", channel="C1", oldest=posted[2])
+    assert [m["ts"] for m in since["messages"]] == posted[:2:-1]
+    thread = await slack.read("conversations.replies", channel="C1", ts=posted[0],
+                              include_all_metadata=True)
+    assert [m["ts"] for m in thread["messages"]] == [posted[0], reply["ts"]]
+    assert thread["messages"][1]["metadata"]["event_payload"] == {"i": 9}
+
+    for method, args, error in (
+            ("conversations.history", {"channel": "C1", "cursor": "bm9wZQ=="}, "invalid_cursor"),
+            ("conversations.history", {"channel": "C1", "oldest": "soon"}, "invalid_ts_oldest"),
+            ("conversations.replies", {"channel": "C1", "ts": "1.2"}, "thread_not_found")):
+        with pytest.raises(SlackError, match=error):
+            await slack.read(method, **args)
+    with pytest.raises(SlackRefused, match="invalid_metadata_format"):
+        await slack.call("chat.postMessage", channel="C1", text="t", metadata={"event_type": ""})
+    stub.outside_channels.add("C1")
+    with pytest.raises(SlackRefused, match="not_in_channel"):
+        await slack.read("conversations.history", channel="C1")
+    stub.scopes.discard("im:history")
+    with pytest.raises(SlackError, match="missing_scope"):
+        await slack.read("conversations.history", channel="DUALICE")
+
+
+async def test_a_lost_post_is_found_by_its_metadata_across_pages(stub: SlackStub):
+    slack, since = api(stub), datetime.now(UTC)
+    keys = [PostKey(request_id=str(uuid.uuid4()), audience="C1", what="gate"),
+            PostKey(request_id=str(uuid.uuid4()), audience="C1", what="reminder", number=2)]
+    gate_post = await slack.call("chat.postMessage", channel="C1", text="gate",
+                                 metadata=keys[0].metadata())
+    for i in range(5):  # others' messages, some with metadata of their own
+        await slack.call("chat.postMessage", channel="C1", text=f"chat {i}",
+                         metadata={"event_type": "other_app", "event_payload": {"i": i}})
+    reply = await slack.call("chat.postMessage", channel="C1", thread_ts=gate_post["ts"],
+                             text="Reminder 2", metadata=keys[1].metadata())
+    assert await posted_since(slack, "C1", since, page=2) == {keys[0]: gate_post["ts"]}
+    assert await posted_since(slack, "C1", since, thread_ts=gate_post["ts"], page=1) == {
+        keys[0]: gate_post["ts"], keys[1]: reply["ts"]}
+    # Nothing since a later time (the clock margin aside); no reading allowed: None.
+    assert await posted_since(slack, "C1", since + timedelta(minutes=5)) == {}
+    stub.scopes.discard("channels:history")
+    assert await posted_since(slack, "C1", since) is None

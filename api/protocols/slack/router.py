@@ -26,7 +26,7 @@ from waystation.api.api_keys import api_key_id
 from waystation.api.auth import User, bearer_token
 from waystation.api.deps import AuthenticatorConn, CurrentUser, SettingsDep, pooled_connection
 from waystation.api.errors import ERROR_RESPONSES, ApiError, as_api_error
-from waystation.api.protocols.slack.emails import SlackDirectory
+from waystation.api.protocols.slack.emails import RecentAnswers, SlackDirectory
 from waystation.api.protocols.slack.modals import (
     CALLBACK_ID,
     FEEDBACK_BLOCK,
@@ -65,12 +65,21 @@ def _web_api(request: Request, settings: Settings) -> SlackWebApi:
     return api
 
 
-def _emails(api: SlackWebApi, settings: Settings) -> SlackEmails | None:
+def _emails(request: Request, api: SlackWebApi, settings: Settings) -> SlackEmails | None:
     """Where an unlinked Slack user's confirmed e-mail comes from, if the team links by it."""
     if settings.slack_link_by == "command":
         return None
     otherwise = "; or type `/waystation link`" if settings.slack_link_by == "both" else ""
-    return SlackDirectory(api, otherwise=otherwise)
+    return _directory(request, api, otherwise=otherwise)
+
+
+def _directory(request: Request, api: SlackWebApi, *, otherwise: str = "") -> SlackDirectory:
+    """Slack's users.info, asked at most once a few seconds per Slack user by this process
+    (its answers shared by every request), each ask counted against the Slack user's writes."""
+    answers = getattr(request.app.state, "slack_answers", None)
+    if answers is None:
+        answers = request.app.state.slack_answers = RecentAnswers()
+    return SlackDirectory(api, answers, request.app.state.limiter, otherwise=otherwise)
 
 
 def _secret(settings: Settings) -> str | None:
@@ -134,7 +143,7 @@ async def _link_by_email(request: Request, settings: Settings, api: SlackWebApi,
     """After the answer to Slack (users.info may take a while): who the Slack user is linked
     to, or why not; with "both", a one-time link whenever the e-mail does not link them (and
     to a linked user, who may mean to link to someone else)."""
-    emails = SlackDirectory(api)  # the refusal is followed by what else to do, if anything
+    emails = _directory(request, api)  # the refusal is followed by what else to do, if any
     async with pooled_connection(request, AUTHENTICATOR) as conn:
         linked = await slack_service.current_link(conn, actor)
         if linked is None:
@@ -177,7 +186,7 @@ async def slack_interaction(request: Request, settings: SettingsDep, conn: Authe
     except (KeyError, IndexError, TypeError, ValueError, ValidationError) as error:
         raise ApiError(422, "invalid_request", "not a Slack interaction payload") from error
     api = _web_api(request, settings)
-    emails = _emails(api, settings)
+    emails = _emails(request, api, settings)
     if payload.get("type") == "block_actions":
         for action in payload.get("actions", []):
             if str(action.get("action_id", "")).startswith(DECIDE_ACTION):
