@@ -99,10 +99,12 @@ class RunWorkflow(GatedWorkflow):
         return self._recorder.event(key, type, **fields)
 
     def stage(self, *, events: list[EventWrite] | None = None, snapshot: str | None = None,
-              with_state: bool = False) -> None:
-        """Queue events (and a snapshot labelled `snapshot`) to go out with the next write."""
+              with_state: bool = False, on_written: Callable[[], None] | None = None) -> None:
+        """Queue events (and a snapshot labelled `snapshot`) to go out with the next write;
+        `on_written` is called once that write is done (a handler waiting for it)."""
         self._recorder.stage(events=events, run=self._run_state() if with_state else None,
-                             snapshot=self._snapshot(snapshot) if snapshot else None)
+                             snapshot=self._snapshot(snapshot) if snapshot else None,
+                             on_written=on_written)
 
     async def record(self, *, events: list[EventWrite] | None = None,
                      snapshot: str | None = None, with_state: bool = False) -> None:
@@ -170,7 +172,7 @@ class RunWorkflow(GatedWorkflow):
     async def complete(self, result: BaseModel, *, stop_reason: str = STOP_COMPLETED,
                        details: str = "completed", **output: Any) -> None:
         """Record `run.completed` once every handler has finished; return `result` after."""
-        if self._recorder.awaited:  # a decision's handler waits for its staged write
+        if self._recorder.awaited:  # a handler (a decision's, a message's) waits for it
             await self._recorder.write()
         await workflow.wait_condition(workflow.all_handlers_finished)
         life = self._life

@@ -2,10 +2,11 @@
 member who comes back after a while (seed 003, issue 29).
 
 A part of `AgentRun` (kinds/agent/host.py): it numbers each message and writes its
-`message.received` (the first travels with `run.started`), waits for the next at no cost
-until the run's idle timeout, refuses a message the run does not wait for, and tells when a
-message ends a wait past the run's return gap: that turn is re-primed from the summary and the
-related entities instead of the transcript, and the agent is told who speaks.
+`message.received` with its turn's first write (the first message's with `run.started` too),
+waits for the next at no cost until the run's idle timeout, refuses a message the run does
+not wait for, and tells when a message ends a wait past the run's return gap: that turn is
+re-primed from the summary and the related entities instead of the transcript, and the agent
+is told who speaks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ with workflow.unsafe.imports_passed_through():
 # Runs that got a message after a long wait before returning members were re-primed carried
 # the whole transcript on: they replay so (seed 003, issue 29).
 RETURNING_MEMBER_PATCH = "agent-returning-member"
+# Runs that wrote a message's `message.received` in its Update's handler, and its turn's
+# `thinking` state in a second local activity after it, replay so (issue 39).
+MESSAGE_WITH_TURN_PATCH = "agent-message-with-turn"
 
 
 class Conversation:
@@ -78,10 +82,32 @@ class Conversation:
         self.check_waiting()  # a second message raced the first one in
         self._host.waiting_for = None
         accepted = self._received(message)
-        await self._host.record(events=[self._message_event(accepted)])
-        self._inbox.append(accepted)
         carry = self._host.carry
-        return MessageAccepted(number=carry.messages, turn=carry.turn + 1)
+        # Numbered now: the turn has begun by the time the write it travels with is done.
+        answer = MessageAccepted(number=carry.messages, turn=carry.turn + 1)
+        if workflow.patched(MESSAGE_WITH_TURN_PATCH):
+            await self._written_with_turn(accepted)
+        else:
+            await self._host.record(events=[self._message_event(accepted)])
+            self._inbox.append(accepted)
+        return answer
+
+    async def _written_with_turn(self, message: MessageInput) -> None:
+        """Queue the message for its turn, whose first write (the `thinking` state) carries
+        its `message.received`: one local activity and one transaction before the turn's
+        first model request where there were two. The Update still answers only once that
+        write is done, so the message is in the read model when its sender is told."""
+        written = False
+
+        def done() -> None:
+            nonlocal written
+            written = True
+        # A run's first message is staged already (`_received`).
+        first = self._host.carry.messages == 1
+        self._host.stage(events=[] if first else [self._message_event(message)],
+                         on_written=done)
+        self._inbox.append(message)
+        await workflow.wait_condition(lambda: written)
 
     def check_waiting(self) -> None:
         """Refuse a message unless the run waits for one (the Update's validator)."""

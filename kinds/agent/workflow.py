@@ -48,6 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from waystation.sdk.workflow import search_attributes as sa
     from waystation.sdk.writes import RunStateWrite
 
+# Runs that wrote a turn's answer on its own, then the wait for the next message in a second
+# local activity, replay so (issue 39).
+ANSWER_WITH_NEXT_WRITE_PATCH = "agent-answer-with-next-write"
+
 
 @workflow.defn(name="AgentRun", sandboxed=False,
                failure_exception_types=[AgentRunError, UserError])
@@ -105,11 +109,17 @@ class AgentRun(RunWorkflow):
         self.phase = "answered"
         said = {"message_id": end.message_id} if end.message_id else {}
         # The run's totals so far, named so that the usage trigger does not add them again.
-        await self.record(events=[*end.events, self.event(
+        answered = [*end.events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,
-                    "total_usage": c.usage.model_dump(), **said})],
-            snapshot=f"turn {c.turn}", with_state=True)
+                    "total_usage": c.usage.model_dump(), **said})]
+        if workflow.patched(ANSWER_WITH_NEXT_WRITE_PATCH):
+            # The run's next write follows at once, in this workflow task (the wait for the
+            # next message, the run's end or its continuation): the answer goes with it, one
+            # local activity and one transaction, and the run is seen waiting as it answers.
+            self.stage(events=answered, snapshot=f"turn {c.turn}", with_state=True)
+            return
+        await self.record(events=answered, snapshot=f"turn {c.turn}", with_state=True)
 
     def _re_prime(self) -> list[EventWrite]:
         """A returning member's turn starts from the summary: the transcript is set aside."""

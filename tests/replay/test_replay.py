@@ -25,7 +25,8 @@ HISTORIES = sorted(FOLDER.glob("*.json"))
 def test_histories_are_recorded() -> None:
     assert {"validation_approve_all", "validation_reject_segment_override",
             "validation_expire_pause_reopen", "mobile_explore_continue_as_new",
-            "mobile_sensitive_gates"} <= {p.stem for p in HISTORIES}
+            "mobile_sensitive_gates", "agent_message_with_thinking"} <= {
+                p.stem for p in HISTORIES}
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)

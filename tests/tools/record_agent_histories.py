@@ -14,7 +14,18 @@ import asyncpg
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from tests.agent_helpers import BOOK, LIKE, SEARCH, decide, new_agent_run, say, start_agent, waiting
+from tests.agent_helpers import (
+    AVAILABILITY,
+    BOOK,
+    LIKE,
+    SEARCH,
+    decide,
+    new_agent_run,
+    say,
+    start_agent,
+    waiting,
+    waiting_recorded,
+)
 from tests.tools import history_recording
 from tests.tools.history_recording import Case
 from waystation.activities.agents import backend_named
@@ -148,6 +159,22 @@ async def policy_decides(env: WorkflowEnvironment, pool: asyncpg.Pool) -> Workfl
     return handle
 
 
+async def message_with_thinking(env: WorkflowEnvironment, pool: asyncpg.Pool) -> WorkflowHandle:
+    """Issue 39: each follow-up message's `message.received` written with its turn's
+    `thinking` state, and each answer with the run's next write: the wait for the next
+    message, and on the last turn (max_turns) the run's end. The third message comes back
+    after the return gap, so its write also carries the member's return."""
+    arg = await new_agent_run(pool, message=SEARCH, max_turns=3, return_gap_seconds=600,
+                              idle_timeout_seconds=3600)
+    handle = await start_agent(env.client, arg, TASK_QUEUE)
+    await say(handle, LIKE)
+    # Read from the database, not queried: no query may be left behind when time is skipped.
+    await waiting_recorded(pool, arg.run_id, turn=2)
+    await env.sleep(timedelta(minutes=20))
+    await say(handle, AVAILABILITY, by="rohan")
+    return handle
+
+
 CASES: dict[str, Case] = {
     "approval_expires": approval_expires,
     "fork_after_turn": fork_after_turn,
@@ -156,6 +183,7 @@ CASES: dict[str, Case] = {
     "planner_local_tools": planner_local_tools,
     "approved_result_at_once": approved_result_at_once,
     "policy_decides": policy_decides,
+    "message_with_thinking": message_with_thinking,
 }
 
 
