@@ -8,7 +8,9 @@ before the next message (or the history's end). In it:
   for a worker to take it (scheduled → started: the server's queue and the worker's poll) and
   its run (started → completed: the call, payload conversion in the worker, the reply);
 - workflow tasks from scheduled to completed: the workflow's own code, and the recorder's
-  event writes, which run as local activities inside them (one marker each);
+  event writes, which run as local activities inside them (one marker each); of them, on
+  their own, the message's (from the Update to the first model request scheduled) and the
+  turn's last (from the summary request's result to the answer written);
 - payload conversion: the turn's activity inputs and results decoded and encoded again here
   by the data converter (JSON only: the worker's typed validation comes on top);
 - the rest: the turn's span less the above (the gaps between them: history writes, polls).
@@ -38,6 +40,9 @@ from bench.common import RAW_TIMEOUT, markdown_table, raw_task
 MODEL, TOOL, SUMMARY = "model request", "tool call", "summary request"
 QUEUE_WAIT, RUNNING = "scheduled → started", "started → completed"
 FLOOR_ACTIVITIES = 20
+# The workflow tasks before the turn's first model request and after its summary request.
+MESSAGE_TASK = "of which the message's workflow task (Update → first model request)"
+END_TASK = "of which the turn's last workflow task (summary request → answer written)"
 
 
 @dataclass
@@ -46,6 +51,8 @@ class Turn:
     span: float = 0.0
     parts: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # Two of the workflow tasks above, on their own (already counted in `parts`).
+    within: dict[str, float] = field(default_factory=dict)
 
 
 def _ms(event: HistoryEvent) -> float:
@@ -67,14 +74,30 @@ def turns_of(events: list[HistoryEvent]) -> list[Turn]:
     turns = []
     for n, first in enumerate(starts):
         last = (starts[n + 1] if n + 1 < len(starts) else len(events)) - 1
-        turns.append(_turn(events[first:last + 1]))
+        turn = _turn(events[first:last + 1])
+        # The Update's own workflow task completed just before its acceptance was recorded:
+        # in the history, it ends the turn before.
+        message = next((e for e in reversed(events[:first])
+                        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), None)
+        if message is not None:
+            turn.within[MESSAGE_TASK] = _task_ms(events, message)
+        turns.append(turn)
     return turns
+
+
+def _task_ms(events: list[HistoryEvent], completed: HistoryEvent) -> float:
+    """A workflow task's started → completed (the worker's: its code and local activities)."""
+    started = next(e for e in events
+                   if e.event_id == completed.workflow_task_completed_event_attributes
+                   .started_event_id)
+    return _ms(completed) - _ms(started)
 
 
 def _turn(events: list[HistoryEvent]) -> Turn:
     turn = Turn(span=_ms(events[-1]) - _ms(events[0]))
     by_id = {e.event_id: e for e in events}
     models: list[tuple[float, float]] = []  # (queue wait, run) of each model request
+    summary_done: int | None = None
     for event in events:
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
@@ -87,6 +110,7 @@ def _turn(events: list[HistoryEvent]) -> Turn:
             wait, run = _ms(started) - _ms(scheduled), _ms(event) - _ms(started)
             if name == MODEL:
                 models.append((wait, run))
+                summary_done = event.event_id  # the last one is the summary request
                 continue
             _add(turn, name, wait, run)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -102,6 +126,11 @@ def _turn(events: list[HistoryEvent]) -> Turn:
             turn.counts["local activities (event writes)"] += 1
     for index, (wait, run) in enumerate(models):
         _add(turn, SUMMARY if index == len(models) - 1 else MODEL, wait, run)
+    if summary_done is not None:
+        end = next((e for e in events if e.event_id > summary_done
+                    and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED), None)
+        if end is not None:
+            turn.within[END_TASK] = _task_ms(events, end)
     turn.parts["payload conversion (JSON, replayed here)"] = _conversion_ms(events)
     return turn
 
@@ -185,6 +214,10 @@ def report(turns: list[Turn], floor: dict[str, float]) -> str:
     accounted = [statistics.median(t.parts.get(n, 0.0) for t in turns) for n in names
                  if not n.startswith("payload")]
     span = statistics.median(t.span for t in turns)
+    for name in (MESSAGE_TASK, END_TASK):
+        seen = [t.within[name] for t in turns if name in t.within]
+        if seen:
+            rows.append([name, f"{statistics.median(seen):.1f}", "1", ""])
     rows.append(["the rest (gaps: history writes, polls)", f"{span - sum(accounted):.1f}", "",
                  ""])
     rows.append(["the turn, in history (Update accepted → last event)", f"{span:.1f}", "", ""])
