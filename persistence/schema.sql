@@ -39,14 +39,15 @@ $$;
 
 
 --
--- Name: append_run_events(uuid, jsonb); Type: FUNCTION; Schema: public; Owner: -
+-- Name: append_run_events(uuid, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.append_run_events(p_run_id uuid, p_events jsonb) RETURNS TABLE(out_key text, out_seq bigint)
+CREATE FUNCTION public.append_run_events(p_run_id uuid, p_events jsonb, p_run jsonb DEFAULT NULL::jsonb) RETURNS TABLE(out_key text, out_seq bigint)
     LANGUAGE plpgsql
     AS $_$
 DECLARE
     v_last    bigint;
+    v_ended   boolean;
     v_known   jsonb;
     v_added   jsonb;
     v_rows    jsonb;
@@ -54,7 +55,8 @@ DECLARE
     v_through bigint;
     v_payload text;
 BEGIN
-    SELECT r.last_seq INTO v_last FROM runs r WHERE r.id = p_run_id FOR UPDATE;
+    SELECT r.last_seq, r.status IN ('completed', 'failed', 'canceled') INTO v_last, v_ended
+      FROM runs r WHERE r.id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run % does not exist', p_run_id USING ERRCODE = 'foreign_key_violation';
     END IF;
@@ -89,8 +91,13 @@ BEGIN
         SELECT g.e->>'event_key', ((v_known || COALESCE(v_added, '{}'::jsonb))
                                    ->> (g.e->>'event_key'))::bigint
           FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g (e, n) ORDER BY g.n;
-    IF v_first IS NOT NULL THEN
+    -- The row's one UPDATE: a finished run's state stays, its `last_seq` still follows.
+    IF p_run IS NOT NULL AND NOT v_ended THEN
+        PERFORM update_run_progress(p_run_id, p_run, v_through);
+    ELSIF v_first IS NOT NULL THEN
         UPDATE runs SET last_seq = v_through, updated_at = now() WHERE id = p_run_id;
+    END IF;
+    IF v_first IS NOT NULL THEN
         v_payload := json_build_object('run_id', p_run_id, 'first', v_first, 'seq', v_through,
                                        'events', v_rows)::text;
         IF octet_length(v_payload) > 7900 THEN
@@ -145,15 +152,10 @@ BEGIN
                                  AND status IN ('completed', 'failed', 'canceled')) THEN
         RETURN;
     END IF;
-    IF r IS NOT NULL THEN
-        -- The kind's fields first: the write that ends the run still carries its last ones.
-        IF NULLIF(r->'kind_fields', 'null'::jsonb) IS NOT NULL THEN
-            PERFORM apply_kind_run_fields(p_run_id, r->'kind_fields');
-        END IF;
-        PERFORM update_run_progress(
-            p_run_id, r->>'status', (r->>'current_phase')::int, r->>'phase_name',
-            r->>'hitl_state', NULLIF(r->'result', 'null'::jsonb), r->>'error_message',
-            r->>'stop_reason');
+    -- The kind's fields before the run's row moves: the write that ends the run still carries
+    -- its last ones.
+    IF NULLIF(r->'kind_fields', 'null'::jsonb) IS NOT NULL THEN
+        PERFORM apply_kind_run_fields(p_run_id, r->'kind_fields');
     END IF;
     IF jsonb_array_length(w->'snapshots') > 0 THEN
         INSERT INTO run_snapshots (run_id, step_ordinal, label, phase, state)
@@ -163,7 +165,9 @@ BEGIN
         ON CONFLICT (run_id, step_ordinal) DO NOTHING;
     END IF;
     IF jsonb_array_length(w->'events') > 0 THEN
-        RETURN QUERY SELECT a.out_key, a.out_seq FROM append_run_events(p_run_id, w->'events') a;
+        RETURN QUERY SELECT a.out_key, a.out_seq FROM append_run_events(p_run_id, w->'events', r) a;
+    ELSIF r IS NOT NULL THEN
+        PERFORM update_run_progress(p_run_id, r, NULL);
     END IF;
 END
 $$;
@@ -837,30 +841,32 @@ $$;
 
 
 --
--- Name: update_run_progress(uuid, text, integer, text, text, jsonb, text, text); Type: FUNCTION; Schema: public; Owner: -
+-- Name: update_run_progress(uuid, jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.update_run_progress(p_id uuid, p_status text, p_phase integer, p_phase_name text, p_hitl text, p_result jsonb, p_error text, p_stop text) RETURNS void
+CREATE FUNCTION public.update_run_progress(p_id uuid, r jsonb, p_last_seq bigint) RETURNS void
     LANGUAGE sql
     AS $$
 UPDATE runs SET
-    status = p_status,
-    current_phase = p_phase,
-    phase_name = p_phase_name,
-    hitl_state = p_hitl,
-    hitl_checkpoint_at = CASE WHEN p_hitl IS NULL THEN NULL
-                              WHEN hitl_state IS DISTINCT FROM p_hitl THEN now()
+    status = r->>'status',
+    current_phase = (r->>'current_phase')::int,
+    phase_name = r->>'phase_name',
+    hitl_state = r->>'hitl_state',
+    hitl_checkpoint_at = CASE WHEN r->>'hitl_state' IS NULL THEN NULL
+                              WHEN hitl_state IS DISTINCT FROM r->>'hitl_state' THEN now()
                               ELSE hitl_checkpoint_at END,
-    result = COALESCE(p_result, result),
-    error_message = COALESCE(p_error, error_message),
-    stop_reason = COALESCE(p_stop, stop_reason),
-    started_at = COALESCE(started_at, CASE WHEN p_status <> 'pending' THEN now() END),
-    completed_at = CASE WHEN p_status IN ('completed', 'failed', 'canceled')
+    result = COALESCE(NULLIF(r->'result', 'null'::jsonb), result),
+    error_message = COALESCE(r->>'error_message', error_message),
+    stop_reason = COALESCE(r->>'stop_reason', stop_reason),
+    started_at = COALESCE(started_at, CASE WHEN r->>'status' <> 'pending' THEN now() END),
+    completed_at = CASE WHEN r->>'status' IN ('completed', 'failed', 'canceled')
                         THEN COALESCE(completed_at, now()) ELSE completed_at END,
+    last_seq = COALESCE(p_last_seq, last_seq),
     updated_at = now()
  WHERE id = p_id AND status NOT IN ('completed', 'failed', 'canceled');
 UPDATE hitl_requests SET status = 'superseded', updated_at = now()
- WHERE run_id = p_id AND status = 'pending' AND p_status IN ('completed', 'failed', 'canceled');
+ WHERE run_id = p_id AND status = 'pending'
+   AND r->>'status' IN ('completed', 'failed', 'canceled');
 $$;
 
 

@@ -1,5 +1,5 @@
 -- name: append_events
--- Appends events idempotently by key; returns each key's seq (see migration 002).
+-- Appends events idempotently by key; returns each key's seq (see migrations 002 and 091).
 SELECT out_key, out_seq FROM append_run_events($1, $2::jsonb);
 
 -- name: list_events

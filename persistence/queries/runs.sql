@@ -88,7 +88,8 @@ SELECT * FROM runs
  LIMIT $3;
 
 -- name: apply_progress_write
--- A write's run state, snapshots and events in one statement (migration 028); each key's seq.
+-- A write's run state, snapshots and events in one statement (migration 028), the run's row
+-- updated once (091); each key's seq.
 -- $2 is the JSON text of the write's progress parts (persistence.writes), parsed once here.
 SELECT out_key, out_seq FROM apply_progress_write($1, $2::text::jsonb);
 
