@@ -32,6 +32,7 @@ from waystation.activities.slack.channel import (
 from waystation.activities.webhooks import WebhookActivities, start_notifications
 from waystation.contracts.writes import ReadModelWrite
 from waystation.persistence import webhooks as webhooks_repo
+from waystation.persistence.writes import AppliedWrite
 
 
 class NotificationChannel(ABC):
@@ -42,9 +43,11 @@ class NotificationChannel(ABC):
         """Whether `write` may call for a message on this channel (cheap: no I/O). A write
         that concerns no channel is applied alone, without a transaction."""
 
-    async def enqueue(self, conn: asyncpg.Connection, write: ReadModelWrite) -> list[str]:
-        """In the recorder's transaction, after the write: what to send, as keys the channel's
-        `send` understands (a channel that reads the committed rows later needs none)."""
+    async def enqueue(self, conn: asyncpg.Connection, write: ReadModelWrite,
+                      applied: AppliedWrite) -> list[str]:
+        """In the recorder's transaction, after the write (`applied`: what its statements
+        answered): what to send, as keys the channel's `send` understands (a channel that
+        reads the committed rows later needs none)."""
         return []
 
     @abstractmethod
@@ -63,8 +66,9 @@ class WebhookChannel(NotificationChannel):
     def concerns(self, write: ReadModelWrite) -> bool:
         return may_notify(write)
 
-    async def enqueue(self, conn: asyncpg.Connection, write: ReadModelWrite) -> list[str]:
-        notes = await notifications_of(conn, write)
+    async def enqueue(self, conn: asyncpg.Connection, write: ReadModelWrite,
+                      applied: AppliedWrite) -> list[str]:
+        notes = await notifications_of(conn, write, closed_gate=applied.closed_gate)
         return await webhooks_repo.enqueue(conn, write.run_id, notes) if notes else []
 
     async def send(self, write: ReadModelWrite, keys: list[str]) -> None:

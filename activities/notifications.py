@@ -37,9 +37,11 @@ def may_notify(write: ReadModelWrite) -> bool:
             or write.ends_run)
 
 
-async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> list[Notification]:
+async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite, *,
+                           closed_gate: GateRow | None) -> list[Notification]:
     """The notifications `write` (already applied on `conn`) gives rise to; each keyed by what
-    happened, so applying the write again yields the same keys."""
+    happened, so applying the write again yields the same keys. `closed_gate` is what the
+    write's close answered (persistence.writes.AppliedWrite): the request as it closed it."""
     found: list[tuple[str, str, dict[str, Any]]] = []
     if write.open_gate is not None:
         gate = await gates_repo.get_gate(conn, write.open_gate.id)
@@ -52,7 +54,9 @@ async def notifications_of(conn: asyncpg.Connection, write: ReadModelWrite) -> l
             found.append((kind, f"{kind}:{gate.id}:{notice.number}",
                           _gate_data(gate) | {"number": notice.number}))
     if write.close_gate is not None and write.close_gate.status in _CLOSED_EVENT:
-        gate = await gates_repo.get_gate(conn, write.close_gate.id)
+        # A close that closed nothing (a retried write finds the request closed; or its run
+        # is erased) answered nothing: the request is read as it stands.
+        gate = closed_gate or await gates_repo.get_gate(conn, write.close_gate.id)
         if gate is not None:
             kind = _CLOSED_EVENT[write.close_gate.status]
             found.append((kind, f"{kind}:{gate.id}", _gate_data(gate)))

@@ -17,7 +17,7 @@ from temporalio import activity
 from waystation.activities.channels import NotificationChannel, WebhookChannel
 from waystation.contracts.writes import RunEnd
 from waystation.persistence.runs import run_end
-from waystation.persistence.writes import ReadModelWrite, apply_write
+from waystation.persistence.writes import ReadModelWrite, apply_write, apply_write_returning
 
 
 class RecordResult(BaseModel):
@@ -49,12 +49,13 @@ class ReadModelActivities:
                 # Atomic on its own (apply_write): BEGIN and COMMIT would be two more trips.
                 return RecordResult(seqs=await apply_write(conn, write))
         async with self._pool.acquire() as conn, conn.transaction():
-            seqs = await apply_write(conn, write)
-            ended = await run_end(conn, write.run_id) if write.ends_run and not seqs else None
-            keys = [await c.enqueue(conn, write) for c in concerned]
+            applied = await apply_write_returning(conn, write)
+            ended = (await run_end(conn, write.run_id) if write.ends_run and not applied.seqs
+                     else None)
+            keys = [await c.enqueue(conn, write, applied) for c in concerned]
         # After the commit: the workflows must find their rows. A crash before these lines
         # retries the whole activity, which finds the same pending deliveries and gate. The
         # channels at once: each person hears in the time of their own channel's request.
         await asyncio.gather(*(channel.send(write, channel_keys)
                                for channel, channel_keys in zip(concerned, keys, strict=True)))
-        return RecordResult(seqs=seqs, ended=ended)
+        return RecordResult(seqs=applied.seqs, ended=ended)

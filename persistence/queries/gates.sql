@@ -15,9 +15,15 @@ ON CONFLICT (id) DO NOTHING;
 
 -- name: close_gate
 -- Records the outcome of a pending request; a request already closed is left as it is.
-UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by = $5,
-                         decision_at = $6, answer = $7, updated_at = now()
- WHERE id = $1 AND status = 'pending';
+-- Answers the request as this close left it, unless its run is erased (as get_gate), so that
+-- its decision's notifications need not read it again; a request closed before (a retried
+-- write) answers nothing, and is read (gates.get_gate) in a statement of its own.
+WITH closed AS (
+    UPDATE hitl_requests SET status = $2, decision = $3, feedback = $4, decision_by = $5,
+                             decision_at = $6, answer = $7, updated_at = now()
+     WHERE id = $1 AND status = 'pending'
+    RETURNING *)
+SELECT c.* FROM closed c JOIN runs r ON r.id = c.run_id WHERE r.erased_at IS NULL;
 
 -- name: insert_vote
 -- One vote per person per request (a delegated vote is the delegator's): a retry finds it.
