@@ -21,24 +21,6 @@ SET client_min_messages = warning;
 SET row_security = off;
 
 --
--- Name: add_event_usage_to_run(); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.add_event_usage_to_run() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    UPDATE runs SET
-        cost_usd = cost_usd + COALESCE((NEW.output->'usage'->>'cost_usd')::numeric, 0),
-        input_tokens = input_tokens + COALESCE((NEW.output->'usage'->>'input_tokens')::bigint, 0),
-        output_tokens = output_tokens + COALESCE((NEW.output->'usage'->>'output_tokens')::bigint, 0)
-     WHERE id = NEW.run_id;
-    RETURN NULL;
-END
-$$;
-
-
---
 -- Name: append_run_events(uuid, jsonb, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -54,6 +36,7 @@ DECLARE
     v_first   bigint;
     v_through bigint;
     v_payload text;
+    v_usage   jsonb;
 BEGIN
     SELECT r.last_seq, r.status IN ('completed', 'failed', 'canceled') INTO v_last, v_ended
       FROM runs r WHERE r.id = p_run_id FOR NO KEY UPDATE;
@@ -84,18 +67,30 @@ BEGIN
            jsonb_agg((f.e - 'event_key') || jsonb_build_object('seq', s.seq,
                                                                'created_at', s.created_at)
                      ORDER BY s.seq),
-           min(s.seq), max(s.seq)
-      INTO v_added, v_rows, v_first, v_through
-      FROM stored s JOIN fresh f ON f.seq = s.seq;
+           min(s.seq), max(s.seq),
+           jsonb_build_object(
+               'cost_usd', sum((f.e->'output'->'usage'->>'cost_usd')::numeric) FILTER (WHERE m),
+               'input_tokens', sum((f.e->'output'->'usage'->>'input_tokens')::bigint) FILTER (WHERE m),
+               'output_tokens', sum((f.e->'output'->'usage'->>'output_tokens')::bigint) FILTER (WHERE m))
+      INTO v_added, v_rows, v_first, v_through, v_usage
+      FROM stored s JOIN fresh f ON f.seq = s.seq,
+           LATERAL (SELECT jsonb_typeof(f.e->'output'->'usage') = 'object' AS m) metered;
     RETURN QUERY
         SELECT g.e->>'event_key', ((v_known || COALESCE(v_added, '{}'::jsonb))
                                    ->> (g.e->>'event_key'))::bigint
           FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g (e, n) ORDER BY g.n;
-    -- The row's one UPDATE: a finished run's state stays, its `last_seq` still follows.
+    -- The row's one UPDATE: a finished run's state stays, its `last_seq` and costs still
+    -- follow.
     IF p_run IS NOT NULL AND NOT v_ended THEN
-        PERFORM update_run_progress(p_run_id, p_run, v_through);
+        PERFORM update_run_progress(p_run_id, p_run, v_through, v_usage);
     ELSIF v_first IS NOT NULL THEN
-        UPDATE runs SET last_seq = v_through, updated_at = now() WHERE id = p_run_id;
+        UPDATE runs SET
+            last_seq = v_through,
+            cost_usd = cost_usd + COALESCE((v_usage->>'cost_usd')::numeric, 0),
+            input_tokens = input_tokens + COALESCE((v_usage->>'input_tokens')::bigint, 0),
+            output_tokens = output_tokens + COALESCE((v_usage->>'output_tokens')::bigint, 0),
+            updated_at = now()
+         WHERE id = p_run_id;
     END IF;
     IF v_first IS NOT NULL THEN
         v_payload := json_build_object('run_id', p_run_id, 'first', v_first, 'seq', v_through,
@@ -841,10 +836,10 @@ $$;
 
 
 --
--- Name: update_run_progress(uuid, jsonb, bigint); Type: FUNCTION; Schema: public; Owner: -
+-- Name: update_run_progress(uuid, jsonb, bigint, jsonb); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.update_run_progress(p_id uuid, r jsonb, p_last_seq bigint) RETURNS void
+CREATE FUNCTION public.update_run_progress(p_id uuid, r jsonb, p_last_seq bigint, p_usage jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE sql
     AS $$
 UPDATE runs SET
@@ -862,6 +857,9 @@ UPDATE runs SET
     completed_at = CASE WHEN r->>'status' IN ('completed', 'failed', 'canceled')
                         THEN COALESCE(completed_at, now()) ELSE completed_at END,
     last_seq = COALESCE(p_last_seq, last_seq),
+    cost_usd = cost_usd + COALESCE((p_usage->>'cost_usd')::numeric, 0),
+    input_tokens = input_tokens + COALESCE((p_usage->>'input_tokens')::bigint, 0),
+    output_tokens = output_tokens + COALESCE((p_usage->>'output_tokens')::bigint, 0),
     updated_at = now()
  WHERE id = p_id AND status NOT IN ('completed', 'failed', 'canceled');
 UPDATE hitl_requests SET status = 'superseded', updated_at = now()
@@ -2651,13 +2649,6 @@ CREATE TRIGGER hitl_requests_rollup AFTER UPDATE OF status ON public.hitl_reques
 --
 
 CREATE TRIGGER jobs_follow_run_status AFTER UPDATE OF status ON public.runs FOR EACH ROW WHEN ((old.status IS DISTINCT FROM new.status)) EXECUTE FUNCTION public.follow_run_status();
-
-
---
--- Name: run_events run_events_add_usage; Type: TRIGGER; Schema: public; Owner: -
---
-
-CREATE TRIGGER run_events_add_usage AFTER INSERT ON public.run_events FOR EACH ROW WHEN ((jsonb_typeof((new.output -> 'usage'::text)) = 'object'::text)) EXECUTE FUNCTION public.add_event_usage_to_run();
 
 
 --

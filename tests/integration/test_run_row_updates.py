@@ -161,3 +161,29 @@ async def test_writers_of_one_run_at_once_with_snapshots_and_state_number_withou
         row = await _row(conn, run_id)
     assert seqs == list(range(1, 5 * writes + 1))
     assert row["last_seq"] == row["events"] == 5 * writes
+
+
+def _metered(key: str, cost: str, tokens: int) -> EventWrite:
+    return EventWrite(event_key=key, type="task.completed", phase=1, status="completed",
+                      output={"result": {}, "usage": {"cost_usd": cost, "input_tokens": tokens,
+                                                      "output_tokens": 2 * tokens}})
+
+
+async def test_a_writes_usage_joins_the_one_update_and_counts_once(pool: asyncpg.Pool) -> None:
+    """Migration 092: the usage of the events a write inserts is added to the run's costs in
+    the row's one UPDATE (a trigger made one more version an event); a retry adds nothing."""
+    run_id = (await new_validation_run(pool)).run_id
+    costs = "SELECT cost_usd::text, input_tokens, output_tokens FROM runs WHERE id = $1"
+    write = ReadModelWrite(run_id=run_id, run=RunStateWrite(status="running", current_phase=1),
+                           events=[_metered("t1", "0.25", 10), _metered("t2", "0.5", 5),
+                                   *_events("plain")])
+    async with pool.acquire() as conn:
+        assert await _applied(conn, write) == ({"t1": 1, "t2": 2, "plain": 3}, 1)
+        assert tuple(await conn.fetchrow(costs, run_id)) == ("0.750000000", 15, 30)
+        assert await _applied(conn, write) == ({"t1": 1, "t2": 2, "plain": 3}, 1)
+        assert tuple(await conn.fetchrow(costs, run_id)) == ("0.750000000", 15, 30)
+        # Events alone, on a run that has ended: its totals still follow them.
+        await apply_write(conn, ReadModelWrite(
+            run_id=run_id, run=RunStateWrite(status="failed", current_phase=1)))
+        assert await append_events(conn, run_id, [_metered("late", "0.125", 1)]) == {"late": 4}
+        assert tuple(await conn.fetchrow(costs, run_id)) == ("0.875000000", 16, 32)
