@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -32,7 +32,12 @@ from waystation.activities.agents import backend_named
 from waystation.persistence.db import create_pool
 from waystation.persistence.embedded import embedded_database_url, stop_embedded
 from waystation.temporal_client import DATA_CONVERTER, register_search_attributes
-from waystation.testing import DEV_SERVER_ARGS, create_database, installed_binary
+from waystation.testing import (
+    DEV_SERVER_ARGS,
+    create_database,
+    installed_binary,
+    without_fsync,
+)
 from waystation.worker import build_worker
 from waystation.workflows import search_attributes
 
@@ -74,16 +79,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier)
 
 
-@pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
-    """The embedded server in a temporary folder (or DATABASE_URL's server)."""
+@pytest_asyncio.fixture(scope="session")
+async def database_url() -> AsyncIterator[str]:
+    """The embedded server in a temporary folder, without fsync (waystation.testing), or
+    DATABASE_URL's server as it is."""
     base = os.environ.get("DATABASE_URL")
     if base is not None:
         yield base
         return
     folder = Path(tempfile.mkdtemp(prefix="waystation-test-pg-"))
     try:
-        yield embedded_database_url(folder / "pgdata")
+        url = embedded_database_url(folder / "pgdata")
+        await without_fsync(url)
+        yield url
     finally:
         stop_embedded(folder / "pgdata")
         shutil.rmtree(folder, ignore_errors=True)

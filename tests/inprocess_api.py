@@ -1,6 +1,8 @@
 """An in-process API with a worker of every installed kind on the session's dev server, and
-its callers' tokens: the fixtures of the tests that start runs through the API and follow them
-(the mobile kind's, kinds/mobile/tests, and the walls around its graph here)."""
+its callers' tokens: the one `settings` and `api` fixtures of the tests that start runs through
+the API and follow them. tests/integration/conftest.py hands them to every integration test
+(a module that needs another worker or settings defines its own, taking these by name), and
+the mobile kind's conftest (kinds/mobile/tests) to its tests; the helpers below are imported."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from tests.helpers import eventually
+from tests.helpers import IDEA, eventually
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.auth import issue_token
@@ -41,6 +43,22 @@ async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncCli
 
 def auth(user: str = "alice", role: str = "user") -> dict[str, str]:
     return {"Authorization": f"Bearer {issue_token(SECRET, user, role)}"}  # type: ignore[arg-type]
+
+
+async def start_run(api: httpx.AsyncClient, user: str = "alice", **input_fields) -> str:
+    """A validation run of `user`'s; returns its id."""
+    body = {"kind": "validation", "input": {"entrepreneur_input": IDEA, **input_fields}}
+    response = await api.post("/runs", json=body, headers=auth(user))
+    assert response.status_code == 201, response.text
+    return response.json()["run_id"]
+
+
+async def wait_pending(api: httpx.AsyncClient, run_id: str, checkpoint: str,
+                       user: str = "alice") -> dict:
+    async def check():
+        run = (await api.get(f"/runs/{run_id}", headers=auth(user))).json()
+        return run if run["pending_checkpoint"] == checkpoint else None
+    return await eventually(check)
 
 
 async def finished(api: httpx.AsyncClient, run_id: str, user: str = "alice") -> dict:

@@ -180,8 +180,10 @@ async def local_stack(*, plugins: Sequence[str] = (), backend: str = "offline",
     folder = Path(tempfile.mkdtemp(prefix="waystation-stack-"))
     server_url = os.environ.get("DATABASE_URL")
     try:
-        url = await create_database(server_url or embedded_database_url(folder / "pgdata"),
-                                    "waystation_stack")
+        if server_url is None:
+            embedded = embedded_database_url(folder / "pgdata")
+            await without_fsync(embedded)
+        url = await create_database(server_url or embedded, "waystation_stack")
         env = await WorkflowEnvironment.start_local(
             data_converter=DATA_CONVERTER,
             dev_server_existing_path=installed_binary("temporal"),
@@ -275,6 +277,20 @@ async def stack_processes(config: Settings, backend: str, folder: Path) -> Async
             except TimeoutError:
                 child.kill()
                 await child.wait()
+
+
+async def without_fsync(url: str) -> None:
+    """Turn fsync off on a test's own server. A commit waits for its WAL to reach the disk
+    (2.5 ms on a virtual disk, pg_test_fsync), and a test suite commits tens of thousands of
+    times; fsync only guards against a crash of the operating system, which no test
+    survives. A server SIGKILLed or stopped still recovers from the WAL it wrote (the kernel
+    holds it). Never for DATABASE_URL's server: that one is the caller's."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("ALTER SYSTEM SET fsync = off")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
 
 
 def with_database(url: str, name: str) -> str:

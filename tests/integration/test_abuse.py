@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from tests.helpers import IDEA, eventually
-from tests.integration.test_api import SECRET, auth, settings, start_run, wait_pending  # noqa: F401
+from tests.inprocess_api import SECRET, auth, start_run, wait_pending
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.settings import Settings
@@ -30,7 +30,7 @@ COUNTED = ("runs", "run_events", "run_snapshots", "hitl_requests")
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
                           backend=backend_named("offline"))

@@ -10,7 +10,7 @@ import httpx
 import pytest_asyncio
 
 from tests.helpers import eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.kinds.batch.settings import BatchSettings
@@ -19,7 +19,7 @@ from waystation.worker import build_worker
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool,  # noqa: F811
+async def api(settings: Settings, dev_env, pool,
               tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     # Items files may come from this test's folder only (WAYSTATION_ITEMS_DIRS).
     settings = settings.model_copy(

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from tests.batch_helpers import ScriptedBackend
 from tests.helpers import eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from waystation.activities.agents import AgentRequest
 from waystation.api.app import create_app
 from waystation.kinds.batch.activities.checks import output_flags
@@ -43,7 +43,7 @@ async def backend() -> ScriptedBackend:
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool,  # noqa: F811
+async def api(settings: Settings, dev_env, pool,
               backend: ScriptedBackend) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,

@@ -17,7 +17,7 @@ import pytest_asyncio
 from temporalio.worker import Worker
 
 from tests.helpers import eventually
-from tests.integration.test_api import auth, settings, start_run, wait_pending  # noqa: F401
+from tests.inprocess_api import auth, start_run, wait_pending
 from waystation.activities.agents import backend_named
 from waystation.api.app import create_app
 from waystation.api.services import workflow_updates
@@ -49,7 +49,7 @@ class Stack:
 
 
 @pytest_asyncio.fixture
-async def stack(settings: Settings, dev_env, pool) -> AsyncIterator[Stack]:  # noqa: F811
+async def stack(settings: Settings, dev_env, pool) -> AsyncIterator[Stack]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

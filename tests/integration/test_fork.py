@@ -9,30 +9,24 @@ import uuid
 import asyncpg
 
 from tests.helpers import IDEA, eventually
-from tests.integration.test_api import (  # noqa: F401 - the api and settings fixtures
-    api,
-    auth,
-    settings,
-    start_run,
-    wait_pending,
-)
+from tests.inprocess_api import auth, start_run, wait_pending
 from waystation.persistence.runs import create_run
 
 BRIEF = "approve_founders_brief"
 VPC = "approve_vpc_completion"
 
 
-async def _events(api, run_id: str) -> list[dict]:  # noqa: F811
+async def _events(api, run_id: str) -> list[dict]:
     page = await api.get(f"/runs/{run_id}/events?limit=1000", headers=auth())
     return page.json()["events"]
 
 
-async def _fork(api, run_id: str, body: dict, user: str = "alice", **headers: str):  # noqa: F811
+async def _fork(api, run_id: str, body: dict, user: str = "alice", **headers: str):
     return await api.post(f"/runs/{run_id}/fork", json=body,
                           headers={**auth(user), **headers})
 
 
-async def test_fork_amends_a_past_decision(api, dev_env):  # noqa: F811
+async def test_fork_amends_a_past_decision(api, dev_env):
     source = await start_run(api, gates=[BRIEF, VPC])
     pending = (await wait_pending(api, source, BRIEF))["pending_decision"]
     approved = await api.post(f"/runs/{source}/decisions/{BRIEF}",
@@ -94,7 +88,7 @@ async def test_fork_amends_a_past_decision(api, dev_env):  # noqa: F811
     assert still["forked_from"] is None
 
 
-async def test_fork_of_a_waiting_run_from_a_snapshot(api):  # noqa: F811
+async def test_fork_of_a_waiting_run_from_a_snapshot(api):
     source = await start_run(api, gates=[BRIEF])
     waiting = await wait_pending(api, source, BRIEF)
     heads = (await api.get(f"/runs/{source}/snapshots", headers=auth())).json()["snapshots"]
@@ -125,7 +119,7 @@ async def test_fork_of_a_waiting_run_from_a_snapshot(api):  # noqa: F811
         waiting["pending_decision"]["request_id"]
 
 
-async def test_fork_refusals_write_nothing(api, pool: asyncpg.Pool):  # noqa: F811
+async def test_fork_refusals_write_nothing(api, pool: asyncpg.Pool):
     source = await start_run(api, gates=[BRIEF])
     await wait_pending(api, source, BRIEF)
     heads = (await api.get(f"/runs/{source}/snapshots", headers=auth())).json()["snapshots"]
@@ -160,7 +154,7 @@ async def test_fork_refusals_write_nothing(api, pool: asyncpg.Pool):  # noqa: F8
     assert await run_count() == before
 
 
-async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):  # noqa: F811
+async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):
     for kind, why in [("content_review", "snapshot")]:
         run_id = uuid.uuid4()
         async with pool.acquire() as conn:
@@ -173,7 +167,7 @@ async def test_kinds_without_the_hook_say_why(api, pool: asyncpg.Pool):  # noqa:
         assert error["details"] == [{"kind": kind, "reason": error["details"][0]["reason"]}]
 
 
-async def test_agent_fork_carries_on_after_a_turn(api):  # noqa: F811
+async def test_agent_fork_carries_on_after_a_turn(api):
     started = await api.post("/runs", json={"kind": "agent", "input": {"message": "Plan a trip"}},
                              headers=auth())
     assert started.status_code == 201, started.text
@@ -218,7 +212,7 @@ async def test_agent_fork_carries_on_after_a_turn(api):  # noqa: F811
     assert await _events(api, source) == source_events
 
 
-async def test_a_fork_keeps_the_source_s_gate_rules(api):  # noqa: F811
+async def test_a_fork_keeps_the_source_s_gate_rules(api):
     body = {"kind": "validation", "input": {"entrepreneur_input": IDEA, "gates": [BRIEF]},
             "gates": {"*": {"quorum": 2}}}
     started = await api.post("/runs", json=body, headers=auth())

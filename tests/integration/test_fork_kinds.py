@@ -9,14 +9,13 @@ import asyncpg
 import httpx
 
 from tests.helpers import eventually
-from tests.integration.test_api import auth
+from tests.inprocess_api import auth
 from tests.integration.test_batch_steps import (  # noqa: F401 - the api and its fixtures
     _never_fails,
     api,
     backend,
     finished_job,
     outputs_of,
-    settings,
 )
 
 TEST_GATE = "test_unit_failed"

@@ -9,7 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
-from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from tests.inprocess_api import auth
 from tests.integration.test_retention import sweep
 from waystation.persistence.runs import create_run
 from waystation.workflows.retention_models import RetentionSweepInput
@@ -27,7 +27,7 @@ async def _run(pool: asyncpg.Pool, owner: str, *, status: str = "completed",
     return str(run_id)
 
 
-async def _group(api, owner: str, member: str) -> str:  # noqa: F811
+async def _group(api, owner: str, member: str) -> str:
     group = (await api.post("/groups", json={"name": "team"}, headers=auth(owner))).json()
     added = await api.post(f"/groups/{group['group_id']}/members",
                            json={"user": member, "role": "approver"}, headers=auth(owner))
@@ -35,12 +35,12 @@ async def _group(api, owner: str, member: str) -> str:  # noqa: F811
     return group["group_id"]
 
 
-async def _listed(api, user: str, **params) -> set[str]:  # noqa: F811
+async def _listed(api, user: str, **params) -> set[str]:
     page = (await api.get("/runs", params={"limit": 200, **params}, headers=auth(user))).json()
     return {r["run_id"] for r in page["runs"]}
 
 
-async def test_owner_hides_and_restores_a_run_members_see_neither(api, pool):  # noqa: F811
+async def test_owner_hides_and_restores_a_run_members_see_neither(api, pool):
     owner, member = f"alice-{uuid.uuid4().hex[:6]}", f"bob-{uuid.uuid4().hex[:6]}"
     group_id = await _group(api, owner, member)
     run_id = await _run(pool, owner, group_id=group_id)
@@ -81,7 +81,7 @@ async def test_owner_hides_and_restores_a_run_members_see_neither(api, pool):  #
         == {"run_id": run_id, "hidden": False, "hidden_at": None, "restore_until": None}
 
 
-async def test_only_finished_runs_are_hidden(api, pool):  # noqa: F811
+async def test_only_finished_runs_are_hidden(api, pool):
     run_id = await _run(pool, "alice", status="running")
     refused = await api.post(f"/runs/{run_id}/hide", headers=auth())
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_not_finished"
@@ -89,7 +89,7 @@ async def test_only_finished_runs_are_hidden(api, pool):  # noqa: F811
 
 
 async def test_after_the_grace_period_no_restore_and_the_sweep_deletes(
-        api, pool, dev_env, task_queue, tmp_path):  # noqa: F811
+        api, pool, dev_env, task_queue, tmp_path):
     run_id = await _run(pool, "alice")
     service = auth("ops", "service")
     assert (await api.post(f"/runs/{run_id}/hide", headers=service)).status_code == 200
@@ -107,7 +107,7 @@ async def test_after_the_grace_period_no_restore_and_the_sweep_deletes(
                                    uuid.UUID(run_id)) == 0
 
 
-async def test_a_run_an_erasure_hid_is_never_restored(api, pool):  # noqa: F811
+async def test_a_run_an_erasure_hid_is_never_restored(api, pool):
     owner = f"eve-{uuid.uuid4().hex[:6]}"
     hid_first, visible = await _run(pool, owner), await _run(pool, owner)
     assert (await api.post(f"/runs/{hid_first}/hide", headers=auth(owner))).status_code == 200

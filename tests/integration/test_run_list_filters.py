@@ -11,7 +11,7 @@ import uuid
 
 import asyncpg
 
-from tests.integration.test_api import api, auth, settings  # noqa: F401 - the api and settings fixtures
+from tests.inprocess_api import auth
 from waystation.persistence.runs import create_run
 
 
@@ -23,13 +23,13 @@ async def _run(pool: asyncpg.Pool, kind: str, input: dict, owner: str = "alice")
     return str(run_id)
 
 
-async def _ids(api, **params) -> list[str]:  # noqa: F811
+async def _ids(api, **params) -> list[str]:
     response = await api.get("/runs", params={"limit": 200, **params}, headers=auth())
     assert response.status_code == 200, response.text
     return [r["run_id"] for r in response.json()["runs"]]
 
 
-async def test_app_package_is_the_mobile_kind_s_field_and_filter(api, pool):  # noqa: F811
+async def test_app_package_is_the_mobile_kind_s_field_and_filter(api, pool):
     package = f"com.example.notes{uuid.uuid4().hex[:6]}"
     mine = await _run(pool, "mobile_agent", {"app_package": package, "driver": "simulator"})
     other_app = await _run(pool, "mobile_agent", {"app_package": "com.example.other"})
@@ -50,7 +50,7 @@ async def test_app_package_is_the_mobile_kind_s_field_and_filter(api, pool):  # 
     assert refused.json()["error"]["message"].startswith("query.app_package:")
 
 
-async def test_stale_after_lists_running_runs_not_updated_for_that_long(api, pool):  # noqa: F811
+async def test_stale_after_lists_running_runs_not_updated_for_that_long(api, pool):
     stale, fresh, paused = [await _run(pool, "batch", {"name": n}) for n in "abc"]
     async with pool.acquire() as conn:
         await conn.execute("UPDATE runs SET status = 'running', "

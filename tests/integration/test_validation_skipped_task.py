@@ -10,14 +10,14 @@ import httpx
 import pytest_asyncio
 
 from tests.helpers import IDEA, FailingTasks, eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from waystation.api.app import create_app
 from waystation.settings import Settings
 from waystation.worker import build_worker
 
 
 @pytest_asyncio.fixture
-async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+async def api(settings: Settings, dev_env, pool) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
     worker = build_worker(dev_env.client, pool, task_queue=settings.temporal_task_queue,
                           backend=FailingTasks({"assess_fit"}))

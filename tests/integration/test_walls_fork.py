@@ -9,17 +9,12 @@ import asyncpg
 import httpx
 
 from tests.helpers import IDEA
-from tests.integration.test_api import (  # noqa: F401 - the api and settings fixtures
-    api,
-    auth,
-    settings,
-    wait_pending,
-)
+from tests.inprocess_api import auth, wait_pending
 
 BRIEF = "approve_founders_brief"
 
 
-async def _group_run(api: httpx.AsyncClient, p: dict[str, str]) -> tuple[str, str]:  # noqa: F811
+async def _group_run(api: httpx.AsyncClient, p: dict[str, str]) -> tuple[str, str]:
     """alice's group (bob approves, carol views) and a run of it in project `wedding-<tag>`,
     waiting at its first gate."""
     group = await api.post("/groups", json={"name": "Forks"}, headers=auth(p["alice"]))
@@ -38,7 +33,7 @@ async def _group_run(api: httpx.AsyncClient, p: dict[str, str]) -> tuple[str, st
 
 
 async def test_a_viewer_may_not_fork_with_a_decision_and_spends_no_project(
-        api, pool: asyncpg.Pool):  # noqa: F811
+        api, pool: asyncpg.Pool):
     tag = uuid.uuid4().hex[:6]
     p = {name: f"{name}-{tag}" for name in ("alice", "bob", "carol", "dave")}
     p["project"] = f"wedding-{tag}"
@@ -71,7 +66,7 @@ async def test_a_viewer_may_not_fork_with_a_decision_and_spends_no_project(
     assert view["project_id"] is None
 
 
-async def test_a_decider_forks_with_a_decision_into_the_source_s_project(api):  # noqa: F811
+async def test_a_decider_forks_with_a_decision_into_the_source_s_project(api):
     tag = uuid.uuid4().hex[:6]
     p = {name: f"{name}-{tag}" for name in ("alice", "bob", "carol")}
     p["project"] = f"wedding-{tag}"

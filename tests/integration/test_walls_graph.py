@@ -7,11 +7,11 @@ import base64
 import uuid
 
 from tests.helpers import NOTES
-from tests.inprocess_api import api, auth, finished, settings  # noqa: F401 - fixtures
+from tests.inprocess_api import auth, finished
 from waystation.activities.artifacts import LocalArtifactStore
 
 
-async def _explore(api, user: str) -> str:  # noqa: F811
+async def _explore(api, user: str) -> str:
     response = await api.post("/runs", headers=auth(user), json={
         "kind": "mobile_agent", "input": {"app_package": NOTES, "driver": "simulator",
                                           "max_steps": 4, "sensitive_actions": "skip"}})
@@ -21,7 +21,7 @@ async def _explore(api, user: str) -> str:  # noqa: F811
     return run_id
 
 
-async def test_another_users_screenshot_is_not_in_my_picture(api, settings, pool):  # noqa: F811
+async def test_another_users_screenshot_is_not_in_my_picture(api, settings, pool):
     alice_run = await _explore(api, "alice")
     bob_run = await _explore(api, "bob")
     # What alice typed, on the screenshot the app's shared screens now show.

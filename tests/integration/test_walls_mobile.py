@@ -11,7 +11,7 @@ from waystation_mobile.activities.adb import typing_commands
 from waystation_mobile.settings import MobileSettings
 
 from tests.helpers import NOTES
-from tests.inprocess_api import SECRET, api, auth  # noqa: F401 - the api fixture
+from tests.inprocess_api import SECRET, auth
 from waystation.settings import Settings
 
 # `input` stands in for the device's: it prints each argument it receives, bracketed.
@@ -55,7 +55,7 @@ def _adb_run(serial: str | None) -> dict:
                                               "max_errors": 0}}
 
 
-async def test_users_name_only_listed_devices(api) -> None:  # noqa: F811
+async def test_users_name_only_listed_devices(api) -> None:
     before = (await api.get("/runs", headers=auth("eve"))).json()["runs"]
     for serial in ("R58M123ABC", None):
         refused = await api.post("/runs", headers=auth("eve"), json=_adb_run(serial))
@@ -71,7 +71,7 @@ async def test_users_name_only_listed_devices(api) -> None:  # noqa: F811
     assert operator.status_code == 201, operator.text
 
 
-async def test_an_app_the_simulator_does_not_have_is_refused_at_start(api) -> None:  # noqa: F811
+async def test_an_app_the_simulator_does_not_have_is_refused_at_start(api) -> None:
     """Not a run that retries its first step for ever: a 422 naming the field and the apps the
     simulator has, and nothing written."""
     before = (await api.get("/runs", headers=auth("eve"))).json()["runs"]

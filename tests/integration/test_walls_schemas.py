@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from temporalio.exceptions import ApplicationError
 
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from tests.integration.test_batch_api import api, submit  # noqa: F401 - the api fixture
 from waystation.activities.agents.structured import AnswerProblem, validate_answer
 from waystation.contracts.user_schemas import (

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from tests.helpers import IDEA, eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from tests.integration.test_batch_api import api, submit, wait_status  # noqa: F401 - the api fixture
 from waystation.kinds.batch.activities.render_process import (
     KILL_AFTER_SECONDS,

@@ -20,7 +20,7 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from tests.helpers import eventually
-from tests.integration.test_api import auth, settings  # noqa: F401 - the settings fixture
+from tests.inprocess_api import auth
 from waystation.activities.agents import AgentRequest, AgentResponse
 from waystation.activities.agents.base import (
     MODEL_REFUSED,
@@ -73,7 +73,7 @@ class Stack:
 
 
 @pytest_asyncio.fixture
-async def stack(settings: Settings, dev_env, pool,  # noqa: F811
+async def stack(settings: Settings, dev_env, pool,
                 tmp_path: Path) -> AsyncIterator[Stack]:
     # Read afresh on every request: these tests watch totals change.
     app = create_app(settings.model_copy(update={"workers_cache_seconds": 0}))
@@ -232,7 +232,7 @@ async def test_workers_list_only_the_running_items_the_caller_may_read(stack):
     assert row is not None and row["status"] == "idle" and row["units_completed"] == 1
 
 
-async def test_consoles_polling_workers_cost_one_read_per_window(settings, dev_env,  # noqa: F811
+async def test_consoles_polling_workers_cost_one_read_per_window(settings, dev_env,
                                                                 pool):
     """Issue 38: twenty GET /workers by four users within the cache's window read Temporal's
     pollers and the totals once (the console asks every 2 s, in every tab); the cache makes
