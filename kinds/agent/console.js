@@ -79,6 +79,15 @@ export function mount(slot, run, { onChange, onEvents, onDeltas }) {
     return h("li", { class: "turn tool" }, shown);
   }
 
+  // A line read from the transcript goes above the answers still being written: their first
+  // tokens can come before the message they answer is read (the page sent it, the stream
+  // brought the answer's deltas, then the read), and the conversation reads in its order.
+  function placeDone(li) {
+    const firstLive = [...writing.values()].find((w) => w.li.isConnected);
+    if (firstLive) firstLive.li.before(li);
+    else list.append(li);
+  }
+
   // Each read waits for the one before and starts where it ended: no line twice, none missed.
   function read() {
     reads = reads.then(readNew);
@@ -94,7 +103,7 @@ export function mount(slot, run, { onChange, onEvents, onDeltas }) {
           empty.hidden = true;
           const live = m.message_id && writing.get(m.message_id);
           if (live) live.li.replaceWith(entry(m));
-          else list.append(entry(m));
+          else placeDone(entry(m));
           if (m.message_id) {
             answered.add(m.message_id);
             writing.delete(m.message_id);

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
-from playwright.async_api import expect
+from playwright.async_api import Locator, expect
 
 from tests.browser.test_console_browser import (  # noqa: F401 - fixtures
     bearer,
@@ -18,6 +18,13 @@ from tests.browser.test_console_browser import (  # noqa: F401 - fixtures
     signed_in_page,
     start,
 )
+
+
+async def speakers(conversation: Locator) -> list[str]:
+    """Who speaks in each line of the conversation, top to bottom (tool lines left out)."""
+    classes = await conversation.locator("li.person, li.agent").evaluate_all(
+        "lines => lines.map(li => li.classList.contains('person') ? 'person' : 'agent')")
+    return list(classes)
 
 
 async def test_a_person_converses_with_an_agent_run_from_its_page(browser, live, pool):  # noqa: F811
@@ -43,6 +50,9 @@ async def test_a_person_converses_with_an_agent_run_from_its_page(browser, live,
     await expect(conversation.locator("li.agent:not(.writing)")).to_have_count(1)
     await expect(conversation.locator("li.agent")).to_have_count(1)
     assert (await conversation.locator("li.agent p").inner_text()).strip()
+    # In the order of the conversation: the message above its answer, though the answer's
+    # first tokens may reach the page before the message is read back.
+    assert await speakers(conversation) == ["person", "agent"]
     await shot(page, "agent-conversation")
 
     # The conversation follows the page's event stream, not a poll: idle, it reads nothing;
@@ -56,7 +66,8 @@ async def test_a_person_converses_with_an_agent_run_from_its_page(browser, live,
                                json={"text": "Find rustic venues in Bangalore"})
     assert sent.status_code == 202, sent.text
     await expect(conversation.locator("li.person")).to_have_count(2)
-    await expect(conversation.locator("li.agent")).to_have_count(2)
+    await expect(conversation.locator("li.agent:not(.writing)")).to_have_count(2)
+    assert await speakers(conversation) == ["person", "agent", "person", "agent"]
 
     # An empty message is not sent; a run that has ended takes none.
     await page.get_by_role("button", name="Send").click()
