@@ -109,7 +109,7 @@ class AgentRun(RunWorkflow):
         self.phase = "answered"
         said = {"message_id": end.message_id} if end.message_id else {}
         # The run's totals so far, named `total_usage` so that the events' usage summed into the
-        # run's costs (append_run_events, migration 092) does not add them again.
+        # run's costs (append_run_events, migration 091) does not add them again.
         answered = [*end.events, self.event(
             f"t{c.turn}.answer", AGENT_ANSWERED, phase=c.turn, status="completed",
             output={"turn": c.turn, "text": c.last_answer, "context_summary": c.context_summary,

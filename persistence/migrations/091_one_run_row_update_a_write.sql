@@ -5,6 +5,16 @@
 -- moves the row once, state and `last_seq` together, after inserting the events. A write
 -- without events updates the row as before; one without state moves `last_seq` alone.
 --
+-- The run's costs move in that same UPDATE. Each event carrying a model call's usage
+-- (`output.usage`: a validation task's end, an agent's request) added it to the run's totals
+-- by a trigger of its own (migration 010), one more UPDATE of the row, one more row version,
+-- per such event. append_run_events now sums the usage of the events it inserts and adds it
+-- with the state and `last_seq`, and the trigger goes. What it counted is unchanged: an event
+-- is inserted once per key, so an attempt is counted once, whatever the retries, and the
+-- totals commit with the events; a finished run's totals still follow its late events.
+-- append_run_events is the one writer of run_events (the kinds' functions call it through
+-- apply_progress_write), so no insert goes uncounted.
+--
 -- What each part guarantees is unchanged:
 -- - Gapless seqs: the run's row is locked before its `last_seq` is read, so the writers of one
 --   run take turns; the keys are looked up, and the new events numbered, under that lock.
@@ -23,10 +33,15 @@
 -- made again with PostgreSQL's default (EXECUTE for PUBLIC, as they had); apply_progress_write
 -- is replaced in place, keeping its grant to the workers alone (migration 028).
 
+DROP TRIGGER run_events_add_usage ON run_events;
+DROP FUNCTION add_event_usage_to_run();
+
 DROP FUNCTION update_run_progress(uuid, text, int, text, text, jsonb, text, text);
 -- r: a write's run state (contracts.writes.RunStateWrite, as JSON); p_last_seq: the run's new
--- `last_seq` when the write appended events, NULL to leave it.
-CREATE FUNCTION update_run_progress(p_id uuid, r jsonb, p_last_seq bigint)
+-- `last_seq` when the write appended events, NULL to leave it; p_usage: the usage of the
+-- events it inserted, summed ({cost_usd, input_tokens, output_tokens}).
+CREATE FUNCTION update_run_progress(p_id uuid, r jsonb, p_last_seq bigint,
+                                    p_usage jsonb DEFAULT NULL)
 RETURNS void LANGUAGE sql AS $$
 UPDATE runs SET
     status = r->>'status',
@@ -43,6 +58,9 @@ UPDATE runs SET
     completed_at = CASE WHEN r->>'status' IN ('completed', 'failed', 'canceled')
                         THEN COALESCE(completed_at, now()) ELSE completed_at END,
     last_seq = COALESCE(p_last_seq, last_seq),
+    cost_usd = cost_usd + COALESCE((p_usage->>'cost_usd')::numeric, 0),
+    input_tokens = input_tokens + COALESCE((p_usage->>'input_tokens')::bigint, 0),
+    output_tokens = output_tokens + COALESCE((p_usage->>'output_tokens')::bigint, 0),
     updated_at = now()
  WHERE id = p_id AND status NOT IN ('completed', 'failed', 'canceled');
 UPDATE hitl_requests SET status = 'superseded', updated_at = now()
@@ -51,9 +69,11 @@ UPDATE hitl_requests SET status = 'superseded', updated_at = now()
 $$;
 
 -- append_run_events (migration 029's), with the run's state to write in the same UPDATE of
--- its row (p_run, as update_run_progress takes it; NULL: the events alone, as before).
+-- its row (p_run, as update_run_progress takes it; NULL: the events alone, as before), and
+-- the usage of the events it inserts added to the run's costs in that UPDATE.
 DROP FUNCTION append_run_events(uuid, jsonb);
-CREATE FUNCTION append_run_events(p_run_id uuid, p_events jsonb, p_run jsonb DEFAULT NULL)
+CREATE FUNCTION append_run_events(p_run_id uuid, p_events jsonb,
+                                             p_run jsonb DEFAULT NULL)
 RETURNS TABLE (out_key text, out_seq bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -65,6 +85,7 @@ DECLARE
     v_first   bigint;
     v_through bigint;
     v_payload text;
+    v_usage   jsonb;
 BEGIN
     SELECT r.last_seq, r.status IN ('completed', 'failed', 'canceled') INTO v_last, v_ended
       FROM runs r WHERE r.id = p_run_id FOR NO KEY UPDATE;
@@ -95,18 +116,30 @@ BEGIN
            jsonb_agg((f.e - 'event_key') || jsonb_build_object('seq', s.seq,
                                                                'created_at', s.created_at)
                      ORDER BY s.seq),
-           min(s.seq), max(s.seq)
-      INTO v_added, v_rows, v_first, v_through
-      FROM stored s JOIN fresh f ON f.seq = s.seq;
+           min(s.seq), max(s.seq),
+           jsonb_build_object(
+               'cost_usd', sum((f.e->'output'->'usage'->>'cost_usd')::numeric) FILTER (WHERE m),
+               'input_tokens', sum((f.e->'output'->'usage'->>'input_tokens')::bigint) FILTER (WHERE m),
+               'output_tokens', sum((f.e->'output'->'usage'->>'output_tokens')::bigint) FILTER (WHERE m))
+      INTO v_added, v_rows, v_first, v_through, v_usage
+      FROM stored s JOIN fresh f ON f.seq = s.seq,
+           LATERAL (SELECT jsonb_typeof(f.e->'output'->'usage') = 'object' AS m) metered;
     RETURN QUERY
         SELECT g.e->>'event_key', ((v_known || COALESCE(v_added, '{}'::jsonb))
                                    ->> (g.e->>'event_key'))::bigint
           FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g (e, n) ORDER BY g.n;
-    -- The row's one UPDATE: a finished run's state stays, its `last_seq` still follows.
+    -- The row's one UPDATE: a finished run's state stays, its `last_seq` and costs still
+    -- follow.
     IF p_run IS NOT NULL AND NOT v_ended THEN
-        PERFORM update_run_progress(p_run_id, p_run, v_through);
+        PERFORM update_run_progress(p_run_id, p_run, v_through, v_usage);
     ELSIF v_first IS NOT NULL THEN
-        UPDATE runs SET last_seq = v_through, updated_at = now() WHERE id = p_run_id;
+        UPDATE runs SET
+            last_seq = v_through,
+            cost_usd = cost_usd + COALESCE((v_usage->>'cost_usd')::numeric, 0),
+            input_tokens = input_tokens + COALESCE((v_usage->>'input_tokens')::bigint, 0),
+            output_tokens = output_tokens + COALESCE((v_usage->>'output_tokens')::bigint, 0),
+            updated_at = now()
+         WHERE id = p_run_id;
     END IF;
     IF v_first IS NOT NULL THEN
         v_payload := json_build_object('run_id', p_run_id, 'first', v_first, 'seq', v_through,

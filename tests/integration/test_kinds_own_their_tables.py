@@ -161,7 +161,7 @@ async def test_a_database_of_the_release_before_upgrades_in_place_with_its_rows(
 
         # The batch's and the screen graph's migrations find their tables made by the old
         # core files; the move of `runs.app_package` runs.
-        assert await apply_migrations(conn, folders=folders) == [86, 87, 88, 89, 90, 91, 92]
+        assert await apply_migrations(conn, folders=folders) == [86, 87, 88, 89, 90, 91]
         assert {table: await rows(conn, table) for table in MOVED} == before
         assert dict(await conn.fetch("SELECT run_id, app_package FROM mobile_runs")) == {
             MOBILE_RUN: "com.example.notes", OTHER_MOBILE_RUN: "com.example.shop"}
@@ -303,7 +303,7 @@ async def test_the_agent_kind_s_columns_move_to_its_own_table_with_their_rows(
         assert set(AGENT_COLUMNS) <= await runs_columns(conn)
         await fill_the_agent_columns(conn)
 
-        assert await apply_migrations(conn, folders=folders) == [87, 88, 89, 90, 91, 92]
+        assert await apply_migrations(conn, folders=folders) == [87, 88, 89, 90, 91]
         assert await agent_runs(conn) == MOVED_AGENT_ROWS
         assert await runs_columns(conn) & set(AGENT_COLUMNS) == set()
         assert await conn.fetchval("SELECT count(*) FROM runs") == len(AGENT_ROWS)
@@ -331,7 +331,7 @@ async def test_a_core_only_database_keeps_the_agent_columns_holding_values_until
         await apply_migrations(conn, folders=others, up_to=LAST_WITH_THE_COLUMNS)
         await fill_the_agent_columns(conn)
         # Without the agent kind: the core stops writing them, and drops none holding a value.
-        assert await apply_migrations(conn, folders=others) == [87, 89, 90, 91, 92]
+        assert await apply_migrations(conn, folders=others) == [87, 89, 90, 91]
         assert set(AGENT_COLUMNS) <= await runs_columns(conn)
         # The agent kind installed later moves them.
         assert await apply_migrations(conn, folders=[agent]) == [88]

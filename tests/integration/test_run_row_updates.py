@@ -170,7 +170,7 @@ def _metered(key: str, cost: str, tokens: int) -> EventWrite:
 
 
 async def test_a_writes_usage_joins_the_one_update_and_counts_once(pool: asyncpg.Pool) -> None:
-    """Migration 092: the usage of the events a write inserts is added to the run's costs in
+    """Migration 091: the usage of the events a write inserts is added to the run's costs in
     the row's one UPDATE (a trigger made one more version an event); a retry adds nothing."""
     run_id = (await new_validation_run(pool)).run_id
     costs = "SELECT cost_usd::text, input_tokens, output_tokens FROM runs WHERE id = $1"
